@@ -1,0 +1,1 @@
+//! Tessera's codelet library: each kernel is one codelet, with in-place kernels on tile views underneath.
