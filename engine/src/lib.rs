@@ -1,5 +1,30 @@
 //! Tessera's runtime: data handles, task graphs, scheduling policies, workers and traces.
+//!
+//! Programs register data ([`Runtime::register`]), submit tasks that declare
+//! how they access it ([`TaskBuilder`]), and wait. Dependencies follow from
+//! submission order and access modes (sequential task flow); ready tasks run
+//! on CPU worker threads under a [`SchedulerPolicy`](sched::SchedulerPolicy).
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod access;
+mod codelet;
+mod data;
+mod error;
+pub mod graph;
+mod recorder;
+mod runtime;
+pub mod sched;
+mod sleep;
+mod task;
 pub mod trace;
+mod util;
+mod worker;
+
+pub use access::AccessMode;
+pub use codelet::Codelet;
+pub use data::DataHandle;
+pub use error::{AccessError, BodyError, Error, RunError, TaskFailure, TaskInfo};
+pub use graph::{NodeId, TaskGraph};
+pub use runtime::{Config, Runtime};
+pub use task::{TaskBuilder, TaskContext, TaskHandle};

@@ -1,1 +1,24 @@
-//! placeholder
+//! Shared helpers for Tessera's cross-crate tests.
+
+use std::time::Duration;
+
+/// Run `f` on its own thread and fail the test if it does not finish within
+/// `limit`, so no test can hang CI. A panic inside `f` is re-raised.
+pub fn with_timeout<F: FnOnce() + Send + 'static>(limit: Duration, f: F) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) => t.join().expect("test body finished"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(p) = t.join() {
+                std::panic::resume_unwind(p)
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("test did not finish within {limit:?} (deadlock or lost wake-up?)")
+        }
+    }
+}

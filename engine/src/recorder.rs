@@ -1,0 +1,163 @@
+//! Per-worker trace recording: no lock and no allocation per event.
+//!
+//! Each worker appends events to fixed-size chunks it owns. A slot is written
+//! once, then published by a Release store of the chunk's length; readers load
+//! the length with Acquire and read only published slots. A new chunk (one
+//! allocation per `CHUNK` events) is registered under a per-worker mutex that
+//! only the reader ever contends.
+
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::codelet::Codelet;
+use crate::trace::model::{TaskRecord, Trace, WorkerInfo};
+use crate::util::lock;
+
+const CHUNK: usize = 4096;
+
+/// One executed task, as recorded.
+pub(crate) struct Event {
+    pub(crate) id: u64,
+    pub(crate) codelet: Codelet,
+    pub(crate) label: Option<Box<str>>,
+    pub(crate) priority: i32,
+    pub(crate) flops: f64,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) preds: Box<[u64]>,
+}
+
+struct Chunk {
+    slots: Box<[UnsafeCell<MaybeUninit<Event>>]>,
+    /// Slots `[0, len)` are initialised and never written again.
+    len: AtomicUsize,
+}
+
+// SAFETY: a slot is written only by the owning worker before it is published
+// through `len` (Release), and read only after being observed published
+// (Acquire); published slots are immutable.
+unsafe impl Sync for Chunk {}
+// SAFETY: Events are Send (all fields are).
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    fn new() -> Arc<Chunk> {
+        Arc::new(Chunk {
+            slots: (0..CHUNK)
+                .map(|_| UnsafeCell::new(MaybeUninit::uninit()))
+                .collect(),
+            len: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        let n = *self.len.get_mut();
+        for slot in &mut self.slots[..n] {
+            // SAFETY: slots below `len` were initialised, and we have `&mut self`.
+            unsafe { slot.get_mut().assume_init_drop() };
+        }
+    }
+}
+
+/// The whole run's log: one list of chunks per worker.
+pub(crate) struct TraceLog {
+    pub(crate) epoch: Instant,
+    workers: Vec<Mutex<Vec<Arc<Chunk>>>>,
+    names: Vec<String>,
+}
+
+impl TraceLog {
+    pub(crate) fn new(names: Vec<String>) -> Self {
+        TraceLog {
+            epoch: Instant::now(),
+            workers: names.iter().map(|_| Mutex::new(Vec::new())).collect(),
+            names,
+        }
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// A snapshot of everything published so far.
+    pub(crate) fn snapshot(&self) -> Trace {
+        let mut trace = Trace {
+            workers: self
+                .names
+                .iter()
+                .map(|n| WorkerInfo {
+                    name: n.clone(),
+                    memory_node: 0,
+                })
+                .collect(),
+            ..Trace::default()
+        };
+        for (w, chunks) in self.workers.iter().enumerate() {
+            for chunk in lock(chunks).iter() {
+                let n = chunk.len.load(Ordering::Acquire);
+                for slot in &chunk.slots[..n] {
+                    // SAFETY: published slot (see `Chunk`).
+                    let e = unsafe { (*slot.get()).assume_init_ref() };
+                    trace.tasks.push(TaskRecord {
+                        id: e.id,
+                        codelet: e.codelet.name().to_string(),
+                        label: e.label.as_deref().map(str::to_string),
+                        worker: w as u32,
+                        priority: e.priority,
+                        flops: e.flops,
+                        start: e.start,
+                        end: e.end,
+                    });
+                    trace.edges.extend(e.preds.iter().map(|&p| (p, e.id)));
+                }
+            }
+        }
+        trace.tasks.sort_by_key(|t| t.start);
+        trace
+    }
+}
+
+/// A worker's writing end.
+pub(crate) struct Recorder {
+    log: Arc<TraceLog>,
+    worker: usize,
+    current: Option<Arc<Chunk>>,
+}
+
+impl Recorder {
+    pub(crate) fn new(log: Arc<TraceLog>, worker: usize) -> Self {
+        Recorder {
+            log,
+            worker,
+            current: None,
+        }
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        self.log.now()
+    }
+
+    pub(crate) fn record(&mut self, event: Event) {
+        let full = match &self.current {
+            Some(c) => c.len.load(Ordering::Relaxed) == CHUNK,
+            None => true,
+        };
+        if full {
+            let c = Chunk::new();
+            lock(&self.log.workers[self.worker]).push(Arc::clone(&c));
+            self.current = Some(c);
+        }
+        let chunk = self.current.as_ref().expect("set above");
+        // Relaxed: only this thread writes `len`.
+        let i = chunk.len.load(Ordering::Relaxed);
+        // SAFETY: slot `i` is unpublished, so no reader touches it, and only
+        // this worker writes to its chunks.
+        unsafe { (*chunk.slots[i].get()).write(event) };
+        chunk.len.store(i + 1, Ordering::Release);
+    }
+}

@@ -1,0 +1,565 @@
+//! The runtime: configuration, data registration, task submission (sequential
+//! task flow), waiting, and the worker threads' lifetime.
+//!
+//! Lock order (never take an earlier lock while holding a later one):
+//! 1. `HandleCore::deps` of the task's handles, in increasing handle id;
+//! 2. `TaskNode::successors` of one predecessor at a time;
+//! 3. `Shared::errors`, `Shared::graph`, `Shared::wait_lock` (leaf locks).
+//!
+//! Taking all of a task's handle locks at once, in id order, makes each
+//! submission atomic with respect to the others, so submissions from several
+//! threads always produce an acyclic graph.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::data::{DataHandle, DepState};
+use crate::error::{Error, RunError, TaskFailure};
+use crate::recorder::TraceLog;
+use crate::sched::{policy_by_name, ReadyTask, SchedulerPolicy};
+use crate::sleep::Sleep;
+use crate::task::{lock_successors, state, TaskBuilder, TaskHandle, TaskNode};
+use crate::trace::model::Trace;
+use crate::util::lock;
+use crate::worker::{run_worker, Outcome};
+
+/// How to build a [`Runtime`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Number of CPU worker threads (default: one per available core).
+    pub workers: usize,
+    /// Scheduling policy name: `ws` or `prio`.
+    pub scheduler: String,
+    /// Record a task timeline (see [`Runtime::trace`]).
+    pub trace: bool,
+    /// Keep every submitted task and edge for [`Runtime::graph_dot`].
+    pub record_graph: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            scheduler: "ws".to_string(),
+            trace: false,
+            record_graph: false,
+        }
+    }
+}
+
+impl Config {
+    /// Default configuration with `n` workers.
+    pub fn with_workers(n: usize) -> Self {
+        Config {
+            workers: n,
+            ..Config::default()
+        }
+    }
+
+    /// Set the scheduler by name.
+    pub fn scheduler(mut self, name: &str) -> Self {
+        self.scheduler = name.to_string();
+        self
+    }
+
+    /// Turn tracing on or off.
+    pub fn trace(mut self, on: bool) -> Self {
+        self.trace = on;
+        self
+    }
+
+    /// Turn graph recording on or off.
+    pub fn record_graph(mut self, on: bool) -> Self {
+        self.record_graph = on;
+        self
+    }
+}
+
+/// One recorded task for DOT export: (id, name, predecessor ids).
+pub(crate) type GraphEntry = (u64, String, Box<[u64]>);
+
+/// State shared by the runtime handle and its workers.
+pub(crate) struct Shared {
+    id: u64,
+    pub(crate) policy: Arc<dyn SchedulerPolicy>,
+    pub(crate) sleep: Sleep,
+    next_task: AtomicU64,
+    next_handle: AtomicU64,
+    /// Submitted tasks not yet finished.
+    in_flight: AtomicUsize,
+    /// Threads inside a wait; completers notify only when non-zero.
+    waiters: AtomicUsize,
+    wait_lock: Mutex<()>,
+    wait_cond: Condvar,
+    /// Failures and cancellations since the last `wait_all`.
+    errors: Mutex<RunError>,
+    has_errors: AtomicBool,
+    pub(crate) trace: Option<Arc<TraceLog>>,
+    graph: Option<Mutex<Vec<GraphEntry>>>,
+}
+
+static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Shared {
+    /// A task finished: one less in flight; wake waiters if any.
+    pub(crate) fn finish_one(&self) {
+        // SeqCst on both sides (here and in `wait_until`): either the waiter
+        // sees the finished state, or this load sees the waiter.
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&self.wait_lock);
+            self.wait_cond.notify_all();
+        }
+    }
+
+    /// Record a failed or cancelled task and poison the data it was to write.
+    pub(crate) fn record_failure(&self, node: &Arc<TaskNode>, outcome: &Outcome) {
+        let who = match outcome {
+            Outcome::Cancelled => format!(
+                "its last writer {} was cancelled because {}",
+                node.info(),
+                node.root_cause()
+            ),
+            _ => format!("its last writer {} failed", node.info()),
+        };
+        for a in node.accesses.iter().filter(|a| a.mode.writes()) {
+            let mut deps = a.lock_deps();
+            let is_last = deps
+                .last_writer
+                .as_ref()
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(node)));
+            if is_last {
+                deps.poisoned_by = Some(who.clone());
+            }
+        }
+        let mut errors = lock(&self.errors);
+        match outcome {
+            Outcome::Failed(message) => errors.failures.push(TaskFailure {
+                task: node.info(),
+                message: message.clone(),
+            }),
+            Outcome::Cancelled => errors.cancelled.push(node.info()),
+            Outcome::Ok => {}
+        }
+        self.has_errors.store(true, Ordering::SeqCst);
+    }
+
+    /// Block until `done()` holds, or the deadline passes.
+    fn wait_until(&self, done: impl Fn() -> bool, timeout: Option<Duration>) -> Result<(), Error> {
+        if done() {
+            return Ok(());
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = lock(&self.wait_lock);
+        let result = loop {
+            if done() {
+                break Ok(());
+            }
+            match deadline {
+                None => {
+                    guard = self
+                        .wait_cond
+                        .wait(guard)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break Err(Error::Timeout(timeout.unwrap_or_default()));
+                    }
+                    guard = self
+                        .wait_cond
+                        .wait_timeout(guard, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        };
+        drop(guard);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    fn take_errors(&self) -> Result<(), Error> {
+        if !self.has_errors.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut errors = lock(&self.errors);
+        self.has_errors.store(false, Ordering::SeqCst);
+        let e = std::mem::take(&mut *errors);
+        if e.failures.is_empty() && e.cancelled.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Failed(e))
+        }
+    }
+}
+
+/// A task-graph runtime with its CPU workers.
+///
+/// Dropping it stops the workers after their current task; tasks not yet
+/// started are cancelled (dropped unrun). Call [`wait_all`](Self::wait_all)
+/// first to let them finish.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    config: Config,
+}
+
+impl Runtime {
+    /// Start a runtime with `config.workers` worker threads.
+    pub fn new(config: Config) -> Result<Runtime, Error> {
+        if config.workers == 0 {
+            return Err(Error::Config("at least one worker is needed".into()));
+        }
+        let policy = policy_by_name(&config.scheduler, config.workers)?;
+        let names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
+        let shared = Arc::new(Shared {
+            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+            policy: Arc::clone(&policy),
+            sleep: Sleep::new(),
+            next_task: AtomicU64::new(0),
+            next_handle: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            waiters: AtomicUsize::new(0),
+            wait_lock: Mutex::new(()),
+            wait_cond: Condvar::new(),
+            errors: Mutex::new(RunError::default()),
+            has_errors: AtomicBool::new(false),
+            trace: config.trace.then(|| Arc::new(TraceLog::new(names.clone()))),
+            graph: config.record_graph.then(|| Mutex::new(Vec::new())),
+        });
+        let mut threads = Vec::with_capacity(config.workers);
+        for (i, name) in names.into_iter().enumerate() {
+            let queue = policy.worker_queue(i);
+            let s = Arc::clone(&shared);
+            let t = std::thread::Builder::new()
+                .name(format!("tessera-{name}"))
+                .spawn(move || run_worker(s, queue, i))
+                .map_err(|e| Error::Config(format!("cannot start worker thread {i}: {e}")))?;
+            threads.push(t);
+        }
+        Ok(Runtime {
+            shared,
+            threads,
+            config,
+        })
+    }
+
+    /// A runtime with `n` workers and the default policy.
+    pub fn with_workers(n: usize) -> Result<Runtime, Error> {
+        Runtime::new(Config::with_workers(n))
+    }
+
+    /// The configuration this runtime runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Number of CPU workers.
+    pub fn workers(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// The scheduling policy's name.
+    pub fn scheduler_name(&self) -> &'static str {
+        self.shared.policy.name()
+    }
+
+    /// Register `value`; tasks reach it through the returned handle.
+    pub fn register<T: Send + Sync + 'static>(&self, value: T) -> DataHandle<T> {
+        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
+        DataHandle::new(value, id, self.shared.id, None)
+    }
+
+    /// Register `value` under a name used in error messages and traces.
+    pub fn register_named<T: Send + Sync + 'static>(
+        &self,
+        value: T,
+        name: impl Into<String>,
+    ) -> DataHandle<T> {
+        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
+        DataHandle::new(value, id, self.shared.id, Some(name.into()))
+    }
+
+    /// Submit a task. Its dependencies are inferred from the data it declares
+    /// and the tasks submitted before it (plus any explicit `after`). Callable
+    /// from several threads, and while tasks run.
+    pub fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
+        let shared = &*self.shared;
+        if shared.sleep.is_shutdown() {
+            return Err(submit_error(&task, "the runtime is shutting down".into()));
+        }
+        // Reject foreign and duplicate handles before touching any state.
+        for (i, a) in task.accesses.iter().enumerate() {
+            if a.core().runtime_id != shared.id {
+                return Err(submit_error(
+                    &task,
+                    format!(
+                        "data '{}' belongs to another runtime",
+                        a.core().display_name()
+                    ),
+                ));
+            }
+            if task.access_ids[..i].contains(&task.access_ids[i]) {
+                return Err(submit_error(
+                    &task,
+                    format!(
+                        "data '{}' is declared twice; declare it once with the combined mode (RW)",
+                        a.core().display_name()
+                    ),
+                ));
+            }
+        }
+        if let Some(t) = task.after.iter().find(|t| t.runtime != shared.id) {
+            return Err(submit_error(
+                &task,
+                format!(
+                    "it depends on {}, which belongs to another runtime",
+                    t.info()
+                ),
+            ));
+        }
+        let mut order: Vec<usize> = (0..task.accesses.len()).collect();
+        order.sort_unstable_by_key(|&i| task.access_ids[i]);
+
+        let TaskBuilder {
+            parts,
+            accesses,
+            after,
+            ..
+        } = task;
+        let id = shared.next_task.fetch_add(1, Ordering::Relaxed);
+        let node = Arc::new(TaskNode::new(id, parts, accesses.into_boxed_slice()));
+
+        // Step 1: lock every handle of the task, in id order.
+        let mut guards: Vec<(usize, MutexGuard<'_, DepState>)> = order
+            .iter()
+            .map(|&i| (i, node.accesses[i].lock_deps()))
+            .collect();
+        if let Some((i, _)) = guards.iter().find(|(_, g)| g.unregistered) {
+            let name = node.accesses[*i].core().display_name();
+            drop(guards);
+            return Err(Error::Submit {
+                task: node.display_name(),
+                reason: format!("data '{name}' was unregistered"),
+            });
+        }
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let keep_preds = shared.trace.is_some() || shared.graph.is_some();
+        let mut preds: Vec<u64> = Vec::new();
+        let link = |pred: &Arc<TaskNode>, flow: bool, preds: &mut Vec<u64>| {
+            if add_edge(pred, &node, flow) && keep_preds {
+                preds.push(pred.id);
+            }
+        };
+
+        for t in &after {
+            link(&t.node, true, &mut preds);
+        }
+        // Step 2: edges from the data, and the new dependency state.
+        for (i, deps) in guards.iter_mut() {
+            let mode = node.accesses[*i].mode;
+            if mode.reads() {
+                if let Some(p) = &deps.poisoned_by {
+                    node.cancel(|| {
+                        format!(
+                            "data '{}' is invalid: {p}",
+                            node.accesses[*i].core().display_name()
+                        )
+                    });
+                }
+            }
+            if let Some(w) = deps.last_writer.as_ref().and_then(|w| w.upgrade()) {
+                // Read-after-write carries data; write-after-write only orders.
+                link(&w, mode.reads(), &mut preds);
+            }
+            if mode.writes() {
+                for r in deps.readers.drain(..) {
+                    if let Some(r) = r.upgrade() {
+                        link(&r, false, &mut preds);
+                    }
+                }
+                deps.last_writer = Some(Arc::downgrade(&node));
+                // A pure write replaces poisoned contents; an RW of poisoned
+                // data is cancelled above and re-poisons it when it ends.
+                if mode == crate::access::AccessMode::W {
+                    deps.poisoned_by = None;
+                }
+            } else {
+                deps.push_reader(Arc::downgrade(&node));
+            }
+        }
+        drop(guards);
+        if keep_preds {
+            preds.sort_unstable();
+            preds.dedup();
+            if let Some(g) = &shared.graph {
+                lock(g).push((id, node.display_name(), preds.clone().into_boxed_slice()));
+            }
+            let _ = node.preds.set(preds.into_boxed_slice());
+        }
+        let handle = TaskHandle {
+            node: Arc::clone(&node),
+            runtime: shared.id,
+        };
+        // Step 3: drop the submitter's hold; whoever reaches zero pushes.
+        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            shared.policy.push_external(ReadyTask(node));
+            shared.sleep.notify_one();
+        }
+        Ok(handle)
+    }
+
+    /// Wait until `task` has finished. `Err` if it failed or was cancelled
+    /// (the failure is still reported by the next `wait_all`).
+    pub fn wait(&self, task: &TaskHandle) -> Result<(), Error> {
+        self.wait_task(task, None)
+    }
+
+    /// [`wait`](Self::wait) with a deadline.
+    pub fn wait_timeout(&self, task: &TaskHandle, timeout: Duration) -> Result<(), Error> {
+        self.wait_task(task, Some(timeout))
+    }
+
+    fn wait_task(&self, task: &TaskHandle, timeout: Option<Duration>) -> Result<(), Error> {
+        self.shared.wait_until(|| task.node.is_done(), timeout)?;
+        match task.node.state.load(Ordering::SeqCst) {
+            state::DONE_OK => Ok(()),
+            s => {
+                let what = if s == state::DONE_FAILED {
+                    "failed"
+                } else {
+                    "was cancelled"
+                };
+                let mut e = RunError::default();
+                if s == state::DONE_FAILED {
+                    e.failures.push(TaskFailure {
+                        task: task.info(),
+                        message: format!("{} {what}; see wait_all for the message", task.info()),
+                    });
+                } else {
+                    e.cancelled.push(task.info());
+                }
+                Err(Error::Failed(e))
+            }
+        }
+    }
+
+    /// Wait until every submitted task has finished. Returns the failures and
+    /// cancellations since the last `wait_all` (and forgets them).
+    pub fn wait_all(&self) -> Result<(), Error> {
+        self.wait_all_inner(None)
+    }
+
+    /// [`wait_all`](Self::wait_all) with a deadline.
+    pub fn wait_all_timeout(&self, timeout: Duration) -> Result<(), Error> {
+        self.wait_all_inner(Some(timeout))
+    }
+
+    fn wait_all_inner(&self, timeout: Option<Duration>) -> Result<(), Error> {
+        let s = &self.shared;
+        s.wait_until(|| s.in_flight.load(Ordering::SeqCst) == 0, timeout)?;
+        s.take_errors()
+    }
+
+    /// Number of submitted tasks that have not finished.
+    pub fn tasks_in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Wait for every task using `handle`, then take its value back. No task
+    /// can be submitted on the handle afterwards. `Err(Poisoned)` if its last
+    /// writer failed or was cancelled.
+    pub fn unregister<T: Send + Sync + 'static>(&self, handle: DataHandle<T>) -> Result<T, Error> {
+        let users: Vec<Arc<TaskNode>> = {
+            let mut deps = lock(&handle.inner.core.deps);
+            if deps.unregistered {
+                return Err(Error::Submit {
+                    task: "unregister".into(),
+                    reason: format!("data '{}' was already unregistered", handle.name()),
+                });
+            }
+            deps.unregistered = true;
+            deps.last_writer
+                .iter()
+                .chain(deps.readers.iter())
+                .filter_map(|w| w.upgrade())
+                .collect()
+        };
+        self.shared
+            .wait_until(|| users.iter().all(|t| t.is_done()), None)?;
+        let poisoned = lock(&handle.inner.core.deps).poisoned_by.clone();
+        // SAFETY: every task that declared the handle before `unregistered`
+        // was set is done (the last writer and the readers since it; earlier
+        // tasks are predecessors of those, hence done too), and no task can
+        // be submitted on it any more.
+        let value = unsafe { handle.take_value() }.expect("value is present until unregistered");
+        match poisoned {
+            Some(task) => Err(Error::Poisoned {
+                handle: handle.name(),
+                task,
+            }),
+            None => Ok(value),
+        }
+    }
+
+    /// The timeline recorded so far (empty unless `Config::trace`).
+    pub fn trace(&self) -> Trace {
+        match &self.shared.trace {
+            Some(log) => log.snapshot(),
+            None => Trace::default(),
+        }
+    }
+
+    /// Whether this runtime records a trace.
+    pub fn is_tracing(&self) -> bool {
+        self.shared.trace.is_some()
+    }
+
+    /// The submitted task graph in Graphviz DOT (needs `Config::record_graph`).
+    pub fn graph_dot(&self) -> Option<String> {
+        let g = self.shared.graph.as_ref()?;
+        let entries = lock(g);
+        Some(crate::graph::dot_from_entries(&entries))
+    }
+}
+
+fn submit_error(task: &TaskBuilder, reason: String) -> Error {
+    Error::Submit {
+        task: task.display_name(),
+        reason,
+    }
+}
+
+/// Add the edge `pred → succ` unless `pred` already finished. Returns whether
+/// an edge was added. `flow`: a failure of `pred` cancels `succ` (see
+/// `Successors::list`); for a finished failed/cancelled `pred` that happens now.
+fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) -> bool {
+    let mut s = lock_successors(pred);
+    if s.done {
+        if flow && pred.state.load(Ordering::SeqCst) != state::DONE_OK {
+            succ.cancel(|| pred.root_cause());
+        }
+        return false;
+    }
+    s.list.push((Arc::clone(succ), flow));
+    // Relaxed: the submitter still holds one count, so `pending` cannot reach
+    // zero before the submitter's AcqRel decrement, which publishes this.
+    succ.pending.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shared.sleep.shut_down();
+        for t in self.threads.drain(..) {
+            // A worker never panics outside a body (bodies are caught), so a
+            // join error would be an engine bug; there is nothing to add.
+            let _ = t.join();
+        }
+    }
+}

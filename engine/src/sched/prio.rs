@@ -1,0 +1,110 @@
+//! `prio`: highest priority first, FIFO among equals, from one global heap.
+//! One lock for all workers is fine at the task sizes LU uses (tens of µs and
+//! more) and makes the order exact, which is what look-ahead needs.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+
+use super::{ReadyTask, SchedulerPolicy, WorkerQueue};
+use crate::util::lock;
+
+struct Entry(ReadyTask);
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Max-heap: higher priority first, then the older task (smaller id).
+        self.0
+            .priority()
+            .cmp(&other.0.priority())
+            .then_with(|| other.0.id().cmp(&self.0.id()))
+    }
+}
+
+#[derive(Default)]
+struct Heap {
+    heap: Mutex<BinaryHeap<Entry>>,
+    /// Mirrors the heap's length for the lock-free `has_more` hint.
+    len: AtomicUsize,
+}
+
+impl Heap {
+    fn push(&self, t: ReadyTask) {
+        let mut h = lock(&self.heap);
+        h.push(Entry(t));
+        // Relaxed: `len` is only a hint; the heap itself is under the lock.
+        self.len.store(h.len(), AtomicOrdering::Relaxed);
+    }
+
+    fn pop(&self) -> Option<ReadyTask> {
+        if self.len.load(AtomicOrdering::Relaxed) == 0 {
+            // Cheap early exit for idle workers. A push racing with this load
+            // is not lost: the sleep protocol re-checks under its own lock
+            // after a SeqCst fence (see sleep/README.md).
+            return None;
+        }
+        let mut h = lock(&self.heap);
+        let t = h.pop().map(|e| e.0);
+        self.len.store(h.len(), AtomicOrdering::Relaxed);
+        t
+    }
+}
+
+/// The priority policy.
+#[derive(Default)]
+pub struct Priority {
+    heap: Arc<Heap>,
+}
+
+impl Priority {
+    /// A priority policy (shared by all workers).
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl SchedulerPolicy for Priority {
+    fn name(&self) -> &'static str {
+        "prio"
+    }
+
+    fn worker_queue(&self, _worker: usize) -> Box<dyn WorkerQueue> {
+        Box::new(PrioQueue {
+            heap: Arc::clone(&self.heap),
+        })
+    }
+
+    fn push_external(&self, task: ReadyTask) {
+        self.heap.push(task);
+    }
+}
+
+struct PrioQueue {
+    heap: Arc<Heap>,
+}
+
+impl WorkerQueue for PrioQueue {
+    fn push(&mut self, task: ReadyTask) {
+        self.heap.push(task);
+    }
+
+    fn pop(&mut self) -> Option<ReadyTask> {
+        self.heap.pop()
+    }
+
+    fn has_more(&self) -> bool {
+        self.heap.len.load(AtomicOrdering::Relaxed) > 0
+    }
+}

@@ -1,0 +1,101 @@
+//! `ws`: locality-aware work stealing. Each worker has a LIFO deque; tasks it
+//! makes ready go to its own deque (the data they read is hot in its cache);
+//! an idle worker takes from the global injector, then steals the oldest task
+//! of another worker. Priorities are ignored.
+
+use std::sync::{Arc, Mutex};
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+
+use super::{ReadyTask, SchedulerPolicy, WorkerQueue};
+use crate::util::lock;
+
+struct Shared {
+    injector: Injector<ReadyTask>,
+    stealers: Vec<Stealer<ReadyTask>>,
+}
+
+/// The work-stealing policy.
+pub struct WorkStealing {
+    shared: Arc<Shared>,
+    /// Deques waiting to be handed to their worker (taken once each).
+    locals: Mutex<Vec<Option<Worker<ReadyTask>>>>,
+}
+
+impl WorkStealing {
+    /// A policy for `workers` workers.
+    pub fn new(workers: usize) -> Self {
+        let locals: Vec<Worker<ReadyTask>> = (0..workers).map(|_| Worker::new_lifo()).collect();
+        let stealers = locals.iter().map(Worker::stealer).collect();
+        WorkStealing {
+            shared: Arc::new(Shared {
+                injector: Injector::new(),
+                stealers,
+            }),
+            locals: Mutex::new(locals.into_iter().map(Some).collect()),
+        }
+    }
+}
+
+impl SchedulerPolicy for WorkStealing {
+    fn name(&self) -> &'static str {
+        "ws"
+    }
+
+    fn worker_queue(&self, worker: usize) -> Box<dyn WorkerQueue> {
+        let local = lock(&self.locals)[worker]
+            .take()
+            .expect("each worker queue is handed out once");
+        Box::new(WsQueue {
+            local,
+            shared: Arc::clone(&self.shared),
+            index: worker,
+        })
+    }
+
+    fn push_external(&self, task: ReadyTask) {
+        self.shared.injector.push(task);
+    }
+}
+
+struct WsQueue {
+    local: Worker<ReadyTask>,
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl WorkerQueue for WsQueue {
+    fn push(&mut self, task: ReadyTask) {
+        self.local.push(task);
+    }
+
+    fn pop(&mut self) -> Option<ReadyTask> {
+        if let Some(t) = self.local.pop() {
+            return Some(t);
+        }
+        loop {
+            let mut retry = false;
+            match self.shared.injector.steal_batch_and_pop(&self.local) {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+            let n = self.shared.stealers.len();
+            for k in 1..n {
+                let victim = (self.index + k) % n;
+                match self.shared.stealers[victim].steal() {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Retry => retry = true,
+                    Steal::Empty => {}
+                }
+            }
+            if !retry {
+                return None;
+            }
+        }
+    }
+
+    fn has_more(&self) -> bool {
+        !self.local.is_empty() || !self.shared.injector.is_empty()
+    }
+}

@@ -1,0 +1,21 @@
+//! Small shared helpers.
+
+use std::sync::{Mutex, MutexGuard};
+
+/// Lock a mutex, ignoring poisoning: no engine code panics while holding one
+/// of its locks (task bodies run outside every lock), so a poisoned mutex can
+/// only come from a bug that is already being reported.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}

@@ -1,0 +1,527 @@
+//! Proves the engine runs task graphs correctly under concurrency: inferred
+//! dependencies match a sequential replay, at 1..4 workers, with every test
+//! bounded by a timeout so a lost wake-up or a deadlock fails instead of hanging.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tessera_engine::{AccessMode, Codelet, Config, Error, Runtime, TaskBuilder, TaskGraph};
+use tessera_tests::with_timeout;
+
+const WORKERS: [usize; 4] = [1, 2, 3, 4];
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn rt(workers: usize, sched: &str) -> Runtime {
+    Runtime::new(Config::with_workers(workers).scheduler(sched)).expect("runtime starts")
+}
+
+#[test]
+fn smoke() {
+    with_timeout(LIMIT, || {
+        for sched in ["ws", "prio"] {
+            for w in WORKERS {
+                let rt = rt(w, sched);
+                let cl = Codelet::new("add");
+                let a = rt.register(1u64);
+                let b = rt.register(0u64);
+                let (a2, b2) = (a.clone(), b.clone());
+                rt.submit(TaskBuilder::new(&cl).read(&a).rw(&b).body(move |ctx| {
+                    *ctx.write(&b2)? += *ctx.read(&a2)? + 41;
+                    Ok(())
+                }))
+                .unwrap();
+                rt.wait_all().unwrap();
+                assert_eq!(rt.unregister(b).unwrap(), 42);
+                assert_eq!(rt.unregister(a).unwrap(), 1);
+            }
+        }
+    });
+}
+
+/// One random operation of a fuzzed DAG: combine some handles into one.
+#[derive(Clone, Debug)]
+struct Op {
+    reads: Vec<usize>,
+    target: usize,
+    mode: AccessMode,
+    salt: u64,
+}
+
+fn apply(values: &mut [u64], op: &Op) {
+    let acc = op.reads.iter().fold(op.salt, |acc, &r| {
+        acc.wrapping_mul(31).wrapping_add(values[r])
+    });
+    let t = &mut values[op.target];
+    *t = match op.mode {
+        AccessMode::RW => t.wrapping_mul(17).wrapping_add(acc),
+        _ => acc,
+    };
+}
+
+fn random_ops(rng: &mut ChaCha8Rng, handles: usize, tasks: usize) -> Vec<Op> {
+    (0..tasks)
+        .map(|_| {
+            let target = rng.random_range(0..handles);
+            let mut reads: Vec<usize> = (0..rng.random_range(0..4))
+                .map(|_| rng.random_range(0..handles))
+                .filter(|&r| r != target)
+                .collect();
+            reads.sort_unstable();
+            reads.dedup();
+            let mode = if rng.random_bool(0.5) {
+                AccessMode::RW
+            } else {
+                AccessMode::W
+            };
+            Op {
+                reads,
+                target,
+                mode,
+                salt: rng.random(),
+            }
+        })
+        .collect()
+}
+
+fn run_ops(rt: &Runtime, ops: &[Op], handles: usize, seed: u64) -> Vec<u64> {
+    let cl = Codelet::new("op");
+    let hs: Vec<_> = (0..handles)
+        .map(|i| rt.register(i as u64 * 7 + seed))
+        .collect();
+    for (k, op) in ops.iter().enumerate() {
+        let mut t = TaskBuilder::new(&cl)
+            .label(format!("op{k}"))
+            .priority((op.salt % 5) as i32);
+        for &r in &op.reads {
+            t = t.read(&hs[r]);
+        }
+        t = t.access(&hs[op.target], op.mode);
+        let reads: Vec<_> = op.reads.iter().map(|&r| hs[r].clone()).collect();
+        let target = hs[op.target].clone();
+        let op = op.clone();
+        t = t.body(move |ctx| {
+            let acc = reads
+                .iter()
+                .map(|h| ctx.read(h).map(|v| *v))
+                .try_fold(op.salt, |acc, v| {
+                    v.map(|v| acc.wrapping_mul(31).wrapping_add(v))
+                })?;
+            let t = ctx.write(&target)?;
+            *t = match op.mode {
+                AccessMode::RW => t.wrapping_mul(17).wrapping_add(acc),
+                _ => acc,
+            };
+            Ok(())
+        });
+        rt.submit(t).expect("submit");
+    }
+    rt.wait_all_timeout(LIMIT).expect("dag finishes");
+    hs.into_iter().map(|h| rt.unregister(h).unwrap()).collect()
+}
+
+#[test]
+fn random_dags_match_sequential_replay() {
+    with_timeout(Duration::from_secs(240), || {
+        let runtimes: Vec<Runtime> = WORKERS
+            .iter()
+            .flat_map(|&w| [rt(w, "ws"), rt(w, "prio")])
+            .collect();
+        for seed in 0..1000u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let handles = rng.random_range(1..12);
+            let tasks = rng.random_range(1..60);
+            let ops = random_ops(&mut rng, handles, tasks);
+            let mut expected: Vec<u64> = (0..handles).map(|i| i as u64 * 7 + seed).collect();
+            for op in &ops {
+                apply(&mut expected, op);
+            }
+            let rt = &runtimes[(seed as usize) % runtimes.len()];
+            let got = run_ops(rt, &ops, handles, seed);
+            assert_eq!(
+                got,
+                expected,
+                "seed {seed}: {} workers, {} scheduler differs from sequential replay",
+                rt.workers(),
+                rt.scheduler_name()
+            );
+        }
+    });
+}
+
+#[test]
+fn chain() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = rt(w, "ws");
+            let cl = Codelet::new("inc");
+            let h = rt.register(0u64);
+            for _ in 0..100_000 {
+                let h2 = h.clone();
+                rt.submit(TaskBuilder::new(&cl).rw(&h).body(move |ctx| {
+                    *ctx.write(&h2)? += 1;
+                    Ok(())
+                }))
+                .unwrap();
+            }
+            rt.wait_all().unwrap();
+            assert_eq!(rt.unregister(h).unwrap(), 100_000);
+        }
+    });
+}
+
+#[test]
+fn fan_out_fan_in() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = rt(w, "prio");
+            let cl = Codelet::new("fan");
+            let src = rt.register(3u64);
+            let sum = Arc::new(AtomicUsize::new(0));
+            let outs: Vec<_> = (0..100_000).map(|_| rt.register(0u64)).collect();
+            for o in &outs {
+                let (s, o2) = (src.clone(), o.clone());
+                rt.submit(TaskBuilder::new(&cl).read(&src).write(o).body(move |ctx| {
+                    *ctx.write(&o2)? = *ctx.read(&s)? * 2;
+                    Ok(())
+                }))
+                .unwrap();
+            }
+            // fan-in: one task reads all outputs
+            let mut t = TaskBuilder::new(&cl).label("gather");
+            for o in &outs {
+                t = t.read(o);
+            }
+            let (outs2, sum2) = (outs.clone(), sum.clone());
+            t = t.body(move |ctx| {
+                let mut s = 0;
+                for o in &outs2 {
+                    s += *ctx.read(o)? as usize;
+                }
+                sum2.store(s, Ordering::SeqCst);
+                Ok(())
+            });
+            rt.submit(t).unwrap();
+            rt.wait_all().unwrap();
+            assert_eq!(sum.load(Ordering::SeqCst), 600_000);
+        }
+    });
+}
+
+#[test]
+fn stampede() {
+    with_timeout(Duration::from_secs(120), || {
+        for sched in ["ws", "prio"] {
+            let rt = rt(4, sched);
+            let cl = Codelet::new("empty");
+            let ran = Arc::new(AtomicUsize::new(0));
+            for _ in 0..1_000_000 {
+                let r = ran.clone();
+                rt.submit(TaskBuilder::new(&cl).body(move |_| {
+                    r.fetch_add(1, Ordering::Relaxed);
+                    Ok(())
+                }))
+                .unwrap();
+            }
+            rt.wait_all().unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 1_000_000);
+        }
+    });
+}
+
+#[test]
+fn submission_from_four_threads() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = rt(w, "ws");
+            let cl = Codelet::new("inc");
+            let shared = rt.register(0u64);
+            let privates: Vec<_> = (0..4).map(|_| rt.register(0u64)).collect();
+            std::thread::scope(|s| {
+                for p in &privates {
+                    let (rt, cl, shared) = (&rt, &cl, &shared);
+                    s.spawn(move || {
+                        for i in 0..5_000u64 {
+                            let (p2, s2) = (p.clone(), shared.clone());
+                            rt.submit(TaskBuilder::new(cl).rw(p).rw(shared).body(move |ctx| {
+                                *ctx.write(&p2)? += i;
+                                *ctx.write(&s2)? += 1;
+                                Ok(())
+                            }))
+                            .unwrap();
+                        }
+                    });
+                }
+            });
+            rt.wait_all().unwrap();
+            assert_eq!(rt.unregister(shared).unwrap(), 20_000);
+            for p in privates {
+                assert_eq!(rt.unregister(p).unwrap(), (0..5_000).sum::<u64>());
+            }
+        }
+    });
+}
+
+#[test]
+fn pipelined_submission_and_wait() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = rt(w, "ws");
+            let cl = Codelet::new("step");
+            let h = rt.register(Vec::<u32>::new());
+            for i in 0..2_000u32 {
+                let h2 = h.clone();
+                let t = rt
+                    .submit(TaskBuilder::new(&cl).rw(&h).body(move |ctx| {
+                        ctx.write(&h2)?.push(i);
+                        Ok(())
+                    }))
+                    .unwrap();
+                if i % 97 == 0 {
+                    rt.wait_timeout(&t, LIMIT).unwrap();
+                    assert!(t.is_done());
+                }
+                if i % 13 == 0 {
+                    // let workers go idle so they park and must be woken
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            rt.wait_all().unwrap();
+            assert_eq!(rt.unregister(h).unwrap(), (0..2_000).collect::<Vec<_>>());
+        }
+    });
+}
+
+#[test]
+fn panic_propagates() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = rt(w, "ws");
+            let cl = Codelet::new("step");
+            let a = rt.register(0u64);
+            let b = rt.register(0u64);
+            let a2 = a.clone();
+            rt.submit(
+                TaskBuilder::new(&cl)
+                    .rw(&a)
+                    .label("bad(7)")
+                    .body(move |ctx| {
+                        *ctx.write(&a2)? = 1;
+                        panic!("boom at 7");
+                    }),
+            )
+            .unwrap();
+            let ran = Arc::new(AtomicUsize::new(0));
+            for _ in 0..3 {
+                let r = ran.clone();
+                rt.submit(
+                    TaskBuilder::new(&cl)
+                        .rw(&a)
+                        .label("dependent")
+                        .body(move |_| {
+                            r.fetch_add(1, Ordering::SeqCst);
+                            Ok(())
+                        }),
+                )
+                .unwrap();
+            }
+            // an independent task still runs
+            let b2 = b.clone();
+            rt.submit(TaskBuilder::new(&cl).rw(&b).body(move |ctx| {
+                *ctx.write(&b2)? = 5;
+                Ok(())
+            }))
+            .unwrap();
+            let err = rt.wait_all_timeout(LIMIT).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains("bad(7)") && msg.contains("boom at 7"), "{msg}");
+            match err {
+                Error::Failed(e) => {
+                    assert_eq!(e.failures.len(), 1);
+                    assert_eq!(e.cancelled.len(), 3, "{e}");
+                }
+                other => panic!("unexpected {other}"),
+            }
+            assert_eq!(ran.load(Ordering::SeqCst), 0, "dependents must not run");
+            // errors are reported once; the runtime stays usable
+            rt.wait_all().unwrap();
+            assert_eq!(rt.unregister(b).unwrap(), 5);
+            // `a` was written by a failed task: it is poisoned, and says by whom
+            let e = rt.unregister(a).unwrap_err().to_string();
+            assert!(
+                e.contains("bad(7)") && e.contains("cancelled because"),
+                "{e}"
+            );
+        }
+    });
+}
+
+#[test]
+fn body_error_fails_task() {
+    with_timeout(LIMIT, || {
+        let rt = rt(2, "ws");
+        let cl = Codelet::new("parse");
+        rt.submit(
+            TaskBuilder::new(&cl)
+                .label("parse(line 3)")
+                .body(|_| Err("bad number on line 3".into())),
+        )
+        .unwrap();
+        let msg = rt.wait_all().unwrap_err().to_string();
+        assert!(
+            msg.contains("parse(line 3)") && msg.contains("bad number on line 3"),
+            "{msg}"
+        );
+    });
+}
+
+#[test]
+fn undeclared_or_wrong_mode_access_is_an_error() {
+    with_timeout(LIMIT, || {
+        let rt = rt(1, "ws");
+        let cl = Codelet::new("sneaky");
+        let a = rt.register(1u64);
+        let b = rt.register_named(2u64, "b");
+        let (a2, b2) = (a.clone(), b.clone());
+        rt.submit(TaskBuilder::new(&cl).read(&a).body(move |ctx| {
+            ctx.read(&b2)?;
+            Ok(())
+        }))
+        .unwrap();
+        let msg = rt.wait_all().unwrap_err().to_string();
+        assert!(msg.contains("did not declare data 'b'"), "{msg}");
+        rt.submit(TaskBuilder::new(&cl).read(&a).body(move |ctx| {
+            *ctx.write(&a2)? = 3;
+            Ok(())
+        }))
+        .unwrap();
+        let msg = rt.wait_all().unwrap_err().to_string();
+        assert!(msg.contains("may not write"), "{msg}");
+        let a3 = a.clone();
+        rt.submit(TaskBuilder::new(&cl).rw(&a).body(move |ctx| {
+            let _r = ctx.read(&a3)?;
+            ctx.write(&a3)?; // would alias the shared borrow
+            Ok(())
+        }))
+        .unwrap();
+        let msg = rt.wait_all().unwrap_err().to_string();
+        assert!(msg.contains("already borrowed"), "{msg}");
+        // duplicate and foreign handles are refused at submission
+        let err = rt
+            .submit(TaskBuilder::new(&cl).read(&a).rw(&a))
+            .unwrap_err();
+        assert!(err.to_string().contains("declared twice"), "{err}");
+        let other = Runtime::with_workers(1).unwrap();
+        let foreign = other.register(0u8);
+        let err = rt.submit(TaskBuilder::new(&cl).read(&foreign)).unwrap_err();
+        assert!(err.to_string().contains("another runtime"), "{err}");
+    });
+}
+
+fn thread_count() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Threads:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn drop_with_tasks_in_flight() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = rt(w, "ws");
+            let before_drop = thread_count();
+            let cl = Codelet::new("slow");
+            let h = rt.register(0u64);
+            for _ in 0..10_000 {
+                let h2 = h.clone();
+                rt.submit(TaskBuilder::new(&cl).rw(&h).body(move |ctx| {
+                    *ctx.write(&h2)? += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                    Ok(())
+                }))
+                .unwrap();
+            }
+            drop(rt);
+            let after = thread_count();
+            // other tests run in parallel threads, so only check this runtime's
+            // workers are gone where the count is meaningful
+            assert!(
+                after + w <= before_drop + 64,
+                "threads leaked: {before_drop} -> {after}"
+            );
+            // the handle (and the closures that captured it) are freed: no cycle
+            assert_eq!(Arc::strong_count(&Arc::new(())), 1);
+            drop(h);
+        }
+    });
+}
+
+#[test]
+fn explicit_graph_cycle_names_a_task() {
+    let cl = Codelet::new("n");
+    let mut g = TaskGraph::new();
+    let a = g.add(TaskBuilder::new(&cl).label("a"));
+    let b = g.add(TaskBuilder::new(&cl).label("b"));
+    let c = g.add(TaskBuilder::new(&cl).label("c"));
+    g.edge(a, b);
+    g.edge(b, c);
+    g.edge(c, b);
+    let err = g.check().unwrap_err().to_string();
+    assert!(
+        err.contains("cycle through task 'b'") || err.contains("cycle through task 'c'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn explicit_graph_runs_in_edge_order() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = rt(w, "ws");
+            let cl = Codelet::new("n");
+            let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let mut g = TaskGraph::new();
+            let ids: Vec<_> = (0..50)
+                .map(|i| {
+                    let l = log.clone();
+                    g.add(TaskBuilder::new(&cl).label(format!("t{i}")).body(move |_| {
+                        l.lock().unwrap().push(i);
+                        Ok(())
+                    }))
+                })
+                .collect();
+            // a reversed chain given out of order
+            for i in (1..50).rev() {
+                g.edge(ids[i], ids[i - 1]);
+            }
+            assert!(g.to_dot().contains("t49"));
+            g.submit(&rt).unwrap();
+            rt.wait_all().unwrap();
+            assert_eq!(*log.lock().unwrap(), (0..50).rev().collect::<Vec<_>>());
+        }
+    });
+}
+
+#[test]
+fn dot_export_of_submitted_graph() {
+    let rt = Runtime::new(Config::with_workers(2).record_graph(true)).unwrap();
+    let cl = Codelet::new("k");
+    let h = rt.register(0u8);
+    rt.submit(TaskBuilder::new(&cl).label("first").write(&h))
+        .unwrap();
+    rt.submit(TaskBuilder::new(&cl).label("second").read(&h))
+        .unwrap();
+    rt.wait_all().unwrap();
+    let dot = rt.graph_dot().unwrap();
+    assert!(
+        dot.contains("first") && dot.contains("second") && dot.contains("->"),
+        "{dot}"
+    );
+}
