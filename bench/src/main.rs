@@ -1,1 +1,36 @@
-fn main(){}
+//! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
+//! trace tools (`trace`).
+
+use tessera_bench::overhead;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Tessera: a task-graph dataflow runtime for heterogeneous nodes.
+#[derive(Parser, Debug)]
+#[command(name = "tessera", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
+    Overhead(overhead::OverheadArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Overhead(a) => overhead::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tessera: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -7,6 +7,10 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 mod access;
 mod codelet;
 mod data;
@@ -16,6 +20,7 @@ mod recorder;
 mod runtime;
 pub mod sched;
 mod sleep;
+pub mod symbolic;
 mod task;
 pub mod trace;
 mod util;
@@ -26,5 +31,5 @@ pub use codelet::Codelet;
 pub use data::DataHandle;
 pub use error::{AccessError, BodyError, Error, RunError, TaskFailure, TaskInfo};
 pub use graph::{NodeId, TaskGraph};
-pub use runtime::{Config, Runtime};
+pub use runtime::{Config, Runtime, Submitter};
 pub use task::{TaskBuilder, TaskContext, TaskHandle};

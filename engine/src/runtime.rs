@@ -11,7 +11,7 @@
 //! threads always produce an acyclic graph.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -146,150 +146,9 @@ impl Shared {
         self.has_errors.store(true, Ordering::SeqCst);
     }
 
-    /// Block until `done()` holds, or the deadline passes.
-    fn wait_until(&self, done: impl Fn() -> bool, timeout: Option<Duration>) -> Result<(), Error> {
-        if done() {
-            return Ok(());
-        }
-        let deadline = timeout.map(|t| Instant::now() + t);
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = lock(&self.wait_lock);
-        let result = loop {
-            if done() {
-                break Ok(());
-            }
-            match deadline {
-                None => {
-                    guard = self
-                        .wait_cond
-                        .wait(guard)
-                        .unwrap_or_else(|e| e.into_inner())
-                }
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        break Err(Error::Timeout(timeout.unwrap_or_default()));
-                    }
-                    guard = self
-                        .wait_cond
-                        .wait_timeout(guard, d - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                }
-            }
-        };
-        drop(guard);
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-        result
-    }
-
-    fn take_errors(&self) -> Result<(), Error> {
-        if !self.has_errors.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        let mut errors = lock(&self.errors);
-        self.has_errors.store(false, Ordering::SeqCst);
-        let e = std::mem::take(&mut *errors);
-        if e.failures.is_empty() && e.cancelled.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Failed(e))
-        }
-    }
-}
-
-/// A task-graph runtime with its CPU workers.
-///
-/// Dropping it stops the workers after their current task; tasks not yet
-/// started are cancelled (dropped unrun). Call [`wait_all`](Self::wait_all)
-/// first to let them finish.
-pub struct Runtime {
-    shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
-    config: Config,
-}
-
-impl Runtime {
-    /// Start a runtime with `config.workers` worker threads.
-    pub fn new(config: Config) -> Result<Runtime, Error> {
-        if config.workers == 0 {
-            return Err(Error::Config("at least one worker is needed".into()));
-        }
-        let policy = policy_by_name(&config.scheduler, config.workers)?;
-        let names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
-        let shared = Arc::new(Shared {
-            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
-            policy: Arc::clone(&policy),
-            sleep: Sleep::new(),
-            next_task: AtomicU64::new(0),
-            next_handle: AtomicU64::new(0),
-            in_flight: AtomicUsize::new(0),
-            waiters: AtomicUsize::new(0),
-            wait_lock: Mutex::new(()),
-            wait_cond: Condvar::new(),
-            errors: Mutex::new(RunError::default()),
-            has_errors: AtomicBool::new(false),
-            trace: config.trace.then(|| Arc::new(TraceLog::new(names.clone()))),
-            graph: config.record_graph.then(|| Mutex::new(Vec::new())),
-        });
-        let mut threads = Vec::with_capacity(config.workers);
-        for (i, name) in names.into_iter().enumerate() {
-            let queue = policy.worker_queue(i);
-            let s = Arc::clone(&shared);
-            let t = std::thread::Builder::new()
-                .name(format!("tessera-{name}"))
-                .spawn(move || run_worker(s, queue, i))
-                .map_err(|e| Error::Config(format!("cannot start worker thread {i}: {e}")))?;
-            threads.push(t);
-        }
-        Ok(Runtime {
-            shared,
-            threads,
-            config,
-        })
-    }
-
-    /// A runtime with `n` workers and the default policy.
-    pub fn with_workers(n: usize) -> Result<Runtime, Error> {
-        Runtime::new(Config::with_workers(n))
-    }
-
-    /// The configuration this runtime runs with.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// Number of CPU workers.
-    pub fn workers(&self) -> usize {
-        self.threads.len()
-    }
-
-    /// The scheduling policy's name.
-    pub fn scheduler_name(&self) -> &'static str {
-        self.shared.policy.name()
-    }
-
-    /// Register `value`; tasks reach it through the returned handle.
-    pub fn register<T: Send + Sync + 'static>(&self, value: T) -> DataHandle<T> {
-        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
-        DataHandle::new(value, id, self.shared.id, None)
-    }
-
-    /// Register `value` under a name used in error messages and traces.
-    pub fn register_named<T: Send + Sync + 'static>(
-        &self,
-        value: T,
-        name: impl Into<String>,
-    ) -> DataHandle<T> {
-        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
-        DataHandle::new(value, id, self.shared.id, Some(name.into()))
-    }
-
-    /// Submit a task. Its dependencies are inferred from the data it declares
-    /// and the tasks submitted before it (plus any explicit `after`). Callable
-    /// from several threads, and while tasks run.
-    pub fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
-        let shared = &*self.shared;
+    /// See [`Runtime::submit`].
+    pub(crate) fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
+        let shared = self;
         if shared.sleep.is_shutdown() {
             return Err(submit_error(&task, "the runtime is shutting down".into()));
         }
@@ -412,6 +271,176 @@ impl Runtime {
             shared.sleep.notify_one();
         }
         Ok(handle)
+    }
+
+    /// Block until `done()` holds, or the deadline passes.
+    fn wait_until(&self, done: impl Fn() -> bool, timeout: Option<Duration>) -> Result<(), Error> {
+        if done() {
+            return Ok(());
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = lock(&self.wait_lock);
+        let result = loop {
+            if done() {
+                break Ok(());
+            }
+            match deadline {
+                None => {
+                    guard = self
+                        .wait_cond
+                        .wait(guard)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break Err(Error::Timeout(timeout.unwrap_or_default()));
+                    }
+                    guard = self
+                        .wait_cond
+                        .wait_timeout(guard, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        };
+        drop(guard);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    fn take_errors(&self) -> Result<(), Error> {
+        if !self.has_errors.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut errors = lock(&self.errors);
+        self.has_errors.store(false, Ordering::SeqCst);
+        let e = std::mem::take(&mut *errors);
+        if e.failures.is_empty() && e.cancelled.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Failed(e))
+        }
+    }
+}
+
+/// Submits tasks to a runtime from anywhere, task bodies included. Holds the
+/// runtime weakly, so a body that keeps one does not keep the runtime alive.
+#[derive(Clone)]
+pub struct Submitter(Weak<Shared>);
+
+impl Submitter {
+    /// Like [`Runtime::submit`]; `Err` if the runtime is gone.
+    pub fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
+        match self.0.upgrade() {
+            Some(shared) => shared.submit(task),
+            None => Err(Error::Submit {
+                task: task.display_name(),
+                reason: "the runtime was dropped".into(),
+            }),
+        }
+    }
+}
+
+/// A task-graph runtime with its CPU workers.
+///
+/// Dropping it stops the workers after their current task; tasks not yet
+/// started are cancelled (dropped unrun). Call [`wait_all`](Self::wait_all)
+/// first to let them finish.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    config: Config,
+}
+
+impl Runtime {
+    /// Start a runtime with `config.workers` worker threads.
+    pub fn new(config: Config) -> Result<Runtime, Error> {
+        if config.workers == 0 {
+            return Err(Error::Config("at least one worker is needed".into()));
+        }
+        let policy = policy_by_name(&config.scheduler, config.workers)?;
+        let names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
+        let shared = Arc::new(Shared {
+            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+            policy: Arc::clone(&policy),
+            sleep: Sleep::new(),
+            next_task: AtomicU64::new(0),
+            next_handle: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            waiters: AtomicUsize::new(0),
+            wait_lock: Mutex::new(()),
+            wait_cond: Condvar::new(),
+            errors: Mutex::new(RunError::default()),
+            has_errors: AtomicBool::new(false),
+            trace: config.trace.then(|| Arc::new(TraceLog::new(names.clone()))),
+            graph: config.record_graph.then(|| Mutex::new(Vec::new())),
+        });
+        let mut threads = Vec::with_capacity(config.workers);
+        for (i, name) in names.into_iter().enumerate() {
+            let queue = policy.worker_queue(i);
+            let s = Arc::clone(&shared);
+            let t = std::thread::Builder::new()
+                .name(format!("tessera-{name}"))
+                .spawn(move || run_worker(s, queue, i))
+                .map_err(|e| Error::Config(format!("cannot start worker thread {i}: {e}")))?;
+            threads.push(t);
+        }
+        Ok(Runtime {
+            shared,
+            threads,
+            config,
+        })
+    }
+
+    /// A runtime with `n` workers and the default policy.
+    pub fn with_workers(n: usize) -> Result<Runtime, Error> {
+        Runtime::new(Config::with_workers(n))
+    }
+
+    /// The configuration this runtime runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Number of CPU workers.
+    pub fn workers(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// The scheduling policy's name.
+    pub fn scheduler_name(&self) -> &'static str {
+        self.shared.policy.name()
+    }
+
+    /// Register `value`; tasks reach it through the returned handle.
+    pub fn register<T: Send + Sync + 'static>(&self, value: T) -> DataHandle<T> {
+        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
+        DataHandle::new(value, id, self.shared.id, None)
+    }
+
+    /// Register `value` under a name used in error messages and traces.
+    pub fn register_named<T: Send + Sync + 'static>(
+        &self,
+        value: T,
+        name: impl Into<String>,
+    ) -> DataHandle<T> {
+        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
+        DataHandle::new(value, id, self.shared.id, Some(name.into()))
+    }
+
+    /// Submit a task. Its dependencies are inferred from the data it declares
+    /// and the tasks submitted before it (plus any explicit `after`). Callable
+    /// from several threads, and while tasks run.
+    pub fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
+        self.shared.submit(task)
+    }
+
+    /// A handle that can submit to this runtime from inside task bodies
+    /// (it does not keep the runtime alive).
+    pub fn submitter(&self) -> Submitter {
+        Submitter(Arc::downgrade(&self.shared))
     }
 
     /// Wait until `task` has finished. `Err` if it failed or was cancelled

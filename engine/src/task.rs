@@ -392,6 +392,11 @@ impl<'t> TaskContext<'t> {
     }
 
     /// Exclusive access to a handle declared W or RW. Can be taken once per body.
+    // `&mut` from `&self` is the point of the context: the exclusivity that
+    // the borrow checker cannot see comes from the task's declared access
+    // (no concurrent task touches the handle) and `borrows` (one `&mut` per
+    // handle per body), both checked at run time.
+    #[allow(clippy::mut_from_ref)]
     pub fn write<'a, T: Send + Sync + 'static>(
         &'a self,
         h: &'a DataHandle<T>,

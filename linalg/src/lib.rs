@@ -1,1 +1,5 @@
 //! Tessera's algorithms as task graphs: tiled layouts, LU, SpMV, generators and numerical checks.
+
+pub mod hpl;
+pub mod lu_seq;
+pub mod tiled;

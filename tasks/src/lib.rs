@@ -1,1 +1,4 @@
 //! Tessera's codelet library: each kernel is one codelet, with in-place kernels on tile views underneath.
+
+pub mod kernels;
+pub mod tile;

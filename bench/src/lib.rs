@@ -1,0 +1,3 @@
+//! The `tessera` command line's subcommands and the benchmarks' shared code.
+
+pub mod overhead;

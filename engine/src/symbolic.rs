@@ -1,0 +1,257 @@
+//! Symbolic task graphs (PaRSEC-PTG style): task classes over an index space,
+//! with dependency functions, unfolded lazily as predecessors finish.
+//!
+//! A [`TaskClasses`] implementation describes the whole DAG without building
+//! it: the roots, each task's number of predecessors, its successors, and the
+//! task itself (codelet, data, priority, body). [`run`] submits the roots;
+//! when a task's body succeeds, its successors' counters drop and those that
+//! reach zero are instantiated and submitted. So a task object exists only
+//! once it is ready (or running), and the only other state is one counter per
+//! partially satisfied task: memory is O(ready window), not O(tasks).
+//!
+//! Ownership: each task has an `owner` (an MPI rank later; 0 here). A run for
+//! rank `r` instantiates only the tasks `r` owns; a successor owned elsewhere
+//! is a *remote edge* (counted in [`RunStats::remote_edges`]), and a
+//! predecessor owned elsewhere must be reported with [`Unfolder::satisfy`].
+//!
+//! Instantiated tasks still declare their data, so the STF inference runs on
+//! them too. With a correct description it adds no edge (every conflicting
+//! earlier task is a finished predecessor); with a wrong one it still orders
+//! conflicting tasks by instantiation order, so data races cannot result.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::error::Error;
+use crate::runtime::{Runtime, Submitter};
+use crate::task::TaskBuilder;
+use crate::util::lock;
+
+/// A symbolic DAG: task classes over an index space.
+pub trait TaskClasses: Send + Sync + 'static {
+    /// Identifies one task, e.g. `Gemm { k, i, j }`.
+    type Key: Clone + Eq + Hash + Debug + Send + Sync + 'static;
+
+    /// The tasks with no predecessor.
+    fn roots(&self) -> Vec<Self::Key>;
+
+    /// How many predecessors `key` has (over all owners).
+    fn predecessor_count(&self, key: &Self::Key) -> usize;
+
+    /// Append `key`'s successors to `out`.
+    fn successors(&self, key: &Self::Key, out: &mut Vec<Self::Key>);
+
+    /// The task to run for `key`: codelet, data accesses, priority, label, body.
+    fn task(&self, key: &Self::Key) -> TaskBuilder;
+
+    /// Which rank runs `key` (default: everything on rank 0).
+    fn owner(&self, _key: &Self::Key) -> usize {
+        0
+    }
+}
+
+const SHARDS: usize = 16;
+
+/// Counters of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Tasks instantiated and submitted on this rank.
+    pub instantiated: usize,
+    /// Largest number of partially satisfied tasks held at once.
+    pub peak_pending: usize,
+    /// Edges whose successor is owned by another rank.
+    pub remote_edges: usize,
+}
+
+/// The lazy unfolding state of one run on one rank.
+pub struct Unfolder<C: TaskClasses> {
+    classes: Arc<C>,
+    rank: usize,
+    submitter: Submitter,
+    /// Remaining predecessor counts of partially satisfied tasks, sharded by
+    /// key hash so completions on different workers rarely share a lock.
+    pending: Vec<Mutex<HashMap<C::Key, usize>>>,
+    pending_len: AtomicUsize,
+    peak_pending: AtomicUsize,
+    instantiated: AtomicUsize,
+    remote_edges: AtomicUsize,
+    /// First submission error raised inside a body (reported by `run`).
+    error: Mutex<Option<Error>>,
+}
+
+impl<C: TaskClasses> Unfolder<C> {
+    fn shard(&self, key: &C::Key) -> &Mutex<HashMap<C::Key, usize>> {
+        let mut h = DefaultHasher::new();
+        key.hash(&mut h);
+        &self.pending[(h.finish() as usize) % SHARDS]
+    }
+
+    /// One predecessor of `key` finished (locally, or on another rank).
+    /// Instantiates `key` when it was the last one.
+    pub fn satisfy(self: &Arc<Self>, key: C::Key) {
+        let ready = {
+            let mut shard = lock(self.shard(&key));
+            match shard.get_mut(&key) {
+                Some(n) => {
+                    *n -= 1;
+                    if *n == 0 {
+                        shard.remove(&key);
+                        self.pending_len.fetch_sub(1, Ordering::Relaxed);
+                        true
+                    } else {
+                        false
+                    }
+                }
+                None => {
+                    let total = self.classes.predecessor_count(&key);
+                    assert!(total > 0, "{key:?} has a predecessor but predecessor_count says 0");
+                    if total == 1 {
+                        true
+                    } else {
+                        shard.insert(key.clone(), total - 1);
+                        let now = self.pending_len.fetch_add(1, Ordering::Relaxed) + 1;
+                        self.peak_pending.fetch_max(now, Ordering::Relaxed);
+                        false
+                    }
+                }
+            }
+        };
+        if ready {
+            self.instantiate(key);
+        }
+    }
+
+    fn instantiate(self: &Arc<Self>, key: C::Key) {
+        let mut task = self.classes.task(&key);
+        let body = task.parts.body.take();
+        let me = Arc::clone(self);
+        task = task.body(move |ctx| {
+            if let Some(body) = body {
+                body(ctx)?;
+            }
+            me.release_successors(&key);
+            Ok(())
+        });
+        self.instantiated.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = self.submitter.submit(task) {
+            lock(&self.error).get_or_insert(e);
+        }
+    }
+
+    fn release_successors(self: &Arc<Self>, key: &C::Key) {
+        let mut succ = Vec::new();
+        self.classes.successors(key, &mut succ);
+        for s in succ {
+            if self.classes.owner(&s) == self.rank {
+                self.satisfy(s);
+            } else {
+                self.remote_edges.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn stats(&self) -> RunStats {
+        RunStats {
+            instantiated: self.instantiated.load(Ordering::Relaxed),
+            peak_pending: self.peak_pending.load(Ordering::Relaxed),
+            remote_edges: self.remote_edges.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Run the whole symbolic DAG on `rt` as rank 0 and wait for it.
+pub fn run<C: TaskClasses>(rt: &Runtime, classes: Arc<C>) -> Result<RunStats, Error> {
+    run_rank(rt, classes, 0)
+}
+
+/// Run the tasks `rank` owns and wait for them.
+pub fn run_rank<C: TaskClasses>(rt: &Runtime, classes: Arc<C>, rank: usize) -> Result<RunStats, Error> {
+    let unfolder = Arc::new(Unfolder {
+        classes: Arc::clone(&classes),
+        rank,
+        submitter: rt.submitter(),
+        pending: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        pending_len: AtomicUsize::new(0),
+        peak_pending: AtomicUsize::new(0),
+        instantiated: AtomicUsize::new(0),
+        remote_edges: AtomicUsize::new(0),
+        error: Mutex::new(None),
+    });
+    for root in classes.roots() {
+        if classes.owner(&root) == rank {
+            unfolder.instantiate(root);
+        }
+    }
+    rt.wait_all()?;
+    if let Some(e) = lock(&unfolder.error).take() {
+        return Err(e);
+    }
+    let pending = unfolder.pending_len.load(Ordering::Relaxed);
+    if pending != 0 && rank == 0 && !has_remote_owner(&unfolder) {
+        return Err(Error::Config(format!(
+            "symbolic DAG is inconsistent: {pending} task(s) never received all their predecessors"
+        )));
+    }
+    Ok(unfolder.stats())
+}
+
+fn has_remote_owner<C: TaskClasses>(u: &Unfolder<C>) -> bool {
+    u.remote_edges.load(Ordering::Relaxed) > 0
+}
+
+/// The fully unrolled DAG (for small sizes): every task reachable from the
+/// roots, in breadth-first order, with its successors. Checks that each task's
+/// declared predecessor count equals its number of incoming edges.
+pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Vec<(C::Key, Vec<C::Key>)>, Error> {
+    let mut seen: HashMap<C::Key, usize> = HashMap::new();
+    let mut incoming: HashMap<C::Key, usize> = HashMap::new();
+    let mut out: Vec<(C::Key, Vec<C::Key>)> = Vec::new();
+    let mut queue: std::collections::VecDeque<C::Key> = classes.roots().into();
+    for r in &queue {
+        seen.insert(r.clone(), 0);
+    }
+    while let Some(k) = queue.pop_front() {
+        let mut succ = Vec::new();
+        classes.successors(&k, &mut succ);
+        for s in &succ {
+            *incoming.entry(s.clone()).or_insert(0) += 1;
+            if !seen.contains_key(s) {
+                seen.insert(s.clone(), 0);
+                queue.push_back(s.clone());
+            }
+        }
+        out.push((k, succ));
+    }
+    for (k, _) in &out {
+        let declared = classes.predecessor_count(k);
+        let actual = incoming.get(k).copied().unwrap_or(0);
+        if declared != actual {
+            return Err(Error::Config(format!(
+                "symbolic DAG is inconsistent: {k:?} declares {declared} predecessor(s) but has {actual} incoming edge(s)"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// The unrolled DAG in Graphviz DOT.
+pub fn to_dot<C: TaskClasses>(classes: &C) -> Result<String, Error> {
+    use petgraph::dot::{Config as DotConfig, Dot};
+    use petgraph::graph::DiGraph;
+    let tasks = unroll(classes)?;
+    let mut g: DiGraph<String, ()> = DiGraph::new();
+    let index: HashMap<&C::Key, _> = tasks
+        .iter()
+        .map(|(k, _)| (k, g.add_node(format!("{k:?}"))))
+        .collect();
+    for (k, succ) in &tasks {
+        for s in succ {
+            g.add_edge(index[k], index[s], ());
+        }
+    }
+    Ok(format!("{:?}", Dot::with_config(&g, &[DotConfig::EdgeNoLabel])))
+}

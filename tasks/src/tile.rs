@@ -1,0 +1,326 @@
+//! Tiles: column-major, 64-byte-aligned blocks of `f64`, the unit of data that kernels work on.
+//!
+//! A [`Tile`] owns its buffer (like a `Vec<f64>` with a stronger alignment) and hands out
+//! faer views over it. The leading dimension is always `rows`: a tile is contiguous, so the
+//! runtime can move it as one block and a device can copy it with one transfer.
+
+use std::alloc::{self, Layout};
+use std::fmt;
+use std::ptr::NonNull;
+
+/// Alignment of every tile buffer, in bytes: one cache line, and one AVX-512 register.
+pub const TILE_ALIGN: usize = 64;
+
+/// A dense `rows × cols` block of `f64`, column-major with leading dimension `rows`.
+pub struct Tile {
+    rows: usize,
+    cols: usize,
+    /// Start of `rows * cols` initialised `f64`s, aligned to [`TILE_ALIGN`]. When the tile is
+    /// empty it is a dangling, aligned pointer that owns nothing.
+    ptr: NonNull<f64>,
+}
+
+/// The allocation a tile asked for could not be made: it overflows `usize` or the allocator
+/// refused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TileAllocError {
+    /// Requested number of rows.
+    pub rows: usize,
+    /// Requested number of columns.
+    pub cols: usize,
+}
+
+impl fmt::Display for TileAllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot allocate a {}x{} tile of f64",
+            self.rows, self.cols
+        )
+    }
+}
+
+impl std::error::Error for TileAllocError {}
+
+/// Stands in for the address of an empty tile: `NonNull::dangling` of a type aligned like
+/// a tile buffer, so even empty tiles satisfy the alignment invariant.
+#[repr(C, align(64))]
+struct AlignedBlock {
+    _bytes: [u8; TILE_ALIGN],
+}
+
+const _: () = assert!(std::mem::align_of::<AlignedBlock>() == TILE_ALIGN);
+
+fn layout_for(len: usize) -> Option<Layout> {
+    Layout::array::<f64>(len).ok()?.align_to(TILE_ALIGN).ok()
+}
+
+impl Tile {
+    /// A `rows × cols` tile of zeros.
+    ///
+    /// # Panics
+    /// If `rows * cols` overflows; aborts through [`alloc::handle_alloc_error`] if the
+    /// allocator refuses. Use [`Tile::try_zeros`] to get an `Err` instead.
+    pub fn zeros(rows: usize, cols: usize) -> Self {
+        match Self::try_zeros(rows, cols) {
+            Ok(tile) => tile,
+            Err(e) => match rows.checked_mul(cols).and_then(layout_for) {
+                Some(layout) => alloc::handle_alloc_error(layout),
+                None => panic!("{e}"),
+            },
+        }
+    }
+
+    /// A `rows × cols` tile of zeros.
+    ///
+    /// # Errors
+    /// [`TileAllocError`] if `rows * cols` entries overflow `usize` or `isize::MAX` bytes, or
+    /// the allocator refuses them.
+    pub fn try_zeros(rows: usize, cols: usize) -> Result<Self, TileAllocError> {
+        let err = TileAllocError { rows, cols };
+        let len = rows.checked_mul(cols).ok_or(err)?;
+        if len == 0 {
+            return Ok(Self {
+                rows,
+                cols,
+                ptr: NonNull::<AlignedBlock>::dangling().cast(),
+            });
+        }
+        let layout = layout_for(len).ok_or(err)?;
+        // SAFETY: `layout` has a non-zero size because `len > 0` and `f64` is not a ZST.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw.cast::<f64>()).ok_or(err)?;
+        Ok(Self { rows, cols, ptr })
+    }
+
+    /// A tile holding a copy of `data`, read column-major with leading dimension `rows`.
+    ///
+    /// # Panics
+    /// If `data.len() != rows * cols`.
+    pub fn from_col_major(rows: usize, cols: usize, data: &[f64]) -> Self {
+        assert_eq!(
+            data.len(),
+            rows * cols,
+            "Tile::from_col_major: {rows}x{cols} tile, {} values",
+            data.len()
+        );
+        let mut tile = Self::zeros(rows, cols);
+        tile.as_mut_slice().copy_from_slice(data);
+        tile
+    }
+
+    /// Number of rows (also the leading dimension).
+    #[inline]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    #[inline]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Number of entries, `rows * cols`.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.rows * self.cols
+    }
+
+    /// Whether the tile holds no entry.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entries, column-major.
+    #[inline]
+    pub fn as_slice(&self) -> &[f64] {
+        // SAFETY: `ptr` is non-null and aligned, and points to `len()` initialised `f64`s that
+        // this tile owns (or to nothing when `len() == 0`); `&self` forbids writes meanwhile.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len()) }
+    }
+
+    /// The entries, column-major, writable.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [f64] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes this the only access to the buffer.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len()) }
+    }
+
+    /// Column `j`, contiguous.
+    #[inline]
+    pub fn col(&self, j: usize) -> &[f64] {
+        &self.as_slice()[j * self.rows..(j + 1) * self.rows]
+    }
+
+    /// Column `j`, contiguous and writable.
+    #[inline]
+    pub fn col_mut(&mut self, j: usize) -> &mut [f64] {
+        let rows = self.rows;
+        &mut self.as_mut_slice()[j * rows..(j + 1) * rows]
+    }
+
+    /// A faer view of the tile.
+    #[inline]
+    pub fn as_ref(&self) -> faer::MatRef<'_, f64> {
+        faer::MatRef::from_column_major_slice(self.as_slice(), self.rows, self.cols)
+    }
+
+    /// A writable faer view of the tile.
+    #[inline]
+    pub fn as_mut(&mut self) -> faer::MatMut<'_, f64> {
+        let (rows, cols) = (self.rows, self.cols);
+        faer::MatMut::from_column_major_slice_mut(self.as_mut_slice(), rows, cols)
+    }
+}
+
+impl Default for Tile {
+    /// The empty `0 × 0` tile; it allocates nothing, so `std::mem::take` on a tile is free.
+    fn default() -> Self {
+        Self::zeros(0, 0)
+    }
+}
+
+impl Clone for Tile {
+    fn clone(&self) -> Self {
+        let mut copy = Self::zeros(self.rows, self.cols);
+        copy.as_mut_slice().copy_from_slice(self.as_slice());
+        copy
+    }
+}
+
+impl Drop for Tile {
+    fn drop(&mut self) {
+        let len = self.len();
+        if len == 0 {
+            return;
+        }
+        let layout = layout_for(len).expect("layout was valid at allocation");
+        // SAFETY: a non-empty tile's `ptr` came from `alloc_zeroed` with exactly this layout
+        // (same `len`, since `rows` and `cols` never change) and is freed only here.
+        unsafe { alloc::dealloc(self.ptr.as_ptr().cast(), layout) }
+    }
+}
+
+// SAFETY: a `Tile` owns its buffer exclusively, like `Vec<f64>`; no interior mutability,
+// so moving it to or sharing `&Tile` with another thread is as safe as for `Vec<f64>`.
+unsafe impl Send for Tile {}
+// SAFETY: see `Send`; shared access only reads.
+unsafe impl Sync for Tile {}
+
+impl PartialEq for Tile {
+    /// Same shape and bitwise-equal-as-`f64` entries (`NaN != NaN`, as for slices).
+    fn eq(&self, other: &Self) -> bool {
+        self.rows == other.rows && self.cols == other.cols && self.as_slice() == other.as_slice()
+    }
+}
+
+impl fmt::Debug for Tile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Tiles are large; print the shape, and the entries only for small ones.
+        let mut s = f.debug_struct("Tile");
+        s.field("rows", &self.rows).field("cols", &self.cols);
+        if self.len() <= 64 {
+            s.field("data", &self.as_slice());
+        }
+        s.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that tiles are aligned, column-major, zero-initialised and independently owned,
+    //! including the empty and edge shapes.
+
+    use super::*;
+
+    fn assert_aligned(t: &Tile) {
+        assert_eq!(
+            t.as_slice().as_ptr() as usize % TILE_ALIGN,
+            0,
+            "{}x{}",
+            t.rows(),
+            t.cols()
+        );
+    }
+
+    #[test]
+    fn zeros_are_aligned_and_zero() {
+        for (r, c) in [(1, 1), (3, 5), (7, 1), (64, 64), (65, 3), (256, 256)] {
+            let t = Tile::zeros(r, c);
+            assert_eq!((t.rows(), t.cols(), t.len()), (r, c, r * c));
+            assert_aligned(&t);
+            assert!(t.as_slice().iter().all(|&x| x == 0.0));
+        }
+    }
+
+    #[test]
+    fn empty_tiles() {
+        for (r, c) in [(0, 0), (0, 5), (5, 0)] {
+            let mut t = Tile::zeros(r, c);
+            assert!(t.is_empty());
+            assert_aligned(&t);
+            assert_eq!(t.as_mut_slice().len(), 0);
+            assert_eq!((t.as_ref().nrows(), t.as_ref().ncols()), (r, c));
+            assert_eq!((t.as_mut().nrows(), t.as_mut().ncols()), (r, c));
+            let u = t.clone();
+            assert_eq!(u, t);
+        }
+        assert_eq!(Tile::default().len(), 0);
+    }
+
+    #[test]
+    fn column_major_views() {
+        let data: Vec<f64> = (0..12).map(f64::from).collect();
+        let mut t = Tile::from_col_major(3, 4, &data);
+        assert_aligned(&t);
+        let v = t.as_ref();
+        for j in 0..4 {
+            assert_eq!(t.col(j), &data[3 * j..3 * j + 3]);
+            for i in 0..3 {
+                assert_eq!(v[(i, j)], (i + 3 * j) as f64);
+            }
+        }
+        t.as_mut()[(2, 1)] = -1.0;
+        assert_eq!(t.as_slice()[5], -1.0);
+        t.col_mut(3)[0] = 42.0;
+        assert_eq!(t.as_ref()[(0, 3)], 42.0);
+    }
+
+    #[test]
+    fn clone_is_deep() {
+        let mut a = Tile::zeros(5, 3);
+        a.as_mut_slice()[7] = 1.5;
+        let b = a.clone();
+        assert_aligned(&b);
+        a.as_mut_slice()[7] = 2.5;
+        assert_eq!(b.as_slice()[7], 1.5);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn overflow_is_an_error() {
+        let e = Tile::try_zeros(usize::MAX, 2).unwrap_err();
+        assert_eq!(
+            e,
+            TileAllocError {
+                rows: usize::MAX,
+                cols: 2
+            }
+        );
+        assert!(e.to_string().contains("cannot allocate"));
+        assert!(Tile::try_zeros(usize::MAX / 4, 1).is_err());
+    }
+
+    #[test]
+    fn send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Tile>();
+        let t = Tile::from_col_major(2, 1, &[1.0, 2.0]);
+        let sum = std::thread::spawn(move || t.as_slice().iter().sum::<f64>())
+            .join()
+            .unwrap();
+        assert_eq!(sum, 3.0);
+    }
+}
