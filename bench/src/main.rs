@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::overhead;
+use tessera_bench::{lu_cmd, overhead};
 
 use std::process::ExitCode;
 
@@ -17,6 +17,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Tiled LU with partial pivoting (HPL-style): factor, solve, check the residual.
+    Lu(lu_cmd::LuArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
 }
@@ -24,6 +26,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Lu(a) => lu_cmd::run(a),
         Command::Overhead(a) => overhead::run(a),
     };
     match result {

@@ -108,7 +108,10 @@ impl<C: TaskClasses> Unfolder<C> {
                 }
                 None => {
                     let total = self.classes.predecessor_count(&key);
-                    assert!(total > 0, "{key:?} has a predecessor but predecessor_count says 0");
+                    assert!(
+                        total > 0,
+                        "{key:?} has a predecessor but predecessor_count says 0"
+                    );
                     if total == 1 {
                         true
                     } else {
@@ -169,7 +172,11 @@ pub fn run<C: TaskClasses>(rt: &Runtime, classes: Arc<C>) -> Result<RunStats, Er
 }
 
 /// Run the tasks `rank` owns and wait for them.
-pub fn run_rank<C: TaskClasses>(rt: &Runtime, classes: Arc<C>, rank: usize) -> Result<RunStats, Error> {
+pub fn run_rank<C: TaskClasses>(
+    rt: &Runtime,
+    classes: Arc<C>,
+    rank: usize,
+) -> Result<RunStats, Error> {
     let unfolder = Arc::new(Unfolder {
         classes: Arc::clone(&classes),
         rank,
@@ -203,13 +210,16 @@ fn has_remote_owner<C: TaskClasses>(u: &Unfolder<C>) -> bool {
     u.remote_edges.load(Ordering::Relaxed) > 0
 }
 
+/// Every task of an unrolled DAG with its successors.
+pub type Unrolled<K> = Vec<(K, Vec<K>)>;
+
 /// The fully unrolled DAG (for small sizes): every task reachable from the
 /// roots, in breadth-first order, with its successors. Checks that each task's
 /// declared predecessor count equals its number of incoming edges.
-pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Vec<(C::Key, Vec<C::Key>)>, Error> {
+pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Unrolled<C::Key>, Error> {
     let mut seen: HashMap<C::Key, usize> = HashMap::new();
     let mut incoming: HashMap<C::Key, usize> = HashMap::new();
-    let mut out: Vec<(C::Key, Vec<C::Key>)> = Vec::new();
+    let mut out: Unrolled<C::Key> = Vec::new();
     let mut queue: std::collections::VecDeque<C::Key> = classes.roots().into();
     for r in &queue {
         seen.insert(r.clone(), 0);
@@ -253,5 +263,8 @@ pub fn to_dot<C: TaskClasses>(classes: &C) -> Result<String, Error> {
             g.add_edge(index[k], index[s], ());
         }
     }
-    Ok(format!("{:?}", Dot::with_config(&g, &[DotConfig::EdgeNoLabel])))
+    Ok(format!(
+        "{:?}",
+        Dot::with_config(&g, &[DotConfig::EdgeNoLabel])
+    ))
 }

@@ -1,0 +1,386 @@
+//! Tiled LU with partial pivoting as a task graph (the HPL driver), in two
+//! front-ends over the same tasks: sequential task flow ([`Front::Stf`]) and a
+//! symbolic, lazily unfolded DAG ([`Front::Symbolic`]).
+//!
+//! Tasks per step `k` (tiles `nb × nb`, `T` tile rows and columns):
+//! - `PANEL(k)`: factor tiles `(k..T, k)` with partial pivoting → `piv[k]`;
+//! - `SWAP(k, j)`, `j ≠ k`: apply `piv[k]` to tiles `(k..T, j)`;
+//! - `TRSM(k, j)`, `j > k`: `A(k,j) := L(k,k)⁻¹ A(k,j)`;
+//! - `GEMM(k, i, j)`, `i, j > k`: `A(i,j) -= A(i,k) A(k,j)`.
+//!
+//! Look-ahead comes from priorities (under the `prio` policy): a task that
+//! works on tile column `j` gets a priority that grows as `j` gets closer to
+//! the left, and panels rank above updates of their column, so `PANEL(k+1)`
+//! runs as soon as column `k+1` is updated while step `k`'s other updates
+//! continue. Row swaps left of the panel are off the critical path and get
+//! the lowest priority.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tessera_engine::symbolic::{self, TaskClasses};
+use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskBuilder};
+use tessera_tasks::kernels::{
+    gemm_flops, gemm_update, getrf_panel, getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
+};
+use tessera_tasks::tile::Tile;
+
+use crate::lu_seq::ipiv_global;
+use crate::tiled::TileMatrix;
+
+/// Which task-graph front-end builds the LU DAG.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Front {
+    /// Every task submitted from this thread, dependencies inferred from data.
+    Stf,
+    /// Task classes with dependency functions, unfolded as tasks finish.
+    Symbolic,
+}
+
+/// The codelets of the LU, shared by both front-ends.
+struct Codelets {
+    panel: Codelet,
+    swap: Codelet,
+    trsm: Codelet,
+    gemm: Codelet,
+}
+
+impl Codelets {
+    fn new() -> Self {
+        Codelets {
+            panel: Codelet::new("panel"),
+            swap: Codelet::new("swap"),
+            trsm: Codelet::new("trsm"),
+            gemm: Codelet::new("gemm"),
+        }
+    }
+}
+
+/// One task of the LU DAG.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LuTask {
+    /// `PANEL(k)`.
+    Panel(usize),
+    /// `SWAP(k, j)`.
+    Swap(usize, usize),
+    /// `TRSM(k, j)`.
+    Trsm(usize, usize),
+    /// `GEMM(k, i, j)`.
+    Gemm(usize, usize, usize),
+}
+
+/// The LU's data registered with a runtime, and how to make each task.
+struct LuGraph {
+    t: usize,
+    nb: usize,
+    tiles: Vec<DataHandle<Tile>>,
+    piv: Vec<DataHandle<Vec<usize>>>,
+    cl: Codelets,
+    /// Flops finished so far (for progress reporting), if asked for.
+    progress: Option<Arc<AtomicU64>>,
+}
+
+impl LuGraph {
+    fn tile(&self, i: usize, j: usize) -> &DataHandle<Tile> {
+        &self.tiles[i + j * self.t]
+    }
+
+    fn rows(&self, i: usize, n: usize) -> usize {
+        (n - i * self.nb).min(self.nb)
+    }
+
+    fn priority(&self, task: LuTask) -> i32 {
+        let t = self.t as i32;
+        match task {
+            LuTask::Panel(k) => 4 * (t - k as i32) + 3,
+            LuTask::Swap(k, j) if j < k => 0,
+            LuTask::Swap(_, j) | LuTask::Trsm(_, j) | LuTask::Gemm(_, _, j) => {
+                4 * (t - j as i32) + 1
+            }
+        }
+    }
+
+    /// The task for `key`, with its data, priority, label and body.
+    fn task(&self, key: LuTask, n: usize) -> TaskBuilder {
+        let prio = self.priority(key);
+        let progress = self.progress.clone();
+        let tally = move |flops: f64| {
+            if let Some(p) = &progress {
+                p.fetch_add(flops as u64, Ordering::Relaxed);
+            }
+        };
+        match key {
+            LuTask::Panel(k) => {
+                let col: Vec<_> = (k..self.t).map(|i| self.tile(i, k).clone()).collect();
+                let piv = self.piv[k].clone();
+                let m = n - k * self.nb;
+                let w = self.rows(k, n);
+                let flops = getrf_panel_flops(m, w);
+                let nb = self.nb;
+                let mut tb = TaskBuilder::new(&self.cl.panel)
+                    .label(format!("panel({k})"))
+                    .priority(prio)
+                    .flops(flops)
+                    .write(&piv);
+                for h in &col {
+                    tb = tb.rw(h);
+                }
+                tb.body(move |ctx| {
+                    let mut tiles = col
+                        .iter()
+                        .map(|h| ctx.write(h))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let local = getrf_panel(&mut tiles, k * nb)?;
+                    *ctx.write(&piv)? = local;
+                    tally(flops);
+                    Ok(())
+                })
+            }
+            LuTask::Swap(k, j) => {
+                let col: Vec<_> = (k..self.t).map(|i| self.tile(i, j).clone()).collect();
+                let piv = self.piv[k].clone();
+                let mut tb = TaskBuilder::new(&self.cl.swap)
+                    .label(format!("swap({k},{j})"))
+                    .priority(prio)
+                    .read(&piv);
+                for h in &col {
+                    tb = tb.rw(h);
+                }
+                tb.body(move |ctx| {
+                    let ipiv = ctx.read(&piv)?;
+                    let mut tiles = col
+                        .iter()
+                        .map(|h| ctx.write(h))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    laswp(&mut tiles, ipiv);
+                    Ok(())
+                })
+            }
+            LuTask::Trsm(k, j) => {
+                let (l, b) = (self.tile(k, k).clone(), self.tile(k, j).clone());
+                let flops = trsm_flops(self.rows(k, n), self.rows(j, n));
+                TaskBuilder::new(&self.cl.trsm)
+                    .label(format!("trsm({k},{j})"))
+                    .priority(prio)
+                    .flops(flops)
+                    .read(&l)
+                    .rw(&b)
+                    .body(move |ctx| {
+                        trsm_unit_lower(ctx.read(&l)?, ctx.write(&b)?);
+                        tally(flops);
+                        Ok(())
+                    })
+            }
+            LuTask::Gemm(k, i, j) => {
+                let (a, b, c) = (
+                    self.tile(i, k).clone(),
+                    self.tile(k, j).clone(),
+                    self.tile(i, j).clone(),
+                );
+                let flops = gemm_flops(self.rows(i, n), self.rows(j, n), self.rows(k, n));
+                TaskBuilder::new(&self.cl.gemm)
+                    .label(format!("gemm({k},{i},{j})"))
+                    .priority(prio)
+                    .flops(flops)
+                    .read(&a)
+                    .read(&b)
+                    .rw(&c)
+                    .body(move |ctx| {
+                        gemm_update(ctx.read(&a)?, ctx.read(&b)?, ctx.write(&c)?);
+                        tally(flops);
+                        Ok(())
+                    })
+            }
+        }
+    }
+}
+
+/// The symbolic description of the LU DAG (see the module doc for the tasks).
+///
+/// Dependencies, for `T` tiles per side (left swaps are deferred to the end,
+/// chained per column, since nothing else needs them):
+/// - `PANEL(0)` is the root; `PANEL(k>0)` ← `GEMM(k-1, i, k)` for `i ≥ k`;
+/// - `SWAP(k, j>k)` ← `PANEL(k)` and `GEMM(k-1, i, j)` for `i ≥ k`;
+/// - `TRSM(k, j)` ← `SWAP(k, j)`; `GEMM(k, i, j)` ← `TRSM(k, j)`;
+/// - `SWAP(j+1, j)` ← `PANEL(T-1)`; `SWAP(k, j<k-1)` ← `SWAP(k-1, j)`.
+struct LuClasses {
+    graph: LuGraph,
+    n: usize,
+}
+
+impl TaskClasses for LuClasses {
+    type Key = LuTask;
+
+    fn roots(&self) -> Vec<LuTask> {
+        vec![LuTask::Panel(0)]
+    }
+
+    fn predecessor_count(&self, key: &LuTask) -> usize {
+        let t = self.graph.t;
+        match *key {
+            LuTask::Panel(k) => {
+                if k == 0 {
+                    0
+                } else {
+                    t - k
+                }
+            }
+            LuTask::Swap(k, j) if j > k => 1 + if k > 0 { t - k } else { 0 },
+            LuTask::Swap(_, _) => 1,
+            LuTask::Trsm(_, _) | LuTask::Gemm(_, _, _) => 1,
+        }
+    }
+
+    fn successors(&self, key: &LuTask, out: &mut Vec<LuTask>) {
+        let t = self.graph.t;
+        match *key {
+            LuTask::Panel(k) => {
+                out.extend((k + 1..t).map(|j| LuTask::Swap(k, j)));
+                if k == t - 1 {
+                    out.extend((0..t - 1).map(|j| LuTask::Swap(j + 1, j)));
+                }
+            }
+            LuTask::Swap(k, j) if j > k => out.push(LuTask::Trsm(k, j)),
+            LuTask::Swap(k, j) => {
+                if k + 1 < t {
+                    out.push(LuTask::Swap(k + 1, j));
+                }
+            }
+            LuTask::Trsm(k, j) => out.extend((k + 1..t).map(|i| LuTask::Gemm(k, i, j))),
+            LuTask::Gemm(k, _, j) => out.push(if j == k + 1 {
+                LuTask::Panel(k + 1)
+            } else {
+                LuTask::Swap(k + 1, j)
+            }),
+        }
+    }
+
+    fn task(&self, key: &LuTask) -> TaskBuilder {
+        self.graph.task(*key, self.n)
+    }
+}
+
+/// Submit the LU DAG in sequential-task-flow order: for each step, the panel,
+/// then per column to its right the swap, the trsm and the gemms, then the
+/// swaps to its left.
+fn submit_stf(rt: &Runtime, g: &LuGraph, n: usize) -> Result<(), Error> {
+    let t = g.t;
+    for k in 0..t {
+        rt.submit(g.task(LuTask::Panel(k), n))?;
+        for j in k + 1..t {
+            rt.submit(g.task(LuTask::Swap(k, j), n))?;
+            rt.submit(g.task(LuTask::Trsm(k, j), n))?;
+            for i in k + 1..t {
+                rt.submit(g.task(LuTask::Gemm(k, i, j), n))?;
+            }
+        }
+        for j in 0..k {
+            rt.submit(g.task(LuTask::Swap(k, j), n))?;
+        }
+    }
+    rt.wait_all()
+}
+
+/// The result of a factorisation: `P·A = L·U` in `factors`, and LAPACK-style
+/// 0-based global pivots (`ipiv[i]`: row swapped with row `i` at step `i`).
+pub struct LuFactors {
+    /// `L` (unit, strictly below the diagonal) and `U` (on and above it).
+    pub factors: TileMatrix,
+    /// Global pivots, as `dgetrf`'s `IPIV` minus one.
+    pub ipiv: Vec<usize>,
+}
+
+/// Factor a square tiled matrix on `rt` with the given front-end.
+/// `progress`, if given, accumulates the flops of finished tasks.
+///
+/// # Errors
+/// A singular matrix fails `PANEL(k)` with a message naming the exact zero
+/// pivot's column; the tasks depending on it are cancelled.
+pub fn lu_factor(
+    rt: &Runtime,
+    a: TileMatrix,
+    front: Front,
+    progress: Option<Arc<AtomicU64>>,
+) -> Result<LuFactors, Error> {
+    let (n, nb) = (a.n_rows(), a.nb());
+    if a.n_cols() != n {
+        return Err(Error::Config(format!(
+            "LU needs a square matrix, got {} x {}",
+            n,
+            a.n_cols()
+        )));
+    }
+    let t = a.mt();
+    let tiles: Vec<_> = a
+        .into_tiles()
+        .into_iter()
+        .enumerate()
+        .map(|(ix, tile)| rt.register_named(tile, format!("A({},{})", ix % t, ix / t)))
+        .collect();
+    let piv = (0..t)
+        .map(|k| rt.register_named(Vec::new(), format!("piv({k})")))
+        .collect();
+    let graph = LuGraph {
+        t,
+        nb,
+        tiles,
+        piv,
+        cl: Codelets::new(),
+        progress,
+    };
+    let graph = match front {
+        Front::Stf => {
+            submit_stf(rt, &graph, n)?;
+            graph
+        }
+        Front::Symbolic => {
+            let classes = Arc::new(LuClasses { graph, n });
+            symbolic::run(rt, Arc::clone(&classes))?;
+            match Arc::try_unwrap(classes) {
+                Ok(c) => c.graph,
+                Err(_) => unreachable!("every task that held the classes has finished"),
+            }
+        }
+    };
+    let mut ipiv = Vec::with_capacity(n);
+    for (k, h) in graph.piv.into_iter().enumerate() {
+        ipiv.extend(ipiv_global(k, nb, &rt.unregister(h)?));
+    }
+    let tiles = graph
+        .tiles
+        .into_iter()
+        .map(|h| rt.unregister(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(LuFactors {
+        factors: TileMatrix::from_tiles(n, n, nb, tiles),
+        ipiv,
+    })
+}
+
+/// The symbolic description over a zero matrix (for inspection only).
+fn empty_classes(n: usize, nb: usize) -> LuClasses {
+    let rt = Runtime::with_workers(1).expect("one worker starts");
+    let a = TileMatrix::zeros(n, n, nb);
+    let t = a.mt();
+    let graph = LuGraph {
+        t,
+        nb,
+        tiles: a.into_tiles().into_iter().map(|x| rt.register(x)).collect(),
+        piv: (0..t).map(|_| rt.register(Vec::new())).collect(),
+        cl: Codelets::new(),
+        progress: None,
+    };
+    LuClasses { graph, n }
+}
+
+/// The symbolic LU DAG of an `n × n` matrix with tile size `nb`, unrolled to
+/// DOT (for small sizes; checks the dependency functions are consistent).
+pub fn symbolic_dot(n: usize, nb: usize) -> Result<String, Error> {
+    symbolic::to_dot(&empty_classes(n, nb))
+}
+
+/// The number of tasks in the unrolled symbolic LU DAG, after checking that
+/// every declared predecessor count equals the number of incoming edges.
+pub fn symbolic_task_count(n: usize, nb: usize) -> Result<usize, Error> {
+    Ok(symbolic::unroll(&empty_classes(n, nb))?.len())
+}
