@@ -10,8 +10,14 @@ use tessera_engine::{Config, Runtime};
 
 fn per_task(c: &mut Criterion) {
     let mut group = c.benchmark_group("overhead");
-    group.sample_size(10).measurement_time(Duration::from_secs(5));
-    for (case, n) in [(Case::Independent, 100_000), (Case::Chain, 20_000), (Case::Random4, 20_000)] {
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    for (case, n) in [
+        (Case::Independent, 100_000),
+        (Case::Chain, 20_000),
+        (Case::Random4, 20_000),
+    ] {
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::new(case.name(), n), &n, |b, &n| {
             b.iter_custom(|iters| {

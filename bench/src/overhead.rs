@@ -40,7 +40,8 @@ pub fn time_case(rt: &Runtime, case: Case, n: usize, seed: u64) -> f64 {
         Case::Independent => {
             let t0 = Instant::now();
             for _ in 0..n {
-                rt.submit(TaskBuilder::new(&cl).body(|_| Ok(()))).expect("submit");
+                rt.submit(TaskBuilder::new(&cl).body(|_| Ok(())))
+                    .expect("submit");
             }
             rt.wait_all().expect("tasks succeed");
             t0.elapsed().as_secs_f64()
@@ -49,7 +50,8 @@ pub fn time_case(rt: &Runtime, case: Case, n: usize, seed: u64) -> f64 {
             let h = rt.register(0u64);
             let t0 = Instant::now();
             for _ in 0..n {
-                rt.submit(TaskBuilder::new(&cl).rw(&h).body(|_| Ok(()))).expect("submit");
+                rt.submit(TaskBuilder::new(&cl).rw(&h).body(|_| Ok(())))
+                    .expect("submit");
             }
             rt.wait_all().expect("tasks succeed");
             t0.elapsed().as_secs_f64()
@@ -154,7 +156,12 @@ pub fn run(args: OverheadArgs) -> Result<(), String> {
             })
             .collect();
         let per = median(times) / n as f64;
-        println!("{:<12} {:>8} tasks {:>8.0} ns/task", case.name(), n, per * 1e9);
+        println!(
+            "{:<12} {:>8} tasks {:>8.0} ns/task",
+            case.name(),
+            n,
+            per * 1e9
+        );
     }
     if !args.no_starpu {
         let n = args.chain;
@@ -188,7 +195,8 @@ fn starpu_overhead(ntasks: usize, buffers: usize) -> Option<f64> {
         .env("STARPU_SILENT", "1")
         .output()
         .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     text.lines()
         .find_map(|l| l.strip_prefix("Per task:"))
         .and_then(|rest| rest.split_whitespace().next()?.parse().ok())

@@ -105,7 +105,7 @@ fn run_ops(rt: &Runtime, ops: &[Op], handles: usize, seed: u64) -> Vec<u64> {
         t = t.body(move |ctx| {
             let acc = reads
                 .iter()
-                .map(|h| ctx.read(h).map(|v| *v))
+                .map(|h| ctx.read(h).copied())
                 .try_fold(op.salt, |acc, v| {
                     v.map(|v| acc.wrapping_mul(31).wrapping_add(v))
                 })?;

@@ -9,7 +9,7 @@
 pub type Nanos = u64;
 
 /// A recorded run.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Trace {
     /// One entry per worker (execution track), indexed by [`TaskRecord::worker`].
     pub workers: Vec<WorkerInfo>,
@@ -22,7 +22,7 @@ pub struct Trace {
 }
 
 /// One execution track.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerInfo {
     /// Track name shown in viewers, e.g. `cpu0`, `sim0`, `cuda0 stream1`.
     pub name: String,
@@ -31,7 +31,7 @@ pub struct WorkerInfo {
 }
 
 /// One executed task.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TaskRecord {
     /// Unique task id within the run (submission order).
     pub id: u64,
@@ -52,7 +52,7 @@ pub struct TaskRecord {
 }
 
 /// One data transfer.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TransferRecord {
     /// Registered data handle id.
     pub handle: u64,
