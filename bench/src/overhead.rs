@@ -116,6 +116,9 @@ pub struct OverheadArgs {
     /// Record a trace while measuring (to measure tracing's cost).
     #[arg(long)]
     pub traced: bool,
+    /// Measure each case with tracing off and on, alternating, and print the ratio.
+    #[arg(long)]
+    pub compare_tracing: bool,
     /// Skip running StarPU's tasks_overhead even if it is installed.
     #[arg(long)]
     pub no_starpu: bool,
@@ -148,20 +151,31 @@ pub fn run(args: OverheadArgs) -> Result<(), String> {
             continue;
         }
         // A fresh runtime per repetition keeps trace buffers from growing
-        // across repetitions; the first repetition warms the allocator.
-        let times: Vec<f64> = (0..args.reps.max(1))
-            .map(|r| {
-                let rt = Runtime::new(rt.config().clone()).expect("runtime starts");
-                time_case(&rt, case, n, r as u64)
-            })
-            .collect();
-        let per = median(times) / n as f64;
-        println!(
-            "{:<12} {:>8} tasks {:>8.0} ns/task",
-            case.name(),
-            n,
-            per * 1e9
-        );
+        // across repetitions.
+        let time_with = |trace: bool, r: usize| {
+            let rt = Runtime::new(rt.config().clone().trace(trace)).expect("runtime starts");
+            time_case(&rt, case, n, r as u64) / n as f64 * 1e9
+        };
+        if args.compare_tracing {
+            // Alternate off/on so both see the same machine load.
+            let (mut off, mut on) = (Vec::new(), Vec::new());
+            for r in 0..args.reps.max(1) {
+                off.push(time_with(false, r));
+                on.push(time_with(true, r));
+            }
+            let (off, on) = (median(off), median(on));
+            println!(
+                "{:<12} {:>8} tasks {:>8.0} ns/task untraced {:>8.0} ns/task traced  ratio {:.3}",
+                case.name(),
+                n,
+                off,
+                on,
+                on / off
+            );
+        } else {
+            let times: Vec<f64> = (0..args.reps.max(1)).map(|r| time_with(args.traced, r)).collect();
+            println!("{:<12} {:>8} tasks {:>8.0} ns/task", case.name(), n, median(times));
+        }
     }
     if !args.no_starpu {
         let n = args.chain;

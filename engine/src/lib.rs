@@ -12,10 +12,12 @@
 pub struct ReadmeDoctests;
 
 mod access;
+mod clock;
 mod codelet;
 mod data;
 mod error;
 pub mod graph;
+mod preds;
 mod recorder;
 mod runtime;
 pub mod sched;

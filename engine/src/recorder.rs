@@ -7,27 +7,32 @@
 //! only the reader ever contends.
 
 use std::cell::UnsafeCell;
+use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
+use crate::clock::Clock;
 use crate::codelet::Codelet;
 use crate::trace::model::{TaskRecord, Trace, WorkerInfo};
 use crate::util::lock;
 
-const CHUNK: usize = 4096;
+/// Events per chunk: small enough (~24 KiB) to come from the allocator's
+/// arenas rather than a fresh mmap each time.
+const CHUNK: usize = 256;
 
 /// One executed task, as recorded.
 pub(crate) struct Event {
     pub(crate) id: u64,
-    pub(crate) codelet: Codelet,
+    /// `Codelet::id`; names are resolved at snapshot time, so recording does
+    /// not touch the codelet's shared reference count.
+    pub(crate) codelet: u32,
     pub(crate) label: Option<Box<str>>,
     pub(crate) priority: i32,
     pub(crate) flops: f64,
     pub(crate) start: u64,
     pub(crate) end: u64,
-    pub(crate) preds: Box<[u64]>,
+    pub(crate) preds: crate::preds::PredList,
 }
 
 struct Chunk {
@@ -64,24 +69,31 @@ impl Drop for Chunk {
     }
 }
 
+/// One worker's chunks and the codelets its events refer to.
+#[derive(Default)]
+struct WorkerLog {
+    chunks: Mutex<Vec<Arc<Chunk>>>,
+    codelets: Mutex<HashMap<u32, Codelet>>,
+}
+
 /// The whole run's log: one list of chunks per worker.
 pub(crate) struct TraceLog {
-    pub(crate) epoch: Instant,
-    workers: Vec<Mutex<Vec<Arc<Chunk>>>>,
+    pub(crate) clock: Clock,
+    workers: Vec<WorkerLog>,
     names: Vec<String>,
 }
 
 impl TraceLog {
     pub(crate) fn new(names: Vec<String>) -> Self {
         TraceLog {
-            epoch: Instant::now(),
-            workers: names.iter().map(|_| Mutex::new(Vec::new())).collect(),
+            clock: Clock::new(),
+            workers: names.iter().map(|_| WorkerLog::default()).collect(),
             names,
         }
     }
 
     pub(crate) fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        self.clock.ticks()
     }
 
     /// A snapshot of everything published so far.
@@ -97,23 +109,31 @@ impl TraceLog {
                 .collect(),
             ..Trace::default()
         };
-        for (w, chunks) in self.workers.iter().enumerate() {
-            for chunk in lock(chunks).iter() {
+        let scale = self.clock.nanos_per_tick();
+        let ns = |ticks: u64| (ticks as f64 * scale) as u64;
+        let mut codelets: HashMap<u32, String> = HashMap::new();
+        for log in &self.workers {
+            for (id, c) in lock(&log.codelets).iter() {
+                codelets.insert(*id, c.name().to_string());
+            }
+        }
+        for (w, log) in self.workers.iter().enumerate() {
+            for chunk in lock(&log.chunks).iter() {
                 let n = chunk.len.load(Ordering::Acquire);
                 for slot in &chunk.slots[..n] {
                     // SAFETY: published slot (see `Chunk`).
                     let e = unsafe { (*slot.get()).assume_init_ref() };
                     trace.tasks.push(TaskRecord {
                         id: e.id,
-                        codelet: e.codelet.name().to_string(),
+                        codelet: codelets.get(&e.codelet).cloned().unwrap_or_default(),
                         label: e.label.as_deref().map(str::to_string),
                         worker: w as u32,
                         priority: e.priority,
                         flops: e.flops,
-                        start: e.start,
-                        end: e.end,
+                        start: ns(e.start),
+                        end: ns(e.end),
                     });
-                    trace.edges.extend(e.preds.iter().map(|&p| (p, e.id)));
+                    trace.edges.extend(e.preds.as_slice().iter().map(|&p| (p, e.id)));
                 }
             }
         }
@@ -127,6 +147,8 @@ pub(crate) struct Recorder {
     log: Arc<TraceLog>,
     worker: usize,
     current: Option<Arc<Chunk>>,
+    /// Codelet ids already registered in this worker's log.
+    known: Vec<bool>,
 }
 
 impl Recorder {
@@ -135,6 +157,7 @@ impl Recorder {
             log,
             worker,
             current: None,
+            known: Vec::new(),
         }
     }
 
@@ -142,14 +165,22 @@ impl Recorder {
         self.log.now()
     }
 
-    pub(crate) fn record(&mut self, event: Event) {
+    pub(crate) fn record(&mut self, event: Event, codelet: &Codelet) {
+        let id = codelet.id() as usize;
+        if self.known.get(id) != Some(&true) {
+            if self.known.len() <= id {
+                self.known.resize(id + 1, false);
+            }
+            self.known[id] = true;
+            lock(&self.log.workers[self.worker].codelets).insert(codelet.id(), codelet.clone());
+        }
         let full = match &self.current {
             Some(c) => c.len.load(Ordering::Relaxed) == CHUNK,
             None => true,
         };
         if full {
             let c = Chunk::new();
-            lock(&self.log.workers[self.worker]).push(Arc::clone(&c));
+            lock(&self.log.workers[self.worker].chunks).push(Arc::clone(&c));
             self.current = Some(c);
         }
         let chunk = self.current.as_ref().expect("set above");

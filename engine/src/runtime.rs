@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::data::{DataHandle, DepState};
 use crate::error::{Error, RunError, TaskFailure};
+use crate::preds::{PredBuilder, PredList};
 use crate::recorder::TraceLog;
 use crate::sched::{policy_by_name, ReadyTask, SchedulerPolicy};
 use crate::sleep::Sleep;
@@ -209,8 +210,8 @@ impl Shared {
         }
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let keep_preds = shared.trace.is_some() || shared.graph.is_some();
-        let mut preds: Vec<u64> = Vec::new();
-        let link = |pred: &Arc<TaskNode>, flow: bool, preds: &mut Vec<u64>| {
+        let mut preds = PredBuilder::default();
+        let link = |pred: &Arc<TaskNode>, flow: bool, preds: &mut PredBuilder| {
             if add_edge(pred, &node, flow) && keep_preds {
                 preds.push(pred.id);
             }
@@ -254,12 +255,11 @@ impl Shared {
         }
         drop(guards);
         if keep_preds {
-            preds.sort_unstable();
-            preds.dedup();
+            let preds = PredList::from_ids(&mut preds);
             if let Some(g) = &shared.graph {
-                lock(g).push((id, node.display_name(), preds.clone().into_boxed_slice()));
+                lock(g).push((id, node.display_name(), preds.as_slice().into()));
             }
-            let _ = node.preds.set(preds.into_boxed_slice());
+            let _ = node.preds.set(preds);
         }
         let handle = TaskHandle {
             node: Arc::clone(&node),

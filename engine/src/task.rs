@@ -61,7 +61,7 @@ pub(crate) struct TaskNode {
     pub(crate) successors: Mutex<Successors>,
     /// Predecessor ids, kept only when tracing or graph recording is on.
     /// Written by the submitter before the task can become ready.
-    pub(crate) preds: OnceLock<Box<[u64]>>,
+    pub(crate) preds: OnceLock<crate::preds::PredList>,
     /// For a cancelled task: the failure that caused it (first one wins).
     pub(crate) cause: OnceLock<String>,
 }

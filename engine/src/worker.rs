@@ -63,7 +63,7 @@ fn execute(
             None => {
                 if let Some(rec) = recorder {
                     let t = rec.now();
-                    rec.record(event(&node, t, t));
+                    rec.record(event(&node, t, t), &node.codelet);
                 }
                 Outcome::Ok
             }
@@ -73,7 +73,7 @@ fn execute(
                 let result = catch_unwind(AssertUnwindSafe(move || body(&ctx)));
                 if let (Some(rec), Some(start)) = (recorder, start) {
                     let end = rec.now();
-                    rec.record(event(&node, start, end));
+                    rec.record(event(&node, start, end), &node.codelet);
                 }
                 match result {
                     Ok(Ok(())) => Outcome::Ok,
@@ -91,12 +91,13 @@ fn execute(
 fn event(node: &TaskNode, start: u64, end: u64) -> Event {
     Event {
         id: node.id,
-        codelet: node.codelet.clone(),
+        codelet: node.codelet.id(),
         label: node.label.clone(),
         priority: node.priority,
         flops: node.flops,
         start,
         end,
+        // A copy (or an Arc clone past four): no allocation per event.
         preds: node.preds.get().cloned().unwrap_or_default(),
     }
 }
