@@ -1,4 +1,6 @@
 //! The `tessera` command line's subcommands and the benchmarks' shared code.
 
+pub mod gantt;
 pub mod lu_cmd;
 pub mod overhead;
+pub mod trace_cmd;

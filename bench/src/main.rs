@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::{lu_cmd, overhead};
+use tessera_bench::{lu_cmd, overhead, trace_cmd};
 
 use std::process::ExitCode;
 
@@ -21,6 +21,9 @@ enum Command {
     Lu(lu_cmd::LuArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
+    /// Inspect a recorded trace: statistics, Gantt chart.
+    #[command(subcommand)]
+    Trace(trace_cmd::TraceCmd),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +31,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lu(a) => lu_cmd::run(a),
         Command::Overhead(a) => overhead::run(a),
+        Command::Trace(c) => trace_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,14 +15,30 @@ use crate::access::AccessMode;
 use crate::task::TaskNode;
 use crate::util::lock;
 
+/// A task as remembered by a handle: weakly (a finished task may be freed),
+/// with its id kept for traces and DOT export.
+pub(crate) struct TaskRef {
+    pub(crate) node: Weak<TaskNode>,
+    pub(crate) id: u64,
+}
+
+impl TaskRef {
+    pub(crate) fn new(node: &Arc<TaskNode>) -> TaskRef {
+        TaskRef {
+            node: Arc::downgrade(node),
+            id: node.id,
+        }
+    }
+}
+
 /// Dependency state of one handle: who last wrote it, who read it since.
 /// Protected by `HandleCore::deps`; see `Runtime::submit` for the lock order.
 pub(crate) struct DepState {
     /// The last task that declared W or RW (weak: a finished task may be freed,
     /// and a freed task can never be a dependency again).
-    pub(crate) last_writer: Option<Weak<TaskNode>>,
+    pub(crate) last_writer: Option<TaskRef>,
     /// Readers submitted since the last writer.
-    pub(crate) readers: Vec<Weak<TaskNode>>,
+    pub(crate) readers: Vec<TaskRef>,
     /// `readers` is pruned of finished tasks when it reaches this length, so a
     /// handle that is only ever read does not grow without bound.
     prune_at: usize,
@@ -34,10 +50,11 @@ pub(crate) struct DepState {
 }
 
 impl DepState {
-    pub(crate) fn push_reader(&mut self, reader: Weak<TaskNode>) {
+    pub(crate) fn push_reader(&mut self, reader: TaskRef) {
         if self.readers.len() >= self.prune_at {
+            // Pruned readers are finished; only their (untraced) WAR edges are lost.
             self.readers
-                .retain(|r| r.upgrade().is_some_and(|t| !t.is_done()));
+                .retain(|r| r.node.upgrade().is_some_and(|t| !t.is_done()));
             self.prune_at = (self.readers.len() * 2).max(64);
         }
         self.readers.push(reader);

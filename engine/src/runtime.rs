@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::data::{DataHandle, DepState};
+use crate::data::{DataHandle, DepState, TaskRef};
 use crate::error::{Error, RunError, TaskFailure};
 use crate::preds::{PredBuilder, PredList};
 use crate::recorder::TraceLog;
@@ -130,7 +130,7 @@ impl Shared {
             let is_last = deps
                 .last_writer
                 .as_ref()
-                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(node)));
+                .is_some_and(|w| std::ptr::eq(w.node.as_ptr(), Arc::as_ptr(node)));
             if is_last {
                 deps.poisoned_by = Some(who.clone());
             }
@@ -190,6 +190,7 @@ impl Shared {
             parts,
             accesses,
             after,
+            satisfied_preds,
             ..
         } = task;
         let id = shared.next_task.fetch_add(1, Ordering::Relaxed);
@@ -212,13 +213,18 @@ impl Shared {
         let keep_preds = shared.trace.is_some() || shared.graph.is_some();
         let mut preds = PredBuilder::default();
         let link = |pred: &Arc<TaskNode>, flow: bool, preds: &mut PredBuilder| {
-            if add_edge(pred, &node, flow) && keep_preds {
+            add_edge(pred, &node, flow);
+            // Traces keep the edge even when `pred` had already finished.
+            if keep_preds {
                 preds.push(pred.id);
             }
         };
 
         for t in &after {
             link(&t.node, true, &mut preds);
+        }
+        if keep_preds {
+            satisfied_preds.iter().for_each(|&p| preds.push(p));
         }
         // Step 2: edges from the data, and the new dependency state.
         for (i, deps) in guards.iter_mut() {
@@ -233,24 +239,30 @@ impl Shared {
                     });
                 }
             }
-            if let Some(w) = deps.last_writer.as_ref().and_then(|w| w.upgrade()) {
+            if let Some(w) = &deps.last_writer {
                 // Read-after-write carries data; write-after-write only orders.
-                link(&w, mode.reads(), &mut preds);
+                match w.node.upgrade() {
+                    Some(w) => link(&w, mode.reads(), &mut preds),
+                    None if keep_preds => preds.push(w.id),
+                    None => {}
+                }
             }
             if mode.writes() {
                 for r in deps.readers.drain(..) {
-                    if let Some(r) = r.upgrade() {
-                        link(&r, false, &mut preds);
+                    match r.node.upgrade() {
+                        Some(r) => link(&r, false, &mut preds),
+                        None if keep_preds => preds.push(r.id),
+                        None => {}
                     }
                 }
-                deps.last_writer = Some(Arc::downgrade(&node));
+                deps.last_writer = Some(TaskRef::new(&node));
                 // A pure write replaces poisoned contents; an RW of poisoned
                 // data is cancelled above and re-poisons it when it ends.
                 if mode == crate::access::AccessMode::W {
                     deps.poisoned_by = None;
                 }
             } else {
-                deps.push_reader(Arc::downgrade(&node));
+                deps.push_reader(TaskRef::new(&node));
             }
         }
         drop(guards);
@@ -516,7 +528,7 @@ impl Runtime {
             deps.last_writer
                 .iter()
                 .chain(deps.readers.iter())
-                .filter_map(|w| w.upgrade())
+                .filter_map(|w| w.node.upgrade())
                 .collect()
         };
         self.shared
@@ -547,6 +559,11 @@ impl Runtime {
     /// Whether this runtime records a trace.
     pub fn is_tracing(&self) -> bool {
         self.shared.trace.is_some()
+    }
+
+    /// Whether predecessor ids are kept (for traces or DOT export).
+    pub(crate) fn keeps_preds(&self) -> bool {
+        self.shared.trace.is_some() || self.shared.graph.is_some()
     }
 
     /// The submitted task graph in Graphviz DOT (needs `Config::record_graph`).

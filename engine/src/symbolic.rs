@@ -56,6 +56,13 @@ pub trait TaskClasses: Send + Sync + 'static {
 
 const SHARDS: usize = 16;
 
+/// A partially satisfied task: predecessors still to finish, and the ids of
+/// those that did (kept only when tracing).
+struct Pending {
+    remaining: usize,
+    done: Vec<u64>,
+}
+
 /// Counters of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RunStats {
@@ -74,7 +81,10 @@ pub struct Unfolder<C: TaskClasses> {
     submitter: Submitter,
     /// Remaining predecessor counts of partially satisfied tasks, sharded by
     /// key hash so completions on different workers rarely share a lock.
-    pending: Vec<Mutex<HashMap<C::Key, usize>>>,
+    pending: Vec<Mutex<HashMap<C::Key, Pending>>>,
+    /// Keep the ids of satisfied predecessors (when the runtime traces), so
+    /// traces show the symbolic edges.
+    keep_preds: bool,
     pending_len: AtomicUsize,
     peak_pending: AtomicUsize,
     instantiated: AtomicUsize,
@@ -84,26 +94,29 @@ pub struct Unfolder<C: TaskClasses> {
 }
 
 impl<C: TaskClasses> Unfolder<C> {
-    fn shard(&self, key: &C::Key) -> &Mutex<HashMap<C::Key, usize>> {
+    fn shard(&self, key: &C::Key) -> &Mutex<HashMap<C::Key, Pending>> {
         let mut h = DefaultHasher::new();
         key.hash(&mut h);
         &self.pending[(h.finish() as usize) % SHARDS]
     }
 
-    /// One predecessor of `key` finished (locally, or on another rank).
-    /// Instantiates `key` when it was the last one.
-    pub fn satisfy(self: &Arc<Self>, key: C::Key) {
+    /// One predecessor of `key` finished (locally, or on another rank);
+    /// `pred` is its task id, if known. Instantiates `key` when it was the
+    /// last one.
+    pub fn satisfy(self: &Arc<Self>, key: C::Key, pred: Option<u64>) {
+        let pred = pred.filter(|_| self.keep_preds);
         let ready = {
             let mut shard = lock(self.shard(&key));
             match shard.get_mut(&key) {
-                Some(n) => {
-                    *n -= 1;
-                    if *n == 0 {
-                        shard.remove(&key);
+                Some(p) => {
+                    p.remaining -= 1;
+                    p.done.extend(pred);
+                    if p.remaining == 0 {
+                        let p = shard.remove(&key).expect("present");
                         self.pending_len.fetch_sub(1, Ordering::Relaxed);
-                        true
+                        Some(p.done)
                     } else {
-                        false
+                        None
                     }
                 }
                 None => {
@@ -112,31 +125,37 @@ impl<C: TaskClasses> Unfolder<C> {
                         total > 0,
                         "{key:?} has a predecessor but predecessor_count says 0"
                     );
+                    let done: Vec<u64> = pred.into_iter().collect();
                     if total == 1 {
-                        true
+                        Some(done)
                     } else {
-                        shard.insert(key.clone(), total - 1);
+                        let entry = Pending {
+                            remaining: total - 1,
+                            done,
+                        };
+                        shard.insert(key.clone(), entry);
                         let now = self.pending_len.fetch_add(1, Ordering::Relaxed) + 1;
                         self.peak_pending.fetch_max(now, Ordering::Relaxed);
-                        false
+                        None
                     }
                 }
             }
         };
-        if ready {
-            self.instantiate(key);
+        if let Some(preds) = ready {
+            self.instantiate(key, preds);
         }
     }
 
-    fn instantiate(self: &Arc<Self>, key: C::Key) {
+    fn instantiate(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) {
         let mut task = self.classes.task(&key);
+        task.satisfied_preds = preds;
         let body = task.parts.body.take();
         let me = Arc::clone(self);
         task = task.body(move |ctx| {
             if let Some(body) = body {
                 body(ctx)?;
             }
-            me.release_successors(&key);
+            me.release_successors(&key, ctx.task_id());
             Ok(())
         });
         self.instantiated.fetch_add(1, Ordering::Relaxed);
@@ -145,12 +164,12 @@ impl<C: TaskClasses> Unfolder<C> {
         }
     }
 
-    fn release_successors(self: &Arc<Self>, key: &C::Key) {
+    fn release_successors(self: &Arc<Self>, key: &C::Key, id: u64) {
         let mut succ = Vec::new();
         self.classes.successors(key, &mut succ);
         for s in succ {
             if self.classes.owner(&s) == self.rank {
-                self.satisfy(s);
+                self.satisfy(s, Some(id));
             } else {
                 self.remote_edges.fetch_add(1, Ordering::Relaxed);
             }
@@ -182,6 +201,7 @@ pub fn run_rank<C: TaskClasses>(
         rank,
         submitter: rt.submitter(),
         pending: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        keep_preds: rt.keeps_preds(),
         pending_len: AtomicUsize::new(0),
         peak_pending: AtomicUsize::new(0),
         instantiated: AtomicUsize::new(0),
@@ -190,7 +210,7 @@ pub fn run_rank<C: TaskClasses>(
     });
     for root in classes.roots() {
         if classes.owner(&root) == rank {
-            unfolder.instantiate(root);
+            unfolder.instantiate(root, Vec::new());
         }
     }
     rt.wait_all()?;

@@ -218,6 +218,9 @@ pub struct TaskBuilder {
     pub(crate) accesses: Vec<Access>,
     pub(crate) access_ids: Vec<u64>,
     pub(crate) after: Vec<TaskHandle>,
+    /// Dependencies already satisfied outside the engine (by the symbolic
+    /// front-end), recorded in traces and DOT but not enforced.
+    pub(crate) satisfied_preds: Vec<u64>,
 }
 
 impl TaskBuilder {
@@ -234,6 +237,7 @@ impl TaskBuilder {
             accesses: Vec::new(),
             access_ids: Vec::new(),
             after: Vec::new(),
+            satisfied_preds: Vec::new(),
         }
     }
 

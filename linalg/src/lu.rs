@@ -197,12 +197,14 @@ impl LuGraph {
 
 /// The symbolic description of the LU DAG (see the module doc for the tasks).
 ///
-/// Dependencies, for `T` tiles per side (left swaps are deferred to the end,
-/// chained per column, since nothing else needs them):
+/// Dependencies, for `T` tiles per side:
 /// - `PANEL(0)` is the root; `PANEL(k>0)` ← `GEMM(k-1, i, k)` for `i ≥ k`;
 /// - `SWAP(k, j>k)` ← `PANEL(k)` and `GEMM(k-1, i, j)` for `i ≥ k`;
 /// - `TRSM(k, j)` ← `SWAP(k, j)`; `GEMM(k, i, j)` ← `TRSM(k, j)`;
-/// - `SWAP(j+1, j)` ← `PANEL(T-1)`; `SWAP(k, j<k-1)` ← `SWAP(k-1, j)`.
+/// - left swaps of column `j` run in order `k = j+1, j+2, …`: `SWAP(j+1, j)` ←
+///   `PANEL(j+1)` and every `GEMM(j, ·, ·)` (they read column `j`'s `L` tiles,
+///   which the swaps permute); `SWAP(k, j)` for `k > j+1` ← `PANEL(k)` and
+///   `SWAP(k-1, j)`.
 struct LuClasses {
     graph: LuGraph,
     n: usize,
@@ -226,7 +228,8 @@ impl TaskClasses for LuClasses {
                 }
             }
             LuTask::Swap(k, j) if j > k => 1 + if k > 0 { t - k } else { 0 },
-            LuTask::Swap(_, _) => 1,
+            LuTask::Swap(k, j) if k == j + 1 => 1 + (t - j - 1) * (t - j - 1),
+            LuTask::Swap(_, _) => 2,
             LuTask::Trsm(_, _) | LuTask::Gemm(_, _, _) => 1,
         }
     }
@@ -236,9 +239,7 @@ impl TaskClasses for LuClasses {
         match *key {
             LuTask::Panel(k) => {
                 out.extend((k + 1..t).map(|j| LuTask::Swap(k, j)));
-                if k == t - 1 {
-                    out.extend((0..t - 1).map(|j| LuTask::Swap(j + 1, j)));
-                }
+                out.extend((0..k).map(|j| LuTask::Swap(k, j)));
             }
             LuTask::Swap(k, j) if j > k => out.push(LuTask::Trsm(k, j)),
             LuTask::Swap(k, j) => {
@@ -247,11 +248,14 @@ impl TaskClasses for LuClasses {
                 }
             }
             LuTask::Trsm(k, j) => out.extend((k + 1..t).map(|i| LuTask::Gemm(k, i, j))),
-            LuTask::Gemm(k, _, j) => out.push(if j == k + 1 {
-                LuTask::Panel(k + 1)
-            } else {
-                LuTask::Swap(k + 1, j)
-            }),
+            LuTask::Gemm(k, _, j) => {
+                out.push(if j == k + 1 {
+                    LuTask::Panel(k + 1)
+                } else {
+                    LuTask::Swap(k + 1, j)
+                });
+                out.push(LuTask::Swap(k + 1, k));
+            }
         }
     }
 

@@ -1,0 +1,727 @@
+//! Run statistics from a trace: makespan, busy time per worker, time per
+//! codelet, critical path, and efficiency against the two lower bounds.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::model::{Nanos, Trace};
+
+/// Time one worker spent running tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerStats {
+    /// [`WorkerInfo::name`](super::model::WorkerInfo::name), or `#i` for a
+    /// worker index that tasks use but the trace does not list.
+    pub name: String,
+    /// Tasks it ran.
+    pub tasks: usize,
+    /// Time covered by its tasks (overlapping tasks counted once).
+    pub busy: Nanos,
+    /// `busy` as a percentage of the makespan.
+    pub busy_pct: f64,
+    /// `100 - busy_pct`.
+    pub idle_pct: f64,
+}
+
+/// Time spent in one codelet, over all workers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CodeletStats {
+    /// Codelet name.
+    pub codelet: String,
+    /// Tasks of this codelet.
+    pub count: usize,
+    /// Sum of their durations.
+    pub total: Nanos,
+    /// `total / count`, in ns.
+    pub mean: f64,
+    /// Sum of their declared flops.
+    pub flops: f64,
+    /// `flops / total` in GFLOP/s; `None` when no flops were declared or no time was spent.
+    pub gflops: Option<f64>,
+}
+
+/// Data movement between memory nodes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TransferStats {
+    /// Number of transfers.
+    pub count: usize,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Sum of transfer durations (concurrent transfers add up).
+    pub time: Nanos,
+    /// `bytes / time` in GB/s; `None` when no time was spent.
+    pub gbytes_per_s: Option<f64>,
+}
+
+/// Statistics of one recorded run; [`fmt::Display`] prints them as a report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunStats {
+    /// Tasks in the trace.
+    pub tasks: usize,
+    /// Start of the first task (0 when there are none).
+    pub first_start: Nanos,
+    /// End of the last task (0 when there are none).
+    pub last_end: Nanos,
+    /// `last_end - first_start`.
+    pub makespan: Nanos,
+    /// Sum of all task durations.
+    pub total_work: Nanos,
+    /// One entry per worker, in worker index order.
+    pub workers: Vec<WorkerStats>,
+    /// One entry per codelet, most total time first.
+    pub codelets: Vec<CodeletStats>,
+    /// Transfers.
+    pub transfers: TransferStats,
+    /// Longest path through the dependency edges, weighted by task durations.
+    /// `None` when the trace has no edges or the edges form a cycle
+    /// (see [`RunStats::cyclic_tasks`]).
+    pub critical_path: Option<Nanos>,
+    /// Task ids along the critical path, first to last (empty when `critical_path` is `None`).
+    pub critical_path_tasks: Vec<u64>,
+    /// `total_work / workers`, in ns: no schedule can beat it.
+    pub area_bound: f64,
+    /// `max(critical_path, area_bound) / makespan`: 1.0 means the schedule
+    /// met the best lower bound. `None` when the makespan is 0.
+    pub efficiency: Option<f64>,
+    /// Edges that name a task id not in the trace; left out of the critical path.
+    pub ignored_edges: usize,
+    /// Tasks that are on a dependency cycle or after one; non-zero means the
+    /// edges are not a DAG and the critical path was not computed.
+    pub cyclic_tasks: usize,
+    /// Tasks whose id repeats an earlier task's; edges use the first one.
+    pub duplicate_ids: usize,
+}
+
+impl RunStats {
+    /// The larger of the two lower bounds on the makespan, in ns.
+    pub fn lower_bound(&self) -> f64 {
+        self.critical_path
+            .map_or(self.area_bound, |cp| self.area_bound.max(cp as f64))
+    }
+
+    /// Human-readable problems found in the trace (empty when none).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.ignored_edges > 0 {
+            w.push(format!(
+                "{} dependency edge(s) name unknown task ids; ignored",
+                self.ignored_edges
+            ));
+        }
+        if self.cyclic_tasks > 0 {
+            w.push(format!(
+                "the dependency edges form a cycle ({} task(s) on or after it); \
+                 critical path not computed",
+                self.cyclic_tasks
+            ));
+        }
+        if self.duplicate_ids > 0 {
+            w.push(format!(
+                "{} task(s) reuse an earlier task's id; edges refer to the first",
+                self.duplicate_ids
+            ));
+        }
+        w
+    }
+}
+
+/// Computes the statistics of `trace`. O(T log T + E) for T tasks and E edges.
+pub fn stats(trace: &Trace) -> RunStats {
+    let tasks = &trace.tasks;
+    let dur = |i: usize| tasks[i].end.saturating_sub(tasks[i].start);
+    let first_start = tasks.iter().map(|t| t.start).min().unwrap_or(0);
+    let last_end = tasks.iter().map(|t| t.end).max().unwrap_or(0);
+    let makespan = last_end.saturating_sub(first_start);
+    let total_work: Nanos = (0..tasks.len()).map(dur).sum();
+
+    let workers = worker_stats(trace, makespan);
+    let codelets = codelet_stats(trace);
+    let transfers = transfer_stats(trace);
+    let path = critical_path(trace);
+
+    let area_bound = if workers.is_empty() {
+        0.0
+    } else {
+        total_work as f64 / workers.len() as f64
+    };
+    let mut s = RunStats {
+        tasks: tasks.len(),
+        first_start,
+        last_end,
+        makespan,
+        total_work,
+        workers,
+        codelets,
+        transfers,
+        critical_path: path.length,
+        critical_path_tasks: path.tasks,
+        area_bound,
+        efficiency: None,
+        ignored_edges: path.ignored_edges,
+        cyclic_tasks: path.cyclic_tasks,
+        duplicate_ids: path.duplicate_ids,
+    };
+    if makespan > 0 {
+        s.efficiency = Some(s.lower_bound() / makespan as f64);
+    }
+    s
+}
+
+fn pct(part: Nanos, whole: Nanos) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn worker_stats(trace: &Trace, makespan: Nanos) -> Vec<WorkerStats> {
+    let n = trace
+        .tasks
+        .iter()
+        .map(|t| t.worker as usize + 1)
+        .max()
+        .unwrap_or(0)
+        .max(trace.workers.len());
+    let mut intervals: Vec<Vec<(Nanos, Nanos)>> = vec![Vec::new(); n];
+    for t in &trace.tasks {
+        intervals[t.worker as usize].push((t.start, t.end.max(t.start)));
+    }
+    intervals
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut iv)| {
+            // Union of intervals: a worker's tasks should not overlap, but if a
+            // recorder makes them, busy time must still not exceed the makespan.
+            iv.sort_unstable();
+            let (mut busy, mut cur): (Nanos, Option<(Nanos, Nanos)>) = (0, None);
+            for &(s, e) in &iv {
+                cur = match cur {
+                    Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+                    Some((cs, ce)) => {
+                        busy += ce - cs;
+                        Some((s, e))
+                    }
+                    None => Some((s, e)),
+                };
+            }
+            busy += cur.map_or(0, |(s, e)| e - s);
+            let busy_pct = pct(busy, makespan);
+            WorkerStats {
+                name: trace
+                    .workers
+                    .get(i)
+                    .map_or_else(|| format!("#{i}"), |w| w.name.clone()),
+                tasks: iv.len(),
+                busy,
+                busy_pct,
+                idle_pct: if makespan == 0 { 0.0 } else { 100.0 - busy_pct },
+            }
+        })
+        .collect()
+}
+
+fn codelet_stats(trace: &Trace) -> Vec<CodeletStats> {
+    let mut by_name: HashMap<&str, (usize, Nanos, f64)> = HashMap::new();
+    for t in &trace.tasks {
+        let e = by_name.entry(&t.codelet).or_default();
+        e.0 += 1;
+        e.1 += t.end.saturating_sub(t.start);
+        if t.flops.is_finite() {
+            e.2 += t.flops;
+        }
+    }
+    let mut v: Vec<CodeletStats> = by_name
+        .into_iter()
+        .map(|(name, (count, total, flops))| CodeletStats {
+            codelet: name.to_owned(),
+            count,
+            total,
+            mean: total as f64 / count as f64,
+            flops,
+            // flop per ns = GFLOP/s
+            gflops: (flops > 0.0 && total > 0).then(|| flops / total as f64),
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.total
+            .cmp(&a.total)
+            .then_with(|| a.codelet.cmp(&b.codelet))
+    });
+    v
+}
+
+fn transfer_stats(trace: &Trace) -> TransferStats {
+    let bytes = trace.transfers.iter().map(|x| x.bytes).sum();
+    let time = trace
+        .transfers
+        .iter()
+        .map(|x| x.end.saturating_sub(x.start))
+        .sum();
+    TransferStats {
+        count: trace.transfers.len(),
+        bytes,
+        time,
+        // byte per ns = GB/s
+        gbytes_per_s: (time > 0).then(|| bytes as f64 / time as f64),
+    }
+}
+
+struct PathResult {
+    length: Option<Nanos>,
+    tasks: Vec<u64>,
+    ignored_edges: usize,
+    cyclic_tasks: usize,
+    duplicate_ids: usize,
+}
+
+/// Longest duration-weighted path, by Kahn's topological order: O(T + E).
+/// Tasks left unvisited when the queue empties sit on or after a cycle.
+fn critical_path(trace: &Trace) -> PathResult {
+    let tasks = &trace.tasks;
+    let n = tasks.len();
+    let mut index: HashMap<u64, usize> = HashMap::with_capacity(n);
+    let mut duplicate_ids = 0;
+    for (i, t) in tasks.iter().enumerate() {
+        match index.entry(t.id) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(i);
+            }
+            // The first task with an id keeps it.
+            std::collections::hash_map::Entry::Occupied(_) => duplicate_ids += 1,
+        }
+    }
+    let mut result = PathResult {
+        length: None,
+        tasks: Vec::new(),
+        ignored_edges: 0,
+        cyclic_tasks: 0,
+        duplicate_ids,
+    };
+    if trace.edges.is_empty() {
+        return result;
+    }
+
+    let edges: Vec<(usize, usize)> = trace
+        .edges
+        .iter()
+        .filter_map(|(a, b)| Some((*index.get(a)?, *index.get(b)?)))
+        .collect();
+    result.ignored_edges = trace.edges.len() - edges.len();
+
+    // Successor lists in CSR form.
+    let mut offsets = vec![0usize; n + 1];
+    let mut indegree = vec![0usize; n];
+    for &(a, b) in &edges {
+        offsets[a + 1] += 1;
+        indegree[b] += 1;
+    }
+    for i in 0..n {
+        offsets[i + 1] += offsets[i];
+    }
+    let mut fill = offsets.clone();
+    let mut succ = vec![0usize; edges.len()];
+    for &(a, b) in &edges {
+        succ[fill[a]] = b;
+        fill[a] += 1;
+    }
+
+    let dur = |i: usize| tasks[i].end.saturating_sub(tasks[i].start);
+    // dist[v]: longest path ending with v, v included; final once v is dequeued.
+    let mut dist: Vec<Nanos> = (0..n).map(dur).collect();
+    let mut pred = vec![usize::MAX; n];
+    let mut queue: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut head = 0;
+    while head < queue.len() {
+        let u = queue[head];
+        head += 1;
+        for &v in &succ[offsets[u]..offsets[u + 1]] {
+            let through_u = dist[u] + dur(v);
+            if through_u > dist[v] || pred[v] == usize::MAX && through_u == dist[v] {
+                dist[v] = through_u;
+                pred[v] = u;
+            }
+            indegree[v] -= 1;
+            if indegree[v] == 0 {
+                queue.push(v);
+            }
+        }
+    }
+    if queue.len() < n {
+        result.cyclic_tasks = n - queue.len();
+        return result;
+    }
+    let Some(mut last) = (0..n).max_by_key(|&i| (dist[i], std::cmp::Reverse(i))) else {
+        return result;
+    };
+    result.length = Some(dist[last]);
+    let mut chain = vec![tasks[last].id];
+    while pred[last] != usize::MAX {
+        last = pred[last];
+        chain.push(tasks[last].id);
+    }
+    chain.reverse();
+    result.tasks = chain;
+    result
+}
+
+/// Formats nanoseconds with a unit chosen for the magnitude.
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut unit = 0;
+    while x >= 1024.0 && unit + 1 < UNITS.len() {
+        x /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{x:.1} {}", UNITS[unit])
+    }
+}
+
+/// Writes rows as aligned columns: the first left-aligned, the others right-aligned.
+fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
+    let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..ncols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        f.write_str(" ")?;
+        for (c, cell) in row.iter().enumerate() {
+            if c == 0 {
+                write!(f, " {cell:<w$}", w = width[c])?;
+            } else {
+                write!(f, "  {cell:>w$}", w = width[c])?;
+            }
+        }
+        writeln!(f)?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for RunStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nworkers = self.workers.len();
+        writeln!(
+            f,
+            "Run: {} tasks on {} workers, {} transfers",
+            self.tasks, nworkers, self.transfers.count
+        )?;
+        let critical = match (self.critical_path, self.cyclic_tasks) {
+            (Some(cp), _) => format!(
+                "{} over {} tasks",
+                fmt_ns(cp as f64),
+                self.critical_path_tasks.len()
+            ),
+            (None, 0) => "unknown: no dependency edges recorded".to_owned(),
+            (None, _) => "not computed: the dependency edges form a cycle".to_owned(),
+        };
+        let efficiency = match self.efficiency {
+            Some(e) => format!(
+                "{:.1} %  (max(critical path, area bound) / makespan)",
+                100.0 * e
+            ),
+            None => "n/a (zero makespan)".to_owned(),
+        };
+        let summary = [
+            ("makespan", fmt_ns(self.makespan as f64)),
+            ("total work", fmt_ns(self.total_work as f64)),
+            ("critical path", critical),
+            (
+                "area bound",
+                format!(
+                    "{}  (total work / {nworkers} workers)",
+                    fmt_ns(self.area_bound)
+                ),
+            ),
+            ("efficiency", efficiency),
+        ];
+        for (k, v) in summary {
+            writeln!(f, "  {k:<14} {v}")?;
+        }
+
+        if !self.workers.is_empty() {
+            writeln!(f)?;
+            let mut rows = vec![vec![
+                "worker".to_owned(),
+                "tasks".into(),
+                "busy".into(),
+                "busy %".into(),
+                "idle %".into(),
+            ]];
+            rows.extend(self.workers.iter().map(|w| {
+                vec![
+                    w.name.clone(),
+                    w.tasks.to_string(),
+                    fmt_ns(w.busy as f64),
+                    format!("{:.1}", w.busy_pct),
+                    format!("{:.1}", w.idle_pct),
+                ]
+            }));
+            table(f, &rows)?;
+        }
+
+        if !self.codelets.is_empty() {
+            writeln!(f)?;
+            let mut rows = vec![vec![
+                "codelet".to_owned(),
+                "count".into(),
+                "total".into(),
+                "mean".into(),
+                "GFLOP/s".into(),
+            ]];
+            rows.extend(self.codelets.iter().map(|c| {
+                vec![
+                    c.codelet.clone(),
+                    c.count.to_string(),
+                    fmt_ns(c.total as f64),
+                    fmt_ns(c.mean),
+                    c.gflops
+                        .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
+                ]
+            }));
+            table(f, &rows)?;
+        }
+
+        if self.transfers.count > 0 {
+            let t = &self.transfers;
+            writeln!(f)?;
+            let rows = [
+                vec![
+                    "transfers".to_owned(),
+                    "count".into(),
+                    "bytes".into(),
+                    "time".into(),
+                    "GB/s".into(),
+                ],
+                vec![
+                    String::new(),
+                    t.count.to_string(),
+                    fmt_bytes(t.bytes),
+                    fmt_ns(t.time as f64),
+                    t.gbytes_per_s
+                        .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
+                ],
+            ];
+            table(f, &rows)?;
+        }
+
+        let warnings = self.warnings();
+        if !warnings.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "Warnings:")?;
+            for w in warnings {
+                writeln!(f, "  - {w}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Proves the statistics on hand-built traces whose critical path, bounds,
+    // busy percentages and efficiency are known exactly, and that bad edges
+    // (unknown ids, cycles) are reported instead of hanging or panicking.
+    use super::*;
+    use crate::trace::model::{TaskRecord, TransferRecord, WorkerInfo};
+
+    fn task(
+        id: u64,
+        codelet: &str,
+        worker: u32,
+        start: Nanos,
+        end: Nanos,
+        flops: f64,
+    ) -> TaskRecord {
+        TaskRecord {
+            id,
+            codelet: codelet.into(),
+            label: None,
+            worker,
+            priority: 0,
+            flops,
+            start,
+            end,
+        }
+    }
+
+    /// Two workers, five tasks:
+    ///
+    /// ```text
+    /// cpu0: [a 0..400][b 400..700]         [e 900..1000]
+    /// cpu1:      [c 100..300]  [d 500..800]
+    /// edges: a→b, a→c, c→d, b→e, d→e
+    /// ```
+    /// Paths: a-b-e = 400+300+100 = 800, a-c-d-e = 400+200+300+100 = 1000.
+    fn diamond() -> Trace {
+        Trace {
+            workers: vec![
+                WorkerInfo {
+                    name: "cpu0".into(),
+                    memory_node: 0,
+                },
+                WorkerInfo {
+                    name: "cpu1".into(),
+                    memory_node: 0,
+                },
+            ],
+            tasks: vec![
+                task(1, "getrf", 0, 0, 400, 800.0),
+                task(2, "gemm", 0, 400, 700, 600.0),
+                task(3, "trsm", 1, 100, 300, 0.0),
+                task(4, "gemm", 1, 500, 800, 1200.0),
+                task(5, "gemm", 0, 900, 1000, 0.0),
+            ],
+            transfers: vec![TransferRecord {
+                handle: 9,
+                from_node: 0,
+                to_node: 1,
+                bytes: 2000,
+                start: 0,
+                end: 1000,
+            }],
+            edges: vec![(1, 2), (1, 3), (3, 4), (2, 5), (4, 5)],
+        }
+    }
+
+    #[test]
+    fn diamond_numbers() {
+        let s = stats(&diamond());
+        assert_eq!(s.tasks, 5);
+        assert_eq!(s.makespan, 1000);
+        assert_eq!(s.total_work, 400 + 300 + 200 + 300 + 100);
+        assert_eq!(s.critical_path, Some(1000));
+        assert_eq!(s.critical_path_tasks, vec![1, 3, 4, 5]);
+        assert_eq!(s.area_bound, 650.0);
+        assert_eq!(s.lower_bound(), 1000.0);
+        assert_eq!(s.efficiency, Some(1.0));
+        assert_eq!(s.workers[0].busy, 800);
+        assert_eq!(s.workers[0].busy_pct, 80.0);
+        assert_eq!(s.workers[0].idle_pct, 20.0);
+        assert_eq!(s.workers[1].busy, 500);
+        assert_eq!(s.workers[1].busy_pct, 50.0);
+        assert_eq!(s.workers[1].tasks, 2);
+        let gemm = &s.codelets[0];
+        assert_eq!(
+            (gemm.codelet.as_str(), gemm.count, gemm.total),
+            ("gemm", 3, 700)
+        );
+        assert_eq!(gemm.mean, 700.0 / 3.0);
+        assert_eq!(gemm.gflops, Some(1800.0 / 700.0));
+        let trsm = s.codelets.iter().find(|c| c.codelet == "trsm").unwrap();
+        assert_eq!(trsm.gflops, None);
+        assert_eq!(s.transfers.gbytes_per_s, Some(2.0));
+        assert!(s.warnings().is_empty());
+    }
+
+    #[test]
+    fn area_bound_dominates_without_edges() {
+        let mut t = diamond();
+        t.edges.clear();
+        let s = stats(&t);
+        assert_eq!(s.critical_path, None);
+        assert_eq!(s.efficiency, Some(0.65));
+        assert!(s.to_string().contains("no dependency edges recorded"));
+    }
+
+    #[test]
+    fn unknown_ids_and_cycles_are_reported() {
+        let mut t = diamond();
+        t.edges.extend([(42, 1), (5, 43)]);
+        let s = stats(&t);
+        assert_eq!((s.ignored_edges, s.critical_path), (2, Some(1000)));
+        assert!(s
+            .to_string()
+            .contains("2 dependency edge(s) name unknown task ids"));
+
+        t.edges.push((5, 3)); // 3 → 4 → 5 → 3
+        let s = stats(&t);
+        assert_eq!((s.critical_path, s.cyclic_tasks), (None, 3));
+        assert_eq!(s.efficiency, Some(0.65));
+        assert!(s.to_string().contains("form a cycle"));
+
+        t.edges = vec![(2, 2)];
+        assert_eq!(stats(&t).cyclic_tasks, 1);
+    }
+
+    #[test]
+    fn overlapping_tasks_count_once() {
+        let mut t = diamond();
+        t.tasks.push(task(6, "gemm", 0, 350, 450, 0.0));
+        let s = stats(&t);
+        assert_eq!(s.workers[0].busy, 800);
+        assert_eq!(s.workers[0].tasks, 4);
+    }
+
+    #[test]
+    fn empty_trace_and_report() {
+        let s = stats(&Trace::default());
+        assert_eq!((s.makespan, s.efficiency, s.critical_path), (0, None, None));
+        let _ = s.to_string();
+        let report = stats(&diamond()).to_string();
+        for needle in [
+            "makespan",
+            "1.000 µs",
+            "cpu0",
+            "80.0",
+            "gemm",
+            "GFLOP/s",
+            "100.0 %",
+        ] {
+            assert!(report.contains(needle), "{needle} in\n{report}");
+        }
+        // Columns align: every row of the worker table has the same width.
+        let widths: Vec<usize> = report
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("worker"))
+            .take(3)
+            .map(|l| l.chars().count())
+            .collect();
+        assert!(widths.windows(2).all(|w| w[0] == w[1]), "{report}");
+    }
+
+    #[test]
+    fn long_chain_is_linear() {
+        // 200 000 tasks in a chain plus a skip edge every 10: finishes at once if O(V+E).
+        let n = 200_000u64;
+        let tasks = (0..n)
+            .map(|i| task(i, "k", 0, 10 * i, 10 * i + 10, 0.0))
+            .collect();
+        let edges = (1..n)
+            .map(|i| (i - 1, i))
+            .chain((10..n).step_by(10).map(|i| (i - 10, i)))
+            .collect();
+        let t = Trace {
+            workers: vec![WorkerInfo {
+                name: "w".into(),
+                memory_node: 0,
+            }],
+            tasks,
+            transfers: vec![],
+            edges,
+        };
+        let s = stats(&t);
+        assert_eq!(s.critical_path, Some(10 * n));
+        assert_eq!(s.efficiency, Some(1.0));
+    }
+}
