@@ -3,4 +3,5 @@
 pub mod gantt;
 pub mod lu_cmd;
 pub mod overhead;
+pub mod placement;
 pub mod trace_cmd;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tessera_engine::{Config, Runtime};
+use tessera_engine::Runtime;
 use tessera_linalg::hpl::{
     generate_matrix, generate_rhs, hpl_flops, hpl_residual, solve_from_factors, HPL_THRESHOLD,
 };
@@ -23,9 +23,8 @@ pub struct LuArgs {
     /// Tile size NB.
     #[arg(long, default_value_t = 256)]
     pub nb: usize,
-    /// Worker threads (default: one per core).
-    #[arg(long)]
-    pub workers: Option<usize>,
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementArgs,
     /// Scheduler: ws or prio (prio gives the look-ahead).
     #[arg(long, default_value = "prio")]
     pub sched: String,
@@ -91,12 +90,8 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         "stf" => Front::Stf,
         other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
     };
-    let mut config = Config::default()
-        .scheduler(&args.sched)
-        .trace(args.trace.is_some());
-    if let Some(w) = args.workers {
-        config.workers = w;
-    }
+    let config =
+        crate::placement::runtime_config(&args.placement, &args.sched)?.trace(args.trace.is_some());
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let (n, nb) = (args.n, args.nb);
 

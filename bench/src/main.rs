@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::{lu_cmd, overhead, trace_cmd};
+use tessera_bench::{lu_cmd, overhead, placement, trace_cmd};
 
 use std::process::ExitCode;
 
@@ -21,6 +21,8 @@ enum Command {
     Lu(lu_cmd::LuArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
+    /// The machine's topology (packages, NUMA nodes, cores) and the worker map.
+    Topology(placement::TopologyArgs),
     /// Inspect a recorded trace: statistics, Gantt chart.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCmd),
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         Command::Lu(a) => lu_cmd::run(a),
         Command::Overhead(a) => overhead::run(a),
         Command::Trace(c) => trace_cmd::run(c),
+        Command::Topology(a) => placement::run_topology(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tessera_engine::{AccessMode, Codelet, Config, Runtime, TaskBuilder};
+use tessera_engine::{AccessMode, Codelet, Runtime, TaskBuilder};
 
 /// Which graph shape to time.
 #[derive(Clone, Copy, Debug)]
@@ -98,9 +98,8 @@ pub fn time_case(rt: &Runtime, case: Case, n: usize, seed: u64) -> f64 {
 /// Options of `tessera overhead`.
 #[derive(clap::Args, Debug)]
 pub struct OverheadArgs {
-    /// Worker threads (default: one per core).
-    #[arg(long)]
-    pub workers: Option<usize>,
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementArgs,
     /// Scheduler: ws or prio.
     #[arg(long, default_value = "ws")]
     pub sched: String,
@@ -130,10 +129,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: OverheadArgs) -> Result<(), String> {
-    let mut config = Config::default().scheduler(&args.sched).trace(args.traced);
-    if let Some(w) = args.workers {
-        config.workers = w;
-    }
+    let config = crate::placement::runtime_config(&args.placement, &args.sched)?.trace(args.traced);
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     println!(
         "tessera overhead: {} workers, scheduler {}, tracing {}, median of {}",
@@ -173,8 +169,15 @@ pub fn run(args: OverheadArgs) -> Result<(), String> {
                 on / off
             );
         } else {
-            let times: Vec<f64> = (0..args.reps.max(1)).map(|r| time_with(args.traced, r)).collect();
-            println!("{:<12} {:>8} tasks {:>8.0} ns/task", case.name(), n, median(times));
+            let times: Vec<f64> = (0..args.reps.max(1))
+                .map(|r| time_with(args.traced, r))
+                .collect();
+            println!(
+                "{:<12} {:>8} tasks {:>8.0} ns/task",
+                case.name(),
+                n,
+                median(times)
+            );
         }
     }
     if !args.no_starpu {

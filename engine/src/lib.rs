@@ -33,5 +33,5 @@ pub use codelet::Codelet;
 pub use data::DataHandle;
 pub use error::{AccessError, BodyError, Error, RunError, TaskFailure, TaskInfo};
 pub use graph::{NodeId, TaskGraph};
-pub use runtime::{Config, Runtime, Submitter};
+pub use runtime::{Config, Runtime, Submitter, WorkerHook};
 pub use task::{TaskBuilder, TaskContext, TaskHandle};

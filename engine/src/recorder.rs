@@ -133,7 +133,9 @@ impl TraceLog {
                         start: ns(e.start),
                         end: ns(e.end),
                     });
-                    trace.edges.extend(e.preds.as_slice().iter().map(|&p| (p, e.id)));
+                    trace
+                        .edges
+                        .extend(e.preds.as_slice().iter().map(|&p| (p, e.id)));
                 }
             }
         }

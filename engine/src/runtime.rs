@@ -37,6 +37,22 @@ pub struct Config {
     pub trace: bool,
     /// Keep every submitted task and edge for [`Runtime::graph_dot`].
     pub record_graph: bool,
+    /// Run on each worker thread before it takes tasks (to bind it to a core).
+    pub on_worker_start: Option<WorkerHook>,
+    /// Victims each worker tries, in order, when stealing under `ws`
+    /// (hierarchical stealing: NUMA siblings first). Default: round robin.
+    pub steal_order: Option<Vec<Vec<usize>>>,
+}
+
+/// A function run on each worker thread at start-up, given the worker index.
+/// An `Err` is reported when the runtime starts (binding that failed).
+#[derive(Clone)]
+pub struct WorkerHook(pub Arc<dyn Fn(usize) -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for WorkerHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerHook(..)")
+    }
 }
 
 impl Default for Config {
@@ -46,6 +62,8 @@ impl Default for Config {
             scheduler: "ws".to_string(),
             trace: false,
             record_graph: false,
+            on_worker_start: None,
+            steal_order: None,
         }
     }
 }
@@ -372,7 +390,24 @@ impl Runtime {
         if config.workers == 0 {
             return Err(Error::Config("at least one worker is needed".into()));
         }
-        let policy = policy_by_name(&config.scheduler, config.workers)?;
+        if let Some(order) = &config.steal_order {
+            let bad = order.len() != config.workers
+                || order
+                    .iter()
+                    .enumerate()
+                    .any(|(w, v)| v.iter().any(|&x| x >= config.workers || x == w));
+            if bad {
+                return Err(Error::Config(format!(
+                    "steal order must list, for each of the {} workers, other worker indices",
+                    config.workers
+                )));
+            }
+        }
+        let policy = policy_by_name(
+            &config.scheduler,
+            config.workers,
+            config.steal_order.as_deref(),
+        )?;
         let names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
@@ -389,21 +424,40 @@ impl Runtime {
             trace: config.trace.then(|| Arc::new(TraceLog::new(names.clone()))),
             graph: config.record_graph.then(|| Mutex::new(Vec::new())),
         });
-        let mut threads = Vec::with_capacity(config.workers);
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let mut rt = Runtime {
+            shared: Arc::clone(&shared),
+            threads: Vec::new(),
+            config: config.clone(),
+        };
         for (i, name) in names.into_iter().enumerate() {
             let queue = policy.worker_queue(i);
             let s = Arc::clone(&shared);
+            let hook = config.on_worker_start.clone();
+            let tx = started_tx.clone();
             let t = std::thread::Builder::new()
                 .name(format!("tessera-{name}"))
-                .spawn(move || run_worker(s, queue, i))
+                .spawn(move || {
+                    let started = hook.map_or(Ok(()), |h| (h.0)(i));
+                    let ok = started.is_ok();
+                    let _ = tx.send(started.map_err(|e| format!("worker {i}: {e}")));
+                    drop(tx);
+                    if ok {
+                        run_worker(s, queue, i)
+                    }
+                })
                 .map_err(|e| Error::Config(format!("cannot start worker thread {i}: {e}")))?;
-            threads.push(t);
+            rt.threads.push(t);
         }
-        Ok(Runtime {
-            shared,
-            threads,
-            config,
-        })
+        drop(started_tx);
+        // Dropping `rt` on error stops and joins the workers already started.
+        for _ in 0..config.workers {
+            match started_rx.recv() {
+                Ok(r) => r.map_err(Error::Config)?,
+                Err(_) => return Err(Error::Config("a worker thread exited at start-up".into())),
+            }
+        }
+        Ok(rt)
     }
 
     /// A runtime with `n` workers and the default policy.

@@ -525,3 +525,48 @@ fn dot_export_of_submitted_graph() {
         "{dot}"
     );
 }
+
+#[test]
+fn worker_hook_runs_and_its_error_is_reported() {
+    with_timeout(LIMIT, || {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let mut cfg = Config::with_workers(3);
+        cfg.on_worker_start = Some(tessera_engine::WorkerHook(Arc::new(move |w| {
+            s2.lock().unwrap().push(w);
+            Ok(())
+        })));
+        let rt = Runtime::new(cfg).unwrap();
+        drop(rt);
+        let mut v = seen.lock().unwrap().clone();
+        v.sort_unstable();
+        assert_eq!(v, vec![0, 1, 2]);
+
+        let mut cfg = Config::with_workers(2);
+        cfg.on_worker_start = Some(tessera_engine::WorkerHook(Arc::new(|w| {
+            if w == 1 {
+                Err("cannot bind to core 7".into())
+            } else {
+                Ok(())
+            }
+        })));
+        let err = Runtime::new(cfg).err().expect("start-up fails").to_string();
+        assert!(err.contains("worker 1: cannot bind to core 7"), "{err}");
+    });
+}
+
+#[test]
+fn custom_steal_order_is_validated_and_used() {
+    with_timeout(LIMIT, || {
+        let mut cfg = Config::with_workers(3);
+        cfg.steal_order = Some(vec![vec![1, 2], vec![0, 2], vec![1, 0]]);
+        let rt = Runtime::new(cfg).unwrap();
+        let ops = random_ops(&mut ChaCha8Rng::seed_from_u64(5), 6, 300);
+        let mut expected: Vec<u64> = (0..6).map(|i| i as u64 * 7 + 5).collect();
+        ops.iter().for_each(|op| apply(&mut expected, op));
+        assert_eq!(run_ops(&rt, &ops, 6, 5), expected);
+        let mut bad = Config::with_workers(2);
+        bad.steal_order = Some(vec![vec![0], vec![0]]);
+        assert!(Runtime::new(bad).is_err());
+    });
+}

@@ -19,8 +19,16 @@ fn check_trace(t: &Trace, submitted: usize) {
     assert_eq!(t.tasks.len(), submitted, "every task appears");
     let mut seen = HashMap::new();
     for task in &t.tasks {
-        assert!(seen.insert(task.id, task).is_none(), "task {} appears twice", task.id);
-        assert!(task.start <= task.end, "task {} ends before it starts", task.id);
+        assert!(
+            seen.insert(task.id, task).is_none(),
+            "task {} appears twice",
+            task.id
+        );
+        assert!(
+            task.start <= task.end,
+            "task {} ends before it starts",
+            task.id
+        );
         assert!((task.worker as usize) < t.workers.len());
     }
     for w in 0..t.workers.len() as u32 {
@@ -37,7 +45,12 @@ fn check_trace(t: &Trace, submitted: usize) {
     }
     for &(p, s) in &t.edges {
         let (p, s) = (seen[&p], seen[&s]);
-        assert!(p.end <= s.start, "edge {} -> {} goes back in time", p.id, s.id);
+        assert!(
+            p.end <= s.start,
+            "edge {} -> {} goes back in time",
+            p.id,
+            s.id
+        );
     }
 }
 
@@ -55,14 +68,17 @@ fn round_trip(t: &Trace) -> Trace {
 fn random_dag_trace_round_trip() {
     with_timeout(Duration::from_secs(120), || {
         for workers in 1..=4 {
-            let rt = Runtime::new(Config::with_workers(workers).scheduler("prio").trace(true)).unwrap();
+            let rt =
+                Runtime::new(Config::with_workers(workers).scheduler("prio").trace(true)).unwrap();
             let cl = [Codelet::new("a"), Codelet::new("b")];
             let hs: Vec<_> = (0..8).map(|_| rt.register(0u64)).collect();
             let mut rng = ChaCha8Rng::seed_from_u64(workers as u64);
             let n = 500;
             for k in 0..n {
                 let (r, w) = (rng.random_range(0..8), rng.random_range(0..8));
-                let mut t = TaskBuilder::new(&cl[k % 2]).label(format!("t{k}")).flops(1e3);
+                let mut t = TaskBuilder::new(&cl[k % 2])
+                    .label(format!("t{k}"))
+                    .flops(1e3);
                 if r != w {
                     t = t.read(&hs[r]);
                 }
@@ -96,14 +112,26 @@ fn lu_trace_shows_every_kernel_and_symbolic_edges() {
             lu_factor(&rt, generate_matrix(96, 16, 1), front, None).unwrap();
             let t = round_trip(&rt.trace());
             let t_tiles: usize = 6;
-            let expected = t_tiles + t_tiles * (t_tiles - 1) + (0..t_tiles).map(|k| (t_tiles - k - 1).pow(2)).sum::<usize>() + t_tiles * (t_tiles - 1) / 2;
+            let expected = t_tiles
+                + t_tiles * (t_tiles - 1)
+                + (0..t_tiles)
+                    .map(|k| (t_tiles - k - 1).pow(2))
+                    .sum::<usize>()
+                + t_tiles * (t_tiles - 1) / 2;
             check_trace(&t, expected);
             for c in ["panel", "swap", "trsm", "gemm"] {
-                assert!(t.tasks.iter().any(|x| x.codelet == c), "{front:?}: no {c} task");
+                assert!(
+                    t.tasks.iter().any(|x| x.codelet == c),
+                    "{front:?}: no {c} task"
+                );
             }
             // every task but the first panel has a recorded predecessor
             let with_preds: std::collections::HashSet<u64> = t.edges.iter().map(|e| e.1).collect();
-            assert_eq!(with_preds.len(), expected - 1, "{front:?}: edges missing from the trace");
+            assert_eq!(
+                with_preds.len(),
+                expected - 1,
+                "{front:?}: edges missing from the trace"
+            );
         }
     });
 }

@@ -59,10 +59,18 @@ pub trait WorkerQueue: Send {
 /// The names accepted by [`policy_by_name`].
 pub const POLICY_NAMES: &[&str] = &["ws", "prio"];
 
-/// Build a policy by name for `workers` workers.
-pub fn policy_by_name(name: &str, workers: usize) -> Result<Arc<dyn SchedulerPolicy>, Error> {
+/// Build a policy by name for `workers` workers; `steal_order` gives each
+/// worker's victims in order (for `ws`).
+pub fn policy_by_name(
+    name: &str,
+    workers: usize,
+    steal_order: Option<&[Vec<usize>]>,
+) -> Result<Arc<dyn SchedulerPolicy>, Error> {
     match name {
-        "ws" => Ok(Arc::new(WorkStealing::new(workers))),
+        "ws" => Ok(Arc::new(match steal_order {
+            Some(order) => WorkStealing::with_steal_order(order.to_vec()),
+            None => WorkStealing::new(workers),
+        })),
         "prio" => Ok(Arc::new(Priority::new())),
         other => Err(Error::Config(format!(
             "unknown scheduler '{other}' (known: {})",

@@ -13,6 +13,8 @@ use crate::util::lock;
 struct Shared {
     injector: Injector<ReadyTask>,
     stealers: Vec<Stealer<ReadyTask>>,
+    /// Victims of each worker, in the order it tries them.
+    victims: Vec<Vec<usize>>,
 }
 
 /// The work-stealing policy.
@@ -23,14 +25,25 @@ pub struct WorkStealing {
 }
 
 impl WorkStealing {
-    /// A policy for `workers` workers.
+    /// A policy for `workers` workers, each trying the others round robin.
     pub fn new(workers: usize) -> Self {
+        let order = (0..workers)
+            .map(|w| (1..workers).map(|k| (w + k) % workers).collect())
+            .collect();
+        Self::with_steal_order(order)
+    }
+
+    /// A policy where worker `w` steals from `victims[w]`, in that order
+    /// (hierarchical stealing: NUMA siblings before remote workers).
+    pub fn with_steal_order(victims: Vec<Vec<usize>>) -> Self {
+        let workers = victims.len();
         let locals: Vec<Worker<ReadyTask>> = (0..workers).map(|_| Worker::new_lifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
         WorkStealing {
             shared: Arc::new(Shared {
                 injector: Injector::new(),
                 stealers,
+                victims,
             }),
             locals: Mutex::new(locals.into_iter().map(Some).collect()),
         }
@@ -80,9 +93,7 @@ impl WorkerQueue for WsQueue {
                 Steal::Retry => retry = true,
                 Steal::Empty => {}
             }
-            let n = self.shared.stealers.len();
-            for k in 1..n {
-                let victim = (self.index + k) % n;
+            for &victim in &self.shared.victims[self.index] {
                 match self.shared.stealers[victim].steal() {
                     Steal::Success(t) => return Some(t),
                     Steal::Retry => retry = true,
