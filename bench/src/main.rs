@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::{lu_cmd, overhead, placement, trace_cmd};
+use tessera_bench::{lu_cmd, overhead, placement, spmv_cmd, trace_cmd};
 
 use std::process::ExitCode;
 
@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Tiled LU with partial pivoting (HPL-style): factor, solve, check the residual.
     Lu(lu_cmd::LuArgs),
+    /// SpMV (CSR, row blocks as tasks): repeated SpMV, power iteration or CG, with bandwidth figures.
+    Spmv(spmv_cmd::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
     /// The machine's topology (packages, NUMA nodes, cores) and the worker map.
@@ -33,6 +35,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Lu(a) => lu_cmd::run(a),
         Command::Overhead(a) => overhead::run(a),
+        Command::Spmv(a) => spmv_cmd::run(a),
         Command::Trace(c) => trace_cmd::run(c),
         Command::Topology(a) => placement::run_topology(a),
     };

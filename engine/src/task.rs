@@ -325,15 +325,17 @@ const EXCLUSIVE: u32 = u32::MAX;
 /// gives an [`AccessError`] naming the task and the handle.
 pub struct TaskContext<'t> {
     node: &'t TaskNode,
+    sleep: &'t crate::sleep::Sleep,
     borrows: Box<[Cell<u32>]>,
     worker: usize,
 }
 
 impl<'t> TaskContext<'t> {
-    pub(crate) fn new(node: &'t TaskNode, worker: usize) -> Self {
+    pub(crate) fn new(node: &'t TaskNode, worker: usize, sleep: &'t crate::sleep::Sleep) -> Self {
         let borrows = (0..node.accesses.len()).map(|_| Cell::new(0)).collect();
         TaskContext {
             node,
+            sleep,
             borrows,
             worker,
         }
@@ -342,6 +344,13 @@ impl<'t> TaskContext<'t> {
     /// Index of the worker running this body.
     pub fn worker(&self) -> usize {
         self.worker
+    }
+
+    /// Workers of this runtime that are idle right now (a hint, possibly
+    /// stale): a body on the critical path may borrow their cores for inner
+    /// parallelism, e.g. a tall LU panel.
+    pub fn idle_workers(&self) -> usize {
+        self.sleep.sleepers()
     }
 
     /// The task's id.

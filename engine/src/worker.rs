@@ -69,7 +69,7 @@ fn execute(
             }
             Some(body) => {
                 let start = recorder.as_ref().map(|r| r.now());
-                let ctx = TaskContext::new(&node, index);
+                let ctx = TaskContext::new(&node, index, &shared.sleep);
                 let result = catch_unwind(AssertUnwindSafe(move || body(&ctx)));
                 if let (Some(rec), Some(start)) = (recorder, start) {
                     let end = rec.now();

@@ -3,4 +3,6 @@
 pub mod hpl;
 pub mod lu;
 pub mod lu_seq;
+pub mod sparse;
+pub mod spmv;
 pub mod tiled;

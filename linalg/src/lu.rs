@@ -18,10 +18,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use faer::Par;
 use tessera_engine::symbolic::{self, TaskClasses};
 use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskBuilder};
 use tessera_tasks::kernels::{
-    gemm_flops, gemm_update, getrf_panel, getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
+    gemm_flops, gemm_update, getrf_panel_flops, getrf_panel_par, laswp, trsm_flops, trsm_unit_lower,
 };
 use tessera_tasks::tile::Tile;
 
@@ -130,7 +131,15 @@ impl LuGraph {
                         .iter()
                         .map(|h| ctx.write(h))
                         .collect::<Result<Vec<_>, _>>()?;
-                    let local = getrf_panel(&mut tiles, k * nb)?;
+                    // A tall panel on the critical path borrows the cores of
+                    // idle workers (faer's threads); the result is the same.
+                    let idle = ctx.idle_workers();
+                    let par = if idle > 0 && m >= 4 * w {
+                        Par::rayon(idle + 1)
+                    } else {
+                        Par::Seq
+                    };
+                    let local = getrf_panel_par(&mut tiles, k * nb, par)?;
                     *ctx.write(&piv)? = local;
                     tally(flops);
                     Ok(())

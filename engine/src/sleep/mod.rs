@@ -45,6 +45,11 @@ impl Sleep {
         }
     }
 
+    /// Workers parked or about to park (a hint; may be stale).
+    pub(crate) fn sleepers(&self) -> usize {
+        self.sleepers.load(Ordering::Relaxed)
+    }
+
     /// Cheap check used by busy workers before deciding to wake someone.
     pub(crate) fn has_sleepers(&self) -> bool {
         self.sleepers.load(Ordering::Relaxed) > 0
