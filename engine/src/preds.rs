@@ -1,9 +1,9 @@
-//! Predecessor id lists kept for traces and DOT export: up to four ids inline,
+//! Predecessor id lists kept for traces and DOT export: up to eight ids inline,
 //! so recording a typical task's edges allocates nothing.
 
 use std::sync::Arc;
 
-const INLINE: usize = 4;
+const INLINE: usize = 8;
 
 /// A short list of task ids; cheap to clone (a copy, or an `Arc` clone).
 #[derive(Clone, Debug, Default)]
@@ -47,7 +47,7 @@ impl PredList {
     }
 }
 
-/// Collects predecessor ids during submission, spilling to the heap past four.
+/// Collects predecessor ids during submission, spilling to the heap past eight.
 #[derive(Default)]
 pub(crate) struct PredBuilder {
     inline: [u64; INLINE],

@@ -15,7 +15,13 @@ const LIMIT: Duration = Duration::from_secs(120);
 #[test]
 fn task_spmv_matches_reference() {
     with_timeout(LIMIT, || {
-        for (w, spec) in [(1, "stencil7:9"), (2, "stencil27:7"), (3, "powerlaw:500:6"), (4, "banded:300:5"), (2, "dense:40")] {
+        for (w, spec) in [
+            (1, "stencil7:9"),
+            (2, "stencil27:7"),
+            (3, "powerlaw:500:6"),
+            (4, "banded:300:5"),
+            (2, "dense:40"),
+        ] {
             let a = parse_gen_spec(spec).unwrap();
             let rt = Runtime::new(Config::with_workers(w)).unwrap();
             let mat = SpmvMatrix::new(&rt, &a, 3 * w);
@@ -28,7 +34,10 @@ fn task_spmv_matches_reference() {
             let scale: f64 = r.iter().map(|v| v.abs()).fold(1.0, f64::max);
             for (i, (got, want)) in y.iter().zip(&r).enumerate() {
                 let want = want * iters as f64;
-                assert!((got - want).abs() <= 1e-12 * scale * iters as f64, "{spec} row {i}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 1e-12 * scale * iters as f64,
+                    "{spec} row {i}: {got} vs {want}"
+                );
             }
         }
     });
@@ -43,11 +52,23 @@ fn cg_converges_on_spd_stencils() {
             let mat = SpmvMatrix::new(&rt, &a, 4);
             let b = vec![1.0; a.n_rows()];
             let (x, stats) = conjugate_gradient(&rt, &mat, &b, 1e-10, 500).unwrap();
-            assert!(*stats.history.last().unwrap() <= 1e-10, "{spec}: {:?}", stats.history.last());
+            assert!(
+                *stats.history.last().unwrap() <= 1e-10,
+                "{spec}: {:?}",
+                stats.history.last()
+            );
             let mut ax = vec![0.0; a.n_rows()];
             a.spmv_reference(&x, &mut ax);
-            let res: f64 = ax.iter().zip(&b).map(|(p, q)| (p - q).powi(2)).sum::<f64>().sqrt();
-            assert!(res / (a.n_rows() as f64).sqrt() < 1e-9, "{spec}: true residual {res}");
+            let res: f64 = ax
+                .iter()
+                .zip(&b)
+                .map(|(p, q)| (p - q).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            assert!(
+                res / (a.n_rows() as f64).sqrt() < 1e-9,
+                "{spec}: true residual {res}"
+            );
         }
     });
 }
