@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use tessera_engine::trace::stats::fmt_ns;
 use tessera_engine::trace::{CodeletColors, Nanos, Trace};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans-LICENSE.txt`),
@@ -207,18 +208,6 @@ fn shade(rgb: [u8; 3], level: u8) -> RGBColor {
     let a = f64::from(level) / LEVELS;
     let mix = |c: u8| (255.0 - a * (255.0 - f64::from(c))).round() as u8;
     RGBColor(mix(rgb[0]), mix(rgb[1]), mix(rgb[2]))
-}
-
-fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.3} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
 }
 
 /// The vertical axis: `rows` bands of height 1, row 0 at the top; key points

@@ -154,14 +154,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     );
 
     if let Some(path) = &args.trace {
-        let trace = rt.trace();
-        tessera_engine::trace::chrome::save(&trace, path, &Default::default())
-            .map_err(|e| e.to_string())?;
-        println!(
-            "trace: {} tasks written to {}",
-            trace.tasks.len(),
-            path.display()
-        );
+        crate::save_trace(&rt, path)?;
     }
     if verdict == "FAILED" {
         return Err(format!(

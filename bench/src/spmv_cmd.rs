@@ -192,14 +192,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         }
     }
     if let Some(path) = &args.trace {
-        let trace = rt.trace();
-        tessera_engine::trace::chrome::save(&trace, path, &Default::default())
-            .map_err(|e| e.to_string())?;
-        println!(
-            "trace: {} tasks written to {}",
-            trace.tasks.len(),
-            path.display()
-        );
+        crate::save_trace(&rt, path)?;
     }
     Ok(())
 }

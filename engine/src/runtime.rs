@@ -635,22 +635,21 @@ fn submit_error(task: &TaskBuilder, reason: String) -> Error {
     }
 }
 
-/// Add the edge `pred → succ` unless `pred` already finished. Returns whether
-/// an edge was added. `flow`: a failure of `pred` cancels `succ` (see
-/// `Successors::list`); for a finished failed/cancelled `pred` that happens now.
-fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) -> bool {
+/// Add the edge `pred → succ` unless `pred` already finished. `flow`: a
+/// failure of `pred` cancels `succ` (see `Successors::list`); for a finished
+/// failed/cancelled `pred` that happens now.
+fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) {
     let mut s = lock_successors(pred);
     if s.done {
         if flow && pred.state.load(Ordering::SeqCst) != state::DONE_OK {
             succ.cancel(|| pred.root_cause());
         }
-        return false;
+        return;
     }
     s.list.push((Arc::clone(succ), flow));
     // Relaxed: the submitter still holds one count, so `pending` cannot reach
     // zero before the submitter's AcqRel decrement, which publishes this.
     succ.pending.fetch_add(1, Ordering::Relaxed);
-    true
 }
 
 impl Drop for Runtime {

@@ -364,8 +364,8 @@ fn critical_path(trace: &Trace) -> PathResult {
     result
 }
 
-/// Formats nanoseconds with a unit chosen for the magnitude.
-fn fmt_ns(ns: f64) -> String {
+/// Formats nanoseconds with a unit chosen for the magnitude (`1.234 ms`).
+pub fn fmt_ns(ns: f64) -> String {
     if ns >= 1e9 {
         format!("{:.3} s", ns / 1e9)
     } else if ns >= 1e6 {
