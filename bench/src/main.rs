@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 
 /// Tessera: a task-graph dataflow runtime for heterogeneous nodes.
 #[derive(Parser, Debug)]
-#[command(name = "tessera", version, about)]
+#[command(
+    name = "tessera",
+    version,
+    about = "Tessera: a task-graph dataflow runtime for heterogeneous nodes (tiled LU, SpMV, task timelines)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
