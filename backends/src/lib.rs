@@ -8,3 +8,4 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cpu;
+pub mod sim;

@@ -3,6 +3,7 @@
 pub mod gantt;
 pub mod lu_cmd;
 pub mod overhead;
+pub mod perfmodel_cmd;
 pub mod placement;
 pub mod spmv_cmd;
 pub mod trace_cmd;

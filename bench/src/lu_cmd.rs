@@ -25,7 +25,7 @@ pub struct LuArgs {
     pub nb: usize,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
-    /// Scheduler: ws or prio (prio gives the look-ahead).
+    /// Scheduler: ws, prio (prio gives the look-ahead) or dmda (data-aware, for devices).
     #[arg(long, default_value = "prio")]
     pub sched: String,
     /// Seed of the random matrix and right-hand side.
@@ -156,6 +156,10 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     if let Some(path) = &args.trace {
         crate::save_trace(&rt, path)?;
     }
+    if !args.placement.sim.is_empty() {
+        print!("{}", rt.memory_stats());
+    }
+    crate::placement::save_perf_models(&args.placement, &rt)?;
     if verdict == "FAILED" {
         return Err(format!(
             "residual check FAILED ({resid:e} >= {HPL_THRESHOLD})"

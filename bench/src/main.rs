@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::{lu_cmd, overhead, placement, spmv_cmd, trace_cmd};
+use tessera_bench::{lu_cmd, overhead, perfmodel_cmd, placement, spmv_cmd, trace_cmd};
 
 use std::process::ExitCode;
 
@@ -27,6 +27,9 @@ enum Command {
     Spmv(spmv_cmd::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
+    /// Inspect performance models (per codelet, architecture and size).
+    #[command(subcommand)]
+    Perfmodel(perfmodel_cmd::PerfmodelCmd),
     /// The machine's topology (packages, NUMA nodes, cores) and the worker map.
     Topology(placement::TopologyArgs),
     /// Inspect a recorded trace: statistics, Gantt chart.
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Spmv(a) => spmv_cmd::run(a),
         Command::Trace(c) => trace_cmd::run(c),
         Command::Topology(a) => placement::run_topology(a),
+        Command::Perfmodel(c) => perfmodel_cmd::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

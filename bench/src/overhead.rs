@@ -100,7 +100,7 @@ pub fn time_case(rt: &Runtime, case: Case, n: usize, seed: u64) -> f64 {
 pub struct OverheadArgs {
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
-    /// Scheduler: ws or prio.
+    /// Scheduler: ws, prio or dmda.
     #[arg(long, default_value = "ws")]
     pub sched: String,
     /// Independent tasks in case (a).

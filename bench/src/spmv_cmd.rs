@@ -39,7 +39,7 @@ pub struct SpmvArgs {
     /// Row blocks per worker.
     #[arg(long, default_value_t = 4)]
     pub blocks_per_worker: usize,
-    /// Scheduler: ws or prio.
+    /// Scheduler: ws, prio or dmda.
     #[arg(long, default_value = "ws")]
     pub sched: String,
     /// STREAM triad array length in Mi elements (3 arrays of 8 bytes each).
@@ -194,6 +194,10 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     if let Some(path) = &args.trace {
         crate::save_trace(&rt, path)?;
     }
+    if !args.placement.sim.is_empty() {
+        print!("{}", rt.memory_stats());
+    }
+    crate::placement::save_perf_models(&args.placement, &rt)?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use std::cell::UnsafeCell;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::access::AccessMode;
+use crate::memory::{Memory, NodeId, Replicate, HOST};
 use crate::task::TaskNode;
 use crate::util::lock;
 
@@ -81,12 +82,98 @@ impl HandleCore {
 /// Implemented by every `HandleInner<T>`, so tasks can hold handles of mixed types.
 pub(crate) trait AnyHandle: Send + Sync {
     fn core(&self) -> &HandleCore;
+
+    /// Whether the data can have replicas off the host (`Replicate` types).
+    fn replicable(&self) -> bool;
+
+    /// Bytes of one replica (0 for host-only data).
+    fn bytes(&self) -> u64;
+
+    /// Whether `node` holds a valid replica.
+    fn valid_on(&self, node: NodeId) -> bool;
+
+    /// Make the data usable on `node` for `mode` (see `memory.rs`), pinning
+    /// the replica when `pin`. `me` is this handle, for the node's LRU list.
+    fn acquire(
+        &self,
+        me: &Arc<dyn AnyHandle>,
+        node: NodeId,
+        mode: AccessMode,
+        mem: &Memory,
+        pin: bool,
+    ) -> Result<(), String>;
+
+    /// Unpin after a task; a write leaves `node`'s replica the only valid one.
+    fn release(&self, node: NodeId, mode: AccessMode);
+
+    /// LRU stamp of the replica on `node`, if one is allocated there.
+    fn last_use(&self, node: NodeId) -> Option<u64>;
+
+    /// After a failed device body: unpin `node`'s replica and, for a write,
+    /// mark it invalid — possible only if another valid copy exists (returns
+    /// false otherwise: the data cannot be trusted anywhere).
+    fn discard(&self, node: NodeId, mode: AccessMode) -> bool;
+
+    /// Free the replica on `node` if it is not pinned and the handle is not
+    /// busy (writing it back to the host first if it is the only valid one).
+    /// Returns the bytes freed.
+    fn try_evict(&self, node: NodeId, mem: &Memory) -> Option<u64>;
+}
+
+/// How to copy a `Replicate` type, captured at registration as plain
+/// function pointers so `HandleInner<T>` needs no trait bound.
+pub(crate) struct ReplicaFns<T> {
+    pub(crate) replicate: fn(&T) -> T,
+    pub(crate) copy_from: fn(&mut T, &T),
+}
+
+/// Replica bookkeeping of one handle, protected by `Replicas::state`.
+pub(crate) struct ReplicaState {
+    /// Bit `n`: node `n` holds a valid copy.
+    valid: u64,
+    /// Bit `n`: node `n` has an allocated replica (bit 0, the host, always).
+    present: u64,
+    /// Tasks currently using each node's replica.
+    pins: Vec<u32>,
+    /// Running tasks that write this handle (on any node). While non-zero,
+    /// prefetches and evictions leave the handle alone: they would read a
+    /// replica that is being written.
+    writers: u32,
+    /// LRU stamps per node.
+    last_use: Vec<u64>,
+}
+
+/// Device replicas of a handle. The host copy stays in `HandleInner::value`.
+pub(crate) struct Replicas<T> {
+    fns: ReplicaFns<T>,
+    /// Index = node; slot 0 is unused (the host copy is `value`). A slot is
+    /// written only under `state`'s lock, by an acquire that makes it valid
+    /// or an eviction, never while its node's replica is pinned.
+    slots: Box<[UnsafeCell<Option<T>>]>,
+    state: Mutex<ReplicaState>,
+    bytes: u64,
+    mem: Arc<Memory>,
 }
 
 pub(crate) struct HandleInner<T> {
     pub(crate) core: HandleCore,
-    /// `None` only after `unregister` took the value out.
+    /// The host copy. `None` only after `unregister` took the value out.
     value: UnsafeCell<Option<T>>,
+    /// Device replicas, for data registered as replicable on a runtime with devices.
+    replicas: Option<Replicas<T>>,
+}
+
+impl<T> Drop for HandleInner<T> {
+    fn drop(&mut self) {
+        if let Some(r) = &mut self.replicas {
+            let st = r.state.get_mut().unwrap_or_else(|e| e.into_inner());
+            for node in 1..r.slots.len() {
+                if st.present & (1 << node) != 0 {
+                    r.mem.unreserve(node, r.bytes);
+                }
+            }
+        }
+    }
 }
 
 // SAFETY: the value is reached only under the module invariant above: one
@@ -94,9 +181,200 @@ pub(crate) struct HandleInner<T> {
 // or several concurrent readers (which needs `T: Sync`).
 unsafe impl<T: Send + Sync> Sync for HandleInner<T> {}
 
+impl<T: Send + Sync> HandleInner<T> {
+    /// Pointer to the copy on `node`.
+    ///
+    /// # Safety
+    /// As `DataHandle::value_ptr`, and `node` must hold an acquired replica.
+    unsafe fn slot_ptr(&self, node: NodeId) -> *mut Option<T> {
+        if node == HOST {
+            self.value.get()
+        } else {
+            self.replicas
+                .as_ref()
+                .expect("only replicable data has device replicas")
+                .slots[node]
+                .get()
+        }
+    }
+
+    /// Copy the valid replica at `from` into `to` (allocating `to` if absent),
+    /// as a transfer. Called with `state` locked.
+    fn copy_between(&self, r: &Replicas<T>, st: &mut ReplicaState, from: NodeId, to: NodeId) {
+        let bytes = r.bytes;
+        let id = self.core.id;
+        // SAFETY: `state` is locked (no other copy or eviction of this handle
+        // runs); `from` is valid, so no writer runs on it (a writer would be
+        // the current owner of the only valid copy and hold a pin on it, and
+        // dependencies keep readers and writers apart); `to` is not pinned
+        // by anyone but a reader waiting for this very copy.
+        unsafe {
+            let src = (*self.slot_ptr(from))
+                .as_ref()
+                .expect("a valid replica is present");
+            let dst = &mut *self.slot_ptr(to);
+            r.mem.transfer(id, from, to, bytes, &mut || match dst {
+                Some(d) => (r.fns.copy_from)(d, src),
+                None => *dst = Some((r.fns.replicate)(src)),
+            });
+        }
+        st.present |= 1 << to;
+        st.valid |= 1 << to;
+    }
+}
+
 impl<T: Send + Sync> AnyHandle for HandleInner<T> {
     fn core(&self) -> &HandleCore {
         &self.core
+    }
+
+    fn replicable(&self) -> bool {
+        self.replicas.is_some()
+    }
+
+    fn bytes(&self) -> u64 {
+        self.replicas.as_ref().map_or(0, |r| r.bytes)
+    }
+
+    fn valid_on(&self, node: NodeId) -> bool {
+        match &self.replicas {
+            None => node == HOST,
+            Some(r) => lock(&r.state).valid & (1 << node) != 0,
+        }
+    }
+
+    fn acquire(
+        &self,
+        me: &Arc<dyn AnyHandle>,
+        node: NodeId,
+        mode: AccessMode,
+        mem: &Memory,
+        pin: bool,
+    ) -> Result<(), String> {
+        let Some(r) = &self.replicas else {
+            return if node == HOST {
+                Ok(())
+            } else {
+                Err(format!(
+                    "data '{}' is host-only (register it with register_replicable to use it on {})",
+                    self.core.display_name(),
+                    mem.nodes[node].name
+                ))
+            };
+        };
+        // Reserve device memory before taking this handle's lock (see the
+        // lock-order note in memory.rs).
+        if !pin && lock(&r.state).writers > 0 {
+            // A prefetch racing with a running writer: skip it (the task
+            // that wanted the data fetches it itself, after the writer).
+            return Ok(());
+        }
+        let mut reserved = false;
+        if node != HOST && lock(&r.state).present & (1 << node) == 0 {
+            mem.reserve(node, r.bytes, Arc::as_ptr(me) as *const ())
+                .map_err(|e| format!("data '{}': {e}", self.core.display_name()))?;
+            reserved = true;
+        }
+        let mut st = lock(&r.state);
+        if !pin && st.writers > 0 {
+            if reserved {
+                mem.unreserve(node, r.bytes);
+            }
+            return Ok(());
+        }
+        let newly_present = node != HOST && st.present & (1 << node) == 0;
+        if reserved && !newly_present {
+            mem.unreserve(node, r.bytes);
+        }
+        if mode.reads() && st.valid & (1 << node) == 0 {
+            // Prefer the host as the source; else any valid device copy.
+            let from = if st.valid & 1 != 0 {
+                HOST
+            } else {
+                st.valid.trailing_zeros() as NodeId
+            };
+            assert!(
+                st.valid != 0,
+                "data '{}' has no valid replica",
+                self.core.display_name()
+            );
+            self.copy_between(r, &mut st, from, node);
+        } else if newly_present {
+            // A write-only use: allocate (a copy of any replica; not a transfer).
+            let src_node = if st.valid & 1 != 0 {
+                HOST
+            } else {
+                st.valid.trailing_zeros() as NodeId
+            };
+            // SAFETY: as in `copy_between`; this is an allocation of `node`'s slot.
+            unsafe {
+                let src = (*self.slot_ptr(src_node)).as_ref().expect("present");
+                *self.slot_ptr(node) = Some((r.fns.replicate)(src));
+            }
+            st.present |= 1 << node;
+        }
+        if newly_present {
+            mem.add_resident(node, Arc::downgrade(me));
+        }
+        if pin {
+            st.pins[node] += 1;
+            if mode.writes() {
+                st.writers += 1;
+            }
+        }
+        st.last_use[node] = mem.next_tick();
+        Ok(())
+    }
+
+    fn release(&self, node: NodeId, mode: AccessMode) {
+        if let Some(r) = &self.replicas {
+            let mut st = lock(&r.state);
+            st.pins[node] = st.pins[node].saturating_sub(1);
+            if mode.writes() {
+                st.valid = 1 << node;
+                st.writers = st.writers.saturating_sub(1);
+            }
+        }
+    }
+
+    fn discard(&self, node: NodeId, mode: AccessMode) -> bool {
+        let Some(r) = &self.replicas else { return true };
+        let mut st = lock(&r.state);
+        st.pins[node] = st.pins[node].saturating_sub(1);
+        if !mode.writes() {
+            return true;
+        }
+        st.writers = st.writers.saturating_sub(1);
+        let others = st.valid & !(1 << node);
+        if others == 0 {
+            return false;
+        }
+        st.valid = others;
+        true
+    }
+
+    fn last_use(&self, node: NodeId) -> Option<u64> {
+        let r = self.replicas.as_ref()?;
+        let st = r.state.try_lock().ok()?;
+        (st.present & (1 << node) != 0).then(|| st.last_use[node])
+    }
+
+    fn try_evict(&self, node: NodeId, _mem: &Memory) -> Option<u64> {
+        let r = self.replicas.as_ref()?;
+        let mut st = r.state.try_lock().ok()?;
+        if node == HOST || st.present & (1 << node) == 0 || st.pins[node] != 0 || st.writers != 0 {
+            return None;
+        }
+        if st.valid == 1 << node {
+            // The only valid copy: write it back to the host first.
+            self.copy_between(r, &mut st, node, HOST);
+        }
+        // SAFETY: `state` is locked and the replica is not pinned, so no task
+        // uses it; dropping it frees the node's memory.
+        unsafe { *self.slot_ptr(node) = None };
+        st.present &= !(1 << node);
+        st.valid &= !(1 << node);
+        Some(r.bytes)
     }
 }
 
@@ -125,6 +403,48 @@ impl<T> std::fmt::Debug for DataHandle<T> {
 
 impl<T: Send + Sync + 'static> DataHandle<T> {
     pub(crate) fn new(value: T, id: u64, runtime_id: u64, name: Option<String>) -> Self {
+        Self::with_replicas(value, id, runtime_id, name, None)
+    }
+
+    /// A handle whose value can have replicas on `mem`'s device nodes.
+    pub(crate) fn new_replicable(
+        value: T,
+        id: u64,
+        runtime_id: u64,
+        name: Option<String>,
+        mem: Arc<Memory>,
+    ) -> Self
+    where
+        T: Replicate,
+    {
+        let nodes = mem.nodes.len();
+        let bytes = value.bytes() as u64;
+        let replicas = Replicas {
+            fns: ReplicaFns {
+                replicate: T::replicate,
+                copy_from: T::copy_from,
+            },
+            slots: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
+            state: Mutex::new(ReplicaState {
+                valid: 1,
+                present: 1,
+                pins: vec![0; nodes],
+                writers: 0,
+                last_use: vec![0; nodes],
+            }),
+            bytes,
+            mem,
+        };
+        Self::with_replicas(value, id, runtime_id, name, Some(replicas))
+    }
+
+    fn with_replicas(
+        value: T,
+        id: u64,
+        runtime_id: u64,
+        name: Option<String>,
+        replicas: Option<Replicas<T>>,
+    ) -> Self {
         DataHandle {
             inner: Arc::new(HandleInner {
                 core: HandleCore {
@@ -140,6 +460,7 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
                     }),
                 },
                 value: UnsafeCell::new(Some(value)),
+                replicas,
             }),
         }
     }
@@ -148,14 +469,15 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
         self.inner.clone()
     }
 
-    /// Pointer to the value.
+    /// Pointer to the copy on `node` (the host value for node 0).
     ///
     /// # Safety
     /// The caller must hold the access right described in the module
-    /// invariant for the whole lifetime of any reference made from it.
-    pub(crate) unsafe fn value_ptr(&self) -> *mut T {
-        // SAFETY: forwarded to the caller; `get` itself is always safe.
-        match unsafe { &mut *self.inner.value.get() } {
+    /// invariant for the whole lifetime of any reference made from it, and
+    /// the replica on `node` must be acquired.
+    pub(crate) unsafe fn value_ptr(&self, node: NodeId) -> *mut T {
+        // SAFETY: forwarded to the caller.
+        match unsafe { &mut *self.inner.slot_ptr(node) } {
             Some(v) => v as *mut T,
             None => unreachable!("a handle in use by a task cannot have been unregistered"),
         }

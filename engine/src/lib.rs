@@ -15,13 +15,17 @@ mod access;
 mod clock;
 mod codelet;
 mod data;
+pub mod device;
 mod error;
 pub mod graph;
+pub mod memory;
+pub mod perfmodel;
 mod preds;
 mod recorder;
 mod runtime;
 pub mod sched;
 mod sleep;
+// pub mod split; (pending)
 pub mod symbolic;
 mod task;
 pub mod trace;

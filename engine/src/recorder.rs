@@ -80,11 +80,12 @@ struct WorkerLog {
 pub(crate) struct TraceLog {
     pub(crate) clock: Clock,
     workers: Vec<WorkerLog>,
-    names: Vec<String>,
+    /// Track name and memory node of each worker.
+    names: Vec<(String, u32)>,
 }
 
 impl TraceLog {
-    pub(crate) fn new(names: Vec<String>) -> Self {
+    pub(crate) fn new(names: Vec<(String, u32)>) -> Self {
         TraceLog {
             clock: Clock::new(),
             workers: names.iter().map(|_| WorkerLog::default()).collect(),
@@ -96,15 +97,20 @@ impl TraceLog {
         self.clock.ticks()
     }
 
+    /// Convert a timestamp from `now` to nanoseconds since the epoch.
+    pub(crate) fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        (ticks as f64 * self.clock.nanos_per_tick()) as u64
+    }
+
     /// A snapshot of everything published so far.
     pub(crate) fn snapshot(&self) -> Trace {
         let mut trace = Trace {
             workers: self
                 .names
                 .iter()
-                .map(|n| WorkerInfo {
-                    name: n.clone(),
-                    memory_node: 0,
+                .map(|(name, node)| WorkerInfo {
+                    name: name.clone(),
+                    memory_node: *node,
                 })
                 .collect(),
             ..Trace::default()

@@ -16,10 +16,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::data::{DataHandle, DepState, TaskRef};
+use crate::device::Device;
 use crate::error::{Error, RunError, TaskFailure};
+use crate::memory::{Memory, MemoryStats, Replicate};
+use crate::perfmodel::{PerfModelConfig, PerfModels};
 use crate::preds::{PredBuilder, PredList};
 use crate::recorder::TraceLog;
-use crate::sched::{policy_by_name, ReadyTask, SchedulerPolicy};
+use crate::sched::{policy_by_name, ReadyTask, SchedulerPolicy, WorkerKind};
 use crate::sleep::Sleep;
 use crate::task::{lock_successors, state, TaskBuilder, TaskHandle, TaskNode};
 use crate::trace::model::Trace;
@@ -27,7 +30,7 @@ use crate::util::lock;
 use crate::worker::{run_worker, Outcome};
 
 /// How to build a [`Runtime`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Config {
     /// Number of CPU worker threads (default: one per available core).
     pub workers: usize,
@@ -41,7 +44,15 @@ pub struct Config {
     pub on_worker_start: Option<WorkerHook>,
     /// Victims each worker tries, in order, when stealing under `ws`
     /// (hierarchical stealing: NUMA siblings first). Default: round robin.
+    /// Given for the CPU workers; device workers are appended.
     pub steal_order: Option<Vec<Vec<usize>>>,
+    /// Accelerators: one device worker and one memory node each.
+    pub devices: Vec<Arc<dyn Device>>,
+    /// Performance models shared with other runs (default: fresh, in memory).
+    pub perf_models: Option<Arc<PerfModels>>,
+    /// Time every task for the perf models (default: on when there are
+    /// devices or the scheduler is `dmda`).
+    pub calibrate: Option<bool>,
 }
 
 /// A function run on each worker thread at start-up, given the worker index.
@@ -64,11 +75,35 @@ impl Default for Config {
             record_graph: false,
             on_worker_start: None,
             steal_order: None,
+            devices: Vec::new(),
+            perf_models: None,
+            calibrate: None,
         }
     }
 }
 
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("workers", &self.workers)
+            .field("scheduler", &self.scheduler)
+            .field("trace", &self.trace)
+            .field("record_graph", &self.record_graph)
+            .field(
+                "devices",
+                &self.devices.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
 impl Config {
+    /// Add a device.
+    pub fn device(mut self, d: Arc<dyn Device>) -> Self {
+        self.devices.push(d);
+        self
+    }
+
     /// Default configuration with `n` workers.
     pub fn with_workers(n: usize) -> Self {
         Config {
@@ -117,6 +152,14 @@ pub(crate) struct Shared {
     has_errors: AtomicBool,
     pub(crate) trace: Option<Arc<TraceLog>>,
     graph: Option<Mutex<Vec<GraphEntry>>>,
+    /// What each worker is (CPU workers first, then one per device).
+    pub(crate) kinds: Vec<WorkerKind>,
+    pub(crate) memory: Arc<Memory>,
+    /// Whether any device exists (then every task acquires its data).
+    pub(crate) has_devices: bool,
+    pub(crate) perf: Arc<PerfModels>,
+    /// Time tasks into `perf`.
+    pub(crate) calibrate: bool,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
@@ -298,7 +341,11 @@ impl Shared {
         // Step 3: drop the submitter's hold; whoever reaches zero pushes.
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             shared.policy.push_external(ReadyTask(node));
-            shared.sleep.notify_one();
+            if shared.policy.targeted() {
+                shared.sleep.notify_all();
+            } else {
+                shared.sleep.notify_one();
+            }
         }
         Ok(handle)
     }
@@ -390,6 +437,12 @@ impl Runtime {
         if config.workers == 0 {
             return Err(Error::Config("at least one worker is needed".into()));
         }
+        if config.devices.len() + 1 > crate::memory::MAX_NODES {
+            return Err(Error::Config(format!(
+                "at most {} devices are supported",
+                crate::memory::MAX_NODES - 1
+            )));
+        }
         if let Some(order) = &config.steal_order {
             let bad = order.len() != config.workers
                 || order
@@ -403,12 +456,52 @@ impl Runtime {
                 )));
             }
         }
+        let mut kinds: Vec<WorkerKind> = (0..config.workers).map(|_| WorkerKind::cpu()).collect();
+        let mut names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
+        for (d, dev) in config.devices.iter().enumerate() {
+            kinds.push(WorkerKind {
+                node: d + 1,
+                arch: dev.arch(),
+                device: Some(Arc::clone(dev)),
+            });
+            names.push(dev.name());
+        }
+        let total = kinds.len();
+        // Device workers steal from everyone; CPU workers try them last.
+        let steal_order = config.steal_order.as_ref().map(|order| {
+            let mut o = order.clone();
+            for v in &mut o {
+                v.extend(config.workers..total);
+            }
+            for d in config.workers..total {
+                o.push((1..total).map(|k| (d + k) % total).collect());
+            }
+            o
+        });
+        let trace = config.trace.then(|| {
+            Arc::new(TraceLog::new(
+                names
+                    .iter()
+                    .cloned()
+                    .zip(kinds.iter().map(|k| k.node as u32))
+                    .collect(),
+            ))
+        });
+        let memory = Arc::new(Memory::new(config.devices.clone(), trace.clone()));
+        let perf = config
+            .perf_models
+            .clone()
+            .unwrap_or_else(|| Arc::new(PerfModels::new(PerfModelConfig::default())));
         let policy = policy_by_name(
             &config.scheduler,
-            config.workers,
-            config.steal_order.as_deref(),
+            &kinds,
+            steal_order.as_deref(),
+            &memory,
+            &perf,
         )?;
-        let names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
+        let calibrate = config
+            .calibrate
+            .unwrap_or(!config.devices.is_empty() || config.scheduler == "dmda");
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             policy: Arc::clone(&policy),
@@ -421,8 +514,13 @@ impl Runtime {
             wait_cond: Condvar::new(),
             errors: Mutex::new(RunError::default()),
             has_errors: AtomicBool::new(false),
-            trace: config.trace.then(|| Arc::new(TraceLog::new(names.clone()))),
+            trace,
             graph: config.record_graph.then(|| Mutex::new(Vec::new())),
+            has_devices: !config.devices.is_empty(),
+            kinds,
+            memory,
+            perf,
+            calibrate,
         });
         let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut rt = Runtime {
@@ -451,7 +549,7 @@ impl Runtime {
         }
         drop(started_tx);
         // Dropping `rt` on error stops and joins the workers already started.
-        for _ in 0..config.workers {
+        for _ in 0..total {
             match started_rx.recv() {
                 Ok(r) => r.map_err(Error::Config)?,
                 Err(_) => return Err(Error::Config("a worker thread exited at start-up".into())),
@@ -494,6 +592,46 @@ impl Runtime {
     ) -> DataHandle<T> {
         let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
         DataHandle::new(value, id, self.shared.id, Some(name.into()))
+    }
+
+    /// Register `value` so that it can also live on devices' memory nodes
+    /// (explicit copies, made by the engine when a task on a device needs it).
+    pub fn register_replicable<T: Replicate>(&self, value: T) -> DataHandle<T> {
+        self.register_replicable_named_opt(value, None)
+    }
+
+    /// [`register_replicable`](Self::register_replicable) with a name.
+    pub fn register_replicable_named<T: Replicate>(
+        &self,
+        value: T,
+        name: impl Into<String>,
+    ) -> DataHandle<T> {
+        self.register_replicable_named_opt(value, Some(name.into()))
+    }
+
+    fn register_replicable_named_opt<T: Replicate>(
+        &self,
+        value: T,
+        name: Option<String>,
+    ) -> DataHandle<T> {
+        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
+        DataHandle::new_replicable(
+            value,
+            id,
+            self.shared.id,
+            name,
+            Arc::clone(&self.shared.memory),
+        )
+    }
+
+    /// Bytes moved between memory nodes and evictions, per node.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.shared.memory.stats()
+    }
+
+    /// The perf models this runtime records into and predicts from.
+    pub fn perf_models(&self) -> &Arc<PerfModels> {
+        &self.shared.perf
     }
 
     /// Submit a task. Its dependencies are inferred from the data it declares
@@ -587,6 +725,25 @@ impl Runtime {
         };
         self.shared
             .wait_until(|| users.iter().all(|t| t.is_done()), None)?;
+        // The value returned is the host copy: bring it back if a device
+        // holds the only valid one.
+        let me: Arc<dyn crate::data::AnyHandle> = handle.erased();
+        if !me.valid_on(crate::memory::HOST) {
+            me.acquire(
+                &me,
+                crate::memory::HOST,
+                crate::access::AccessMode::R,
+                &self.shared.memory,
+                false,
+            )
+            .map_err(|e| {
+                Error::Config(format!(
+                    "cannot bring '{}' back to the host: {e}",
+                    handle.name()
+                ))
+            })?;
+        }
+        drop(me);
         let poisoned = lock(&handle.inner.core.deps).poisoned_by.clone();
         // SAFETY: every task that declared the handle before `unregistered`
         // was set is done (the last writer and the readers since it; earlier
@@ -605,7 +762,21 @@ impl Runtime {
     /// The timeline recorded so far (empty unless `Config::trace`).
     pub fn trace(&self) -> Trace {
         match &self.shared.trace {
-            Some(log) => log.snapshot(),
+            Some(log) => {
+                let mut t = log.snapshot();
+                if let Some(list) = &self.shared.memory.transfers {
+                    t.transfers = lock(list)
+                        .iter()
+                        .map(|r| {
+                            let mut r = r.clone();
+                            r.start = log.ticks_to_ns(r.start);
+                            r.end = log.ticks_to_ns(r.end);
+                            r
+                        })
+                        .collect();
+                }
+                t
+            }
             None => Trace::default(),
         }
     }

@@ -49,8 +49,12 @@ pub(crate) struct TaskNode {
     pub(crate) flops: f64,
     pub(crate) accesses: Box<[Access]>,
     /// Only the worker that popped the task from a ready queue touches this,
-    /// once (see `take_body`).
-    body: UnsafeCell<Option<Body>>,
+    /// once (see `take_body`). The CPU body, then the device body.
+    body: UnsafeCell<(Option<Body>, Option<Body>)>,
+    /// Never run on a device (set by the builder, or because some data is host-only).
+    pub(crate) cpu_only: bool,
+    /// `dmda`'s predicted cost of this task on the worker it was given, in ns.
+    pub(crate) estimate_ns: std::sync::atomic::AtomicU64,
     /// Unfinished predecessors, plus one held by the submitter until all edges
     /// are in place. The decrement that reaches zero makes the task ready, and
     /// whoever performs it pushes the task to a queue, exactly once.
@@ -73,6 +77,7 @@ unsafe impl Sync for TaskNode {}
 
 impl TaskNode {
     pub(crate) fn new(id: u64, b: TaskBuilderParts, accesses: Box<[Access]>) -> TaskNode {
+        let cpu_only = b.cpu_only || accesses.iter().any(|a| !a.handle.replicable());
         TaskNode {
             id,
             codelet: b.codelet,
@@ -80,7 +85,9 @@ impl TaskNode {
             priority: b.priority,
             flops: b.flops,
             accesses,
-            body: UnsafeCell::new(b.body),
+            cpu_only,
+            body: UnsafeCell::new((b.body, b.device_body)),
+            estimate_ns: std::sync::atomic::AtomicU64::new(0),
             pending: AtomicUsize::new(1),
             cancelled: AtomicBool::new(false),
             state: AtomicU8::new(state::SUBMITTED),
@@ -99,12 +106,17 @@ impl TaskNode {
     /// Only the worker that popped this task from a ready queue may call it.
     /// (A task becomes ready exactly once, so at most one worker pops it; the
     /// state check below turns a violation into a panic instead of a race.)
-    pub(crate) unsafe fn take_body(&self) -> Option<Body> {
+    pub(crate) unsafe fn take_body(&self) -> (Option<Body>, Option<Body>) {
         let prev = self.state.swap(state::RUNNING, Ordering::AcqRel);
         assert_eq!(prev, state::SUBMITTED, "task #{} started twice", self.id);
         // SAFETY: per the contract and the assertion, this thread is the only
         // one to touch `body`, and it does so once.
-        unsafe { (*self.body.get()).take() }
+        unsafe { std::mem::take(&mut *self.body.get()) }
+    }
+
+    /// Bytes of the data this task accesses (replicable data only).
+    pub(crate) fn footprint(&self) -> u64 {
+        self.accesses.iter().map(|a| a.handle.bytes()).sum()
     }
 
     pub(crate) fn is_done(&self) -> bool {
@@ -209,6 +221,8 @@ pub(crate) struct TaskBuilderParts {
     pub(crate) priority: i32,
     pub(crate) flops: f64,
     pub(crate) body: Option<Body>,
+    pub(crate) device_body: Option<Body>,
+    pub(crate) cpu_only: bool,
 }
 
 /// Describes one task: its codelet, its data accesses, priority and body.
@@ -233,6 +247,8 @@ impl TaskBuilder {
                 priority: 0,
                 flops: 0.0,
                 body: None,
+                device_body: None,
+                cpu_only: false,
             },
             accesses: Vec::new(),
             access_ids: Vec::new(),
@@ -305,6 +321,23 @@ impl TaskBuilder {
         self
     }
 
+    /// A body for device workers (a GPU kernel launch, say). Without one, a
+    /// device runs the CPU body on its own replicas (the sim device). If the
+    /// device body fails, the task falls back to the CPU body (Cashmere).
+    pub fn device_body<F>(mut self, f: F) -> Self
+    where
+        F: FnOnce(&TaskContext<'_>) -> Result<(), BodyError> + Send + 'static,
+    {
+        self.parts.device_body = Some(Box::new(f));
+        self
+    }
+
+    /// Keep this task on CPU workers.
+    pub fn cpu_only(mut self) -> Self {
+        self.parts.cpu_only = true;
+        self
+    }
+
     /// The name used in messages before the task has an id.
     pub(crate) fn display_name(&self) -> String {
         match &self.parts.label {
@@ -325,16 +358,24 @@ const EXCLUSIVE: u32 = u32::MAX;
 /// gives an [`AccessError`] naming the task and the handle.
 pub struct TaskContext<'t> {
     node: &'t TaskNode,
+    /// Memory node whose replicas this body sees.
+    mem_node: crate::memory::NodeId,
     sleep: &'t crate::sleep::Sleep,
     borrows: Box<[Cell<u32>]>,
     worker: usize,
 }
 
 impl<'t> TaskContext<'t> {
-    pub(crate) fn new(node: &'t TaskNode, worker: usize, sleep: &'t crate::sleep::Sleep) -> Self {
+    pub(crate) fn new(
+        node: &'t TaskNode,
+        worker: usize,
+        mem_node: crate::memory::NodeId,
+        sleep: &'t crate::sleep::Sleep,
+    ) -> Self {
         let borrows = (0..node.accesses.len()).map(|_| Cell::new(0)).collect();
         TaskContext {
             node,
+            mem_node,
             sleep,
             borrows,
             worker,
@@ -344,6 +385,11 @@ impl<'t> TaskContext<'t> {
     /// Index of the worker running this body.
     pub fn worker(&self) -> usize {
         self.worker
+    }
+
+    /// The memory node whose replicas this body sees (0: host).
+    pub fn memory_node(&self) -> usize {
+        self.mem_node
     }
 
     /// Workers of this runtime that are idle right now (a hint, possibly
@@ -401,7 +447,7 @@ impl<'t> TaskContext<'t> {
         // so by the data module invariant no writer of it runs concurrently;
         // within this body, `borrows` forbids a `&mut` while this `&` lives
         // (a borrow is never released during the body).
-        Ok(unsafe { &*h.value_ptr() })
+        Ok(unsafe { &*h.value_ptr(self.mem_node) })
     }
 
     /// Exclusive access to a handle declared W or RW. Can be taken once per body.
@@ -434,7 +480,7 @@ impl<'t> TaskContext<'t> {
         // SAFETY: the task declared the handle in a writing mode and is
         // running, so no other task touching it runs concurrently; within
         // this body, `borrows` makes this the only reference to the value.
-        Ok(unsafe { &mut *h.value_ptr() })
+        Ok(unsafe { &mut *h.value_ptr(self.mem_node) })
     }
 
     /// Same as [`write`](Self::write): the access for an RW handle.

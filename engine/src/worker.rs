@@ -4,11 +4,14 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
+use crate::device::TaskCost;
 use crate::recorder::{Event, Recorder};
 use crate::runtime::Shared;
+use crate::sched::dmda::size_key;
 use crate::sched::{ReadyTask, WorkerQueue};
-use crate::task::{lock_successors, state, TaskContext, TaskNode};
+use crate::task::{lock_successors, state, Body, TaskContext, TaskNode};
 use crate::util::panic_message;
 
 /// How a task ended.
@@ -23,6 +26,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
         .trace
         .as_ref()
         .map(|log| Recorder::new(Arc::clone(log), index));
+    let is_device = shared.kinds[index].is_device();
     loop {
         if shared.sleep.is_shutdown() {
             break;
@@ -34,12 +38,26 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
                 None => break,
             },
         };
+        if is_device && (task.0.cpu_only || !fits(&shared, &task.0, shared.kinds[index].node)) {
+            // Host-only data, a CPU-only task, or a working set larger than
+            // the device's memory (admission control): the CPU workers take it.
+            shared.policy.push_cpu_only(task);
+            shared.sleep.notify_all();
+            continue;
+        }
         // Chain wake-up (sleep/README.md): more work is queued and someone sleeps.
         if shared.sleep.has_sleepers() && queue.has_more() {
             shared.sleep.notify_one();
         }
         execute(&shared, task, &mut *queue, index, recorder.as_mut());
     }
+}
+
+/// Whether `task`'s working set can ever fit in `node`'s memory.
+pub(crate) fn fits(shared: &Shared, task: &TaskNode, node: usize) -> bool {
+    shared.memory.nodes[node]
+        .limit
+        .is_none_or(|limit| task.footprint() <= limit)
 }
 
 fn execute(
@@ -54,38 +72,169 @@ fn execute(
     // that followed its store of `cancelled`.
     let outcome = if node.cancelled.load(Ordering::Acquire) {
         // Mark running so the life cycle stays SUBMITTED → RUNNING → DONE_*.
-        // SAFETY: this worker popped the task; the body is dropped unrun.
+        // SAFETY: this worker popped the task; the bodies are dropped unrun.
         drop(unsafe { node.take_body() });
         Outcome::Cancelled
     } else {
         // SAFETY: this worker popped the task from a ready queue.
-        match unsafe { node.take_body() } {
-            None => {
-                if let Some(rec) = recorder {
-                    let t = rec.now();
-                    rec.record(event(&node, t, t), &node.codelet);
-                }
-                Outcome::Ok
-            }
-            Some(body) => {
-                let start = recorder.as_ref().map(|r| r.now());
-                let ctx = TaskContext::new(&node, index, &shared.sleep);
-                let result = catch_unwind(AssertUnwindSafe(move || body(&ctx)));
-                if let (Some(rec), Some(start)) = (recorder, start) {
-                    let end = rec.now();
-                    rec.record(event(&node, start, end), &node.codelet);
-                }
-                match result {
-                    Ok(Ok(())) => Outcome::Ok,
-                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
-                    Err(payload) => {
-                        Outcome::Failed(format!("panicked: {}", panic_message(&*payload)))
-                    }
-                }
-            }
+        let (cpu, device) = unsafe { node.take_body() };
+        let start = recorder.as_ref().map(|r| r.now());
+        let outcome = if shared.has_devices {
+            run_with_data(shared, &node, index, cpu, device)
+        } else {
+            run_body(shared, &node, index, crate::memory::HOST, cpu)
+        };
+        if let (Some(rec), Some(start)) = (recorder, start) {
+            let end = rec.now();
+            rec.record(event(&node, start, end), &node.codelet);
+        }
+        outcome
+    };
+    shared.policy.finished(index, &ReadyTask(Arc::clone(&node)));
+    complete(shared, &node, outcome, queue);
+}
+
+/// Run `body` (if any) on memory node `mem_node`, catching panics; feeds the
+/// perf models when calibrating.
+fn run_body(
+    shared: &Shared,
+    node: &TaskNode,
+    index: usize,
+    mem_node: usize,
+    body: Option<Body>,
+) -> Outcome {
+    let Some(body) = body else {
+        return Outcome::Ok;
+    };
+    let ctx = TaskContext::new(node, index, mem_node, &shared.sleep);
+    let kind = &shared.kinds[index];
+    let t0 = shared.calibrate.then(Instant::now);
+    let mut result = None;
+    let mut once = Some(body);
+    let mut run = || {
+        if let Some(b) = once.take() {
+            result = Some(catch_unwind(AssertUnwindSafe(|| b(&ctx))));
         }
     };
-    complete(shared, &node, outcome, queue);
+    let elapsed = match (&kind.device, mem_node) {
+        // A device body, or the CPU body on the device's replicas (sim).
+        (Some(d), n) if n != crate::memory::HOST => Some(d.run(
+            &TaskCost {
+                codelet: node.codelet.name(),
+                flops: node.flops,
+                bytes: node.footprint(),
+            },
+            &mut run,
+        )),
+        _ => {
+            run();
+            t0.map(|t| t.elapsed())
+        }
+    };
+    let outcome = match result.expect("the body ran") {
+        Ok(Ok(())) => Outcome::Ok,
+        Ok(Err(e)) => Outcome::Failed(e.to_string()),
+        Err(payload) => Outcome::Failed(format!("panicked: {}", panic_message(&*payload))),
+    };
+    if let (true, Some(el), Outcome::Ok) = (shared.calibrate, elapsed, &outcome) {
+        let arch = if mem_node == crate::memory::HOST {
+            "cpu"
+        } else {
+            kind.arch
+        };
+        shared
+            .perf
+            .record(node.codelet.name(), arch, size_key(node), el.as_secs_f64());
+    }
+    outcome
+}
+
+/// Acquire every access on `mem_node` (transfers), run, release.
+fn with_data(
+    shared: &Shared,
+    node: &TaskNode,
+    mem_node: usize,
+    run: impl FnOnce() -> Outcome,
+) -> (Outcome, bool) {
+    let mem = &shared.memory;
+    for (i, a) in node.accesses.iter().enumerate() {
+        if let Err(e) = a.handle.acquire(&a.handle, mem_node, a.mode, mem, true) {
+            for b in &node.accesses[..i] {
+                b.handle.discard(mem_node, crate::access::AccessMode::R);
+            }
+            return (Outcome::Failed(e), true);
+        }
+    }
+    let outcome = run();
+    (outcome, false)
+}
+
+/// A task on a runtime with devices: data made valid on the worker's memory
+/// node first. A failing device body falls back to the CPU body, on the
+/// host, on this same thread (Cashmere).
+fn run_with_data(
+    shared: &Shared,
+    node: &TaskNode,
+    index: usize,
+    cpu: Option<Body>,
+    device: Option<Body>,
+) -> Outcome {
+    let kind = &shared.kinds[index];
+    let mem_node = kind.node;
+    if !kind.is_device() {
+        let (outcome, acquire_failed) = with_data(shared, node, mem_node, || {
+            run_body(shared, node, index, mem_node, cpu)
+        });
+        if !acquire_failed {
+            release_all(node, mem_node);
+        }
+        return outcome;
+    }
+    // A device worker: the device body if there is one, else the CPU body on
+    // the device's replicas.
+    let (first, fallback) = match device {
+        Some(d) => (Some(d), cpu),
+        None => (cpu, None),
+    };
+    let (outcome, acquire_failed) = with_data(shared, node, mem_node, || {
+        run_body(shared, node, index, mem_node, first)
+    });
+    if acquire_failed {
+        return outcome;
+    }
+    match (outcome, fallback) {
+        (Outcome::Failed(msg), Some(cpu)) => {
+            // Throw away what the device wrote; the host copy must still be valid.
+            // Every access is discarded (no short circuit): each one unpins.
+            let mut trusted = true;
+            for a in node.accesses.iter() {
+                trusted &= a.handle.discard(mem_node, a.mode);
+            }
+            if !trusted {
+                return Outcome::Failed(format!(
+                    "device body failed ({msg}) and the data it was writing has no other valid copy, so the CPU body cannot run"
+                ));
+            }
+            let host = crate::memory::HOST;
+            let (outcome, acquire_failed) = with_data(shared, node, host, || {
+                run_body(shared, node, index, host, Some(cpu))
+            });
+            if !acquire_failed {
+                release_all(node, host);
+            }
+            outcome
+        }
+        (outcome, _) => {
+            release_all(node, mem_node);
+            outcome
+        }
+    }
+}
+
+fn release_all(node: &TaskNode, mem_node: usize) {
+    for a in node.accesses.iter() {
+        a.handle.release(mem_node, a.mode);
+    }
 }
 
 fn event(node: &TaskNode, start: u64, end: u64) -> Event {
@@ -126,13 +275,18 @@ pub(crate) fn complete(
         node.state.store(final_state, Ordering::SeqCst);
         std::mem::take(&mut s.list)
     };
+    let mut wake_all = false;
     for (succ, flow) in successors {
         if failed && flow {
             succ.cancel(|| node.root_cause());
         }
-        if succ.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            queue.push(ReadyTask(succ));
+        if succ.pending.fetch_sub(1, Ordering::AcqRel) == 1 && queue.push(ReadyTask(succ)) {
+            wake_all = true;
         }
+    }
+    if wake_all {
+        // A targeted policy put a task on another worker's queue.
+        shared.sleep.notify_all();
     }
     shared.finish_one();
 }

@@ -328,10 +328,10 @@ pub fn lu_factor(
         .into_tiles()
         .into_iter()
         .enumerate()
-        .map(|(ix, tile)| rt.register_named(tile, format!("A({},{})", ix % t, ix / t)))
+        .map(|(ix, tile)| rt.register_replicable_named(tile, format!("A({},{})", ix % t, ix / t)))
         .collect();
     let piv = (0..t)
-        .map(|k| rt.register_named(Vec::new(), format!("piv({k})")))
+        .map(|k| rt.register_replicable_named(Vec::new(), format!("piv({k})")))
         .collect();
     let graph = LuGraph {
         t,

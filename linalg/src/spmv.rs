@@ -38,7 +38,10 @@ impl SpmvMatrix {
         let blocks = ranges
             .iter()
             .map(|r| {
-                rt.register_named(a.row_block(r.clone()), format!("A[{}..{}]", r.start, r.end))
+                rt.register_replicable_named(
+                    a.row_block(r.clone()),
+                    format!("A[{}..{}]", r.start, r.end),
+                )
             })
             .collect();
         SpmvMatrix {
@@ -71,7 +74,7 @@ impl SpmvMatrix {
     pub fn register_blocked_zeros(&self, rt: &Runtime) -> Vec<DataHandle<Vec<f64>>> {
         self.ranges
             .iter()
-            .map(|r| rt.register(vec![0.0; r.len()]))
+            .map(|r| rt.register_replicable(vec![0.0; r.len()]))
             .collect()
     }
 
@@ -157,7 +160,7 @@ pub fn repeated_spmv(
     x: Vec<f64>,
     iters: usize,
 ) -> Result<(Vec<f64>, IterStats), Error> {
-    let xh = rt.register_named(x, "x");
+    let xh = rt.register_replicable_named(x, "x");
     let y = a.register_blocked_zeros(rt);
     let t0 = Instant::now();
     for _ in 0..iters {
@@ -180,7 +183,7 @@ pub fn repeated_spmv(
 
 /// One SpMV `A·p` into a fresh vector, with `p` moved in and out (no copy).
 fn multiply(rt: &Runtime, a: &SpmvMatrix, p: Vec<f64>) -> Result<(Vec<f64>, Vec<f64>), Error> {
-    let ph = rt.register(p);
+    let ph = rt.register_replicable(p);
     let q = a.register_blocked_zeros(rt);
     a.submit_multiply(rt, &ph, &q)?;
     rt.wait_all()?;

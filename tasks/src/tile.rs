@@ -228,6 +228,25 @@ impl fmt::Debug for Tile {
     }
 }
 
+/// Tiles move between memory nodes as whole buffers.
+impl tessera_engine::memory::Replicate for Tile {
+    fn bytes(&self) -> usize {
+        self.len() * std::mem::size_of::<f64>()
+    }
+
+    fn replicate(&self) -> Self {
+        self.clone()
+    }
+
+    fn copy_from(&mut self, src: &Self) {
+        assert!(
+            self.rows() == src.rows() && self.cols() == src.cols(),
+            "replica shapes differ"
+        );
+        self.as_mut_slice().copy_from_slice(src.as_slice());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Proves that tiles are aligned, column-major, zero-initialised and independently owned,

@@ -7,14 +7,32 @@ use tessera_engine::{Config, WorkerHook};
 
 use super::binding::bind_current_thread;
 use super::placement::{steal_order, WorkerMap};
+use super::topology::Topology;
 
 /// Set `config`'s worker count, binding hook and steal order from `map`.
-pub fn apply_worker_map(mut config: Config, map: &WorkerMap) -> Config {
+/// CPU worker `w` is bound to its PU; device worker `d` (engine index
+/// `workers + d`) to the PUs of `map.device_cores[d]`, where the plan
+/// reserved one (else it is left unbound).
+pub fn apply_worker_map(mut config: Config, map: &WorkerMap, topo: &Topology) -> Config {
     let pus: Vec<usize> = map.cpu_workers.iter().map(|s| s.pu).collect();
+    let device_pus: Vec<Vec<usize>> = map
+        .device_cores
+        .iter()
+        .map(|&c| topo.cores[c].pus.clone())
+        .collect();
     config.workers = pus.len();
     config.steal_order = Some((0..pus.len()).map(|w| steal_order(map, w)).collect());
+    let n = pus.len();
     config.on_worker_start = Some(WorkerHook(Arc::new(move |w| {
-        bind_current_thread(&[pus[w]]).map_err(|e| e.to_string())
+        let cpus = if w < n {
+            std::slice::from_ref(&pus[w])
+        } else {
+            match device_pus.get(w - n) {
+                Some(p) => p.as_slice(),
+                None => return Ok(()),
+            }
+        };
+        bind_current_thread(cpus).map_err(|e| e.to_string())
     })));
     config
 }
@@ -35,7 +53,7 @@ mod tests {
             eprintln!("note: process is confined to {allowed:?}; skipping the binding check");
             return;
         }
-        let rt = Runtime::new(apply_worker_map(Config::default(), &map)).expect("runtime");
+        let rt = Runtime::new(apply_worker_map(Config::default(), &map, &topo)).expect("runtime");
         let cl = Codelet::new("where");
         let seen = rt.register(Vec::<(usize, Vec<usize>)>::new());
         for _ in 0..64 {

@@ -63,15 +63,22 @@ impl Heap {
 }
 
 /// The priority policy.
-#[derive(Default)]
 pub struct Priority {
     heap: Arc<Heap>,
+    /// Tasks only CPU workers may take (handed back by device workers).
+    cpu_heap: Arc<Heap>,
+    devices: Vec<bool>,
 }
 
 impl Priority {
-    /// A priority policy (shared by all workers).
-    pub fn new() -> Self {
-        Self::default()
+    /// A priority policy shared by all workers; `devices[w]` says whether
+    /// worker `w` drives a device.
+    pub fn new(devices: Vec<bool>) -> Self {
+        Priority {
+            heap: Arc::default(),
+            cpu_heap: Arc::default(),
+            devices,
+        }
     }
 }
 
@@ -80,31 +87,46 @@ impl SchedulerPolicy for Priority {
         "prio"
     }
 
-    fn worker_queue(&self, _worker: usize) -> Box<dyn WorkerQueue> {
+    fn worker_queue(&self, worker: usize) -> Box<dyn WorkerQueue> {
         Box::new(PrioQueue {
             heap: Arc::clone(&self.heap),
+            cpu_heap: (!self.devices[worker]).then(|| Arc::clone(&self.cpu_heap)),
         })
     }
 
     fn push_external(&self, task: ReadyTask) {
         self.heap.push(task);
     }
+
+    fn push_cpu_only(&self, task: ReadyTask) {
+        self.cpu_heap.push(task);
+    }
 }
 
 struct PrioQueue {
     heap: Arc<Heap>,
+    /// Present for CPU workers only.
+    cpu_heap: Option<Arc<Heap>>,
 }
 
 impl WorkerQueue for PrioQueue {
-    fn push(&mut self, task: ReadyTask) {
+    fn push(&mut self, task: ReadyTask) -> bool {
         self.heap.push(task);
+        false
     }
 
     fn pop(&mut self) -> Option<ReadyTask> {
+        if let Some(t) = self.cpu_heap.as_ref().and_then(|h| h.pop()) {
+            return Some(t);
+        }
         self.heap.pop()
     }
 
     fn has_more(&self) -> bool {
         self.heap.len.load(AtomicOrdering::Relaxed) > 0
+            || self
+                .cpu_heap
+                .as_ref()
+                .is_some_and(|h| h.len.load(AtomicOrdering::Relaxed) > 0)
     }
 }

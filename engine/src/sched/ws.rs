@@ -12,6 +12,10 @@ use crate::util::lock;
 
 struct Shared {
     injector: Injector<ReadyTask>,
+    /// Tasks only CPU workers may take (handed back by device workers).
+    cpu_injector: Injector<ReadyTask>,
+    /// Which workers drive a device.
+    devices: Vec<bool>,
     stealers: Vec<Stealer<ReadyTask>>,
     /// Victims of each worker, in the order it tries them.
     victims: Vec<Vec<usize>>,
@@ -25,23 +29,24 @@ pub struct WorkStealing {
 }
 
 impl WorkStealing {
-    /// A policy for `workers` workers, each trying the others round robin.
+    /// A policy for `workers` CPU workers, each trying the others round robin.
     pub fn new(workers: usize) -> Self {
-        let order = (0..workers)
-            .map(|w| (1..workers).map(|k| (w + k) % workers).collect())
-            .collect();
-        Self::with_steal_order(order)
+        Self::with_steal_order(round_robin(workers), vec![false; workers])
     }
 
     /// A policy where worker `w` steals from `victims[w]`, in that order
-    /// (hierarchical stealing: NUMA siblings before remote workers).
-    pub fn with_steal_order(victims: Vec<Vec<usize>>) -> Self {
+    /// (hierarchical stealing: NUMA siblings before remote workers);
+    /// `devices[w]` says whether worker `w` drives a device.
+    pub fn with_steal_order(victims: Vec<Vec<usize>>, devices: Vec<bool>) -> Self {
         let workers = victims.len();
+        assert_eq!(devices.len(), workers, "one device flag per worker");
         let locals: Vec<Worker<ReadyTask>> = (0..workers).map(|_| Worker::new_lifo()).collect();
         let stealers = locals.iter().map(Worker::stealer).collect();
         WorkStealing {
             shared: Arc::new(Shared {
                 injector: Injector::new(),
+                cpu_injector: Injector::new(),
+                devices,
                 stealers,
                 victims,
             }),
@@ -69,6 +74,17 @@ impl SchedulerPolicy for WorkStealing {
     fn push_external(&self, task: ReadyTask) {
         self.shared.injector.push(task);
     }
+
+    fn push_cpu_only(&self, task: ReadyTask) {
+        self.shared.cpu_injector.push(task);
+    }
+}
+
+/// Every worker tries the others in index order, starting after itself.
+pub(crate) fn round_robin(workers: usize) -> Vec<Vec<usize>> {
+    (0..workers)
+        .map(|w| (1..workers).map(|k| (w + k) % workers).collect())
+        .collect()
 }
 
 struct WsQueue {
@@ -78,13 +94,23 @@ struct WsQueue {
 }
 
 impl WorkerQueue for WsQueue {
-    fn push(&mut self, task: ReadyTask) {
+    fn push(&mut self, task: ReadyTask) -> bool {
         self.local.push(task);
+        false
     }
 
     fn pop(&mut self) -> Option<ReadyTask> {
         if let Some(t) = self.local.pop() {
             return Some(t);
+        }
+        if !self.shared.devices[self.index] {
+            loop {
+                match self.shared.cpu_injector.steal() {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
         }
         loop {
             let mut retry = false;
@@ -107,6 +133,8 @@ impl WorkerQueue for WsQueue {
     }
 
     fn has_more(&self) -> bool {
-        !self.local.is_empty() || !self.shared.injector.is_empty()
+        !self.local.is_empty()
+            || !self.shared.injector.is_empty()
+            || !self.shared.cpu_injector.is_empty()
     }
 }

@@ -45,6 +45,16 @@ impl Sleep {
         }
     }
 
+    /// Like `notify_one`, but wakes every parked worker: for pushes that
+    /// target one worker's queue, which may be any of the sleepers.
+    pub(crate) fn notify_all(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&self.lock);
+            self.cond.notify_all();
+        }
+    }
+
     /// Workers parked or about to park (a hint; may be stale).
     pub(crate) fn sleepers(&self) -> usize {
         self.sleepers.load(Ordering::Relaxed)

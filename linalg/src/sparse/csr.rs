@@ -429,6 +429,21 @@ impl Csr {
     }
 }
 
+/// A CSR block moves between memory nodes as its three arrays.
+impl tessera_engine::memory::Replicate for Csr {
+    fn bytes(&self) -> usize {
+        Csr::bytes(self)
+    }
+
+    fn replicate(&self) -> Self {
+        self.clone()
+    }
+
+    fn copy_from(&mut self, src: &Self) {
+        self.clone_from(src);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Proves that `Csr::new` accepts exactly the valid layouts and names the offending row,

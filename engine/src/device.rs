@@ -1,0 +1,72 @@
+//! Devices: accelerators behind one trait, each with its own memory node and
+//! a device worker that drives it.
+//!
+//! Adding a backend (StarPU's driver checklist, condensed):
+//! 1. implement [`Device`]: a name and arch for traces and perf models, a
+//!    memory limit, a transfer model, `run` (execute a body, with whatever
+//!    launch/synchronisation the device needs) and `copy` (move bytes between
+//!    host and device memory);
+//! 2. make the data types its kernels use implement
+//!    [`Replicate`](crate::memory::Replicate), so they can have a replica on
+//!    the device's memory node;
+//! 3. give tasks a device body with `TaskBuilder::device_body` where the CPU
+//!    body is not what the device should run (the sim device runs the CPU
+//!    body on its own replicas);
+//! 4. add a `Config::devices` entry; the runtime starts one device worker
+//!    per device and one memory node for it.
+
+use std::time::Duration;
+
+/// What the runtime tells a device about a task it runs, for its cost model.
+#[derive(Clone, Debug)]
+pub struct TaskCost<'a> {
+    /// Codelet name.
+    pub codelet: &'a str,
+    /// Floating-point operations the task declared (0 if unknown).
+    pub flops: f64,
+    /// Bytes of the data the task accesses.
+    pub bytes: u64,
+}
+
+/// Host ↔ device link: time to move `bytes` is `latency + bytes / bandwidth`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Link {
+    /// Per-transfer latency.
+    pub latency: Duration,
+    /// Bytes per second.
+    pub bandwidth: f64,
+}
+
+impl Link {
+    /// Modelled time of one transfer.
+    pub fn time(&self, bytes: u64) -> Duration {
+        self.latency + Duration::from_secs_f64(bytes as f64 / self.bandwidth.max(1.0))
+    }
+}
+
+/// An accelerator.
+pub trait Device: Send + Sync {
+    /// Track and memory-node name, e.g. `sim0`.
+    fn name(&self) -> String;
+
+    /// Architecture name for perf models, e.g. `sim` or `cuda`.
+    fn arch(&self) -> &'static str;
+
+    /// Bytes of device memory the runtime may use (`None`: unlimited).
+    fn memory_limit(&self) -> Option<u64>;
+
+    /// The host ↔ device link.
+    fn link(&self) -> Link;
+
+    /// Expected execution time of a task, from the device's own speed table
+    /// (used by `dmda` before measurements exist: Cashmere's order).
+    fn expected_time(&self, cost: &TaskCost<'_>) -> Duration;
+
+    /// Run `body` on the device. Returns the time the device took, which
+    /// feeds the perf models.
+    fn run(&self, cost: &TaskCost<'_>, body: &mut dyn FnMut()) -> Duration;
+
+    /// Perform `copy` (the data movement itself) as a transfer of `bytes`
+    /// over the link; returns the time it took.
+    fn copy(&self, bytes: u64, copy: &mut dyn FnMut()) -> Duration;
+}

@@ -1,0 +1,279 @@
+//! Memory nodes: the host and each device's memory, with per-node limits,
+//! replica accounting, LRU eviction and transfer statistics.
+//!
+//! Coherence itself (which replica of a handle is valid) lives with the
+//! handle (`data.rs`); this module owns what is per node. Protocol
+//! (`data.rs` implements it, `memory/README` in prose below):
+//! - A task on node `n` *acquires* each access before its body runs: for a
+//!   read, a valid replica is copied to `n` if `n` has none; for a write, `n`
+//!   gets a replica (allocated if absent). The replica is *pinned* until the
+//!   task *releases* it; a write then leaves `n`'s replica the only valid one.
+//! - Allocating on a node with a limit first *reserves* the bytes; if they do
+//!   not fit, unpinned replicas are evicted in least-recently-used order
+//!   (a replica that is the only valid copy is written back to the host
+//!   first). Victims are locked with `try_lock` only, so reservation never
+//!   waits on another handle's lock while holding one: no lock cycle.
+//! - Admission control: a task whose working set exceeds a node's limit can
+//!   never run there and fails at once, naming the task and the sizes. A
+//!   smaller working set always fits eventually: a device worker runs one
+//!   task at a time and prefetches do not pin, so everything but the current
+//!   task's replicas is evictable — eviction cannot livelock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::data::AnyHandle;
+use crate::device::Device;
+use crate::trace::model::TransferRecord;
+use crate::util::lock;
+
+/// Index of a memory node: 0 is the host, device `d` has node `d + 1`.
+pub type NodeId = usize;
+/// The host memory node.
+pub const HOST: NodeId = 0;
+/// Most memory nodes a runtime may have (replica masks are `u64`).
+pub const MAX_NODES: usize = 64;
+
+/// Data that can have replicas on several memory nodes: explicit copies
+/// between separate allocations.
+pub trait Replicate: Send + Sync + 'static {
+    /// Bytes this value occupies (what a transfer moves).
+    fn bytes(&self) -> usize;
+    /// A new allocation holding a copy.
+    fn replicate(&self) -> Self;
+    /// Overwrite `self` with `src` (same shape).
+    fn copy_from(&mut self, src: &Self);
+}
+
+impl<T: Copy + Send + Sync + 'static> Replicate for Vec<T> {
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.as_slice())
+    }
+    fn replicate(&self) -> Self {
+        self.clone()
+    }
+    fn copy_from(&mut self, src: &Self) {
+        self.clear();
+        self.extend_from_slice(src);
+    }
+}
+
+/// One memory node.
+pub(crate) struct MemoryNode {
+    pub(crate) name: String,
+    pub(crate) limit: Option<u64>,
+    /// Bytes of replicas allocated or reserved here.
+    pub(crate) used: AtomicU64,
+    /// Replicas allocated here (weak: a dropped handle frees its own).
+    pub(crate) resident: Mutex<Vec<Weak<dyn AnyHandle>>>,
+    pub(crate) bytes_in: AtomicU64,
+    pub(crate) evictions: AtomicU64,
+}
+
+/// All memory nodes of a runtime, and the devices behind node 1.. .
+pub(crate) struct Memory {
+    pub(crate) nodes: Vec<MemoryNode>,
+    pub(crate) devices: Vec<Arc<dyn Device>>,
+    /// LRU clock: bumped on every acquire.
+    pub(crate) tick: AtomicU64,
+    /// Transfers, when tracing: (record with `Instant`-based times converted by the caller).
+    pub(crate) transfers: Option<Mutex<Vec<TransferRecord>>>,
+    pub(crate) clock: Option<Arc<crate::recorder::TraceLog>>,
+}
+
+/// Totals printed by drivers at the end of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Per node: (name, bytes copied into it, evictions, bytes in use, limit).
+    pub nodes: Vec<(String, u64, u64, u64, Option<u64>)>,
+}
+
+impl std::fmt::Display for MemoryStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (name, bytes_in, evictions, used, limit) in &self.nodes {
+            write!(
+                f,
+                "node {name}: {:.1} MiB transferred in, {evictions} evictions, {:.1} MiB resident",
+                *bytes_in as f64 / (1 << 20) as f64,
+                *used as f64 / (1 << 20) as f64
+            )?;
+            if let Some(l) = limit {
+                write!(f, " (limit {:.1} MiB)", *l as f64 / (1 << 20) as f64)?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl Memory {
+    pub(crate) fn new(
+        devices: Vec<Arc<dyn Device>>,
+        trace: Option<Arc<crate::recorder::TraceLog>>,
+    ) -> Memory {
+        let mut nodes = vec![MemoryNode {
+            name: "host".into(),
+            limit: None,
+            used: AtomicU64::new(0),
+            resident: Mutex::new(Vec::new()),
+            bytes_in: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }];
+        for d in &devices {
+            nodes.push(MemoryNode {
+                name: d.name(),
+                limit: d.memory_limit(),
+                used: AtomicU64::new(0),
+                resident: Mutex::new(Vec::new()),
+                bytes_in: AtomicU64::new(0),
+                evictions: AtomicU64::new(0),
+            });
+        }
+        Memory {
+            nodes,
+            devices,
+            tick: AtomicU64::new(0),
+            transfers: trace.as_ref().map(|_| Mutex::new(Vec::new())),
+            clock: trace,
+        }
+    }
+
+    /// The device behind `node` (none for the host).
+    pub(crate) fn device(&self, node: NodeId) -> Option<&Arc<dyn Device>> {
+        node.checked_sub(1).and_then(|d| self.devices.get(d))
+    }
+
+    pub(crate) fn next_tick(&self) -> u64 {
+        self.tick.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Reserve `bytes` on `node`, evicting unpinned replicas (never `keep`'s)
+    /// in LRU order. `Err` with the figures when nothing more can be evicted.
+    pub(crate) fn reserve(&self, node: NodeId, bytes: u64, keep: *const ()) -> Result<(), String> {
+        let n = &self.nodes[node];
+        let Some(limit) = n.limit else {
+            n.used.fetch_add(bytes, Ordering::Relaxed);
+            return Ok(());
+        };
+        if bytes > limit {
+            return Err(format!(
+                "needs {bytes} bytes on node {} but its limit is {limit} bytes",
+                n.name
+            ));
+        }
+        loop {
+            let cur = n.used.load(Ordering::Acquire);
+            if cur + bytes <= limit {
+                if n.used
+                    .compare_exchange(cur, cur + bytes, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            if !self.evict_one(node, keep) {
+                return Err(format!(
+                    "needs {bytes} more bytes on node {}, which has {cur} of {limit} bytes in use by replicas that cannot be evicted now",
+                    n.name
+                ));
+            }
+        }
+    }
+
+    /// Give back a reservation or a freed replica's bytes.
+    pub(crate) fn unreserve(&self, node: NodeId, bytes: u64) {
+        self.nodes[node].used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    pub(crate) fn add_resident(&self, node: NodeId, h: Weak<dyn AnyHandle>) {
+        lock(&self.nodes[node].resident).push(h);
+    }
+
+    /// Evict the least recently used unpinned replica on `node`. Returns
+    /// whether one was evicted.
+    fn evict_one(&self, node: NodeId, keep: *const ()) -> bool {
+        let candidates: Vec<Arc<dyn AnyHandle>> = {
+            let mut res = lock(&self.nodes[node].resident);
+            res.retain(|w| w.strong_count() > 0);
+            res.iter().filter_map(|w| w.upgrade()).collect()
+        };
+        let mut order: Vec<(u64, &Arc<dyn AnyHandle>)> = candidates
+            .iter()
+            .filter(|h| Arc::as_ptr(h) as *const () != keep)
+            .filter_map(|h| h.last_use(node).map(|t| (t, h)))
+            .collect();
+        order.sort_by_key(|(t, _)| *t);
+        for (_, h) in order {
+            if let Some(freed) = h.try_evict(node, self) {
+                self.unreserve(node, freed);
+                self.nodes[node].evictions.fetch_add(1, Ordering::Relaxed);
+                let mut res = lock(&self.nodes[node].resident);
+                res.retain(|w| !std::ptr::eq(w.as_ptr() as *const (), Arc::as_ptr(h) as *const ()));
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Run `copy` as a transfer of `bytes` from `from` to `to`, through the
+    /// device links involved; accounts and traces it.
+    pub(crate) fn transfer(
+        &self,
+        handle: u64,
+        from: NodeId,
+        to: NodeId,
+        bytes: u64,
+        copy: &mut dyn FnMut(),
+    ) {
+        let start = self.clock.as_ref().map(|c| c.now());
+        // Device → device goes through the host: both links' times.
+        let mut done = false;
+        let mut run = || {
+            if !done {
+                copy();
+                done = true;
+            }
+        };
+        match (self.device(from), self.device(to)) {
+            (Some(a), Some(b)) => {
+                a.copy(bytes, &mut run);
+                b.copy(bytes, &mut || {});
+            }
+            (Some(d), None) | (None, Some(d)) => {
+                d.copy(bytes, &mut run);
+            }
+            (None, None) => run(),
+        }
+        self.nodes[to].bytes_in.fetch_add(bytes, Ordering::Relaxed);
+        if let (Some(list), Some(clock), Some(start)) = (&self.transfers, &self.clock, start) {
+            let end = clock.now();
+            lock(list).push(TransferRecord {
+                handle,
+                from_node: from as u32,
+                to_node: to as u32,
+                bytes,
+                start,
+                end,
+            });
+        }
+    }
+
+    pub(crate) fn stats(&self) -> MemoryStats {
+        MemoryStats {
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        n.bytes_in.load(Ordering::Relaxed),
+                        n.evictions.load(Ordering::Relaxed),
+                        n.used.load(Ordering::Relaxed),
+                        n.limit,
+                    )
+                })
+                .collect(),
+        }
+    }
+}

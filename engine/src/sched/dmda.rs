@@ -1,0 +1,334 @@
+//! `dmda`: deque model data aware. Each ready task goes at once to the worker
+//! that minimises its expected completion time = the work already queued on
+//! that worker + the transfer time of the inputs missing on its memory node +
+//! the predicted execution time there; ties go to the worker that already
+//! holds more of the data. Predictions come from the perf models, or from a
+//! device's own speed table until measurements exist (Cashmere's order). While
+//! an architecture is still calibrating for a task's (codelet, size), the task
+//! goes to the least-loaded worker of that architecture, so each gets samples.
+//!
+//! Each worker pops from its own priority queue only (no stealing: the choice
+//! was made with the data's location in mind). When a task is given to a
+//! device worker, its inputs start moving at once on the device's copy thread
+//! (prefetch: the next task's input overlaps the current task's execution).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{ReadyTask, SchedulerPolicy, WorkerKind, WorkerQueue};
+use crate::device::TaskCost;
+use crate::memory::Memory;
+use crate::perfmodel::PerfModels;
+use crate::task::TaskNode;
+use crate::util::lock;
+
+/// Assumed CPU rate for tasks with a flop hint before any measurement.
+const DEFAULT_CPU_FLOPS: f64 = 20e9;
+/// Assumed time of a task with no hint and no measurement.
+const DEFAULT_TASK: Duration = Duration::from_micros(10);
+
+struct Entry(ReadyTask);
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0
+            .priority()
+            .cmp(&other.0.priority())
+            .then_with(|| other.0.id().cmp(&self.0.id()))
+    }
+}
+
+struct WorkerState {
+    kind: WorkerKind,
+    queue: Mutex<BinaryHeap<Entry>>,
+    len: AtomicUsize,
+    /// Predicted nanoseconds of work queued or running on this worker.
+    queued_ns: AtomicU64,
+}
+
+struct Shared {
+    workers: Vec<WorkerState>,
+    memory: Arc<Memory>,
+    perf: Arc<PerfModels>,
+    /// Per worker: the copy thread of its device, if any.
+    /// Taken (closing the channel) when the policy is dropped.
+    prefetch: Vec<Mutex<Option<Sender<Arc<TaskNode>>>>>,
+}
+
+/// The dmda policy.
+pub struct Dmda {
+    shared: Arc<Shared>,
+    copy_threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The size key of a task for perf models: its flops, else its bytes.
+pub(crate) fn size_key(task: &TaskNode) -> u64 {
+    if task.flops > 0.0 {
+        task.flops as u64
+    } else {
+        task.footprint()
+    }
+}
+
+impl Dmda {
+    pub(crate) fn new(kinds: Vec<WorkerKind>, memory: Arc<Memory>, perf: Arc<PerfModels>) -> Dmda {
+        let mut copy_threads = Vec::new();
+        let mut prefetch = Vec::new();
+        for k in &kinds {
+            if k.is_device() {
+                let (tx, rx) = channel::<Arc<TaskNode>>();
+                let mem = Arc::clone(&memory);
+                let node = k.node;
+                let t = std::thread::Builder::new()
+                    .name(format!("tessera-copy{node}"))
+                    .spawn(move || {
+                        for task in rx {
+                            prefetch_inputs(&mem, &task, node);
+                        }
+                    })
+                    .expect("copy thread starts");
+                copy_threads.push(t);
+                prefetch.push(Mutex::new(Some(tx)));
+            } else {
+                prefetch.push(Mutex::new(None));
+            }
+        }
+        Dmda {
+            shared: Arc::new(Shared {
+                workers: kinds
+                    .into_iter()
+                    .map(|kind| WorkerState {
+                        kind,
+                        queue: Mutex::new(BinaryHeap::new()),
+                        len: AtomicUsize::new(0),
+                        queued_ns: AtomicU64::new(0),
+                    })
+                    .collect(),
+                memory,
+                perf,
+                prefetch,
+            }),
+            copy_threads: Mutex::new(copy_threads),
+        }
+    }
+}
+
+impl Drop for Dmda {
+    fn drop(&mut self) {
+        // Closing the channels ends the copy threads.
+        for tx in &self.shared.prefetch {
+            lock(tx).take();
+        }
+        for t in lock(&self.copy_threads).drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Move a ready task's inputs to `node` ahead of its execution (not pinned:
+/// they may be evicted again, then the task fetches them itself).
+fn prefetch_inputs(mem: &Memory, task: &TaskNode, node: usize) {
+    for a in task.accesses.iter().filter(|a| a.mode.reads()) {
+        // Best effort: a failure here (no room now) is retried by the task.
+        let _ = a
+            .handle
+            .acquire(&a.handle, node, crate::access::AccessMode::R, mem, false);
+    }
+}
+
+impl Shared {
+    /// Predicted execution time of `task` on worker `w`, in seconds.
+    fn exec_seconds(&self, task: &TaskNode, w: usize) -> f64 {
+        let kind = &self.workers[w].kind;
+        if let Some(p) = self
+            .perf
+            .predict(task.codelet.name(), kind.arch, size_key(task))
+        {
+            return p.seconds;
+        }
+        match &kind.device {
+            Some(d) => d
+                .expected_time(&TaskCost {
+                    codelet: task.codelet.name(),
+                    flops: task.flops,
+                    bytes: task.footprint(),
+                })
+                .as_secs_f64(),
+            None if task.flops > 0.0 => task.flops / DEFAULT_CPU_FLOPS,
+            None => DEFAULT_TASK.as_secs_f64(),
+        }
+    }
+
+    /// Bytes of `task`'s inputs not valid on worker `w`'s node, and the time to move them.
+    fn missing(&self, task: &TaskNode, w: usize) -> (u64, f64) {
+        let node = self.workers[w].kind.node;
+        let mut bytes = 0;
+        let mut secs = 0.0;
+        for a in task.accesses.iter().filter(|a| a.mode.reads()) {
+            if a.handle.valid_on(node) {
+                continue;
+            }
+            let b = a.handle.bytes();
+            bytes += b;
+            // Into a device: its link; back to the host: the link of the
+            // device that holds the valid copy (any device link here).
+            let link = match self.memory.device(node) {
+                Some(d) => Some(d.link()),
+                None => self.memory.devices.first().map(|d| d.link()),
+            };
+            secs += link.map_or(0.0, |l| l.time(b).as_secs_f64());
+        }
+        (bytes, secs)
+    }
+
+    /// Admission control: the task's working set fits the node's memory.
+    fn fits(&self, task: &TaskNode, node: usize) -> bool {
+        self.memory.nodes[node]
+            .limit
+            .is_none_or(|limit| task.footprint() <= limit)
+    }
+
+    fn choose(&self, task: &TaskNode) -> (usize, u64) {
+        let capable = |w: usize| {
+            let k = &self.workers[w].kind;
+            !(k.is_device() && (task.cpu_only || !self.fits(task, k.node)))
+        };
+        let key = size_key(task);
+        // Calibration: an architecture without enough samples gets the task
+        // on its least-loaded worker.
+        let calibrating = (0..self.workers.len())
+            .filter(|&w| capable(w))
+            .filter(|&w| {
+                self.perf
+                    .calibrating(task.codelet.name(), self.workers[w].kind.arch, key)
+            })
+            .min_by_key(|&w| self.workers[w].queued_ns.load(AtomicOrdering::Relaxed));
+        let mut best: Option<(f64, u64, usize, u64)> = None;
+        let mut explore: Option<(f64, u64, usize, u64)> = None;
+        for w in (0..self.workers.len()).filter(|&w| capable(w)) {
+            let exec = self.exec_seconds(task, w);
+            let (missing, transfer) = self.missing(task, w);
+            let queued = self.workers[w].queued_ns.load(AtomicOrdering::Relaxed) as f64 * 1e-9;
+            let end = queued + transfer + exec;
+            let cost_ns = ((transfer + exec) * 1e9) as u64;
+            let better = match best {
+                None => true,
+                Some((b_end, b_missing, _, _)) => {
+                    end < b_end * (1.0 - 1e-9)
+                        || ((end - b_end).abs() <= 1e-9 * b_end.max(1e-12) && missing < b_missing)
+                }
+            };
+            if better {
+                best = Some((end, missing, w, cost_ns));
+            }
+            if calibrating == Some(w) {
+                explore = Some((end, missing, w, cost_ns));
+            }
+        }
+        let best = best.expect("at least one CPU worker can run every task");
+        // Explore an uncalibrated architecture only when it costs at most
+        // twice the best estimate: calibration must not ship a large working
+        // set over a slow link for a tiny task.
+        let chosen = match explore {
+            Some(e) if e.0 <= 2.0 * best.0 + 1e-4 => e,
+            _ => best,
+        };
+        (chosen.2, chosen.3)
+    }
+
+    fn push_to(&self, task: ReadyTask) -> usize {
+        let (w, cost) = self.choose(&task.0);
+        task.0.estimate_ns.store(cost, AtomicOrdering::Relaxed);
+        let ws = &self.workers[w];
+        ws.queued_ns.fetch_add(cost, AtomicOrdering::Relaxed);
+        if let Some(tx) = lock(&self.prefetch[w]).as_ref() {
+            let _ = tx.send(Arc::clone(&task.0));
+        }
+        let mut q = lock(&ws.queue);
+        q.push(Entry(task));
+        ws.len.store(q.len(), AtomicOrdering::Relaxed);
+        w
+    }
+}
+
+impl SchedulerPolicy for Dmda {
+    fn name(&self) -> &'static str {
+        "dmda"
+    }
+
+    fn worker_queue(&self, worker: usize) -> Box<dyn WorkerQueue> {
+        Box::new(DmdaQueue {
+            shared: Arc::clone(&self.shared),
+            worker,
+        })
+    }
+
+    fn push_external(&self, task: ReadyTask) {
+        self.shared.push_to(task);
+    }
+
+    fn push_cpu_only(&self, task: ReadyTask) {
+        // `choose` never gives a CPU-only task to a device worker.
+        self.shared.push_to(task);
+    }
+
+    fn targeted(&self) -> bool {
+        true
+    }
+
+    fn finished(&self, worker: usize, task: &ReadyTask) {
+        let cost = task.0.estimate_ns.load(AtomicOrdering::Relaxed);
+        let q = &self.shared.workers[worker].queued_ns;
+        // Saturating: estimates of tasks handed in before a reset may exceed it.
+        let _ = q.fetch_update(AtomicOrdering::Relaxed, AtomicOrdering::Relaxed, |v| {
+            Some(v.saturating_sub(cost))
+        });
+    }
+}
+
+struct DmdaQueue {
+    shared: Arc<Shared>,
+    worker: usize,
+}
+
+impl WorkerQueue for DmdaQueue {
+    fn push(&mut self, task: ReadyTask) -> bool {
+        self.shared.push_to(task) != self.worker
+    }
+
+    fn pop(&mut self) -> Option<ReadyTask> {
+        let ws = &self.shared.workers[self.worker];
+        if ws.len.load(AtomicOrdering::Relaxed) == 0 {
+            // Cheap exit; a racing push is caught by the sleep protocol's
+            // re-check after its SeqCst fence (sleep/README.md).
+            return None;
+        }
+        let mut q = lock(&ws.queue);
+        let t = q.pop().map(|e| e.0);
+        ws.len.store(q.len(), AtomicOrdering::Relaxed);
+        t
+    }
+
+    fn has_more(&self) -> bool {
+        self.shared.workers[self.worker]
+            .len
+            .load(AtomicOrdering::Relaxed)
+            > 0
+    }
+}
