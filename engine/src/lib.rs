@@ -25,7 +25,7 @@ mod recorder;
 mod runtime;
 pub mod sched;
 mod sleep;
-// pub mod split; (pending)
+pub mod split;
 pub mod symbolic;
 mod task;
 pub mod trace;

@@ -913,7 +913,8 @@ impl AdaptiveSplitter {
         Self::new(vec![peak_host, peak_device])
     }
 
-    /// Bucket resolution: `n` buckets per doubling of the size.
+    /// Bucket resolution: `n` buckets per doubling of the size. Set it before
+    /// recording: learnt buckets are not re-keyed.
     ///
     /// # Panics
     /// If `n` is not finite and positive.

@@ -67,8 +67,10 @@ struct Shared {
     memory: Arc<Memory>,
     perf: Arc<PerfModels>,
     /// Per worker: the copy thread of its device, if any.
-    /// Taken (closing the channel) when the policy is dropped.
-    prefetch: Vec<Mutex<Option<Sender<Arc<TaskNode>>>>>,
+    /// Per worker, its device's copy thread (for CPU workers: the first
+    /// device's, which brings data back to the host). Taken (closing the
+    /// channels) when the policy is dropped.
+    prefetch: Vec<Mutex<Option<Sender<(Arc<TaskNode>, usize)>>>>,
 }
 
 /// The dmda policy.
@@ -89,26 +91,34 @@ pub(crate) fn size_key(task: &TaskNode) -> u64 {
 impl Dmda {
     pub(crate) fn new(kinds: Vec<WorkerKind>, memory: Arc<Memory>, perf: Arc<PerfModels>) -> Dmda {
         let mut copy_threads = Vec::new();
-        let mut prefetch = Vec::new();
-        for k in &kinds {
-            if k.is_device() {
-                let (tx, rx) = channel::<Arc<TaskNode>>();
-                let mem = Arc::clone(&memory);
-                let node = k.node;
-                let t = std::thread::Builder::new()
-                    .name(format!("tessera-copy{node}"))
-                    .spawn(move || {
-                        for task in rx {
-                            prefetch_inputs(&mem, &task, node);
-                        }
-                    })
-                    .expect("copy thread starts");
-                copy_threads.push(t);
-                prefetch.push(Mutex::new(Some(tx)));
-            } else {
-                prefetch.push(Mutex::new(None));
-            }
+        let mut senders = Vec::new();
+        for k in kinds.iter().filter(|k| k.is_device()) {
+            let (tx, rx) = channel::<(Arc<TaskNode>, usize)>();
+            let mem = Arc::clone(&memory);
+            let t = std::thread::Builder::new()
+                .name(format!("tessera-copy{}", k.node))
+                .spawn(move || {
+                    for (task, node) in rx {
+                        prefetch_inputs(&mem, &task, node);
+                    }
+                })
+                .expect("copy thread starts");
+            copy_threads.push(t);
+            senders.push(tx);
         }
+        let mut next_device = 0;
+        let prefetch = kinds
+            .iter()
+            .map(|k| {
+                let tx = if k.is_device() {
+                    next_device += 1;
+                    senders.get(next_device - 1).cloned()
+                } else {
+                    senders.first().cloned()
+                };
+                Mutex::new(tx)
+            })
+            .collect();
         Dmda {
             shared: Arc::new(Shared {
                 workers: kinds
@@ -257,8 +267,17 @@ impl Shared {
         task.0.estimate_ns.store(cost, AtomicOrdering::Relaxed);
         let ws = &self.workers[w];
         ws.queued_ns.fetch_add(cost, AtomicOrdering::Relaxed);
+        // Start moving inputs that are missing on the chosen worker's node.
         if let Some(tx) = lock(&self.prefetch[w]).as_ref() {
-            let _ = tx.send(Arc::clone(&task.0));
+            let node = ws.kind.node;
+            if task
+                .0
+                .accesses
+                .iter()
+                .any(|a| a.mode.reads() && !a.handle.valid_on(node))
+            {
+                let _ = tx.send((Arc::clone(&task.0), node));
+            }
         }
         let mut q = lock(&ws.queue);
         q.push(Entry(task));
