@@ -62,6 +62,9 @@ struct WorkerState {
     queued_ns: AtomicU64,
 }
 
+/// A prefetch request: move this task's inputs to that memory node.
+type PrefetchTx = Sender<(Arc<TaskNode>, usize)>;
+
 struct Shared {
     workers: Vec<WorkerState>,
     memory: Arc<Memory>,
@@ -70,7 +73,7 @@ struct Shared {
     /// Per worker, its device's copy thread (for CPU workers: the first
     /// device's, which brings data back to the host). Taken (closing the
     /// channels) when the policy is dropped.
-    prefetch: Vec<Mutex<Option<Sender<(Arc<TaskNode>, usize)>>>>,
+    prefetch: Vec<Mutex<Option<PrefetchTx>>>,
 }
 
 /// The dmda policy.
