@@ -203,6 +203,10 @@ impl Device for SimDevice {
         self.config.link
     }
 
+    fn peak_flops(&self) -> f64 {
+        self.config.speed * self.config.reference_gflops * 1e9
+    }
+
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration {
         self.config.exec_time(cost.flops)
     }

@@ -15,7 +15,9 @@ use tessera_linalg::sparse::csr::Csr;
 use tessera_linalg::sparse::gen::parse_gen_spec;
 use tessera_linalg::sparse::mm::read_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
-use tessera_linalg::spmv::{conjugate_gradient, power_iteration, repeated_spmv, SpmvMatrix};
+use tessera_linalg::spmv::{
+    balanced_power_iteration, conjugate_gradient, power_iteration, repeated_spmv, SpmvMatrix,
+};
 use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
 
 /// Options of `tessera spmv`.
@@ -45,6 +47,13 @@ pub struct SpmvArgs {
     /// STREAM triad array length in Mi elements (3 arrays of 8 bytes each).
     #[arg(long, default_value_t = 64)]
     pub stream_mi: usize,
+    /// With --sim: split the rows between the CPU workers and the first
+    /// device, balanced at run time (Roadrunner); runs power iteration under dmda.
+    #[arg(long)]
+    pub balance: bool,
+    /// Host peak rate for the balancer's first split, GFLOP/s (default: 50 per CPU worker).
+    #[arg(long)]
+    pub host_peak_gflops: Option<f64>,
     /// Skip faer's sparse×dense comparison.
     #[arg(long)]
     pub no_faer: bool,
@@ -85,8 +94,18 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
+    if args.balance && args.placement.sim.is_empty() {
+        return Err("--balance needs a device: add --sim 1[:...]".into());
+    }
+    let sched = if args.balance {
+        "dmda"
+    } else {
+        args.sched.as_str()
+    };
     let config =
-        crate::placement::runtime_config(&args.placement, &args.sched)?.trace(args.trace.is_some());
+        crate::placement::runtime_config(&args.placement, sched)?.trace(args.trace.is_some());
+    let cpu_workers = config.workers;
+    let device_peak = config.devices.first().map(|d| d.peak_flops());
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let workers = rt.workers();
 
@@ -116,11 +135,40 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         args.stream_mi * 8
     );
 
-    let mat = SpmvMatrix::new(&rt, &a, workers * args.blocks_per_worker.max(1));
+    // Balancing moves whole blocks between host and device: finer blocks, finer splits.
+    let blocks = if args.balance {
+        64
+    } else {
+        workers * args.blocks_per_worker.max(1)
+    };
+    let mat = SpmvMatrix::new(&rt, &a, blocks);
     let x: Vec<f64> = (0..m).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
     let per_iter_bytes = spmv_bytes(nnz, n, m);
     let per_iter_flops = spmv_flops(nnz);
 
+    if let Some(peak_device) = device_peak.filter(|_| args.balance) {
+        let peak_host = args.host_peak_gflops.unwrap_or(50.0 * cpu_workers as f64) * 1e9;
+        let (_, stats, log) =
+            balanced_power_iteration(&rt, &mat, x, args.iters, 1, peak_host, peak_device)
+                .map_err(|e| e.to_string())?;
+        println!("balanced power iteration: host {cpu_workers} CPU worker(s) vs device sim0");
+        for (i, it) in log.iter().enumerate() {
+            let t = &it.times;
+            println!(
+                "iter {:>3}: device share {:>5.1} %  host {:>8.3} ms  device {:>8.3} ms  transfer {:>8.3} ms  iteration {:>8.3} ms  | {}",
+                i + 1,
+                it.fraction * 100.0,
+                t.host_compute * 1e3,
+                t.device_compute * 1e3,
+                t.transfer * 1e3,
+                t.total * 1e3,
+                it.log
+            );
+        }
+        report_iter(&stats, per_iter_flops, per_iter_bytes, stream);
+        print!("{}", rt.memory_stats());
+        return Ok(());
+    }
     match args.solver.as_str() {
         "spmv" => {
             let (y, stats) =

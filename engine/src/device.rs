@@ -58,6 +58,9 @@ pub trait Device: Send + Sync {
     /// The host ↔ device link.
     fn link(&self) -> Link;
 
+    /// Peak rate in flop/s (the balancer's first guess: Roadrunner's peak ratio).
+    fn peak_flops(&self) -> f64;
+
     /// Expected execution time of a task, from the device's own speed table
     /// (used by `dmda` before measurements exist: Cashmere's order).
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration;

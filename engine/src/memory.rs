@@ -68,6 +68,7 @@ pub(crate) struct MemoryNode {
     pub(crate) resident: Mutex<Vec<Weak<dyn AnyHandle>>>,
     pub(crate) bytes_in: AtomicU64,
     pub(crate) evictions: AtomicU64,
+    pub(crate) transfer_ns: AtomicU64,
 }
 
 /// All memory nodes of a runtime, and the devices behind node 1.. .
@@ -81,16 +82,42 @@ pub(crate) struct Memory {
     pub(crate) clock: Option<Arc<crate::recorder::TraceLog>>,
 }
 
+/// One memory node's totals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Node name (`host`, `sim0`, ...).
+    pub name: String,
+    /// Bytes copied into the node.
+    pub bytes_in: u64,
+    /// Replicas evicted from the node.
+    pub evictions: u64,
+    /// Bytes of replicas allocated there now.
+    pub resident: u64,
+    /// The node's limit.
+    pub limit: Option<u64>,
+    /// Time spent in transfers into the node, in ns.
+    pub transfer_ns: u64,
+}
+
 /// Totals printed by drivers at the end of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
-    /// Per node: (name, bytes copied into it, evictions, bytes in use, limit).
-    pub nodes: Vec<(String, u64, u64, u64, Option<u64>)>,
+    /// Per memory node, host first.
+    pub nodes: Vec<NodeStats>,
+}
+
+impl MemoryStats {
+    /// Total transfer time into every node, in seconds.
+    pub fn transfer_seconds(&self) -> f64 {
+        self.nodes.iter().map(|n| n.transfer_ns).sum::<u64>() as f64 * 1e-9
+    }
 }
 
 impl std::fmt::Display for MemoryStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (name, bytes_in, evictions, used, limit) in &self.nodes {
+        for n in &self.nodes {
+            let (name, bytes_in, evictions, used, limit) =
+                (&n.name, &n.bytes_in, &n.evictions, &n.resident, &n.limit);
             write!(
                 f,
                 "node {name}: {:.1} MiB transferred in, {evictions} evictions, {:.1} MiB resident",
@@ -118,6 +145,7 @@ impl Memory {
             resident: Mutex::new(Vec::new()),
             bytes_in: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            transfer_ns: AtomicU64::new(0),
         }];
         for d in &devices {
             nodes.push(MemoryNode {
@@ -127,6 +155,7 @@ impl Memory {
                 resident: Mutex::new(Vec::new()),
                 bytes_in: AtomicU64::new(0),
                 evictions: AtomicU64::new(0),
+                transfer_ns: AtomicU64::new(0),
             });
         }
         Memory {
@@ -227,6 +256,7 @@ impl Memory {
         copy: &mut dyn FnMut(),
     ) {
         let start = self.clock.as_ref().map(|c| c.now());
+        let t0 = std::time::Instant::now();
         // Device → device goes through the host: both links' times.
         let mut done = false;
         let mut run = || {
@@ -246,6 +276,9 @@ impl Memory {
             (None, None) => run(),
         }
         self.nodes[to].bytes_in.fetch_add(bytes, Ordering::Relaxed);
+        self.nodes[to]
+            .transfer_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         if let (Some(list), Some(clock), Some(start)) = (&self.transfers, &self.clock, start) {
             let end = clock.now();
             lock(list).push(TransferRecord {
@@ -264,14 +297,13 @@ impl Memory {
             nodes: self
                 .nodes
                 .iter()
-                .map(|n| {
-                    (
-                        n.name.clone(),
-                        n.bytes_in.load(Ordering::Relaxed),
-                        n.evictions.load(Ordering::Relaxed),
-                        n.used.load(Ordering::Relaxed),
-                        n.limit,
-                    )
+                .map(|n| NodeStats {
+                    name: n.name.clone(),
+                    bytes_in: n.bytes_in.load(Ordering::Relaxed),
+                    evictions: n.evictions.load(Ordering::Relaxed),
+                    resident: n.used.load(Ordering::Relaxed),
+                    limit: n.limit,
+                    transfer_ns: n.transfer_ns.load(Ordering::Relaxed),
                 })
                 .collect(),
         }

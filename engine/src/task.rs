@@ -53,6 +53,8 @@ pub(crate) struct TaskNode {
     body: UnsafeCell<(Option<Body>, Option<Body>)>,
     /// Never run on a device (set by the builder, or because some data is host-only).
     pub(crate) cpu_only: bool,
+    /// Run on a worker of this memory node (honoured by `dmda`; see `TaskBuilder::on_node`).
+    pub(crate) node_hint: Option<usize>,
     /// `dmda`'s predicted cost of this task on the worker it was given, in ns.
     pub(crate) estimate_ns: std::sync::atomic::AtomicU64,
     /// Unfinished predecessors, plus one held by the submitter until all edges
@@ -85,7 +87,8 @@ impl TaskNode {
             priority: b.priority,
             flops: b.flops,
             accesses,
-            cpu_only,
+            cpu_only: cpu_only || b.node_hint == Some(0),
+            node_hint: b.node_hint,
             body: UnsafeCell::new((b.body, b.device_body)),
             estimate_ns: std::sync::atomic::AtomicU64::new(0),
             pending: AtomicUsize::new(1),
@@ -223,6 +226,7 @@ pub(crate) struct TaskBuilderParts {
     pub(crate) body: Option<Body>,
     pub(crate) device_body: Option<Body>,
     pub(crate) cpu_only: bool,
+    pub(crate) node_hint: Option<usize>,
 }
 
 /// Describes one task: its codelet, its data accesses, priority and body.
@@ -249,6 +253,7 @@ impl TaskBuilder {
                 body: None,
                 device_body: None,
                 cpu_only: false,
+                node_hint: None,
             },
             accesses: Vec::new(),
             access_ids: Vec::new(),
@@ -329,6 +334,15 @@ impl TaskBuilder {
         F: FnOnce(&TaskContext<'_>) -> Result<(), BodyError> + Send + 'static,
     {
         self.parts.device_body = Some(Box::new(f));
+        self
+    }
+
+    /// Placement hint: run on a worker of memory node `node` (0: a CPU
+    /// worker; `d + 1`: device `d`). `dmda` honours it; `ws` and `prio` only
+    /// keep tasks hinted to the host off devices. A hint naming a node the
+    /// runtime does not have is ignored.
+    pub fn on_node(mut self, node: usize) -> Self {
+        self.parts.node_hint = Some(node);
         self
     }
 

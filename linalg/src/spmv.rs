@@ -9,9 +9,11 @@
 //! disjoint data and run in parallel.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskBuilder};
+use tessera_engine::split::{Balancer, IterationTimes};
+use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskBuilder, TaskHandle};
 use tessera_tasks::kernels::{spmv_csr_unchecked, spmv_flops};
 
 use crate::sparse::csr::Csr;
@@ -20,6 +22,8 @@ use crate::sparse::csr::Csr;
 pub struct SpmvMatrix {
     blocks: Vec<DataHandle<Csr>>,
     ranges: Vec<Range<usize>>,
+    /// Nonzeros of each block.
+    block_nnz: Vec<usize>,
     n_rows: usize,
     n_cols: usize,
     nnz: usize,
@@ -35,6 +39,10 @@ impl SpmvMatrix {
             .into_iter()
             .filter(|r| !r.is_empty())
             .collect();
+        let block_nnz = ranges
+            .iter()
+            .map(|r| a.row_ptr()[r.end] - a.row_ptr()[r.start])
+            .collect();
         let blocks = ranges
             .iter()
             .map(|r| {
@@ -47,6 +55,7 @@ impl SpmvMatrix {
         SpmvMatrix {
             blocks,
             ranges,
+            block_nnz,
             n_rows: a.n_rows(),
             n_cols: a.n_cols(),
             nnz: a.nnz(),
@@ -90,39 +99,50 @@ impl SpmvMatrix {
             self.blocks.len(),
             "y must be split like the matrix"
         );
-        let n_cols = self.n_cols;
-        for (b, (a, yb)) in self.blocks.iter().zip(y).enumerate() {
-            let (a2, x2, y2) = (a.clone(), x.clone(), yb.clone());
-            let r = &self.ranges[b];
-            let nnz_hint = self.nnz as f64 * r.len() as f64 / self.n_rows.max(1) as f64;
-            rt.submit(
-                TaskBuilder::new(&self.codelet)
-                    .label(format!("spmv[{b}]"))
-                    .flops(spmv_flops(nnz_hint as usize))
-                    .read(a)
-                    .read(x)
-                    .rw(yb)
-                    .body(move |ctx| {
-                        let (a, x, y) = (ctx.read(&a2)?, ctx.read(&x2)?, ctx.write(&y2)?);
-                        if x.len() != n_cols || y.len() != a.n_rows() {
-                            return Err(format!(
-                                "x has {} entries for {} columns, y {} for {} rows",
-                                x.len(),
-                                n_cols,
-                                y.len(),
-                                a.n_rows()
-                            )
-                            .into());
-                        }
-                        // SAFETY: `Csr` guarantees every column index is
-                        // `< n_cols` (checked at construction), and `x.len()
-                        // == n_cols` was just checked.
-                        unsafe { spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y) };
-                        Ok(())
-                    }),
-            )?;
+        for (b, yb) in y.iter().enumerate() {
+            self.submit_block(rt, b, x, yb, None)?;
         }
         Ok(())
+    }
+
+    /// Submit `y_b += A_b·x` for block `b`, on memory node `node` if given.
+    pub fn submit_block(
+        &self,
+        rt: &Runtime,
+        b: usize,
+        x: &DataHandle<Vec<f64>>,
+        yb: &DataHandle<Vec<f64>>,
+        node: Option<usize>,
+    ) -> Result<TaskHandle, Error> {
+        let n_cols = self.n_cols;
+        let a = &self.blocks[b];
+        let (a2, x2, y2) = (a.clone(), x.clone(), yb.clone());
+        let mut t = TaskBuilder::new(&self.codelet)
+            .label(format!("spmv[{b}]"))
+            .flops(spmv_flops(self.block_nnz[b]))
+            .read(a)
+            .read(x)
+            .rw(yb);
+        if let Some(n) = node {
+            t = t.on_node(n);
+        }
+        rt.submit(t.body(move |ctx| {
+            let (a, x, y) = (ctx.read(&a2)?, ctx.read(&x2)?, ctx.write(&y2)?);
+            if x.len() != n_cols || y.len() != a.n_rows() {
+                return Err(format!(
+                    "x has {} entries for {} columns, y {} for {} rows",
+                    x.len(),
+                    n_cols,
+                    y.len(),
+                    a.n_rows()
+                )
+                .into());
+            }
+            // SAFETY: `Csr` guarantees every column index is `< n_cols`
+            // (checked at construction), and `x.len() == n_cols` was just checked.
+            unsafe { spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y) };
+            Ok(())
+        }))
     }
 
     /// Give the blocks back to the caller's runtime (unregister them).
@@ -272,4 +292,150 @@ pub fn conjugate_gradient(
     }
     stats.total_seconds = t0.elapsed().as_secs_f64();
     Ok((x, stats))
+}
+
+/// One iteration of [`balanced_power_iteration`], as the balancer saw it.
+#[derive(Clone, Debug)]
+pub struct BalancedIteration {
+    /// Share of nonzeros given to the device.
+    pub fraction: f64,
+    /// Host compute, device compute, transfer and iteration times.
+    pub times: IterationTimes,
+    /// What the balancer logged (state, ratio) for this iteration.
+    pub log: String,
+}
+
+/// Power iteration with the rows split between the host's CPU workers and
+/// one device (memory node `device_node`), the split found at run time by the
+/// Roadrunner balancer (`tessera_engine::split`): peak ratio first, then the
+/// measured processing rates, then trial and error until the iteration time
+/// stops improving. Row blocks are whole tasks; the split moves the boundary
+/// between host blocks and device blocks (granularity: one block). Needs the
+/// `dmda` scheduler (placement hints). Each iteration sends `x` to the device
+/// and brings its part of `y` back; that time is measured separately
+/// (`IterationTimes::transfer`).
+pub fn balanced_power_iteration(
+    rt: &Runtime,
+    a: &SpmvMatrix,
+    x0: Vec<f64>,
+    iters: usize,
+    device_node: usize,
+    peak_host: f64,
+    peak_device: f64,
+) -> Result<(Vec<f64>, IterStats, Vec<BalancedIteration>), Error> {
+    if rt.scheduler_name() != "dmda" {
+        return Err(Error::Config(
+            "balanced SpMV needs the dmda scheduler (--sched dmda)".into(),
+        ));
+    }
+    let nnz_per_block: Vec<usize> = a.block_nnz.clone();
+    let total_nnz: usize = nnz_per_block.iter().sum::<usize>().max(1);
+    let mut balancer = Balancer::new(peak_host, peak_device);
+    let mut log = Vec::new();
+    let mut stats = IterStats::default();
+    let t_all = Instant::now();
+    let norm = dot(&x0, &x0).sqrt();
+    let mut x: Vec<f64> = x0.into_iter().map(|v| v / norm).collect();
+    let marker = Codelet::new("iteration-end");
+    let mut fraction = balancer.fraction();
+    for _ in 0..iters {
+        // The last blocks, holding about `fraction` of the nonzeros, go to the device.
+        let mut split = nnz_per_block.len();
+        let mut on_device = 0usize;
+        while split > 0
+            && ((on_device + nnz_per_block[split - 1]) as f64)
+                <= fraction * total_nnz as f64 + 0.5 * nnz_per_block[split - 1] as f64
+        {
+            split -= 1;
+            on_device += nnz_per_block[split];
+        }
+        let before = rt.memory_stats();
+        let t0 = Instant::now();
+        let xh = rt.register_replicable(x);
+        let y = a.register_blocked_zeros(rt);
+        let mut host_tasks = Vec::new();
+        let mut device_tasks = Vec::new();
+        for (b, yb) in y.iter().enumerate() {
+            let node = if b < split { 0 } else { device_node };
+            let h = a.submit_block(rt, b, &xh, yb, Some(node))?;
+            if b < split {
+                host_tasks.push(h)
+            } else {
+                device_tasks.push(h)
+            }
+        }
+        let ends = [
+            Arc::new(Mutex::new(None::<Instant>)),
+            Arc::new(Mutex::new(None::<Instant>)),
+        ];
+        for (side, tasks) in [&host_tasks, &device_tasks].into_iter().enumerate() {
+            let end = Arc::clone(&ends[side]);
+            let mut t = TaskBuilder::new(&marker).on_node(0).body(move |_| {
+                *end.lock().map_err(|_| "poisoned")? = Some(Instant::now());
+                Ok(())
+            });
+            for h in tasks {
+                t = t.after(h);
+            }
+            rt.submit(t)?;
+        }
+        rt.wait_all()?;
+        rt.unregister(xh)?;
+        let y = gather(rt, y)?;
+        let total = t0.elapsed().as_secs_f64();
+        let after = rt.memory_stats();
+        let transfer = after.transfer_seconds() - before.transfer_seconds();
+        let side_time = |i: usize| {
+            ends[i]
+                .lock()
+                .ok()
+                .and_then(|e| *e)
+                .map_or(0.0, |e| e.duration_since(t0).as_secs_f64())
+        };
+        let dev_transfer: f64 = after.nodes[device_node]
+            .transfer_ns
+            .saturating_sub(before.nodes[device_node].transfer_ns)
+            as f64
+            * 1e-9;
+        let times = IterationTimes {
+            host_compute: if host_tasks.is_empty() {
+                0.0
+            } else {
+                side_time(0)
+            },
+            device_compute: if device_tasks.is_empty() {
+                0.0
+            } else {
+                (side_time(1) - dev_transfer).max(0.0)
+            },
+            transfer,
+            total,
+        };
+        stats.spmv_seconds += total;
+        let lambda = dot(&y, &y).sqrt();
+        if lambda == 0.0 || !lambda.is_finite() {
+            return Err(Error::Config(format!(
+                "power iteration broke down: ||A·x|| = {lambda}"
+            )));
+        }
+        x = y.into_iter().map(|v| v / lambda).collect();
+        stats.history.push(lambda);
+        stats.iterations += 1;
+        let actual = on_device as f64 / total_nnz as f64;
+        let next = balancer
+            .next_fraction(&times)
+            .unwrap_or_else(|| balancer.fraction());
+        log.push(BalancedIteration {
+            fraction: actual,
+            times,
+            log: balancer
+                .log()
+                .last()
+                .map(|e| e.to_string())
+                .unwrap_or_default(),
+        });
+        fraction = next;
+    }
+    stats.total_seconds = t_all.elapsed().as_secs_f64();
+    Ok((x, stats, log))
 }

@@ -138,7 +138,7 @@ fn coherence_over_three_memory_nodes_matches_sequential_replay() {
         let moved: u64 = runtimes
             .iter()
             .flat_map(|rt| rt.memory_stats().nodes)
-            .map(|n| n.1)
+            .map(|n| n.bytes_in)
             .sum();
         assert!(moved > 0, "no transfer happened");
     });
@@ -157,12 +157,12 @@ fn data_four_times_a_device_limit_runs_by_eviction() {
             let stats = rt.memory_stats();
             let dev = &stats.nodes[1];
             assert!(
-                dev.3 <= limit,
+                dev.resident <= limit,
                 "{sched}: {} bytes resident over the limit {limit}",
-                dev.3
+                dev.resident
             );
             assert!(
-                dev.2 > 0,
+                dev.evictions > 0,
                 "{sched}: expected evictions with data 4x the limit: {stats}"
             );
         }
@@ -203,7 +203,7 @@ fn working_set_larger_than_the_device_runs_on_the_cpu() {
                 "{sched}: ran on the device"
             );
             assert_eq!(
-                rt.memory_stats().nodes[1].3,
+                rt.memory_stats().nodes[1].resident,
                 0,
                 "{sched}: something was allocated on the device"
             );
@@ -280,7 +280,7 @@ fn dmda_skips_a_transfer_that_does_not_pay() {
         assert_eq!(rt.unregister(big).unwrap()[0], 5.0);
         let stats = rt.memory_stats();
         assert_eq!(
-            stats.nodes[1].1, 0,
+            stats.nodes[1].bytes_in, 0,
             "data was moved to the device although it did not pay: {stats}"
         );
     });

@@ -218,9 +218,17 @@ impl Shared {
     }
 
     fn choose(&self, task: &TaskNode) -> (usize, u64) {
+        let hinted = task.node_hint.filter(|&n| {
+            self.workers
+                .iter()
+                .any(|w| w.kind.node == n && (n == 0 || (!task.cpu_only && self.fits(task, n))))
+        });
         let capable = |w: usize| {
             let k = &self.workers[w].kind;
-            !(k.is_device() && (task.cpu_only || !self.fits(task, k.node)))
+            match hinted {
+                Some(n) => k.node == n,
+                None => !(k.is_device() && (task.cpu_only || !self.fits(task, k.node))),
+            }
         };
         let key = size_key(task);
         // Calibration: an architecture without enough samples gets the task
