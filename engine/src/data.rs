@@ -92,6 +92,9 @@ pub(crate) trait AnyHandle: Send + Sync {
     /// Whether `node` holds a valid replica.
     fn valid_on(&self, node: NodeId) -> bool;
 
+    /// Bit `n` set: node `n` holds a valid replica.
+    fn valid_mask(&self) -> u64;
+
     /// Make the data usable on `node` for `mode` (see `memory.rs`), pinning
     /// the replica when `pin`. `me` is this handle, for the node's LRU list.
     fn acquire(
@@ -118,6 +121,11 @@ pub(crate) trait AnyHandle: Send + Sync {
     /// busy (writing it back to the host first if it is the only valid one).
     /// Returns the bytes freed.
     fn try_evict(&self, node: NodeId, mem: &Memory) -> Option<u64>;
+}
+
+/// Host memory is never evicted (it is the backing store).
+fn mem_is_host(mem: &Memory, node: NodeId) -> bool {
+    mem.is_host(node)
 }
 
 /// How to copy a `Replicate` type, captured at registration as plain
@@ -237,9 +245,13 @@ impl<T: Send + Sync> AnyHandle for HandleInner<T> {
     }
 
     fn valid_on(&self, node: NodeId) -> bool {
+        self.valid_mask() & (1 << node) != 0
+    }
+
+    fn valid_mask(&self) -> u64 {
         match &self.replicas {
-            None => node == HOST,
-            Some(r) => lock(&r.state).valid & (1 << node) != 0,
+            None => 1 << HOST,
+            Some(r) => lock(&r.state).valid,
         }
     }
 
@@ -359,10 +371,14 @@ impl<T: Send + Sync> AnyHandle for HandleInner<T> {
         (st.present & (1 << node) != 0).then(|| st.last_use[node])
     }
 
-    fn try_evict(&self, node: NodeId, _mem: &Memory) -> Option<u64> {
+    fn try_evict(&self, node: NodeId, mem: &Memory) -> Option<u64> {
         let r = self.replicas.as_ref()?;
         let mut st = r.state.try_lock().ok()?;
-        if node == HOST || st.present & (1 << node) == 0 || st.pins[node] != 0 || st.writers != 0 {
+        if mem_is_host(mem, node)
+            || st.present & (1 << node) == 0
+            || st.pins[node] != 0
+            || st.writers != 0
+        {
             return None;
         }
         if st.valid == 1 << node {

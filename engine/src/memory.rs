@@ -27,9 +27,10 @@ use crate::device::Device;
 use crate::trace::model::TransferRecord;
 use crate::util::lock;
 
-/// Index of a memory node: 0 is the host, device `d` has node `d + 1`.
+/// Index of a memory node: host NUMA nodes first (0 .. numa), then device
+/// `d` at node `numa + d`. Node 0 holds the copy `unregister` returns.
 pub type NodeId = usize;
-/// The host memory node.
+/// The first host memory node (NUMA node 0).
 pub const HOST: NodeId = 0;
 /// Most memory nodes a runtime may have (replica masks are `u64`).
 pub const MAX_NODES: usize = 64;
@@ -75,6 +76,11 @@ pub(crate) struct MemoryNode {
 pub(crate) struct Memory {
     pub(crate) nodes: Vec<MemoryNode>,
     pub(crate) devices: Vec<Arc<dyn Device>>,
+    /// Number of host (NUMA) nodes; devices start at this index.
+    pub(crate) host_nodes: usize,
+    /// Model of a copy between two host NUMA nodes (for `dmda`'s estimates;
+    /// the copy itself is a plain memcpy by the thread that needs the data).
+    pub(crate) numa_link: crate::device::Link,
     /// LRU clock: bumped on every acquire.
     pub(crate) tick: AtomicU64,
     /// Transfers, when tracing: (record with `Instant`-based times converted by the caller).
@@ -135,18 +141,26 @@ impl std::fmt::Display for MemoryStats {
 
 impl Memory {
     pub(crate) fn new(
+        host_nodes: usize,
         devices: Vec<Arc<dyn Device>>,
         trace: Option<Arc<crate::recorder::TraceLog>>,
     ) -> Memory {
-        let mut nodes = vec![MemoryNode {
-            name: "host".into(),
-            limit: None,
-            used: AtomicU64::new(0),
-            resident: Mutex::new(Vec::new()),
-            bytes_in: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
-            transfer_ns: AtomicU64::new(0),
-        }];
+        let host_nodes = host_nodes.max(1);
+        let mut nodes: Vec<MemoryNode> = (0..host_nodes)
+            .map(|n| MemoryNode {
+                name: if host_nodes == 1 {
+                    "host".into()
+                } else {
+                    format!("numa{n}")
+                },
+                limit: None,
+                used: AtomicU64::new(0),
+                resident: Mutex::new(Vec::new()),
+                bytes_in: AtomicU64::new(0),
+                evictions: AtomicU64::new(0),
+                transfer_ns: AtomicU64::new(0),
+            })
+            .collect();
         for d in &devices {
             nodes.push(MemoryNode {
                 name: d.name(),
@@ -161,6 +175,11 @@ impl Memory {
         Memory {
             nodes,
             devices,
+            host_nodes,
+            numa_link: crate::device::Link {
+                latency: std::time::Duration::from_micros(1),
+                bandwidth: 20e9,
+            },
             tick: AtomicU64::new(0),
             transfers: trace.as_ref().map(|_| Mutex::new(Vec::new())),
             clock: trace,
@@ -169,7 +188,29 @@ impl Memory {
 
     /// The device behind `node` (none for the host).
     pub(crate) fn device(&self, node: NodeId) -> Option<&Arc<dyn Device>> {
-        node.checked_sub(1).and_then(|d| self.devices.get(d))
+        node.checked_sub(self.host_nodes)
+            .and_then(|d| self.devices.get(d))
+    }
+
+    /// Whether `node` is host memory (a NUMA node).
+    pub(crate) fn is_host(&self, node: NodeId) -> bool {
+        node < self.host_nodes
+    }
+
+    /// Modelled time to bring `bytes` to `to` from the nearest node in `valid`.
+    pub(crate) fn transfer_estimate(&self, valid: u64, to: NodeId, bytes: u64) -> f64 {
+        let host_mask = (1u64 << self.host_nodes) - 1;
+        let link = if let Some(d) = self.device(to) {
+            d.link()
+        } else if valid & host_mask != 0 {
+            self.numa_link
+        } else {
+            match self.device(valid.trailing_zeros() as NodeId) {
+                Some(d) => d.link(),
+                None => self.numa_link,
+            }
+        };
+        link.time(bytes).as_secs_f64()
     }
 
     pub(crate) fn next_tick(&self) -> u64 {

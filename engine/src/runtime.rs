@@ -48,6 +48,10 @@ pub struct Config {
     pub steal_order: Option<Vec<Vec<usize>>>,
     /// Accelerators: one device worker and one memory node each.
     pub devices: Vec<Arc<dyn Device>>,
+    /// NUMA node (0-based index) of each CPU worker: one host memory node per
+    /// NUMA node, and each worker computes on its own node's replicas.
+    /// Default: every worker on node 0.
+    pub worker_numa: Option<Vec<usize>>,
     /// Performance models shared with other runs (default: fresh, in memory).
     pub perf_models: Option<Arc<PerfModels>>,
     /// Time every task for the perf models (default: on when there are
@@ -76,6 +80,7 @@ impl Default for Config {
             on_worker_start: None,
             steal_order: None,
             devices: Vec::new(),
+            worker_numa: None,
             perf_models: None,
             calibrate: None,
         }
@@ -155,7 +160,8 @@ pub(crate) struct Shared {
     /// What each worker is (CPU workers first, then one per device).
     pub(crate) kinds: Vec<WorkerKind>,
     pub(crate) memory: Arc<Memory>,
-    /// Whether any device exists (then every task acquires its data).
+    /// Whether there is more than one memory node (devices or NUMA nodes):
+    /// then every task acquires its data on its worker's node.
     pub(crate) has_devices: bool,
     pub(crate) perf: Arc<PerfModels>,
     /// Time tasks into `perf`.
@@ -456,11 +462,36 @@ impl Runtime {
                 )));
             }
         }
-        let mut kinds: Vec<WorkerKind> = (0..config.workers).map(|_| WorkerKind::cpu()).collect();
+        let numa: Vec<usize> = match &config.worker_numa {
+            Some(v) if v.len() == config.workers => v.clone(),
+            Some(v) => {
+                return Err(Error::Config(format!(
+                    "worker_numa lists {} workers, but there are {}",
+                    v.len(),
+                    config.workers
+                )))
+            }
+            None => vec![0; config.workers],
+        };
+        let host_nodes = numa.iter().max().map_or(1, |m| m + 1);
+        if host_nodes + config.devices.len() > crate::memory::MAX_NODES {
+            return Err(Error::Config(format!(
+                "{host_nodes} NUMA nodes and {} devices exceed {} memory nodes",
+                config.devices.len(),
+                crate::memory::MAX_NODES
+            )));
+        }
+        let mut kinds: Vec<WorkerKind> = numa
+            .iter()
+            .map(|&n| WorkerKind {
+                node: n,
+                ..WorkerKind::cpu()
+            })
+            .collect();
         let mut names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
         for (d, dev) in config.devices.iter().enumerate() {
             kinds.push(WorkerKind {
-                node: d + 1,
+                node: host_nodes + d,
                 arch: dev.arch(),
                 device: Some(Arc::clone(dev)),
             });
@@ -487,7 +518,11 @@ impl Runtime {
                     .collect(),
             ))
         });
-        let memory = Arc::new(Memory::new(config.devices.clone(), trace.clone()));
+        let memory = Arc::new(Memory::new(
+            host_nodes,
+            config.devices.clone(),
+            trace.clone(),
+        ));
         let perf = config
             .perf_models
             .clone()
@@ -516,7 +551,7 @@ impl Runtime {
             has_errors: AtomicBool::new(false),
             trace,
             graph: config.record_graph.then(|| Mutex::new(Vec::new())),
-            has_devices: !config.devices.is_empty(),
+            has_devices: !config.devices.is_empty() || host_nodes > 1,
             kinds,
             memory,
             perf,

@@ -87,7 +87,7 @@ impl TaskNode {
             priority: b.priority,
             flops: b.flops,
             accesses,
-            cpu_only: cpu_only || b.node_hint == Some(0),
+            cpu_only,
             node_hint: b.node_hint,
             body: UnsafeCell::new((b.body, b.device_body)),
             estimate_ns: std::sync::atomic::AtomicU64::new(0),
@@ -337,8 +337,9 @@ impl TaskBuilder {
         self
     }
 
-    /// Placement hint: run on a worker of memory node `node` (0: a CPU
-    /// worker; `d + 1`: device `d`). `dmda` honours it; `ws` and `prio` only
+    /// Placement hint: run on a worker of memory node `node` (host NUMA
+    /// nodes first, then devices; with one NUMA node, 0 is the host and
+    /// `d + 1` is device `d`). `dmda` honours it; `ws` and `prio` only
     /// keep tasks hinted to the host off devices. A hint naming a node the
     /// runtime does not have is ignored.
     pub fn on_node(mut self, node: usize) -> Self {

@@ -118,7 +118,7 @@ fn run_body(
     };
     let elapsed = match (&kind.device, mem_node) {
         // A device body, or the CPU body on the device's replicas (sim).
-        (Some(d), n) if n != crate::memory::HOST => Some(d.run(
+        (Some(d), n) if n == kind.node => Some(d.run(
             &TaskCost {
                 codelet: node.codelet.name(),
                 flops: node.flops,
@@ -137,7 +137,7 @@ fn run_body(
         Err(payload) => Outcome::Failed(format!("panicked: {}", panic_message(&*payload))),
     };
     if let (true, Some(el), Outcome::Ok) = (shared.calibrate, elapsed, &outcome) {
-        let arch = if mem_node == crate::memory::HOST {
+        let arch = if kind.device.is_none() || mem_node != kind.node {
             "cpu"
         } else {
             kind.arch

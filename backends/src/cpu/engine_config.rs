@@ -9,7 +9,8 @@ use super::binding::bind_current_thread;
 use super::placement::{steal_order, WorkerMap};
 use super::topology::Topology;
 
-/// Set `config`'s worker count, binding hook and steal order from `map`.
+/// Set `config`'s worker count, binding hook, steal order and (on a machine
+/// with several NUMA nodes) each worker's host memory node from `map`.
 /// CPU worker `w` is bound to its PU; device worker `d` (engine index
 /// `workers + d`) to the PUs of `map.device_cores[d]`, where the plan
 /// reserved one (else it is left unbound).
@@ -22,6 +23,18 @@ pub fn apply_worker_map(mut config: Config, map: &WorkerMap, topo: &Topology) ->
         .collect();
     config.workers = pus.len();
     config.steal_order = Some((0..pus.len()).map(|w| steal_order(map, w)).collect());
+    // One host memory node per NUMA node that has workers.
+    let mut nodes: Vec<usize> = map.cpu_workers.iter().map(|s| s.numa).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    if nodes.len() > 1 {
+        config.worker_numa = Some(
+            map.cpu_workers
+                .iter()
+                .map(|s| nodes.binary_search(&s.numa).expect("listed above"))
+                .collect(),
+        );
+    }
     let n = pus.len();
     config.on_worker_start = Some(WorkerHook(Arc::new(move |w| {
         let cpus = if w < n {

@@ -194,18 +194,13 @@ impl Shared {
         let mut bytes = 0;
         let mut secs = 0.0;
         for a in task.accesses.iter().filter(|a| a.mode.reads()) {
-            if a.handle.valid_on(node) {
+            let valid = a.handle.valid_mask();
+            if valid & (1 << node) != 0 {
                 continue;
             }
             let b = a.handle.bytes();
             bytes += b;
-            // Into a device: its link; back to the host: the link of the
-            // device that holds the valid copy (any device link here).
-            let link = match self.memory.device(node) {
-                Some(d) => Some(d.link()),
-                None => self.memory.devices.first().map(|d| d.link()),
-            };
-            secs += link.map_or(0.0, |l| l.time(b).as_secs_f64());
+            secs += self.memory.transfer_estimate(valid, node, b);
         }
         (bytes, secs)
     }
