@@ -192,6 +192,11 @@ impl Memory {
             .and_then(|d| self.devices.get(d))
     }
 
+    /// Admission control: whether a working set of `bytes` can ever fit on `node`.
+    pub(crate) fn fits(&self, node: NodeId, bytes: u64) -> bool {
+        self.nodes[node].limit.is_none_or(|limit| bytes <= limit)
+    }
+
     /// Whether `node` is host memory (a NUMA node).
     pub(crate) fn is_host(&self, node: NodeId) -> bool {
         node < self.host_nodes

@@ -38,7 +38,12 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
                 None => break,
             },
         };
-        if is_device && (task.0.cpu_only || !fits(&shared, &task.0, shared.kinds[index].node)) {
+        if is_device
+            && (task.0.cpu_only
+                || !shared
+                    .memory
+                    .fits(shared.kinds[index].node, task.0.footprint()))
+        {
             // Host-only data, a CPU-only task, or a working set larger than
             // the device's memory (admission control): the CPU workers take it.
             shared.policy.push_cpu_only(task);
@@ -51,13 +56,6 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
         }
         execute(&shared, task, &mut *queue, index, recorder.as_mut());
     }
-}
-
-/// Whether `task`'s working set can ever fit in `node`'s memory.
-pub(crate) fn fits(shared: &Shared, task: &TaskNode, node: usize) -> bool {
-    shared.memory.nodes[node]
-        .limit
-        .is_none_or(|limit| task.footprint() <= limit)
 }
 
 fn execute(

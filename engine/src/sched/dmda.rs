@@ -12,7 +12,6 @@
 //! device worker, its inputs start moving at once on the device's copy thread
 //! (prefetch: the next task's input overlaps the current task's execution).
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::mpsc::{channel, Sender};
@@ -20,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{ReadyTask, SchedulerPolicy, WorkerKind, WorkerQueue};
+use super::{ByPriority as Entry, ReadyTask, SchedulerPolicy, WorkerKind, WorkerQueue};
 use crate::device::TaskCost;
 use crate::memory::Memory;
 use crate::perfmodel::PerfModels;
@@ -31,28 +30,6 @@ use crate::util::lock;
 const DEFAULT_CPU_FLOPS: f64 = 20e9;
 /// Assumed time of a task with no hint and no measurement.
 const DEFAULT_TASK: Duration = Duration::from_micros(10);
-
-struct Entry(ReadyTask);
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0
-            .priority()
-            .cmp(&other.0.priority())
-            .then_with(|| other.0.id().cmp(&self.0.id()))
-    }
-}
 
 struct WorkerState {
     kind: WorkerKind,
@@ -207,9 +184,7 @@ impl Shared {
 
     /// Admission control: the task's working set fits the node's memory.
     fn fits(&self, task: &TaskNode, node: usize) -> bool {
-        self.memory.nodes[node]
-            .limit
-            .is_none_or(|limit| task.footprint() <= limit)
+        self.memory.fits(node, task.footprint())
     }
 
     fn choose(&self, task: &TaskNode) -> (usize, u64) {

@@ -64,6 +64,30 @@ impl ReadyTask {
     }
 }
 
+/// A ready task ordered for a max-heap: higher priority first, then the
+/// older task (smaller id), so equal priorities run in submission order.
+pub(crate) struct ByPriority(pub(crate) ReadyTask);
+
+impl PartialEq for ByPriority {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for ByPriority {}
+impl PartialOrd for ByPriority {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByPriority {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .priority()
+            .cmp(&other.0.priority())
+            .then_with(|| other.0.id().cmp(&self.0.id()))
+    }
+}
+
 /// A scheduling policy.
 pub trait SchedulerPolicy: Send + Sync {
     /// The policy's name, as given on the command line (`ws`, `prio`).

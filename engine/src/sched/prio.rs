@@ -2,36 +2,12 @@
 //! One lock for all workers is fine at the task sizes LU uses (tens of µs and
 //! more) and makes the order exact, which is what look-ahead needs.
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
-use super::{ReadyTask, SchedulerPolicy, WorkerQueue};
+use super::{ByPriority as Entry, ReadyTask, SchedulerPolicy, WorkerQueue};
 use crate::util::lock;
-
-struct Entry(ReadyTask);
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Max-heap: higher priority first, then the older task (smaller id).
-        self.0
-            .priority()
-            .cmp(&other.0.priority())
-            .then_with(|| other.0.id().cmp(&self.0.id()))
-    }
-}
 
 #[derive(Default)]
 struct Heap {
