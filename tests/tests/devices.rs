@@ -289,7 +289,8 @@ fn dmda_skips_a_transfer_that_does_not_pay() {
 #[test]
 fn failing_device_body_falls_back_to_the_cpu_body() {
     with_timeout(LIMIT, || {
-        let rt = Runtime::new(config(1, "ws", vec![fast_sim(0, 1.0, None)])).unwrap();
+        // dmda with a placement hint sends every task to the device first.
+        let rt = Runtime::new(config(1, "dmda", vec![fast_sim(0, 1.0, None)])).unwrap();
         let cl = Codelet::new("flaky");
         let hs: Vec<_> = (0..20)
             .map(|_| rt.register_replicable(vec![1u64; 4]))
@@ -301,6 +302,7 @@ fn failing_device_body_falls_back_to_the_cpu_body() {
             rt.submit(
                 TaskBuilder::new(&cl)
                     .rw(h)
+                    .on_node(1)
                     .device_body(move |ctx| {
                         tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         ctx.write(&h1)?[0] = 999; // partial write, then failure
@@ -318,8 +320,8 @@ fn failing_device_body_falls_back_to_the_cpu_body() {
             assert_eq!(rt.unregister(h).unwrap(), vec![2u64; 4]);
         }
         assert!(
-            device_tries.load(std::sync::atomic::Ordering::SeqCst) > 0,
-            "no task reached the device"
+            device_tries.load(std::sync::atomic::Ordering::SeqCst) == 20,
+            "every task should have tried the device first"
         );
     });
 }
