@@ -109,6 +109,9 @@ pub(crate) trait AnyHandle: Send + Sync {
     /// Unpin after a task; a write leaves `node`'s replica the only valid one.
     fn release(&self, node: NodeId, mode: AccessMode);
 
+    /// Undo an `acquire` whose task never ran: unpin, validity unchanged.
+    fn unpin(&self, node: NodeId, mode: AccessMode);
+
     /// LRU stamp of the replica on `node`, if one is allocated there.
     fn last_use(&self, node: NodeId) -> Option<u64>;
 
@@ -283,7 +286,7 @@ impl<T: Send + Sync> AnyHandle for HandleInner<T> {
         }
         let mut reserved = false;
         if node != HOST && lock(&r.state).present & (1 << node) == 0 {
-            mem.reserve(node, r.bytes, Arc::as_ptr(me) as *const ())
+            mem.reserve(node, r.bytes, Arc::as_ptr(me) as *const (), pin)
                 .map_err(|e| format!("data '{}': {e}", self.core.display_name()))?;
             reserved = true;
         }
@@ -344,6 +347,16 @@ impl<T: Send + Sync> AnyHandle for HandleInner<T> {
             st.pins[node] = st.pins[node].saturating_sub(1);
             if mode.writes() {
                 st.valid = 1 << node;
+                st.writers = st.writers.saturating_sub(1);
+            }
+        }
+    }
+
+    fn unpin(&self, node: NodeId, mode: AccessMode) {
+        if let Some(r) = &self.replicas {
+            let mut st = lock(&r.state);
+            st.pins[node] = st.pins[node].saturating_sub(1);
+            if mode.writes() {
                 st.writers = st.writers.saturating_sub(1);
             }
         }

@@ -32,6 +32,11 @@ use crate::util::lock;
 pub type NodeId = usize;
 /// The first host memory node (NUMA node 0).
 pub const HOST: NodeId = 0;
+/// How long a task waits for busy replicas to become evictable before its
+/// allocation fails. The admission check guarantees its working set fits, so
+/// only transient business (copies, writers elsewhere) can be in the way.
+const RESERVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Most memory nodes a runtime may have (replica masks are `u64`).
 pub const MAX_NODES: usize = 64;
 
@@ -223,8 +228,18 @@ impl Memory {
     }
 
     /// Reserve `bytes` on `node`, evicting unpinned replicas (never `keep`'s)
-    /// in LRU order. `Err` with the figures when nothing more can be evicted.
-    pub(crate) fn reserve(&self, node: NodeId, bytes: u64, keep: *const ()) -> Result<(), String> {
+    /// in LRU order. Replicas can be busy for a moment (a prefetch copying,
+    /// a writer running elsewhere, another reservation in flight): with
+    /// `wait`, retry until `RESERVE_PATIENCE` has passed; without (prefetch,
+    /// best effort), give up at once. `Err` names the figures.
+    pub(crate) fn reserve(
+        &self,
+        node: NodeId,
+        bytes: u64,
+        keep: *const (),
+        wait: bool,
+    ) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + RESERVE_PATIENCE;
         let n = &self.nodes[node];
         let Some(limit) = n.limit else {
             n.used.fetch_add(bytes, Ordering::Relaxed);
@@ -248,6 +263,10 @@ impl Memory {
                 continue;
             }
             if !self.evict_one(node, keep) {
+                if wait && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                    continue;
+                }
                 return Err(format!(
                     "needs {bytes} more bytes on node {}, which has {cur} of {limit} bytes in use by replicas that cannot be evicted now",
                     n.name
@@ -261,8 +280,20 @@ impl Memory {
         self.nodes[node].used.fetch_sub(bytes, Ordering::AcqRel);
     }
 
+    /// Remember that `h` has a replica on `node` (once per handle: the list
+    /// keeps evicted handles too, and `last_use` skips those that are not
+    /// present). Entries are never removed on eviction: a handle evicted by
+    /// one thread may be re-allocated by another before the evicting thread
+    /// could remove it, and removing it then would hide a live replica from
+    /// eviction for good.
     pub(crate) fn add_resident(&self, node: NodeId, h: Weak<dyn AnyHandle>) {
-        lock(&self.nodes[node].resident).push(h);
+        let mut res = lock(&self.nodes[node].resident);
+        if !res
+            .iter()
+            .any(|w| std::ptr::addr_eq(w.as_ptr(), h.as_ptr()))
+        {
+            res.push(h);
+        }
     }
 
     /// Evict the least recently used unpinned replica on `node`. Returns
@@ -283,8 +314,6 @@ impl Memory {
             if let Some(freed) = h.try_evict(node, self) {
                 self.unreserve(node, freed);
                 self.nodes[node].evictions.fetch_add(1, Ordering::Relaxed);
-                let mut res = lock(&self.nodes[node].resident);
-                res.retain(|w| !std::ptr::eq(w.as_ptr() as *const (), Arc::as_ptr(h) as *const ()));
                 return true;
             }
         }

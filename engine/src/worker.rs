@@ -158,7 +158,7 @@ fn with_data(
     for (i, a) in node.accesses.iter().enumerate() {
         if let Err(e) = a.handle.acquire(&a.handle, mem_node, a.mode, mem, true) {
             for b in &node.accesses[..i] {
-                b.handle.discard(mem_node, crate::access::AccessMode::R);
+                b.handle.unpin(mem_node, b.mode);
             }
             return (Outcome::Failed(e), true);
         }

@@ -47,6 +47,18 @@ fn run_random(
     tasks: usize,
     len: usize,
 ) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
+    run_random_on(rt, seed, handles, tasks, len, None)
+}
+
+/// [`run_random`] with every task placed on memory node `hint` (dmda).
+fn run_random_on(
+    rt: &Runtime,
+    seed: u64,
+    handles: usize,
+    tasks: usize,
+    len: usize,
+    hint: Option<usize>,
+) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let init: Vec<Vec<u64>> = (0..handles).map(|h| vec![h as u64 + seed; len]).collect();
     let hs: Vec<_> = init
@@ -81,6 +93,9 @@ fn run_random(
             };
         }
         let mut t = TaskBuilder::new(&cl).label(format!("mix{k}")).flops(1e5);
+        if let Some(n) = hint {
+            t = t.on_node(n);
+        }
         for &r in &reads {
             t = t.read(&hs[r]);
         }
@@ -150,9 +165,17 @@ fn data_four_times_a_device_limit_runs_by_eviction() {
         let len = 1024; // 8 KiB per handle
         let handles = 16; // 128 KiB of data
         let limit = (handles * len * 8 / 4) as u64; // the device holds a quarter
-        for sched in ["dmda", "ws"] {
-            let rt = Runtime::new(config(1, sched, vec![fast_sim(0, 4.0, Some(limit))])).unwrap();
-            let (got, expected) = run_random(&rt, 7, handles, 300, len);
+                                                    // `ws` may leave the device idle; `dmda-device` hints every task to
+                                                    // the device, so all the data must pass through its memory.
+        for sched in ["dmda-device", "dmda", "ws"] {
+            let rt = Runtime::new(config(
+                1,
+                sched.trim_end_matches("-device"),
+                vec![fast_sim(0, 4.0, Some(limit))],
+            ))
+            .unwrap();
+            let hint = (sched == "dmda-device").then_some(1);
+            let (got, expected) = run_random_on(&rt, 7, handles, 300, len, hint);
             assert_eq!(got, expected, "{sched}: wrong result under eviction");
             let stats = rt.memory_stats();
             let dev = &stats.nodes[1];
@@ -162,7 +185,7 @@ fn data_four_times_a_device_limit_runs_by_eviction() {
                 dev.resident
             );
             assert!(
-                dev.evictions > 0,
+                hint.is_none() || dev.evictions > 0,
                 "{sched}: expected evictions with data 4x the limit: {stats}"
             );
         }
