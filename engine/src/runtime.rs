@@ -162,7 +162,7 @@ pub(crate) struct Shared {
     pub(crate) memory: Arc<Memory>,
     /// Whether there is more than one memory node (devices or NUMA nodes):
     /// then every task acquires its data on its worker's node.
-    pub(crate) has_devices: bool,
+    pub(crate) multi_node: bool,
     pub(crate) perf: Arc<PerfModels>,
     /// Time tasks into `perf`.
     pub(crate) calibrate: bool,
@@ -551,7 +551,7 @@ impl Runtime {
             has_errors: AtomicBool::new(false),
             trace,
             graph: config.record_graph.then(|| Mutex::new(Vec::new())),
-            has_devices: !config.devices.is_empty() || host_nodes > 1,
+            multi_node: !config.devices.is_empty() || host_nodes > 1,
             kinds,
             memory,
             perf,
@@ -603,7 +603,7 @@ impl Runtime {
         &self.config
     }
 
-    /// Number of CPU workers.
+    /// Number of worker threads: CPU workers plus one per device.
     pub fn workers(&self) -> usize {
         self.threads.len()
     }

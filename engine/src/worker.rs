@@ -1,5 +1,6 @@
-//! CPU workers: the loop that pops ready tasks, runs their bodies, and
-//! releases their successors.
+//! Workers (CPU and device): the loop that pops ready tasks, makes their
+//! data valid on the worker's memory node, runs their bodies, and releases
+//! their successors.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -77,7 +78,7 @@ fn execute(
         // SAFETY: this worker popped the task from a ready queue.
         let (cpu, device) = unsafe { node.take_body() };
         let start = recorder.as_ref().map(|r| r.now());
-        let outcome = if shared.has_devices {
+        let outcome = if shared.multi_node {
             run_with_data(shared, &node, index, cpu, device)
         } else {
             run_body(shared, &node, index, crate::memory::HOST, cpu)
