@@ -214,6 +214,19 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// One power-iteration step after `y = A·x`: record `||y||` and return `y / ||y||`.
+fn power_step(y: Vec<f64>, stats: &mut IterStats) -> Result<Vec<f64>, Error> {
+    let lambda = dot(&y, &y).sqrt();
+    if lambda == 0.0 || !lambda.is_finite() {
+        return Err(Error::Config(format!(
+            "power iteration broke down: ||A·x|| = {lambda}"
+        )));
+    }
+    stats.history.push(lambda);
+    stats.iterations += 1;
+    Ok(y.into_iter().map(|v| v / lambda).collect())
+}
+
 /// Power iteration: the dominant eigenvalue estimate `||A·x||` per iteration,
 /// from `x0` normalised.
 pub fn power_iteration(
@@ -230,15 +243,7 @@ pub fn power_iteration(
         let ts = Instant::now();
         let (_, y) = multiply(rt, a, x)?;
         stats.spmv_seconds += ts.elapsed().as_secs_f64();
-        let lambda = dot(&y, &y).sqrt();
-        if lambda == 0.0 || !lambda.is_finite() {
-            return Err(Error::Config(format!(
-                "power iteration broke down: ||A·x|| = {lambda}"
-            )));
-        }
-        x = y.into_iter().map(|v| v / lambda).collect();
-        stats.history.push(lambda);
-        stats.iterations += 1;
+        x = power_step(y, &mut stats)?;
     }
     stats.total_seconds = t0.elapsed().as_secs_f64();
     Ok((x, stats))
@@ -422,15 +427,7 @@ pub fn balanced_power_iteration(
             total,
         };
         stats.spmv_seconds += total;
-        let lambda = dot(&y, &y).sqrt();
-        if lambda == 0.0 || !lambda.is_finite() {
-            return Err(Error::Config(format!(
-                "power iteration broke down: ||A·x|| = {lambda}"
-            )));
-        }
-        x = y.into_iter().map(|v| v / lambda).collect();
-        stats.history.push(lambda);
-        stats.iterations += 1;
+        x = power_step(y, &mut stats)?;
         let actual = on_device as f64 / total_nnz as f64;
         let next = balancer
             .next_fraction(&times)
