@@ -76,13 +76,7 @@ struct Row {
 
 /// Rows: workers in index order, then one per (from, to) transfer pair.
 fn rows(trace: &Trace, key_of: &HashMap<&str, usize>, transfer_key: usize) -> Vec<Row> {
-    let nworkers = trace
-        .tasks
-        .iter()
-        .map(|t| t.worker as usize + 1)
-        .max()
-        .unwrap_or(0)
-        .max(trace.workers.len());
+    let nworkers = trace.worker_count();
     let mut rows: Vec<Row> = (0..nworkers)
         .map(|i| Row {
             label: trace

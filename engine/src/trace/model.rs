@@ -67,3 +67,16 @@ pub struct TransferRecord {
     /// End of the copy.
     pub end: Nanos,
 }
+
+impl Trace {
+    /// Number of execution tracks: the listed workers, or more if a task
+    /// names a worker index past the list.
+    pub fn worker_count(&self) -> usize {
+        self.tasks
+            .iter()
+            .map(|t| t.worker as usize + 1)
+            .max()
+            .unwrap_or(0)
+            .max(self.workers.len())
+    }
+}

@@ -175,13 +175,7 @@ fn pct(part: Nanos, whole: Nanos) -> f64 {
 }
 
 fn worker_stats(trace: &Trace, makespan: Nanos) -> Vec<WorkerStats> {
-    let n = trace
-        .tasks
-        .iter()
-        .map(|t| t.worker as usize + 1)
-        .max()
-        .unwrap_or(0)
-        .max(trace.workers.len());
+    let n = trace.worker_count();
     let mut intervals: Vec<Vec<(Nanos, Nanos)>> = vec![Vec::new(); n];
     for t in &trace.tasks {
         intervals[t.worker as usize].push((t.start, t.end.max(t.start)));
