@@ -2,11 +2,11 @@
 # Showcase: tiled LU against its peers on this machine, all in one run, printing
 # same-run ratios. Peers: OpenBLAS dgemm and dgetrf (Debian libopenblas-dev),
 # HPL from Debian's hpcc under 2 MPI ranks.
-#   bash bench/peers/lu.sh [N] [NB] [HPL_NB] [NO_HPL]   (defaults: 8192 384 256)
+#   bash bench/peers/lu.sh [N] [NB] [HPL_NB] [NO_HPL]   (defaults: 8192 448 256)
 # Needs: apt-get install libopenblas-dev hpcc (openmpi comes with hpcc).
 set -euo pipefail
 N=${1:-8192}
-NB=${2:-384}
+NB=${2:-448}
 HPL_NB=${3:-256}
 NO_HPL=${4:-}
 cd "$(dirname "$0")/../.."
