@@ -19,19 +19,22 @@ trap 'rm -rf "$work"' EXIT
 cargo build --release -q
 gcc -O2 -o "$work/blas_peer" bench/peers/blas_peer.c -lopenblas
 
-echo "== tessera lu N=$N NB=$NB (median of 3)"
-ts=()
+# Alternate tessera and OpenBLAS three times so both see the same machine
+# load (this VM drifts by up to 2x within minutes); report medians.
+echo "== tessera lu N=$N NB=$NB and OpenBLAS ($OPENBLAS_CORETYPE) dgemm/dgetrf, alternated 3 times"
+ts=(); gs=(); fs=()
 for _ in 1 2 3; do
   g=$(./target/release/tessera lu --n "$N" --nb "$NB" | awk '/^TS/ {print $7}')
   ts+=("$g")
-  echo "  tessera run: $g GFLOP/s"
+  "$work/blas_peer" "$N" 1 > "$work/blas.txt"
+  gs+=("$(awk '/^dgemm/ {print $3}' "$work/blas.txt")")
+  fs+=("$(awk '/^dgetrf/ {print $3}' "$work/blas.txt")")
+  echo "  tessera $g   dgemm ${gs[-1]}   dgetrf ${fs[-1]}"
 done
-tessera=$(printf '%s\n' "${ts[@]}" | sort -g | sed -n 2p)
-
-echo "== OpenBLAS ($OPENBLAS_CORETYPE) dgemm and dgetrf, N=$N, best of 3"
-"$work/blas_peer" "$N" 3 | tee "$work/blas.txt"
-dgemm=$(awk '/^dgemm/ {print $3}' "$work/blas.txt")
-dgetrf=$(awk '/^dgetrf/ {print $3}' "$work/blas.txt")
+median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+tessera=$(median "${ts[@]}")
+dgemm=$(median "${gs[@]}")
+dgetrf=$(median "${fs[@]}")
 
 hpl=""
 if [ -z "$NO_HPL" ] && command -v hpcc >/dev/null && command -v mpirun >/dev/null; then
