@@ -352,16 +352,10 @@ impl PerfModelError {
         let kind = if e.is_eof() {
             PerfModelErrorKind::Truncated { line, column }
         } else {
-            // serde_json appends " at line L column C"; we print our own.
-            let text = e.to_string();
-            let message = match text.rfind(" at line ") {
-                Some(i) => text[..i].to_owned(),
-                None => text,
-            };
             PerfModelErrorKind::Syntax {
                 line,
                 column,
-                message,
+                message: crate::util::json_message(e),
             }
         };
         Self::new(kind, Some(path))

@@ -19,3 +19,11 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "panic with a non-string payload".to_string()
     }
 }
+
+/// A serde_json error's message without the " at line L column C" that
+/// serde_json appends: callers print the position themselves.
+pub(crate) fn json_message(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    msg.strip_suffix(&suffix).map(str::to_owned).unwrap_or(msg)
+}

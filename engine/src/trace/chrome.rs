@@ -809,14 +809,6 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
     }
 }
 
-/// serde_json appends " at line L column C" to its messages; we print the
-/// position ourselves.
-fn strip_position(e: &serde_json::Error) -> String {
-    let msg = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    msg.strip_suffix(&suffix).map(str::to_owned).unwrap_or(msg)
-}
-
 fn parse<'de, R: serde_json::de::Read<'de>>(
     mut de: serde_json::Deserializer<R>,
 ) -> Result<Trace, TraceError> {
@@ -836,7 +828,7 @@ fn parse<'de, R: serde_json::de::Read<'de>>(
             Category::Syntax => TraceErrorKind::Syntax {
                 line,
                 column,
-                message: strip_position(&e),
+                message: crate::util::json_message(&e),
             },
             Category::Data => match builder.event_error.take() {
                 // serde_json's position here is past the event and its separator,
@@ -844,11 +836,11 @@ fn parse<'de, R: serde_json::de::Read<'de>>(
                 Some((index, message)) => TraceErrorKind::Event { index, message },
                 None if builder.in_meta => TraceErrorKind::Format(format!(
                     "`tessera` metadata at line {line} column {column}: {}",
-                    strip_position(&e)
+                    crate::util::json_message(&e)
                 )),
                 None => TraceErrorKind::Format(format!(
                     "at line {line} column {column}: {}",
-                    strip_position(&e)
+                    crate::util::json_message(&e)
                 )),
             },
         };
