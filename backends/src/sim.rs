@@ -9,10 +9,17 @@
 //!
 //! The model is a lower bound: the body runs on a host thread, so a task can
 //! never finish faster than the CPU body itself takes.
+//!
+//! With `own_memory` (spec key `own-mem=1`) the device behaves like a GPU for
+//! data: its replicas are raw byte buffers the engine reaches only through
+//! [`DeviceMemory`] uploads and downloads, CPU bodies never run on it, and
+//! device bodies see their data as [`DevicePtr`](tessera_engine::DevicePtr)s
+//! (host addresses here, so a sim device body can compute on them). CI runs
+//! the GPU data path this way.
 
 use std::time::{Duration, Instant};
 
-use tessera_engine::device::{Device, Link, TaskCost};
+use tessera_engine::device::{Device, DeviceBuffer, DeviceMemory, Link, TaskCost};
 
 /// Cost model of one sim device.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,6 +37,8 @@ pub struct SimConfig {
     pub link: Link,
     /// Device memory the runtime may use (`None`: unlimited).
     pub memory: Option<u64>,
+    /// Replicas are raw buffers reached only by device bodies (GPU-like).
+    pub own_memory: bool,
 }
 
 impl Default for SimConfig {
@@ -44,6 +53,7 @@ impl Default for SimConfig {
                 bandwidth: 10e9,
             },
             memory: None,
+            own_memory: false,
         }
     }
 }
@@ -96,9 +106,16 @@ impl SimConfig {
                 "mem" => cfg.memory = Some(parse_bytes(v).ok_or_else(|| bad("expected a size like 256MiB"))?),
                 "half" => cfg.half_speed_flops = parse_f64(v).ok_or_else(|| bad("expected flops"))?,
                 "gflops" => cfg.reference_gflops = parse_f64(v).filter(|g| *g > 0.0).ok_or_else(|| bad("expected GFLOP/s"))?,
+                "own-mem" => {
+                    cfg.own_memory = match v.trim() {
+                        "1" | "yes" | "true" => true,
+                        "0" | "no" | "false" => false,
+                        _ => return Err(bad("expected 1 or 0")),
+                    }
+                }
                 other => {
                     return Err(format!(
-                        "--sim '{spec}': unknown key '{other}' (known: speed, latency, link-latency, bandwidth, mem, half, gflops)"
+                        "--sim '{spec}': unknown key '{other}' (known: speed, latency, link-latency, bandwidth, mem, half, gflops, own-mem)"
                     ))
                 }
             }
@@ -219,6 +236,86 @@ impl Device for SimDevice {
 
     fn copy(&self, bytes: u64, copy: &mut dyn FnMut()) -> Duration {
         take_modelled(self.config.link.time(bytes), copy)
+    }
+
+    fn memory(&self) -> Option<&dyn DeviceMemory> {
+        self.config.own_memory.then_some(self as &dyn DeviceMemory)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A sim device buffer: 8-byte-aligned host memory owned through a raw
+/// pointer, because device bodies write it through their `DevicePtr`s.
+struct SimBuffer {
+    ptr: *mut u64,
+    words: usize,
+    bytes: usize,
+}
+
+// SAFETY: the buffer is plain memory; the engine's coherence protocol gives
+// one writer or several readers at a time.
+unsafe impl Send for SimBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for SimBuffer {}
+
+impl Drop for SimBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`words` came from `Box::into_raw` of a `[u64]` of that length.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.words)) });
+    }
+}
+
+impl DeviceBuffer for SimBuffer {
+    fn ptr(&self) -> u64 {
+        self.ptr as u64
+    }
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl DeviceMemory for SimDevice {
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, String> {
+        let words = bytes.div_ceil(8);
+        let b: Box<[u64]> = vec![0u64; words].into_boxed_slice();
+        Ok(Box::new(SimBuffer {
+            ptr: Box::into_raw(b).cast(),
+            words,
+            bytes,
+        }))
+    }
+
+    fn upload(&self, src: &[u8], dst: &dyn DeviceBuffer) -> Result<(), String> {
+        if src.len() != dst.bytes() {
+            return Err(format!(
+                "upload of {} bytes into a {}-byte buffer",
+                src.len(),
+                dst.bytes()
+            ));
+        }
+        // SAFETY: `dst` was allocated by this device (a SimBuffer of
+        // `dst.bytes()` bytes at `dst.ptr()`); the engine holds it exclusively
+        // during a copy.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.ptr() as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), String> {
+        if dst.len() != src.bytes() {
+            return Err(format!(
+                "download of a {}-byte buffer into {} bytes",
+                src.bytes(),
+                dst.len()
+            ));
+        }
+        // SAFETY: as in `upload`; no writer runs on `src` during a copy.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.ptr() as *const u8, dst.as_mut_ptr(), dst.len())
+        };
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@ use std::cell::UnsafeCell;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::access::AccessMode;
+use crate::device::{DeviceBuffer, DeviceMemory};
 use crate::memory::{Memory, NodeId, Replicate, HOST};
 use crate::task::TaskNode;
 use crate::util::lock;
@@ -136,6 +137,21 @@ fn mem_is_host(mem: &Memory, node: NodeId) -> bool {
 pub(crate) struct ReplicaFns<T> {
     pub(crate) replicate: fn(&T) -> T,
     pub(crate) copy_from: fn(&mut T, &T),
+    pub(crate) parts: fn(&T) -> Option<Vec<&[u8]>>,
+    pub(crate) parts_mut: fn(&mut T) -> Option<Vec<&mut [u8]>>,
+}
+
+/// A replica on a node whose memory the host cannot address (a GPU): one
+/// device buffer per part of the value (`Replicate::parts`).
+type RawReplica = Vec<Box<dyn DeviceBuffer>>;
+
+/// Where a device body finds one part of a handle's replica in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevicePtr {
+    /// Device address.
+    pub ptr: u64,
+    /// Length in bytes.
+    pub bytes: usize,
 }
 
 /// Replica bookkeeping of one handle, protected by `Replicas::state`.
@@ -161,6 +177,12 @@ pub(crate) struct Replicas<T> {
     /// written only under `state`'s lock, by an acquire that makes it valid
     /// or an eviction, never while its node's replica is pinned.
     slots: Box<[UnsafeCell<Option<T>>]>,
+    /// Index = node: the replicas on nodes with their own device memory
+    /// (the same rules as `slots`; such a node never uses `slots`).
+    raw: Box<[UnsafeCell<Option<RawReplica>>]>,
+    /// Byte sizes of the value's parts, fixed at registration; `None`: the
+    /// type cannot live in device memory.
+    part_bytes: Option<Vec<usize>>,
     state: Mutex<ReplicaState>,
     bytes: u64,
     mem: Arc<Memory>,
@@ -210,28 +232,156 @@ impl<T: Send + Sync> HandleInner<T> {
     }
 
     /// Copy the valid replica at `from` into `to` (allocating `to` if absent),
-    /// as a transfer. Called with `state` locked.
-    fn copy_between(&self, r: &Replicas<T>, st: &mut ReplicaState, from: NodeId, to: NodeId) {
+    /// as a transfer. Called with `state` locked. Nodes with their own device
+    /// memory are reached through their raw replicas (uploads, downloads, and
+    /// device → device through a host staging copy).
+    fn copy_between(
+        &self,
+        r: &Replicas<T>,
+        st: &mut ReplicaState,
+        from: NodeId,
+        to: NodeId,
+    ) -> Result<(), String> {
         let bytes = r.bytes;
         let id = self.core.id;
-        // SAFETY: `state` is locked (no other copy or eviction of this handle
-        // runs); `from` is valid, so no writer runs on it (a writer would be
-        // the current owner of the only valid copy and hold a pin on it, and
-        // dependencies keep readers and writers apart); `to` is not pinned
-        // by anyone but a reader waiting for this very copy.
-        unsafe {
-            let src = (*self.slot_ptr(from))
-                .as_ref()
-                .expect("a valid replica is present");
-            let dst = &mut *self.slot_ptr(to);
-            r.mem.transfer(id, from, to, bytes, &mut || match dst {
-                Some(d) => (r.fns.copy_from)(d, src),
-                None => *dst = Some((r.fns.replicate)(src)),
-            });
+        let mut result = Ok(());
+        // SAFETY (all blocks below): `state` is locked (no other copy or
+        // eviction of this handle runs); `from` is valid, so no writer runs
+        // on it (a writer would be the current owner of the only valid copy
+        // and hold a pin on it, and dependencies keep readers and writers
+        // apart); `to` is not pinned by anyone but a reader waiting for this
+        // very copy. The host value is read only for its shape while no
+        // writer runs anywhere (prefetches and evictions skip busy handles).
+        match (r.mem.device_memory(from), r.mem.device_memory(to)) {
+            (None, None) => unsafe {
+                let src = (*self.slot_ptr(from))
+                    .as_ref()
+                    .expect("a valid replica is present");
+                let dst = &mut *self.slot_ptr(to);
+                r.mem.transfer(id, from, to, bytes, &mut || match dst {
+                    Some(d) => (r.fns.copy_from)(d, src),
+                    None => *dst = Some((r.fns.replicate)(src)),
+                });
+            },
+            (None, Some(dm)) => unsafe {
+                let src = (*self.slot_ptr(from))
+                    .as_ref()
+                    .expect("a valid replica is present");
+                let parts = (r.fns.parts)(src).ok_or_else(|| self.not_device_data(r, to))?;
+                let raw = &mut *r.raw[to].get();
+                if raw.is_none() {
+                    *raw = Some(self.alloc_raw(r, dm, to)?);
+                }
+                let bufs = raw.as_ref().expect("allocated above");
+                r.mem.transfer(id, from, to, bytes, &mut || {
+                    result = upload(dm, &parts, bufs);
+                });
+            },
+            (Some(dm), None) => unsafe {
+                let dst = &mut *self.slot_ptr(to);
+                if dst.is_none() {
+                    // Only a device node's slot can be absent; shape it
+                    // after the host value.
+                    let host = (*self.value.get()).as_ref().expect("registered");
+                    *dst = Some((r.fns.replicate)(host));
+                }
+                let mut parts = (r.fns.parts_mut)(dst.as_mut().expect("allocated above"))
+                    .ok_or_else(|| self.not_device_data(r, from))?;
+                let bufs = (*r.raw[from].get())
+                    .as_ref()
+                    .expect("a valid replica is present");
+                r.mem.transfer(id, from, to, bytes, &mut || {
+                    result = download(dm, bufs, &mut parts);
+                });
+            },
+            (Some(src_dm), Some(dst_dm)) => unsafe {
+                let raw = &mut *r.raw[to].get();
+                if raw.is_none() {
+                    *raw = Some(self.alloc_raw(r, dst_dm, to)?);
+                }
+                let dst = raw.as_ref().expect("allocated above");
+                let src = (*r.raw[from].get())
+                    .as_ref()
+                    .expect("a valid replica is present");
+                r.mem.transfer(id, from, to, bytes, &mut || {
+                    let mut stage: Vec<Vec<u8>> = src.iter().map(|b| vec![0; b.bytes()]).collect();
+                    let mut views: Vec<&mut [u8]> =
+                        stage.iter_mut().map(|v| v.as_mut_slice()).collect();
+                    result = download(src_dm, src, &mut views).and_then(|()| {
+                        let views: Vec<&[u8]> = stage.iter().map(|v| v.as_slice()).collect();
+                        upload(dst_dm, &views, dst)
+                    });
+                });
+            },
         }
+        result.map_err(|e| {
+            format!(
+                "data '{}': copy from {} to {} failed: {e}",
+                self.core.display_name(),
+                r.mem.nodes[from].name,
+                r.mem.nodes[to].name
+            )
+        })?;
         st.present |= 1 << to;
         st.valid |= 1 << to;
+        Ok(())
     }
+
+    fn not_device_data(&self, r: &Replicas<T>, node: NodeId) -> String {
+        format!(
+            "data '{}' has a type that cannot live in device memory ({}): its Replicate impl gives no parts",
+            self.core.display_name(),
+            r.mem.nodes[node].name
+        )
+    }
+
+    /// Device buffers for every part of this handle on `node`.
+    fn alloc_raw(
+        &self,
+        r: &Replicas<T>,
+        dm: &dyn DeviceMemory,
+        node: NodeId,
+    ) -> Result<RawReplica, String> {
+        let sizes = r
+            .part_bytes
+            .as_ref()
+            .ok_or_else(|| self.not_device_data(r, node))?;
+        sizes
+            .iter()
+            .map(|&n| dm.alloc(n))
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                format!(
+                    "data '{}': allocation on {} failed: {e}",
+                    self.core.display_name(),
+                    r.mem.nodes[node].name
+                )
+            })
+    }
+}
+
+fn upload(dm: &dyn DeviceMemory, parts: &[&[u8]], bufs: &RawReplica) -> Result<(), String> {
+    assert_eq!(parts.len(), bufs.len(), "Replicate::parts changed shape");
+    for (p, b) in parts.iter().zip(bufs) {
+        dm.upload(p, &**b)?;
+    }
+    Ok(())
+}
+
+fn download(
+    dm: &dyn DeviceMemory,
+    bufs: &RawReplica,
+    parts: &mut [&mut [u8]],
+) -> Result<(), String> {
+    assert_eq!(
+        parts.len(),
+        bufs.len(),
+        "Replicate::parts_mut changed shape"
+    );
+    for (p, b) in parts.iter_mut().zip(bufs) {
+        dm.download(&**b, p)?;
+    }
+    Ok(())
 }
 
 impl<T: Send + Sync> AnyHandle for HandleInner<T> {
@@ -313,18 +463,37 @@ impl<T: Send + Sync> AnyHandle for HandleInner<T> {
                 "data '{}' has no valid replica",
                 self.core.display_name()
             );
-            self.copy_between(r, &mut st, from, node);
+            if let Err(e) = self.copy_between(r, &mut st, from, node) {
+                if newly_present {
+                    mem.unreserve(node, r.bytes);
+                }
+                return Err(e);
+            }
         } else if newly_present {
-            // A write-only use: allocate (a copy of any replica; not a transfer).
-            let src_node = if st.valid & 1 != 0 {
-                HOST
+            // A write-only use: allocate (not a transfer).
+            if let Some(dm) = mem.device_memory(node) {
+                match self.alloc_raw(r, dm, node) {
+                    // SAFETY: as in `copy_between`; this allocates `node`'s raw slot.
+                    Ok(raw) => unsafe { *r.raw[node].get() = Some(raw) },
+                    Err(e) => {
+                        mem.unreserve(node, r.bytes);
+                        return Err(e);
+                    }
+                }
             } else {
-                st.valid.trailing_zeros() as NodeId
-            };
-            // SAFETY: as in `copy_between`; this is an allocation of `node`'s slot.
-            unsafe {
-                let src = (*self.slot_ptr(src_node)).as_ref().expect("present");
-                *self.slot_ptr(node) = Some((r.fns.replicate)(src));
+                // A copy of any host-addressable replica, for its shape.
+                let src_node = if st.valid & 1 != 0 {
+                    HOST
+                } else {
+                    (0..mem.nodes.len())
+                        .find(|&n| st.valid & (1 << n) != 0 && mem.device_memory(n).is_none())
+                        .unwrap_or(HOST)
+                };
+                // SAFETY: as in `copy_between`; this is an allocation of `node`'s slot.
+                unsafe {
+                    let src = (*self.slot_ptr(src_node)).as_ref().expect("present");
+                    *self.slot_ptr(node) = Some((r.fns.replicate)(src));
+                }
             }
             st.present |= 1 << node;
         }
@@ -395,12 +564,19 @@ impl<T: Send + Sync> AnyHandle for HandleInner<T> {
             return None;
         }
         if st.valid == 1 << node {
-            // The only valid copy: write it back to the host first.
-            self.copy_between(r, &mut st, node, HOST);
+            // The only valid copy: write it back to the host first (a failed
+            // write-back keeps the replica).
+            self.copy_between(r, &mut st, node, HOST).ok()?;
         }
         // SAFETY: `state` is locked and the replica is not pinned, so no task
         // uses it; dropping it frees the node's memory.
-        unsafe { *self.slot_ptr(node) = None };
+        unsafe {
+            if mem.device_memory(node).is_some() {
+                *r.raw[node].get() = None;
+            } else {
+                *self.slot_ptr(node) = None;
+            }
+        }
         st.present &= !(1 << node);
         st.valid &= !(1 << node);
         Some(r.bytes)
@@ -448,12 +624,17 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
     {
         let nodes = mem.nodes.len();
         let bytes = value.bytes() as u64;
+        let part_bytes = value.parts().map(|p| p.iter().map(|b| b.len()).collect());
         let replicas = Replicas {
             fns: ReplicaFns {
                 replicate: T::replicate,
                 copy_from: T::copy_from,
+                parts: T::parts,
+                parts_mut: T::parts_mut,
             },
             slots: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
+            raw: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
+            part_bytes,
             state: Mutex::new(ReplicaState {
                 valid: 1,
                 present: 1,
@@ -510,6 +691,25 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
             Some(v) => v as *mut T,
             None => unreachable!("a handle in use by a task cannot have been unregistered"),
         }
+    }
+
+    /// The device buffers of the replica on `node`, a node with its own
+    /// device memory (`None` if the handle has none there).
+    ///
+    /// # Safety
+    /// As [`value_ptr`](Self::value_ptr).
+    pub(crate) unsafe fn device_ptrs(&self, node: NodeId) -> Option<Vec<DevicePtr>> {
+        let r = self.inner.replicas.as_ref()?;
+        // SAFETY: forwarded to the caller.
+        let raw = unsafe { (*r.raw.get(node)?.get()).as_ref()? };
+        Some(
+            raw.iter()
+                .map(|b| DevicePtr {
+                    ptr: b.ptr(),
+                    bytes: b.bytes(),
+                })
+                .collect(),
+        )
     }
 
     /// Take the value out.

@@ -14,7 +14,14 @@
 //!    body on its own replicas);
 //! 4. add a `Config::devices` entry; the runtime starts one device worker
 //!    per device and one memory node for it.
+//!
+//! A device whose memory the host cannot address (a GPU) also implements
+//! [`DeviceMemory`] and returns it from [`Device::memory`]. Replicas on its
+//! node are then raw buffers, one per [`Replicate::parts`](crate::memory::Replicate::parts)
+//! of the value (StarPU's data interfaces), reached by device bodies through
+//! `TaskContext::device_parts`; CPU bodies never run there.
 
+use std::any::Any;
 use std::time::Duration;
 
 /// What the runtime tells a device about a task it runs, for its cost model.
@@ -72,4 +79,34 @@ pub trait Device: Send + Sync {
     /// Perform `copy` (the data movement itself) as a transfer of `bytes`
     /// over the link; returns the time it took.
     fn copy(&self, bytes: u64, copy: &mut dyn FnMut()) -> Duration;
+
+    /// The device's own memory, when the host cannot address it; `None`
+    /// (the default): replicas on this device's node are host values (sim).
+    fn memory(&self) -> Option<&dyn DeviceMemory> {
+        None
+    }
+
+    /// For device bodies that need the concrete device (a CUDA body gets its
+    /// stream and cuBLAS handle this way).
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// One allocation in a device's own memory.
+pub trait DeviceBuffer: Send + Sync {
+    /// Device address (a `CUdeviceptr` for CUDA).
+    fn ptr(&self) -> u64;
+    /// Length in bytes.
+    fn bytes(&self) -> usize;
+}
+
+/// Memory the host cannot address: allocation and synchronous host ↔ device
+/// copies. Implementations order the copies as they like (CUDA: copy streams
+/// and events) but return only once the copy is complete.
+pub trait DeviceMemory: Send + Sync {
+    /// Allocate `bytes` (may be 0).
+    fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, String>;
+    /// Copy `src` into `dst` (same length).
+    fn upload(&self, src: &[u8], dst: &dyn DeviceBuffer) -> Result<(), String>;
+    /// Copy `src` into `dst` (same length).
+    fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), String>;
 }

@@ -34,7 +34,7 @@ mod worker;
 
 pub use access::AccessMode;
 pub use codelet::Codelet;
-pub use data::DataHandle;
+pub use data::{DataHandle, DevicePtr};
 pub use error::{AccessError, BodyError, Error, RunError, TaskFailure, TaskInfo};
 pub use graph::{NodeId, TaskGraph};
 pub use runtime::{Config, Runtime, Submitter, WorkerHook};

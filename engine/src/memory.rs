@@ -49,9 +49,21 @@ pub trait Replicate: Send + Sync + 'static {
     fn replicate(&self) -> Self;
     /// Overwrite `self` with `src` (same shape).
     fn copy_from(&mut self, src: &Self);
+    /// The value's contiguous parts as bytes, for copies to a device's own
+    /// memory (StarPU's data interfaces: a tile is one part, a CSR matrix
+    /// three). `None` (the default): the type cannot live in device memory.
+    /// The number and sizes of the parts must not change over the value's
+    /// life (`copy_from` keeps the shape).
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        None
+    }
+    /// The same parts, writable, in the same order.
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        None
+    }
 }
 
-impl<T: Copy + Send + Sync + 'static> Replicate for Vec<T> {
+impl<T: bytemuck::Pod + Send + Sync + 'static> Replicate for Vec<T> {
     fn bytes(&self) -> usize {
         std::mem::size_of_val(self.as_slice())
     }
@@ -61,6 +73,12 @@ impl<T: Copy + Send + Sync + 'static> Replicate for Vec<T> {
     fn copy_from(&mut self, src: &Self) {
         self.clear();
         self.extend_from_slice(src);
+    }
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        Some(vec![bytemuck::cast_slice(self.as_slice())])
+    }
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        Some(vec![bytemuck::cast_slice_mut(self.as_mut_slice())])
     }
 }
 
@@ -195,6 +213,11 @@ impl Memory {
     pub(crate) fn device(&self, node: NodeId) -> Option<&Arc<dyn Device>> {
         node.checked_sub(self.host_nodes)
             .and_then(|d| self.devices.get(d))
+    }
+
+    /// The device memory behind `node`, when the host cannot address it.
+    pub(crate) fn device_memory(&self, node: NodeId) -> Option<&dyn crate::device::DeviceMemory> {
+        self.device(node).and_then(|d| d.memory())
     }
 
     /// Admission control: whether a working set of `bytes` can ever fit on `node`.

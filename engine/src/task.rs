@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::access::AccessMode;
 use crate::codelet::Codelet;
-use crate::data::{Access, DataHandle};
+use crate::data::{Access, DataHandle, DevicePtr};
+use crate::device::Device;
 use crate::error::{AccessError, BodyError, TaskInfo};
 use crate::util::lock;
 
@@ -53,6 +54,9 @@ pub(crate) struct TaskNode {
     body: UnsafeCell<(Option<Body>, Option<Body>)>,
     /// Never run on a device (set by the builder, or because some data is host-only).
     pub(crate) cpu_only: bool,
+    /// The task has a device body (the only kind of body that can run on
+    /// device memory the host cannot address).
+    pub(crate) has_device_body: bool,
     /// Run on a worker of this memory node (honoured by `dmda`; see `TaskBuilder::on_node`).
     pub(crate) node_hint: Option<usize>,
     /// `dmda`'s predicted cost of this task on the worker it was given, in ns.
@@ -88,6 +92,7 @@ impl TaskNode {
             flops: b.flops,
             accesses,
             cpu_only,
+            has_device_body: b.device_body.is_some(),
             node_hint: b.node_hint,
             body: UnsafeCell::new((b.body, b.device_body)),
             estimate_ns: std::sync::atomic::AtomicU64::new(0),
@@ -115,6 +120,17 @@ impl TaskNode {
         // SAFETY: per the contract and the assertion, this thread is the only
         // one to touch `body`, and it does so once.
         unsafe { std::mem::take(&mut *self.body.get()) }
+    }
+
+    /// Whether the task may run on memory node `node`: always on the host;
+    /// on a device, unless it is CPU-only, its working set can never fit
+    /// there (admission control), or the device's memory is not
+    /// host-addressable and the task has no device body.
+    pub(crate) fn can_run_on(&self, mem: &crate::memory::Memory, node: usize) -> bool {
+        mem.is_host(node)
+            || (!self.cpu_only
+                && mem.fits(node, self.footprint())
+                && (self.has_device_body || mem.device_memory(node).is_none()))
     }
 
     /// Bytes of the data this task accesses (replicable data only).
@@ -378,6 +394,11 @@ pub struct TaskContext<'t> {
     sleep: &'t crate::sleep::Sleep,
     borrows: Box<[Cell<u32>]>,
     worker: usize,
+    /// The device whose node `mem_node` is, when the body runs on it.
+    device: Option<&'t Arc<dyn Device>>,
+    /// `mem_node` is device memory the host cannot address: no typed
+    /// access, only `device_parts`.
+    raw: bool,
 }
 
 impl<'t> TaskContext<'t> {
@@ -386,15 +407,67 @@ impl<'t> TaskContext<'t> {
         worker: usize,
         mem_node: crate::memory::NodeId,
         sleep: &'t crate::sleep::Sleep,
+        device: Option<&'t Arc<dyn Device>>,
     ) -> Self {
         let borrows = (0..node.accesses.len()).map(|_| Cell::new(0)).collect();
+        let raw = device.is_some_and(|d| d.memory().is_some());
         TaskContext {
             node,
             mem_node,
             sleep,
             borrows,
             worker,
+            device,
+            raw,
         }
+    }
+
+    /// The device this body runs on (`None` on a CPU worker or for a CPU
+    /// body). A device body downcasts it (`as_any`) to reach the device's
+    /// streams and library handles.
+    pub fn device(&self) -> Option<&'t dyn Device> {
+        self.device.map(|d| &**d)
+    }
+
+    /// Where the replica of a declared handle lies in the device's own
+    /// memory: one [`DevicePtr`] per part of the value
+    /// ([`Replicate::parts`](crate::memory::Replicate::parts)). Only on a
+    /// device whose memory the host cannot address (a GPU); writing through
+    /// the pointers is the body's promise that it declared W or RW.
+    pub fn device_parts<T: Send + Sync + 'static>(
+        &self,
+        h: &DataHandle<T>,
+    ) -> Result<Vec<DevicePtr>, AccessError> {
+        self.find(h)?;
+        if !self.raw {
+            return Err(AccessError(format!(
+                "task '{}' asked for the device memory of data '{}', but it runs on host-addressable memory (node {}): use read/write",
+                self.node.display_name(),
+                h.name(),
+                self.mem_node
+            )));
+        }
+        // SAFETY: the task declared the handle and is running, so its replica
+        // on this node is acquired and pinned until the body returns.
+        unsafe { h.device_ptrs(self.mem_node) }.ok_or_else(|| {
+            AccessError(format!(
+                "data '{}' has no replica in device memory on node {}",
+                h.name(),
+                self.mem_node
+            ))
+        })
+    }
+
+    fn host_addressable<T>(&self, h: &DataHandle<T>) -> Result<(), AccessError> {
+        if self.raw {
+            return Err(AccessError(format!(
+                "task '{}': data '{}' is in device memory on node {}, which the host cannot address; a device body reaches it with device_parts",
+                self.node.display_name(),
+                h.name(),
+                self.mem_node
+            )));
+        }
+        Ok(())
     }
 
     /// Index of the worker running this body.
@@ -440,6 +513,7 @@ impl<'t> TaskContext<'t> {
         h: &'a DataHandle<T>,
     ) -> Result<&'a T, AccessError> {
         let i = self.find(h)?;
+        self.host_addressable(h)?;
         let mode = self.node.accesses[i].mode;
         if !mode.reads() {
             return Err(AccessError(format!(
@@ -476,6 +550,7 @@ impl<'t> TaskContext<'t> {
         h: &'a DataHandle<T>,
     ) -> Result<&'a mut T, AccessError> {
         let i = self.find(h)?;
+        self.host_addressable(h)?;
         let mode = self.node.accesses[i].mode;
         if !mode.writes() {
             return Err(AccessError(format!(

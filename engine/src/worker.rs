@@ -39,14 +39,10 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
                 None => break,
             },
         };
-        if is_device
-            && (task.0.cpu_only
-                || !shared
-                    .memory
-                    .fits(shared.kinds[index].node, task.0.footprint()))
-        {
-            // Host-only data, a CPU-only task, or a working set larger than
-            // the device's memory (admission control): the CPU workers take it.
+        if is_device && !task.0.can_run_on(&shared.memory, shared.kinds[index].node) {
+            // Host-only data, a CPU-only task, a working set larger than the
+            // device's memory (admission control), or no device body for a
+            // device the host cannot address: the CPU workers take it.
             shared.policy.push_cpu_only(task);
             shared.sleep.notify_all();
             continue;
@@ -105,8 +101,9 @@ fn run_body(
     let Some(body) = body else {
         return Outcome::Ok;
     };
-    let ctx = TaskContext::new(node, index, mem_node, &shared.sleep);
     let kind = &shared.kinds[index];
+    let device = kind.device.as_ref().filter(|_| mem_node == kind.node);
+    let ctx = TaskContext::new(node, index, mem_node, &shared.sleep, device);
     let t0 = shared.calibrate.then(Instant::now);
     let mut result = None;
     let mut once = Some(body);

@@ -245,6 +245,14 @@ impl tessera_engine::memory::Replicate for Tile {
         );
         self.as_mut_slice().copy_from_slice(src.as_slice());
     }
+
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        Some(vec![bytemuck::cast_slice(self.as_slice())])
+    }
+
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        Some(vec![bytemuck::cast_slice_mut(self.as_mut_slice())])
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,12 @@ use tessera_tests::with_timeout;
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn fast_sim(i: usize, speed: f64, mem: Option<u64>) -> Arc<dyn Device> {
+    sim_device(i, speed, mem, false)
+}
+
+/// A sim device; with `own_memory` its replicas are raw buffers that only
+/// device bodies reach (the GPU data path).
+fn sim_device(i: usize, speed: f64, mem: Option<u64>, own_memory: bool) -> Arc<dyn Device> {
     Arc::new(SimDevice::new(
         i,
         SimConfig {
@@ -29,6 +35,7 @@ fn fast_sim(i: usize, speed: f64, mem: Option<u64>) -> Arc<dyn Device> {
                 bandwidth: 50e9,
             },
             memory: mem,
+            own_memory,
         },
     ))
 }
@@ -47,7 +54,15 @@ fn run_random(
     tasks: usize,
     len: usize,
 ) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
-    run_random_on(rt, seed, handles, tasks, len, None)
+    run_random_on(rt, seed, handles, tasks, len, None, None)
+}
+
+/// The random op as a device body: the same arithmetic on the replicas'
+/// device buffers (host addresses on a sim device with its own memory).
+fn raw_u64s(p: &tessera_engine::DevicePtr) -> &'static mut [u64] {
+    // SAFETY: a sim device's buffers are 8-byte-aligned host memory of
+    // `p.bytes` bytes, valid and exclusively the task's while its body runs.
+    unsafe { std::slice::from_raw_parts_mut(p.ptr as *mut u64, p.bytes / 8) }
 }
 
 /// [`run_random`] with every task placed on memory node `hint` (dmda).
@@ -58,6 +73,7 @@ fn run_random_on(
     tasks: usize,
     len: usize,
     hint: Option<usize>,
+    device_runs: Option<&Arc<std::sync::atomic::AtomicUsize>>,
 ) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let init: Vec<Vec<u64>> = (0..handles).map(|h| vec![h as u64 + seed; len]).collect();
@@ -102,7 +118,39 @@ fn run_random_on(
         t = t.access(&hs[target], mode);
         let rh: Vec<_> = reads.iter().map(|&r| hs[r].clone()).collect();
         let th = hs[target].clone();
+        if let Some(count) = device_runs {
+            let (rh, th, count) = (rh.clone(), th.clone(), Arc::clone(count));
+            t = t.device_body(move |ctx| {
+                assert!(ctx.device().is_some(), "a device body runs on a device");
+                assert!(
+                    ctx.read(&th).is_err(),
+                    "typed access to device memory must fail"
+                );
+                let mut acc = salt;
+                for h in &rh {
+                    acc = acc
+                        .wrapping_mul(31)
+                        .wrapping_add(raw_u64s(&ctx.device_parts(h)?[0])[0]);
+                }
+                let v = raw_u64s(&ctx.device_parts(&th)?[0]);
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x = match mode {
+                        AccessMode::RW => {
+                            x.wrapping_mul(3).wrapping_add(acc).wrapping_add(i as u64)
+                        }
+                        _ => acc.wrapping_add(i as u64),
+                    };
+                }
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            });
+        }
+        let own_memory = device_runs.is_some();
         t = t.body(move |ctx| {
+            assert!(
+                !own_memory || ctx.device().is_none(),
+                "a CPU body never runs on device memory"
+            );
             let mut acc = salt;
             for h in &rh {
                 acc = acc.wrapping_mul(31).wrapping_add(ctx.read(h)?[0]);
@@ -175,7 +223,7 @@ fn data_four_times_a_device_limit_runs_by_eviction() {
             ))
             .unwrap();
             let hint = (sched == "dmda-device").then_some(1);
-            let (got, expected) = run_random_on(&rt, 7, handles, 300, len, hint);
+            let (got, expected) = run_random_on(&rt, 7, handles, 300, len, hint, None);
             assert_eq!(got, expected, "{sched}: wrong result under eviction");
             let stats = rt.memory_stats();
             let dev = &stats.nodes[1];
@@ -188,6 +236,105 @@ fn data_four_times_a_device_limit_runs_by_eviction() {
                 hint.is_none() || dev.evictions > 0,
                 "{sched}: expected evictions with data 4x the limit: {stats}"
             );
+        }
+    });
+}
+
+#[test]
+fn device_memory_coherence_matches_sequential_replay() {
+    // Two sim devices whose replicas are raw buffers (the GPU data path):
+    // uploads, downloads, device → device copies through the host, and
+    // device bodies that see only `device_parts`.
+    with_timeout(Duration::from_secs(300), || {
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let runtimes: Vec<Runtime> = ["dmda", "ws", "prio"]
+            .iter()
+            .flat_map(|s| {
+                (1..=2).map(move |w| {
+                    Runtime::new(config(
+                        w,
+                        s,
+                        vec![
+                            sim_device(0, 1.0, None, true),
+                            sim_device(1, 3.0, None, true),
+                        ],
+                    ))
+                    .unwrap()
+                })
+            })
+            .collect();
+        for seed in 0..300u64 {
+            let rt = &runtimes[seed as usize % runtimes.len()];
+            let (got, expected) = run_random_on(rt, seed, 6, 25, 16, None, Some(&runs));
+            assert_eq!(
+                got,
+                expected,
+                "seed {seed}: {} differs from sequential replay",
+                rt.scheduler_name()
+            );
+        }
+        assert!(
+            runs.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "no device body ran"
+        );
+        let to_devices: u64 = runtimes
+            .iter()
+            .flat_map(|rt| rt.memory_stats().nodes.into_iter().skip(1))
+            .map(|n| n.bytes_in)
+            .sum();
+        assert!(to_devices > 0, "nothing was uploaded");
+    });
+}
+
+#[test]
+fn device_memory_four_times_over_its_limit_runs_by_eviction() {
+    with_timeout(LIMIT, || {
+        let (len, handles) = (1024, 16);
+        let limit = (handles * len * 8 / 4) as u64;
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let rt = Runtime::new(config(
+            1,
+            "dmda",
+            vec![sim_device(0, 4.0, Some(limit), true)],
+        ))
+        .unwrap();
+        let (got, expected) = run_random_on(&rt, 11, handles, 300, len, Some(1), Some(&runs));
+        assert_eq!(
+            got, expected,
+            "wrong result under eviction from device memory"
+        );
+        let stats = rt.memory_stats();
+        assert!(stats.nodes[1].resident <= limit, "{stats}");
+        assert!(stats.nodes[1].evictions > 0, "expected evictions: {stats}");
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::Relaxed),
+            300,
+            "every task ran on the device"
+        );
+    });
+}
+
+#[test]
+fn tasks_without_a_device_body_stay_off_device_memory() {
+    with_timeout(LIMIT, || {
+        for sched in ["ws", "prio", "dmda"] {
+            let rt =
+                Runtime::new(config(1, sched, vec![sim_device(0, 100.0, None, true)])).unwrap();
+            let h = rt.register_replicable(vec![1u64; 64]);
+            let cl = Codelet::new("host_only_body");
+            for _ in 0..50 {
+                rt.submit(TaskBuilder::new(&cl).rw(&h).flops(1e6).on_node(1).body({
+                    let h = h.clone();
+                    move |ctx| {
+                        assert_eq!(ctx.memory_node(), 0, "ran on device memory");
+                        ctx.rw(&h)?.iter_mut().for_each(|x| *x += 1);
+                        Ok(())
+                    }
+                }))
+                .unwrap();
+            }
+            rt.wait_all_timeout(LIMIT).unwrap();
+            assert_eq!(rt.unregister(h).unwrap(), vec![51u64; 64], "{sched}");
         }
     });
 }

@@ -182,22 +182,17 @@ impl Shared {
         (bytes, secs)
     }
 
-    /// Admission control: the task's working set fits the node's memory.
-    fn fits(&self, task: &TaskNode, node: usize) -> bool {
-        self.memory.fits(node, task.footprint())
-    }
-
     fn choose(&self, task: &TaskNode) -> (usize, u64) {
         let hinted = task.node_hint.filter(|&n| {
             self.workers
                 .iter()
-                .any(|w| w.kind.node == n && (n == 0 || (!task.cpu_only && self.fits(task, n))))
+                .any(|w| w.kind.node == n && task.can_run_on(&self.memory, n))
         });
         let capable = |w: usize| {
             let k = &self.workers[w].kind;
             match hinted {
                 Some(n) => k.node == n,
-                None => !(k.is_device() && (task.cpu_only || !self.fits(task, k.node))),
+                None => task.can_run_on(&self.memory, k.node),
             }
         };
         let key = size_key(task);

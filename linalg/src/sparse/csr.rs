@@ -442,6 +442,23 @@ impl tessera_engine::memory::Replicate for Csr {
     fn copy_from(&mut self, src: &Self) {
         self.clone_from(src);
     }
+
+    /// `row_ptr` (usize), `col_idx` (u32), `vals` (f64), in that order.
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        Some(vec![
+            bytemuck::cast_slice(&self.row_ptr),
+            bytemuck::cast_slice(&self.col_idx),
+            bytemuck::cast_slice(&self.vals),
+        ])
+    }
+
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        Some(vec![
+            bytemuck::cast_slice_mut(&mut self.row_ptr),
+            bytemuck::cast_slice_mut(&mut self.col_idx),
+            bytemuck::cast_slice_mut(&mut self.vals),
+        ])
+    }
 }
 
 #[cfg(test)]
