@@ -149,6 +149,16 @@ impl<C: TaskClasses> Unfolder<C> {
     fn instantiate(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) {
         let mut task = self.classes.task(&key);
         task.satisfied_preds = preds;
+        // Whichever body succeeds (the device body, or the CPU body it falls
+        // back to) releases the successors, exactly once.
+        if let Some(device_body) = task.parts.device_body.take() {
+            let (me, key) = (Arc::clone(self), key.clone());
+            task = task.device_body(move |ctx| {
+                device_body(ctx)?;
+                me.release_successors(&key, ctx.task_id());
+                Ok(())
+            });
+        }
         let body = task.parts.body.take();
         let me = Arc::clone(self);
         task = task.body(move |ctx| {

@@ -20,12 +20,13 @@ use std::sync::Arc;
 
 use faer::Par;
 use tessera_engine::symbolic::{self, TaskClasses};
-use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskBuilder};
+use tessera_engine::{BodyError, Codelet, DataHandle, Error, Runtime, TaskBuilder, TaskContext};
 use tessera_tasks::kernels::{
     gemm_flops, gemm_update, getrf_panel_flops, getrf_panel_par, laswp, trsm_flops, trsm_unit_lower,
 };
 use tessera_tasks::tile::Tile;
 
+use crate::device_ops::{self, on_device_memory};
 use crate::lu_seq::ipiv_global;
 use crate::tiled::TileMatrix;
 
@@ -155,25 +156,44 @@ impl LuGraph {
                 for h in &col {
                     tb = tb.rw(h);
                 }
-                tb.body(move |ctx| {
-                    let ipiv = ctx.read(&piv)?;
-                    let mut tiles = col
+                let (dcol, dpiv) = (col.clone(), piv.clone());
+                let rows: Vec<usize> = (k..self.t).map(|i| self.rows(i, n)).collect();
+                let (cols, npiv) = (self.rows(j, n), self.rows(k, n));
+                tb.device_body(move |ctx| {
+                    if !on_device_memory(ctx) {
+                        return swap_host(ctx, &dcol, &dpiv);
+                    }
+                    let ipiv = device_ops::read_pivots(ctx, &ctx.device_parts(&dpiv)?[0], npiv)?;
+                    let tiles = dcol
                         .iter()
-                        .map(|h| ctx.write(h))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    laswp(&mut tiles, ipiv);
-                    Ok(())
+                        .zip(&rows)
+                        .map(|(h, &r)| Ok((ctx.device_parts(h)?[0], r)))
+                        .collect::<Result<Vec<_>, tessera_engine::AccessError>>()?;
+                    device_ops::laswp(ctx, &tiles, cols, &ipiv)
                 })
+                .body(move |ctx| swap_host(ctx, &col, &piv))
             }
             LuTask::Trsm(k, j) => {
                 let (l, b) = (self.tile(k, k).clone(), self.tile(k, j).clone());
-                let flops = trsm_flops(self.rows(k, n), self.rows(j, n));
+                let shape = (self.rows(k, n), self.rows(j, n));
+                let flops = trsm_flops(shape.0, shape.1);
+                let (dl, db, dtally) = (l.clone(), b.clone(), tally.clone());
                 TaskBuilder::new(&self.cl.trsm)
                     .label(format!("trsm({k},{j})"))
                     .priority(prio)
                     .flops(flops)
                     .read(&l)
                     .rw(&b)
+                    .device_body(move |ctx| {
+                        if on_device_memory(ctx) {
+                            let (pl, pb) = (ctx.device_parts(&dl)?[0], ctx.device_parts(&db)?[0]);
+                            device_ops::trsm_unit_lower(ctx, shape, &pl, &pb)?;
+                        } else {
+                            trsm_unit_lower(ctx.read(&dl)?, ctx.write(&db)?);
+                        }
+                        dtally(flops);
+                        Ok(())
+                    })
                     .body(move |ctx| {
                         trsm_unit_lower(ctx.read(&l)?, ctx.write(&b)?);
                         tally(flops);
@@ -186,7 +206,9 @@ impl LuGraph {
                     self.tile(k, j).clone(),
                     self.tile(i, j).clone(),
                 );
-                let flops = gemm_flops(self.rows(i, n), self.rows(j, n), self.rows(k, n));
+                let shape = (self.rows(i, n), self.rows(j, n), self.rows(k, n));
+                let flops = gemm_flops(shape.0, shape.1, shape.2);
+                let (da, db, dc, dtally) = (a.clone(), b.clone(), c.clone(), tally.clone());
                 TaskBuilder::new(&self.cl.gemm)
                     .label(format!("gemm({k},{i},{j})"))
                     .priority(prio)
@@ -194,6 +216,18 @@ impl LuGraph {
                     .read(&a)
                     .read(&b)
                     .rw(&c)
+                    .device_body(move |ctx| {
+                        if on_device_memory(ctx) {
+                            let pa = ctx.device_parts(&da)?[0];
+                            let pb = ctx.device_parts(&db)?[0];
+                            let pc = ctx.device_parts(&dc)?[0];
+                            device_ops::gemm_minus(ctx, shape, &pa, &pb, &pc)?;
+                        } else {
+                            gemm_update(ctx.read(&da)?, ctx.read(&db)?, ctx.write(&dc)?);
+                        }
+                        dtally(flops);
+                        Ok(())
+                    })
                     .body(move |ctx| {
                         gemm_update(ctx.read(&a)?, ctx.read(&b)?, ctx.write(&c)?);
                         tally(flops);
@@ -202,6 +236,21 @@ impl LuGraph {
             }
         }
     }
+}
+
+/// `SWAP`'s work on host-addressable replicas.
+fn swap_host(
+    ctx: &TaskContext<'_>,
+    col: &[DataHandle<Tile>],
+    piv: &DataHandle<Vec<usize>>,
+) -> Result<(), BodyError> {
+    let ipiv = ctx.read(piv)?;
+    let mut tiles = col
+        .iter()
+        .map(|h| ctx.write(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    laswp(&mut tiles, ipiv);
+    Ok(())
 }
 
 /// The symbolic description of the LU DAG (see the module doc for the tasks).
@@ -330,8 +379,12 @@ pub fn lu_factor(
         .enumerate()
         .map(|(ix, tile)| rt.register_replicable_named(tile, format!("A({},{})", ix % t, ix / t)))
         .collect();
+    // Each panel's pivots have their final length from the start: a
+    // replica's shape is fixed (device memory is allocated from it).
     let piv = (0..t)
-        .map(|k| rt.register_replicable_named(Vec::new(), format!("piv({k})")))
+        .map(|k| {
+            rt.register_replicable_named(vec![0usize; (n - k * nb).min(nb)], format!("piv({k})"))
+        })
         .collect();
     let graph = LuGraph {
         t,

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tessera_engine::split::{Balancer, BalancerConfig, IterationTimes};
-use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskBuilder, TaskHandle};
+use tessera_engine::{
+    BodyError, Codelet, DataHandle, Error, Runtime, TaskBuilder, TaskContext, TaskHandle,
+};
 use tessera_tasks::kernels::{spmv_csr_unchecked, spmv_flops};
 
 use crate::sparse::csr::Csr;
@@ -126,29 +128,51 @@ impl SpmvMatrix {
         if let Some(n) = node {
             t = t.on_node(n);
         }
-        rt.submit(t.body(move |ctx| {
-            let (a, x, y) = (ctx.read(&a2)?, ctx.read(&x2)?, ctx.write(&y2)?);
-            if x.len() != n_cols || y.len() != a.n_rows() {
-                return Err(format!(
-                    "x has {} entries for {} columns, y {} for {} rows",
-                    x.len(),
-                    n_cols,
-                    y.len(),
-                    a.n_rows()
-                )
-                .into());
+        let (da, dx, dy) = (a.clone(), x.clone(), yb.clone());
+        t = t.device_body(move |ctx| {
+            if crate::device_ops::on_device_memory(ctx) {
+                let (pa, px, py) = (
+                    ctx.device_parts(&da)?,
+                    ctx.device_parts(&dx)?[0],
+                    ctx.device_parts(&dy)?[0],
+                );
+                return crate::device_ops::spmv(ctx, &pa, &px, &py, n_cols);
             }
-            // SAFETY: `Csr` guarantees every column index is `< n_cols`
-            // (checked at construction), and `x.len() == n_cols` was just checked.
-            unsafe { spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y) };
-            Ok(())
-        }))
+            spmv_block_host(ctx, &da, &dx, &dy, n_cols)
+        });
+        rt.submit(t.body(move |ctx| spmv_block_host(ctx, &a2, &x2, &y2, n_cols)))
     }
 
     /// Give the blocks back to the caller's runtime (unregister them).
     pub fn unregister(self, rt: &Runtime) -> Result<Vec<Csr>, Error> {
         self.blocks.into_iter().map(|h| rt.unregister(h)).collect()
     }
+}
+
+/// `y_b += A_b·x` on host-addressable replicas.
+fn spmv_block_host(
+    ctx: &TaskContext<'_>,
+    a: &DataHandle<Csr>,
+    x: &DataHandle<Vec<f64>>,
+    y: &DataHandle<Vec<f64>>,
+    n_cols: usize,
+) -> Result<(), BodyError> {
+    let (a, x, y) = (ctx.read(a)?, ctx.read(x)?, ctx.write(y)?);
+
+    if x.len() != n_cols || y.len() != a.n_rows() {
+        return Err(format!(
+            "x has {} entries for {} columns, y {} for {} rows",
+            x.len(),
+            n_cols,
+            y.len(),
+            a.n_rows()
+        )
+        .into());
+    }
+    // SAFETY: `Csr` guarantees every column index is `< n_cols`
+    // (checked at construction), and `x.len() == n_cols` was just checked.
+    unsafe { spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y) };
+    Ok(())
 }
 
 /// Gather a blocked vector into one.

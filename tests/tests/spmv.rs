@@ -94,32 +94,41 @@ fn balanced_power_iteration_matches_the_unbalanced_one() {
     use std::sync::Arc;
     use tessera_backends::sim::{SimConfig, SimDevice};
     use tessera_linalg::spmv::balanced_power_iteration;
+    // own_memory: the device computes through its SpMV device body on raw
+    // buffers (the GPU data path); otherwise the CPU body runs on its replicas.
     with_timeout(LIMIT, || {
-        let a = parse_gen_spec("stencil7:16").unwrap();
-        let mut cfg = Config::with_workers(1).scheduler("dmda");
-        cfg.devices
-            .push(Arc::new(SimDevice::new(0, SimConfig::default())));
-        let rt = Runtime::new(cfg).unwrap();
-        let mat = SpmvMatrix::new(&rt, &a, 32);
-        let x0 = vec![1.0; a.n_rows()];
-        let (xb, stats_b, log) =
-            balanced_power_iteration(&rt, &mat, x0.clone(), 12, 1, 50e9, 50e9).unwrap();
-        let (xp, stats_p) = power_iteration(&rt, &mat, x0, 12).unwrap();
-        assert_eq!(log.len(), 12);
-        // Iteration 1 uses the peak ratio (1:1 here): about half the nonzeros on the device.
-        assert!(
-            (log[0].fraction - 0.5).abs() < 0.1,
-            "first split {}",
-            log[0].fraction
-        );
-        assert!(log.iter().all(|i| (0.0..=1.0).contains(&i.fraction)));
-        for (b, p) in stats_b.history.iter().zip(&stats_p.history) {
-            assert!((b - p).abs() <= 1e-12 * p.abs(), "{b} vs {p}");
+        for own_memory in [false, true] {
+            let a = parse_gen_spec("stencil7:16").unwrap();
+            let mut cfg = Config::with_workers(1).scheduler("dmda");
+            cfg.devices.push(Arc::new(SimDevice::new(
+                0,
+                SimConfig {
+                    own_memory,
+                    ..SimConfig::default()
+                },
+            )));
+            let rt = Runtime::new(cfg).unwrap();
+            let mat = SpmvMatrix::new(&rt, &a, 32);
+            let x0 = vec![1.0; a.n_rows()];
+            let (xb, stats_b, log) =
+                balanced_power_iteration(&rt, &mat, x0.clone(), 12, 1, 50e9, 50e9).unwrap();
+            let (xp, stats_p) = power_iteration(&rt, &mat, x0, 12).unwrap();
+            assert_eq!(log.len(), 12);
+            // Iteration 1 uses the peak ratio (1:1 here): about half the nonzeros on the device.
+            assert!(
+                (log[0].fraction - 0.5).abs() < 0.1,
+                "first split {}",
+                log[0].fraction
+            );
+            assert!(log.iter().all(|i| (0.0..=1.0).contains(&i.fraction)));
+            for (b, p) in stats_b.history.iter().zip(&stats_p.history) {
+                assert!((b - p).abs() <= 1e-12 * p.abs(), "{b} vs {p}");
+            }
+            for (b, p) in xb.iter().zip(&xp) {
+                assert!((b - p).abs() <= 1e-12, "{b} vs {p}");
+            }
+            // the device really computed, so its data moved
+            assert!(rt.memory_stats().nodes[1].bytes_in > 0);
         }
-        for (b, p) in xb.iter().zip(&xp) {
-            assert!((b - p).abs() <= 1e-12, "{b} vs {p}");
-        }
-        // the device really computed, so its data moved
-        assert!(rt.memory_stats().nodes[1].bytes_in > 0);
     });
 }

@@ -1,0 +1,290 @@
+//! Device bodies of the LU and SpMV codelets: the same operations as the CPU
+//! kernels, on data in a device's own memory (`TaskContext::device_parts`).
+//!
+//! Two targets: a CUDA GPU (feature `cuda`: cuBLAS for GEMM and TRSM, NVRTC
+//! kernels for the row swaps and SpMV, all on the device's compute stream),
+//! and a sim device with its own memory, whose "device memory" is host memory
+//! that these functions compute on with the CPU kernels — so CI exercises
+//! every device body, its pointers, shapes and leading dimensions, through
+//! the same data path a GPU uses.
+//!
+//! On a device whose replicas are host values (a sim device without its own
+//! memory) a device body is not needed: [`on_device_memory`] is false and the
+//! callers run their CPU code.
+
+use faer::linalg::matmul::matmul;
+use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
+use faer::{Accum, MatMut, MatRef, Par};
+use tessera_backends::sim::SimDevice;
+use tessera_engine::{BodyError, DevicePtr, TaskContext};
+
+/// Whether this body runs on memory the host cannot address (so it must use
+/// `device_parts` and the device's kernels).
+pub(crate) fn on_device_memory(ctx: &TaskContext<'_>) -> bool {
+    ctx.device().is_some_and(|d| d.memory().is_some())
+}
+
+/// The device a device body runs on.
+enum Target<'a> {
+    /// A sim device with its own memory: pointers are host addresses.
+    Sim,
+    #[cfg(feature = "cuda")]
+    Cuda(&'a tessera_backends::cuda::CudaDevice),
+    #[cfg(not(feature = "cuda"))]
+    #[allow(dead_code)]
+    Never(std::marker::PhantomData<&'a ()>),
+}
+
+fn target<'a>(ctx: &TaskContext<'a>) -> Result<Target<'a>, BodyError> {
+    let dev = ctx
+        .device()
+        .ok_or_else(|| BodyError::from("a device body ran off a device"))?;
+    let any = dev.as_any();
+    if any.is::<SimDevice>() {
+        return Ok(Target::Sim);
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(c) = any.downcast_ref::<tessera_backends::cuda::CudaDevice>() {
+        return Ok(Target::Cuda(c));
+    }
+    Err(format!("no device kernels for {} (arch {})", dev.name(), dev.arch()).into())
+}
+
+fn check_len(what: &str, p: &DevicePtr, elems: usize, elem: usize) -> Result<(), BodyError> {
+    if p.bytes < elems * elem {
+        return Err(format!(
+            "{what}: device buffer of {} bytes, {} needed",
+            p.bytes,
+            elems * elem
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `p` is a sim device buffer (host memory) of at least `len` `T`s, and the
+/// task holds the access that makes this borrow exclusive (or shared, for
+/// data it only reads — then the slice must not be written).
+unsafe fn host_slice<'a, T>(p: &DevicePtr, len: usize) -> &'a mut [T] {
+    // SAFETY: forwarded to the caller.
+    unsafe { std::slice::from_raw_parts_mut(p.ptr as *mut T, len) }
+}
+
+/// `C := C − A·B` on column-major tiles (`A` m×k, `B` k×n, `C` m×n, leading
+/// dimension = rows).
+pub(crate) fn gemm_minus(
+    ctx: &TaskContext<'_>,
+    (m, n, k): (usize, usize, usize),
+    a: &DevicePtr,
+    b: &DevicePtr,
+    c: &DevicePtr,
+) -> Result<(), BodyError> {
+    check_len("gemm A", a, m * k, 8)?;
+    check_len("gemm B", b, k * n, 8)?;
+    check_len("gemm C", c, m * n, 8)?;
+    match target(ctx)? {
+        Target::Sim => {
+            // SAFETY: sim buffers of the checked sizes; A and B are read
+            // only, C is the task's RW tile.
+            let (a, b, c) = unsafe {
+                (
+                    host_slice::<f64>(a, m * k),
+                    host_slice::<f64>(b, k * n),
+                    host_slice::<f64>(c, m * n),
+                )
+            };
+            matmul(
+                MatMut::from_column_major_slice_mut(c, m, n),
+                Accum::Add,
+                MatRef::from_column_major_slice(a, m, k),
+                MatRef::from_column_major_slice(b, k, n),
+                -1.0,
+                Par::Seq,
+            );
+            Ok(())
+        }
+        #[cfg(feature = "cuda")]
+        // SAFETY: device buffers of the checked sizes, pinned by the task.
+        Target::Cuda(d) => Ok(unsafe {
+            tessera_backends::cuda::blas::dgemm_minus(
+                d,
+                m,
+                n,
+                k,
+                a.ptr,
+                m.max(1),
+                b.ptr,
+                k.max(1),
+                c.ptr,
+                m.max(1),
+            )
+        }?),
+        #[cfg(not(feature = "cuda"))]
+        Target::Never(_) => unreachable!(),
+    }
+}
+
+/// `B := L⁻¹·B` with `L` the unit lower triangle of the leading `m × m`
+/// block of the `m`-row tile `l` (`B` m×n).
+pub(crate) fn trsm_unit_lower(
+    ctx: &TaskContext<'_>,
+    (m, n): (usize, usize),
+    l: &DevicePtr,
+    b: &DevicePtr,
+) -> Result<(), BodyError> {
+    check_len("trsm L", l, m * m, 8)?;
+    check_len("trsm B", b, m * n, 8)?;
+    match target(ctx)? {
+        Target::Sim => {
+            // SAFETY: sim buffers of the checked sizes; L is read only.
+            let (l, b) = unsafe { (host_slice::<f64>(l, m * m), host_slice::<f64>(b, m * n)) };
+            solve_unit_lower_triangular_in_place(
+                MatRef::from_column_major_slice(l, m, m),
+                MatMut::from_column_major_slice_mut(b, m, n),
+                Par::Seq,
+            );
+            Ok(())
+        }
+        #[cfg(feature = "cuda")]
+        // SAFETY: device buffers of the checked sizes, pinned by the task.
+        Target::Cuda(d) => Ok(unsafe {
+            tessera_backends::cuda::blas::dtrsm_unit_lower_left(
+                d,
+                m,
+                n,
+                l.ptr,
+                m.max(1),
+                b.ptr,
+                m.max(1),
+            )
+        }?),
+        #[cfg(not(feature = "cuda"))]
+        Target::Never(_) => unreachable!(),
+    }
+}
+
+/// The pivots of a panel (`npiv` local row indices), read from device memory.
+pub(crate) fn read_pivots(
+    ctx: &TaskContext<'_>,
+    piv: &DevicePtr,
+    npiv: usize,
+) -> Result<Vec<usize>, BodyError> {
+    check_len("pivots", piv, npiv, std::mem::size_of::<usize>())?;
+    match target(ctx)? {
+        // SAFETY: a sim buffer of the checked size, read only.
+        Target::Sim => Ok(unsafe { host_slice::<usize>(piv, npiv) }.to_vec()),
+        #[cfg(feature = "cuda")]
+        Target::Cuda(d) => {
+            let mut out = vec![0usize; npiv];
+            d.download_ptr(piv.ptr, bytemuck::cast_slice_mut(&mut out))?;
+            Ok(out)
+        }
+        #[cfg(not(feature = "cuda"))]
+        Target::Never(_) => unreachable!(),
+    }
+}
+
+/// Row interchanges `ipiv` (LAPACK order, rows counted from the first row of
+/// `tiles[0]`) over a column of tiles `(buffer, rows)` with `cols` columns.
+pub(crate) fn laswp(
+    ctx: &TaskContext<'_>,
+    tiles: &[(DevicePtr, usize)],
+    cols: usize,
+    ipiv: &[usize],
+) -> Result<(), BodyError> {
+    let total: usize = tiles.iter().map(|t| t.1).sum();
+    for (t, rows) in tiles {
+        check_len("swap tile", t, rows * cols, 8)?;
+    }
+    if let Some((i, p)) = ipiv.iter().enumerate().find(|(_, &p)| p >= total) {
+        return Err(format!("swap: pivot {i} names row {p} of a {total}-row column").into());
+    }
+    match target(ctx)? {
+        Target::Sim => {
+            let locate = |r: usize| {
+                let mut r = r;
+                for (ti, (_, rows)) in tiles.iter().enumerate() {
+                    if r < *rows {
+                        return (ti, r);
+                    }
+                    r -= rows;
+                }
+                unreachable!("row checked against the total above")
+            };
+            for (i, &p) in ipiv.iter().enumerate() {
+                if p == i {
+                    continue;
+                }
+                let ((ta, ra), (tb, rb)) = (locate(i), locate(p));
+                let (pa, lda) = (tiles[ta].0.ptr as *mut f64, tiles[ta].1);
+                let (pb, ldb) = (tiles[tb].0.ptr as *mut f64, tiles[tb].1);
+                for j in 0..cols {
+                    // SAFETY: sim buffers of the checked sizes, written by
+                    // this task only; `ra < lda`, `rb < ldb`, `j < cols`.
+                    unsafe { std::ptr::swap(pa.add(ra + j * lda), pb.add(rb + j * ldb)) };
+                }
+            }
+            Ok(())
+        }
+        #[cfg(feature = "cuda")]
+        Target::Cuda(d) => {
+            let t: Vec<(u64, usize)> = tiles.iter().map(|(p, r)| (p.ptr, *r)).collect();
+            // SAFETY: device buffers of the checked sizes, pinned by the task.
+            Ok(unsafe { tessera_backends::cuda::kernels::laswp(d, &t, cols, ipiv) }?)
+        }
+        #[cfg(not(feature = "cuda"))]
+        Target::Never(_) => unreachable!(),
+    }
+}
+
+/// `y += A·x` for one CSR block in device memory: `a` is the block's parts
+/// (`row_ptr` usize, `col_idx` u32, `vals` f64), `x` has `n_cols` entries.
+pub(crate) fn spmv(
+    ctx: &TaskContext<'_>,
+    a: &[DevicePtr],
+    x: &DevicePtr,
+    y: &DevicePtr,
+    n_cols: usize,
+) -> Result<(), BodyError> {
+    let [row_ptr, col_idx, vals] = a else {
+        return Err(format!("a CSR block has 3 parts, got {}", a.len()).into());
+    };
+    let n_rows = (row_ptr.bytes / 8).saturating_sub(1);
+    check_len("spmv y", y, n_rows, 8)?;
+    check_len("spmv x", x, n_cols, 8)?;
+    match target(ctx)? {
+        Target::Sim => {
+            // SAFETY: sim buffers holding a `Csr` block's arrays (valid by
+            // construction: indices < n_cols, row_ptr within the arrays), x
+            // and A read only, y the task's RW vector.
+            unsafe {
+                let nnz = vals.bytes / 8;
+                tessera_tasks::kernels::spmv_csr(
+                    host_slice::<usize>(row_ptr, n_rows + 1),
+                    host_slice::<u32>(col_idx, col_idx.bytes / 4),
+                    host_slice::<f64>(vals, nnz),
+                    host_slice::<f64>(x, n_cols),
+                    host_slice::<f64>(y, n_rows),
+                );
+            }
+            Ok(())
+        }
+        #[cfg(feature = "cuda")]
+        // SAFETY: a `Csr` block's arrays (valid by construction) in device
+        // memory, pinned by the task; sizes checked above.
+        Target::Cuda(d) => Ok(unsafe {
+            tessera_backends::cuda::kernels::spmv_csr(
+                d,
+                n_rows,
+                row_ptr.ptr,
+                col_idx.ptr,
+                vals.ptr,
+                x.ptr,
+                y.ptr,
+            )
+        }?),
+        #[cfg(not(feature = "cuda"))]
+        Target::Never(_) => unreachable!(),
+    }
+}
