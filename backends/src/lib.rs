@@ -1,11 +1,17 @@
 //! Tessera's devices and transports: the host CPU (topology, thread binding,
-//! worker placement) today; sim, cuda and mpi backends to come.
+//! worker placement), the sim device, NVIDIA GPUs (feature `cuda`); mpi to
+//! come.
 //!
 //! Feature `hwloc` reads the topology, binds threads and allocates
 //! NUMA-bound memory through hwloc (system packages `libhwloc-dev` and
 //! `libudev-dev`); without it, Linux's sysfs and `sched_setaffinity` do.
+//!
+//! Feature `cuda` adds [`cuda`]: GPUs through cudarc, loaded at run time, so
+//! it builds with no CUDA installed and reports a missing driver as an error.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod sim;

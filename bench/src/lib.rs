@@ -1,6 +1,7 @@
 //! The `tessera` command line's subcommands and the benchmarks' shared code.
 
 pub mod gantt;
+pub mod gpu_check;
 pub mod lu_cmd;
 pub mod overhead;
 pub mod perfmodel_cmd;

@@ -26,8 +26,9 @@ pub struct LuArgs {
     pub nb: usize,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
-    /// Scheduler: ws, prio (prio gives the look-ahead) or dmda (data-aware, for devices).
-    #[arg(long, default_value = "prio")]
+    /// Scheduler: ws, prio (prio gives the look-ahead), dmda (data-aware,
+    /// for devices), or auto (dmda with devices, else prio).
+    #[arg(long, default_value = "auto")]
     pub sched: String,
     /// Seed of the random matrix and right-hand side.
     #[arg(long, default_value_t = 1)]
@@ -91,8 +92,16 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         "stf" => Front::Stf,
         other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
     };
-    let config =
-        crate::placement::runtime_config(&args.placement, &args.sched)?.trace(args.trace.is_some());
+    let config = crate::placement::runtime_config(&args.placement, &args.sched, "prio")?
+        .trace(args.trace.is_some());
+    // The GPUs' own dgemm rate (cuBLAS, measured when each was opened): the
+    // LU's physical reference on a GPU run.
+    let gpu_dgemm: f64 = config
+        .devices
+        .iter()
+        .filter(|d| d.arch() == "cuda")
+        .map(|d| d.peak_flops())
+        .sum();
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let (n, nb) = (args.n, args.nb);
 
@@ -127,7 +136,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     println!("{line}");
     println!("T/V                N    NB     P     Q               Time                 Gflops");
     println!("{dash}");
-    let tv = format!("TS{}{}", args.sched.to_uppercase(), rt.workers());
+    let tv = format!("TS{}{}", rt.scheduler_name().to_uppercase(), rt.workers());
     println!(
         "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
         1,
@@ -154,10 +163,17 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         n.div_ceil(nb)
     );
 
+    if gpu_dgemm > 0.0 {
+        println!(
+            "LU {gflops:.1} GFLOP/s = {:.1} % of the GPUs' cuBLAS dgemm ({:.1} GFLOP/s, measured in this run)",
+            gflops * 1e9 / gpu_dgemm * 100.0,
+            gpu_dgemm / 1e9
+        );
+    }
     if let Some(path) = &args.trace {
         crate::save_trace(&rt, path)?;
     }
-    if !args.placement.sim.is_empty() {
+    if rt.memory_stats().nodes.len() > 1 {
         print!("{}", rt.memory_stats());
     }
     crate::placement::save_perf_models(&args.placement, &rt)?;

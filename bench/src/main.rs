@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::{lu_cmd, overhead, perfmodel_cmd, placement, spmv_cmd, trace_cmd};
+use tessera_bench::{gpu_check, lu_cmd, overhead, perfmodel_cmd, placement, spmv_cmd, trace_cmd};
 
 use std::process::ExitCode;
 
@@ -35,6 +35,8 @@ enum Command {
     /// Inspect a recorded trace: statistics, Gantt chart.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCmd),
+    /// Check each GPU codelet against the CPU and measure the GPUs' dgemm and copy rates.
+    GpuCheck(gpu_check::GpuCheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Trace(c) => trace_cmd::run(c),
         Command::Topology(a) => placement::run_topology(a),
         Command::Perfmodel(c) => perfmodel_cmd::run(c),
+        Command::GpuCheck(a) => gpu_check::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

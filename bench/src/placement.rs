@@ -32,9 +32,79 @@ pub struct PlacementArgs {
     /// drives each device).
     #[arg(long, value_name = "SPEC")]
     pub sim: Vec<String>,
+    /// GPUs to use: `none`, `all` (CPU-only, said once, when there is none),
+    /// a count (`2`) or a list of indices (`0,2`). Each gets a device
+    /// worker on a host core of its own.
+    #[arg(long, value_name = "SPEC", default_value = "none")]
+    pub gpus: String,
     /// Load performance models from DIR and save them there at the end.
     #[arg(long, value_name = "DIR")]
     pub perfmodel_dir: Option<std::path::PathBuf>,
+}
+
+/// Every device the options ask for: GPUs first (`cuda0`, ...), then sim
+/// devices. Opening a GPU measures it, so call this once per run.
+pub fn devices(args: &PlacementArgs) -> Result<Vec<Arc<dyn Device>>, String> {
+    let mut devices = gpu_devices(&args.gpus)?;
+    devices.extend(sim_devices(&args.sim)?);
+    Ok(devices)
+}
+
+/// The GPUs `--gpus` asks for, each described once on stderr.
+#[cfg(feature = "cuda")]
+fn gpu_devices(spec: &str) -> Result<Vec<Arc<dyn Device>>, String> {
+    use tessera_backends::cuda;
+    if spec.trim() == "none" {
+        return Ok(Vec::new());
+    }
+    if let Err(reason) = cuda::detect() {
+        if spec.trim() == "all" {
+            eprintln!("tessera: --gpus all: {reason}; running CPU-only");
+            return Ok(Vec::new());
+        }
+        return Err(format!("--gpus {spec}: {reason}"));
+    }
+    let gpus = cuda::open_spec(spec)?;
+    for g in &gpus {
+        let info = g.info();
+        eprintln!(
+            "tessera: {} = GPU {} {} ({:.1} GiB, sm_{}{}, {} SMs): cuBLAS dgemm {:.0} GFLOP/s measured at start",
+            g.name(),
+            info.index,
+            info.name,
+            info.total_mem as f64 / (1u64 << 30) as f64,
+            info.compute_capability.0,
+            info.compute_capability.1,
+            info.sm_count,
+            g.dgemm_gflops()
+        );
+    }
+    Ok(gpus.into_iter().map(|g| g as Arc<dyn Device>).collect())
+}
+
+/// Without the `cuda` feature there are no GPUs to open.
+#[cfg(not(feature = "cuda"))]
+fn gpu_devices(spec: &str) -> Result<Vec<Arc<dyn Device>>, String> {
+    match spec.trim() {
+        "none" => Ok(Vec::new()),
+        "all" => {
+            eprintln!("tessera: --gpus all: this tessera was built without the cuda feature; running CPU-only");
+            Ok(Vec::new())
+        }
+        _ => Err(format!(
+            "--gpus {spec}: this tessera was built without the cuda feature (cargo build --release --features cuda)"
+        )),
+    }
+}
+
+/// The scheduler for `sched`: `auto` is `dmda` when there are devices,
+/// `cpu_default` otherwise.
+pub fn resolve_sched<'a>(sched: &'a str, devices: usize, cpu_default: &'a str) -> &'a str {
+    match sched {
+        "auto" if devices > 0 => "dmda",
+        "auto" => cpu_default,
+        other => other,
+    }
 }
 
 /// The sim devices the `--sim` options ask for.
@@ -58,8 +128,7 @@ pub fn save_perf_models(args: &PlacementArgs, rt: &tessera_engine::Runtime) -> R
     Ok(())
 }
 
-fn worker_map(args: &PlacementArgs) -> Result<(Topology, WorkerMap), String> {
-    let devices = sim_devices(&args.sim)?.len();
+fn worker_map(args: &PlacementArgs, devices: usize) -> Result<(Topology, WorkerMap), String> {
     let topo = Topology::detect().map_err(|e| e.to_string())?;
     let cpus = match &args.cpus {
         Some(list) => parse_cpu_list(list).map_err(|e| format!("--cpus: {e}"))?,
@@ -82,10 +151,17 @@ fn worker_map(args: &PlacementArgs) -> Result<(Topology, WorkerMap), String> {
     Ok((topo, map))
 }
 
-/// The engine configuration for these options and scheduler.
-pub fn runtime_config(args: &PlacementArgs, sched: &str) -> Result<Config, String> {
-    let mut config = runtime_config_cpus(args, sched)?;
-    config.devices = sim_devices(&args.sim)?;
+/// The engine configuration for these options and scheduler (`auto`: `dmda`
+/// with devices, `cpu_default` without).
+pub fn runtime_config(
+    args: &PlacementArgs,
+    sched: &str,
+    cpu_default: &str,
+) -> Result<Config, String> {
+    let devices = devices(args)?;
+    let sched = resolve_sched(sched, devices.len(), cpu_default);
+    let mut config = runtime_config_cpus(args, sched, devices.len())?;
+    config.devices = devices;
     if let Some(dir) = &args.perfmodel_dir {
         let models = PerfModels::load(dir).map_err(|e| e.to_string())?;
         config.perf_models = Some(Arc::new(models));
@@ -93,9 +169,12 @@ pub fn runtime_config(args: &PlacementArgs, sched: &str) -> Result<Config, Strin
     Ok(config)
 }
 
-fn runtime_config_cpus(args: &PlacementArgs, sched: &str) -> Result<Config, String> {
+fn runtime_config_cpus(
+    args: &PlacementArgs,
+    sched: &str,
+    devices: usize,
+) -> Result<Config, String> {
     let mut config = Config::default().scheduler(sched);
-    let devices = sim_devices(&args.sim)?.len();
     let mut args = args.clone();
     if args.workers.is_none() && devices > 0 {
         // TSUBAME: a host core per accelerator.
@@ -111,7 +190,7 @@ fn runtime_config_cpus(args: &PlacementArgs, sched: &str) -> Result<Config, Stri
         }
         return Ok(config);
     }
-    let (topo, map) = worker_map(args)?;
+    let (topo, map) = worker_map(args, devices)?;
     if args.workers.is_some_and(|w| w > map.cpu_workers.len()) {
         // More workers than cores: oversubscribed, so binding would only pile
         // threads onto cores; leave them to the OS.
@@ -134,7 +213,8 @@ pub struct TopologyArgs {
 
 /// `tessera topology`: what was found and the worker map the runtime would use.
 pub fn run_topology(args: TopologyArgs) -> Result<(), String> {
-    let (topo, map) = worker_map(&args.placement)?;
+    let devices = devices(&args.placement)?.len();
+    let (topo, map) = worker_map(&args.placement, devices)?;
     print!("{}", describe(&topo, &map));
     Ok(())
 }

@@ -42,13 +42,17 @@ pub struct SpmvArgs {
     /// stencil27:150 here: finer blocks even out the two workers' finish).
     #[arg(long, default_value_t = 16)]
     pub blocks_per_worker: usize,
-    /// Scheduler: ws, prio or dmda.
-    #[arg(long, default_value = "ws")]
+    /// Scheduler: ws, prio, dmda, or auto (dmda with devices, else ws).
+    #[arg(long, default_value = "auto")]
     pub sched: String,
+    /// Run every block on the first device (`--gpus` or `--sim`): the
+    /// device's SpMV alone, compared with its device-to-device copy rate.
+    #[arg(long)]
+    pub on_device: bool,
     /// STREAM triad array length in Mi elements (3 arrays of 8 bytes each).
     #[arg(long, default_value_t = 64)]
     pub stream_mi: usize,
-    /// With --sim: split the rows between the CPU workers and the first
+    /// With a device (--gpus or --sim): split the rows between the CPU workers and the first
     /// device, balanced at run time (Roadrunner); runs power iteration under dmda.
     #[arg(long)]
     pub balance: bool,
@@ -95,18 +99,28 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
-    if args.balance && args.placement.sim.is_empty() {
-        return Err("--balance needs a device: add --sim 1[:...]".into());
-    }
-    let sched = if args.balance {
+    let sched = if args.balance || args.on_device {
         "dmda"
     } else {
         args.sched.as_str()
     };
     let config =
-        crate::placement::runtime_config(&args.placement, sched)?.trace(args.trace.is_some());
+        crate::placement::runtime_config(&args.placement, sched, "ws")?.trace(args.trace.is_some());
+    if (args.balance || args.on_device) && config.devices.is_empty() {
+        return Err(
+            "--balance and --on-device need a device: add --gpus all or --sim 1[:...]".into(),
+        );
+    }
     let cpu_workers = config.workers;
     let device_peak = config.devices.first().map(|d| d.peak_flops());
+    let device_name = config.devices.first().map(|d| d.name());
+    // The first device's memory node: after the host NUMA nodes.
+    let device_node = config
+        .worker_numa
+        .as_ref()
+        .and_then(|v| v.iter().copied().max())
+        .map_or(1, |m| m + 1);
+    let d2d = device_copy_rate(config.devices.first());
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let workers = rt.workers();
 
@@ -142,17 +156,35 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     } else {
         workers * args.blocks_per_worker.max(1)
     };
-    let mat = SpmvMatrix::new(&rt, &a, blocks);
+    // On one device alone, its copy rate is the physical limit to compare with.
+    let limit = d2d
+        .filter(|_| args.on_device)
+        .map(|r| (r / 1e9, device_name.clone().unwrap_or_default()));
+    let limit = limit.as_ref().map(|(r, n)| (*r, n.as_str()));
+    let mut mat = SpmvMatrix::new(&rt, &a, blocks);
+    if args.on_device {
+        mat.set_home(Some(device_node));
+    }
     let x: Vec<f64> = (0..m).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
     let per_iter_bytes = spmv_bytes(nnz, n, m);
     let per_iter_flops = spmv_flops(nnz);
 
     if let Some(peak_device) = device_peak.filter(|_| args.balance) {
         let peak_host = args.host_peak_gflops.unwrap_or(50.0 * cpu_workers as f64) * 1e9;
-        let (_, stats, log) =
-            balanced_power_iteration(&rt, &mat, x, args.iters, 1, peak_host, peak_device)
-                .map_err(|e| e.to_string())?;
-        println!("balanced power iteration: host {cpu_workers} CPU worker(s) vs device sim0");
+        let (_, stats, log) = balanced_power_iteration(
+            &rt,
+            &mat,
+            x,
+            args.iters,
+            device_node,
+            peak_host,
+            peak_device,
+        )
+        .map_err(|e| e.to_string())?;
+        println!(
+            "balanced power iteration: host {cpu_workers} CPU worker(s) vs device {}",
+            device_name.as_deref().unwrap_or("?")
+        );
         for (i, it) in log.iter().enumerate() {
             let t = &it.times;
             println!(
@@ -166,7 +198,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                 it.log
             );
         }
-        report_iter(&stats, per_iter_flops, per_iter_bytes, stream);
+        report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
         print!("{}", rt.memory_stats());
         return Ok(());
     }
@@ -233,7 +265,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             for (i, l) in stats.history.iter().enumerate() {
                 println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
             }
-            report_iter(&stats, per_iter_flops, per_iter_bytes, stream);
+            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
         }
         "cg" => {
             let b = vec![1.0; n];
@@ -252,7 +284,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                 .sqrt()
                 / (n as f64).sqrt();
             println!("cg: true residual ||b - A x|| / ||b|| = {res:.3e}");
-            report_iter(&stats, per_iter_flops, per_iter_bytes, stream);
+            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
         }
         other => {
             return Err(format!(
@@ -263,14 +295,45 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     if let Some(path) = &args.trace {
         crate::save_trace(&rt, path)?;
     }
-    if !args.placement.sim.is_empty() {
+    if rt.memory_stats().nodes.len() > 1 {
         print!("{}", rt.memory_stats());
     }
     crate::placement::save_perf_models(&args.placement, &rt)?;
     Ok(())
 }
 
-fn report_iter(stats: &tessera_linalg::spmv::IterStats, flops: f64, bytes: f64, stream: f64) {
+/// A GPU's device-to-device copy rate in bytes/s (SpMV's physical limit on
+/// it); `None` for other devices.
+#[cfg(feature = "cuda")]
+fn device_copy_rate(
+    dev: Option<&std::sync::Arc<dyn tessera_engine::device::Device>>,
+) -> Option<f64> {
+    let gpu = dev?
+        .as_any()
+        .downcast_ref::<tessera_backends::cuda::CudaDevice>()?;
+    match tessera_backends::cuda::kernels::d2d_bandwidth(gpu, 256 << 20) {
+        Ok(rate) => Some(rate),
+        Err(e) => {
+            eprintln!("tessera: device-to-device bandwidth not measured: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn device_copy_rate(
+    _dev: Option<&std::sync::Arc<dyn tessera_engine::device::Device>>,
+) -> Option<f64> {
+    None
+}
+
+fn report_iter(
+    stats: &tessera_linalg::spmv::IterStats,
+    flops: f64,
+    bytes: f64,
+    stream: f64,
+    device_limit: Option<(f64, &str)>,
+) {
     let k = stats.iterations as f64;
     let t = stats.spmv_seconds.max(f64::MIN_POSITIVE);
     let gbs = bytes * k / t / 1e9;
@@ -282,4 +345,10 @@ fn report_iter(stats: &tessera_linalg::spmv::IterStats, flops: f64, bytes: f64, 
         flops * k / t / 1e9,
         gbs / stream * 100.0
     );
+    if let Some((rate, name)) = device_limit {
+        println!(
+            "effective {gbs:.1} GB/s = {:.0} % of {name}'s device-to-device copy ({rate:.1} GB/s, measured in this run)",
+            gbs / rate * 100.0
+        );
+    }
 }

@@ -31,6 +31,8 @@ pub struct SpmvMatrix {
     nnz: usize,
     bytes: usize,
     codelet: Codelet,
+    /// Memory node every block's task is placed on, if set (`dmda` honours it).
+    home: Option<usize>,
 }
 
 impl SpmvMatrix {
@@ -63,6 +65,7 @@ impl SpmvMatrix {
             nnz: a.nnz(),
             bytes: a.bytes(),
             codelet: Codelet::new("spmv"),
+            home: None,
         }
     }
 
@@ -102,9 +105,16 @@ impl SpmvMatrix {
             "y must be split like the matrix"
         );
         for (b, yb) in y.iter().enumerate() {
-            self.submit_block(rt, b, x, yb, None)?;
+            self.submit_block(rt, b, x, yb, self.home)?;
         }
         Ok(())
+    }
+
+    /// Place every block's task on memory node `node` (e.g. a GPU's, to
+    /// measure the device alone; `None`: wherever the scheduler likes). The
+    /// blocks then stay resident there across iterations.
+    pub fn set_home(&mut self, node: Option<usize>) {
+        self.home = node;
     }
 
     /// Submit `y_b += A_b·x` for block `b`, on memory node `node` if given.

@@ -1,0 +1,58 @@
+//! `tessera gpu-check`: each GPU codelet against a CPU reference, upload and
+//! download round trips, and the GPU's own cuBLAS dgemm and device-to-device
+//! copy rates — what to run first on a machine with GPUs.
+
+/// Options of `tessera gpu-check`.
+#[derive(clap::Args, Debug)]
+pub struct GpuCheckArgs {
+    /// GPUs to check: `all`, a count, or a list of indices.
+    #[arg(long, default_value = "all")]
+    pub gpus: String,
+}
+
+/// Run the self-check on every GPU asked for; fails if any line fails or
+/// there is no GPU.
+#[cfg(feature = "cuda")]
+pub fn run(args: GpuCheckArgs) -> Result<(), String> {
+    use tessera_backends::cuda;
+    let infos = cuda::detect()?;
+    println!("{} GPU(s) found", infos.len());
+    let gpus = cuda::open_spec(&args.gpus)?;
+    if gpus.is_empty() {
+        return Err(format!("--gpus {}: no GPU selected", args.gpus));
+    }
+    let mut failed = 0;
+    for g in &gpus {
+        let info = g.info();
+        println!(
+            "GPU {}: {} ({:.1} GiB, sm_{}{}, {} SMs)",
+            info.index,
+            info.name,
+            info.total_mem as f64 / (1u64 << 30) as f64,
+            info.compute_capability.0,
+            info.compute_capability.1,
+            info.sm_count
+        );
+        for line in cuda::check::self_check(g)? {
+            let verdict = if line.passed { "ok    " } else { "FAILED" };
+            failed += usize::from(!line.passed);
+            println!(
+                "  {verdict} {:<40} max rel err {:.1e}  {}",
+                line.what, line.max_rel_err, line.detail
+            );
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} GPU check(s) failed"));
+    }
+    Ok(())
+}
+
+/// Without the `cuda` feature there is nothing to check.
+#[cfg(not(feature = "cuda"))]
+pub fn run(args: GpuCheckArgs) -> Result<(), String> {
+    Err(format!(
+        "--gpus {}: this tessera was built without the cuda feature (cargo build --release --features cuda)",
+        args.gpus
+    ))
+}
