@@ -664,6 +664,13 @@ impl Runtime {
         self.shared.memory.stats()
     }
 
+    /// The memory nodes of the devices, in `Config::devices` order (use
+    /// them with `TaskBuilder::on_node`).
+    pub fn device_nodes(&self) -> Vec<usize> {
+        let m = &self.shared.memory;
+        (0..m.devices.len()).map(|d| m.host_nodes + d).collect()
+    }
+
     /// The perf models this runtime records into and predicts from.
     pub fn perf_models(&self) -> &Arc<PerfModels> {
         &self.shared.perf

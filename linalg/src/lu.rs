@@ -14,6 +14,13 @@
 //! runs as soon as column `k+1` is updated while step `k`'s other updates
 //! continue. Row swaps left of the panel are off the critical path and get
 //! the lowest priority.
+//!
+//! With two or more devices, tile columns are dealt to them block-cyclically
+//! (Hetero-HPL): every task that updates column `j` (its swaps, TRSM, GEMMs)
+//! is placed on device `j mod D` (`on_node`, honoured by `dmda`), so a
+//! column's tiles stay in one device's memory and only the panel's `L` tiles
+//! travel; panels stay on the CPU. With one device `dmda` shares the updates
+//! between the CPU workers and the device by its cost estimates.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -80,6 +87,8 @@ struct LuGraph {
     cl: Codelets,
     /// Flops finished so far (for progress reporting), if asked for.
     progress: Option<Arc<AtomicU64>>,
+    /// Device memory nodes owning tile columns block-cyclically (empty: no owners).
+    column_owners: Vec<usize>,
 }
 
 impl LuGraph {
@@ -102,8 +111,21 @@ impl LuGraph {
         }
     }
 
-    /// The task for `key`, with its data, priority, label and body.
+    /// The task for `key`, with its data, priority, label, body and, with
+    /// column owners, its placement.
     fn task(&self, key: LuTask, n: usize) -> TaskBuilder {
+        let tb = self.unplaced_task(key, n);
+        let column = match key {
+            LuTask::Panel(_) => return tb,
+            LuTask::Swap(_, j) | LuTask::Trsm(_, j) | LuTask::Gemm(_, _, j) => j,
+        };
+        match self.column_owners.len() {
+            0 => tb,
+            d => tb.on_node(self.column_owners[column % d]),
+        }
+    }
+
+    fn unplaced_task(&self, key: LuTask, n: usize) -> TaskBuilder {
         let prio = self.priority(key);
         let progress = self.progress.clone();
         let tally = move |flops: f64| {
@@ -393,6 +415,10 @@ pub fn lu_factor(
         piv,
         cl: Codelets::new(),
         progress,
+        column_owners: match rt.device_nodes() {
+            d if d.len() >= 2 => d,
+            _ => Vec::new(),
+        },
     };
     let graph = match front {
         Front::Stf => {
@@ -435,6 +461,7 @@ fn empty_classes(n: usize, nb: usize) -> LuClasses {
         piv: (0..t).map(|_| rt.register(Vec::new())).collect(),
         cl: Codelets::new(),
         progress: None,
+        column_owners: Vec::new(),
     };
     LuClasses { graph, n }
 }

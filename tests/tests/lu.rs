@@ -227,6 +227,14 @@ fn lu_on_devices_is_bit_identical_to_the_sequential_reference() {
                         sched != "dmda" || moved > 0,
                         "{what}: no data reached a device"
                     );
+                    if sched == "dmda" && devices == 2 {
+                        // Column-block-cyclic owners: both devices hold columns.
+                        let stats = rt.memory_stats();
+                        assert!(
+                            stats.nodes[1].bytes_in > 0 && stats.nodes[2].bytes_in > 0,
+                            "{what}: a device got no columns: {stats}"
+                        );
+                    }
                 }
             }
         }
