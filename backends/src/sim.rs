@@ -228,10 +228,10 @@ impl Device for SimDevice {
         self.config.exec_time(cost.flops)
     }
 
-    fn run(&self, cost: &TaskCost<'_>, body: &mut dyn FnMut()) -> Duration {
+    fn run(&self, cost: &TaskCost<'_>, body: &mut dyn FnMut()) -> Result<Duration, String> {
         // Report the model (deterministic) unless the body itself was slower.
         let modelled = self.config.exec_time(cost.flops);
-        take_modelled(modelled, body).max(modelled)
+        Ok(take_modelled(modelled, body).max(modelled))
     }
 
     fn copy(&self, bytes: u64, copy: &mut dyn FnMut()) -> Duration {
@@ -355,14 +355,16 @@ mod tests {
             },
         );
         let mut ran = false;
-        let t = d.run(
-            &TaskCost {
-                codelet: "k",
-                flops: 0.0,
-                bytes: 0,
-            },
-            &mut || ran = true,
-        );
+        let t = d
+            .run(
+                &TaskCost {
+                    codelet: "k",
+                    flops: 0.0,
+                    bytes: 0,
+                },
+                &mut || ran = true,
+            )
+            .unwrap();
         assert!(ran && t >= Duration::from_millis(5), "{t:?}");
     }
 

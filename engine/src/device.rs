@@ -73,8 +73,10 @@ pub trait Device: Send + Sync {
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration;
 
     /// Run `body` on the device. Returns the time the device took, which
-    /// feeds the perf models.
-    fn run(&self, cost: &TaskCost<'_>, body: &mut dyn FnMut()) -> Duration;
+    /// feeds the perf models, or what went wrong on the device after the
+    /// body returned (e.g. a faulting kernel found at synchronisation): the
+    /// task then fails like a failing body (and falls back to its CPU body).
+    fn run(&self, cost: &TaskCost<'_>, body: &mut dyn FnMut()) -> Result<Duration, String>;
 
     /// Perform `copy` (the data movement itself) as a transfer of `bytes`
     /// over the link; returns the time it took.

@@ -112,25 +112,36 @@ fn run_body(
             result = Some(catch_unwind(AssertUnwindSafe(|| b(&ctx))));
         }
     };
+    let mut device_error = None;
     let elapsed = match (&kind.device, mem_node) {
         // A device body, or the CPU body on the device's replicas (sim).
-        (Some(d), n) if n == kind.node => Some(d.run(
-            &TaskCost {
+        (Some(d), n) if n == kind.node => {
+            let cost = TaskCost {
                 codelet: node.codelet.name(),
                 flops: node.flops,
                 bytes: node.footprint(),
-            },
-            &mut run,
-        )),
+            };
+            match d.run(&cost, &mut run) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    device_error = Some(e);
+                    None
+                }
+            }
+        }
         _ => {
             run();
             t0.map(|t| t.elapsed())
         }
     };
-    let outcome = match result.expect("the body ran") {
-        Ok(Ok(())) => Outcome::Ok,
-        Ok(Err(e)) => Outcome::Failed(e.to_string()),
-        Err(payload) => Outcome::Failed(format!("panicked: {}", panic_message(&*payload))),
+    let outcome = match (result, device_error) {
+        (Some(Ok(Err(e))), _) => Outcome::Failed(e.to_string()),
+        (Some(Err(payload)), _) => {
+            Outcome::Failed(format!("panicked: {}", panic_message(&*payload)))
+        }
+        (_, Some(e)) => Outcome::Failed(format!("device error: {e}")),
+        (Some(Ok(Ok(()))), None) => Outcome::Ok,
+        (None, None) => Outcome::Failed("the device never ran the body".into()),
     };
     if let (true, Some(el), Outcome::Ok) = (shared.calibrate, elapsed, &outcome) {
         let arch = if kind.device.is_none() || mem_node != kind.node {

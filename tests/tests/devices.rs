@@ -495,3 +495,83 @@ fn failing_device_body_falls_back_to_the_cpu_body() {
         );
     });
 }
+
+/// A sim device with its own memory whose `run` reports a device error
+/// after the body ran (a kernel fault found at synchronisation).
+struct FaultyDevice(SimDevice);
+
+impl Device for FaultyDevice {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn arch(&self) -> &'static str {
+        self.0.arch()
+    }
+    fn memory_limit(&self) -> Option<u64> {
+        self.0.memory_limit()
+    }
+    fn link(&self) -> Link {
+        self.0.link()
+    }
+    fn peak_flops(&self) -> f64 {
+        self.0.peak_flops()
+    }
+    fn expected_time(&self, cost: &tessera_engine::device::TaskCost<'_>) -> Duration {
+        self.0.expected_time(cost)
+    }
+    fn run(
+        &self,
+        cost: &tessera_engine::device::TaskCost<'_>,
+        body: &mut dyn FnMut(),
+    ) -> Result<Duration, String> {
+        self.0.run(cost, body)?;
+        Err("illegal address found at synchronisation".into())
+    }
+    fn copy(&self, bytes: u64, copy: &mut dyn FnMut()) -> Duration {
+        self.0.copy(bytes, copy)
+    }
+    fn memory(&self) -> Option<&dyn tessera_engine::device::DeviceMemory> {
+        self.0.memory()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn device_error_after_the_body_falls_back_to_the_cpu_body() {
+    with_timeout(LIMIT, || {
+        let sim = SimDevice::new(
+            0,
+            SimConfig {
+                own_memory: true,
+                ..SimConfig::default()
+            },
+        );
+        let rt = Runtime::new(config(1, "dmda", vec![Arc::new(FaultyDevice(sim))])).unwrap();
+        let cl = Codelet::new("faulting_kernel");
+        let h = rt.register_replicable(vec![1u64; 8]);
+        let tries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..10 {
+            let (h1, h2, t) = (h.clone(), h.clone(), tries.clone());
+            rt.submit(
+                TaskBuilder::new(&cl)
+                    .rw(&h)
+                    .on_node(1)
+                    .device_body(move |ctx| {
+                        t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        raw_u64s(&ctx.device_parts(&h1)?[0])[0] = 999; // garbage, then the fault
+                        Ok(())
+                    })
+                    .body(move |ctx| {
+                        ctx.rw(&h2)?.iter_mut().for_each(|x| *x += 1);
+                        Ok(())
+                    }),
+            )
+            .unwrap();
+        }
+        rt.wait_all_timeout(LIMIT).unwrap();
+        assert_eq!(rt.unregister(h).unwrap(), vec![11u64; 8]);
+        assert_eq!(tries.load(std::sync::atomic::Ordering::SeqCst), 10);
+    });
+}

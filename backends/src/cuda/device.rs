@@ -183,9 +183,10 @@ impl CudaDevice {
         self.download_from(src, dst)
     }
 
-    /// Takes the last error `run` met, if any: `Device::run` returns only a
-    /// time, so a failure it sees after the body (a faulting kernel found
-    /// at the final synchronisation) is kept here and printed once.
+    /// Takes the last error `run` or `copy` met, if any. `run` also returns
+    /// its errors (the task fails); `copy` cannot (the copy itself reports
+    /// through `DeviceMemory`), so a failed context bind there is kept here
+    /// and printed once.
     pub fn take_error(&self) -> Option<String> {
         lock(&self.last_error).take()
     }
@@ -467,15 +468,11 @@ impl Device for CudaDevice {
 
     /// Records an event on the compute stream, runs `body` (which enqueues
     /// there), records a second event, synchronises, and returns the time
-    /// between the events. Falls back to wall time if an event call fails
-    /// (the error is kept for [`CudaDevice::take_error`]).
-    fn run(&self, cost: &TaskCost<'_>, body: &mut dyn FnMut()) -> Duration {
-        let wall = Instant::now();
-        if let Err(e) = self.bind() {
-            self.note_error(e);
-            body();
-            return wall.elapsed();
-        }
+    /// between the events. An error at any of these steps (a kernel that
+    /// faulted shows up at the synchronisation) fails the task.
+    fn run(&self, cost: &TaskCost<'_>, body: &mut dyn FnMut()) -> Result<Duration, String> {
+        self.bind()
+            .map_err(|e| format!("{}: task '{}': {e}", self.name(), cost.codelet))?;
         let events = lock(&self.run_events);
         let started = events.0.record(&self.compute);
         body();
@@ -485,18 +482,16 @@ impl Device for CudaDevice {
             (Ok(()), Ok(()), Ok(())) => events.0.elapsed_ms(&events.1),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
         };
-        match timed {
-            Ok(ms) => Duration::from_secs_f64(ms.max(0.0) as f64 / 1e3),
-            Err(e) => {
-                self.note_error(format!(
+        timed
+            .map(|ms| Duration::from_secs_f64(ms.max(0.0) as f64 / 1e3))
+            .map_err(|e| {
+                format!(
                     "{}: task '{}': {}",
                     self.name(),
                     cost.codelet,
                     driver_error(e)
-                ));
-                wall.elapsed()
-            }
-        }
+                )
+            })
     }
 
     /// Makes the context current and runs `copy` (a synchronous upload or
