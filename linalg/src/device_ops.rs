@@ -17,6 +17,7 @@ use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
 use faer::{Accum, MatMut, MatRef, Par};
 use tessera_backends::sim::SimDevice;
 use tessera_engine::{BodyError, DevicePtr, TaskContext};
+use tessera_tasks::tile::Tile;
 
 /// Whether this body runs on memory the host cannot address (so it must use
 /// `device_parts` and the device's kernels).
@@ -284,6 +285,86 @@ pub(crate) fn spmv(
                 y.ptr,
             )
         }?),
+        #[cfg(not(feature = "cuda"))]
+        Target::Never(_) => unreachable!(),
+    }
+}
+
+/// Factor a panel in device memory (tiles `(buffer, rows)`, `cols` wide,
+/// top to bottom) with partial pivoting, as `getrf_panel` does on the host;
+/// returns the local pivots. A singular panel fails with the same
+/// [`SingularColumn`](tessera_tasks::kernels::SingularColumn) error (global
+/// column `col0 + j`).
+pub(crate) fn getrf_panel(
+    ctx: &TaskContext<'_>,
+    tiles: &[(DevicePtr, usize)],
+    cols: usize,
+    col0: usize,
+) -> Result<Vec<usize>, BodyError> {
+    for (t, rows) in tiles {
+        check_len("panel tile", t, rows * cols, 8)?;
+    }
+    match target(ctx)? {
+        Target::Sim => {
+            // The host kernel on copies of the tiles, copied back on success.
+            let mut owned: Vec<Tile> = tiles
+                .iter()
+                // SAFETY: sim buffers of the checked sizes, read here.
+                .map(|(p, rows)| {
+                    Tile::from_col_major(*rows, cols, unsafe { host_slice(p, rows * cols) })
+                })
+                .collect();
+            let mut refs: Vec<&mut Tile> = owned.iter_mut().collect();
+            let ipiv = tessera_tasks::kernels::getrf_panel(&mut refs, col0)?;
+            for ((p, rows), t) in tiles.iter().zip(&owned) {
+                // SAFETY: the task's RW tiles, sized as checked.
+                unsafe { host_slice::<f64>(p, rows * cols) }.copy_from_slice(t.as_slice());
+            }
+            Ok(ipiv)
+        }
+        #[cfg(feature = "cuda")]
+        Target::Cuda(d) => {
+            use tessera_backends::cuda::solver::{dgetrf_panel, PanelError};
+            let t: Vec<(u64, usize)> = tiles.iter().map(|(p, r)| (p.ptr, *r)).collect();
+            // SAFETY: device buffers of the checked sizes, pinned by the task.
+            match unsafe { dgetrf_panel(d, &t, cols) } {
+                Ok(ipiv) => Ok(ipiv),
+                Err(PanelError::Singular(j)) => {
+                    Err(Box::new(tessera_tasks::kernels::SingularColumn {
+                        column: col0 + j,
+                    }))
+                }
+                Err(PanelError::Failed(e)) => Err(e.into()),
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        Target::Never(_) => unreachable!(),
+    }
+}
+
+/// Write a panel's pivots into its pivot vector in device memory.
+pub(crate) fn write_pivots(
+    ctx: &TaskContext<'_>,
+    piv: &DevicePtr,
+    ipiv: &[usize],
+) -> Result<(), BodyError> {
+    if piv.bytes != std::mem::size_of_val(ipiv) {
+        return Err(format!(
+            "pivots: device buffer of {} bytes for {} pivots",
+            piv.bytes,
+            ipiv.len()
+        )
+        .into());
+    }
+    match target(ctx)? {
+        Target::Sim => {
+            // SAFETY: the task's W pivot buffer, of exactly this size.
+            unsafe { host_slice::<usize>(piv, ipiv.len()) }.copy_from_slice(ipiv);
+            Ok(())
+        }
+        #[cfg(feature = "cuda")]
+        // SAFETY: the task's W pivot buffer, of exactly this size.
+        Target::Cuda(d) => Ok(unsafe { d.upload_ptr(bytemuck::cast_slice(ipiv), piv.ptr) }?),
         #[cfg(not(feature = "cuda"))]
         Target::Never(_) => unreachable!(),
     }

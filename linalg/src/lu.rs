@@ -149,21 +149,25 @@ impl LuGraph {
                 for h in &col {
                     tb = tb.rw(h);
                 }
-                tb.body(move |ctx| {
-                    let mut tiles = col
-                        .iter()
-                        .map(|h| ctx.write(h))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    // A tall panel on the critical path borrows the cores of
-                    // idle workers (faer's threads); the result is the same.
-                    let idle = ctx.idle_workers();
-                    let par = if idle > 0 && m >= 4 * w {
-                        Par::rayon(idle + 1)
+                let (dcol, dpiv, dtally) = (col.clone(), piv.clone(), tally.clone());
+                let rows: Vec<usize> = (k..self.t).map(|i| self.rows(i, n)).collect();
+                tb.device_body(move |ctx| {
+                    if on_device_memory(ctx) {
+                        let tiles = dcol
+                            .iter()
+                            .zip(&rows)
+                            .map(|(h, &r)| Ok((ctx.device_parts(h)?[0], r)))
+                            .collect::<Result<Vec<_>, tessera_engine::AccessError>>()?;
+                        let local = device_ops::getrf_panel(ctx, &tiles, w, k * nb)?;
+                        device_ops::write_pivots(ctx, &ctx.device_parts(&dpiv)?[0], &local)?;
                     } else {
-                        Par::Seq
-                    };
-                    let local = getrf_panel_par(&mut tiles, k * nb, par)?;
-                    *ctx.write(&piv)? = local;
+                        panel_host(ctx, &dcol, &dpiv, k * nb, m >= 4 * w)?;
+                    }
+                    dtally(flops);
+                    Ok(())
+                })
+                .body(move |ctx| {
+                    panel_host(ctx, &col, &piv, k * nb, m >= 4 * w)?;
                     tally(flops);
                     Ok(())
                 })
@@ -258,6 +262,30 @@ impl LuGraph {
             }
         }
     }
+}
+
+/// `PANEL`'s work on host-addressable replicas. A `tall` panel on the
+/// critical path borrows the cores of idle workers (faer's threads); the
+/// result is the same.
+fn panel_host(
+    ctx: &TaskContext<'_>,
+    col: &[DataHandle<Tile>],
+    piv: &DataHandle<Vec<usize>>,
+    col0: usize,
+    tall: bool,
+) -> Result<(), BodyError> {
+    let mut tiles = col
+        .iter()
+        .map(|h| ctx.write(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let idle = ctx.idle_workers();
+    let par = if idle > 0 && tall {
+        Par::rayon(idle + 1)
+    } else {
+        Par::Seq
+    };
+    *ctx.write(piv)? = getrf_panel_par(&mut tiles, col0, par)?;
+    Ok(())
 }
 
 /// `SWAP`'s work on host-addressable replicas.

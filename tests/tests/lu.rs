@@ -240,3 +240,27 @@ fn lu_on_devices_is_bit_identical_to_the_sequential_reference() {
         }
     });
 }
+
+#[test]
+fn singular_matrix_on_device_memory_names_the_column() {
+    with_timeout(LIMIT, || {
+        for front in [Front::Stf, Front::Symbolic] {
+            for zero_col in [0, 5, 17] {
+                let mut config = Config::with_workers(1).scheduler("dmda");
+                config.devices = vec![lu_sim(0, true), lu_sim(1, true)];
+                let rt = Runtime::new(config).unwrap();
+                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), front, None) {
+                    Ok(_) => panic!("{front:?}: singular matrix factored"),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    err.contains(&format!("exact zero pivot in column {zero_col}"))
+                        && err.contains("panel("),
+                    "{front:?}: {err}"
+                );
+                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), front, None).unwrap();
+                assert_eq!(lu.ipiv.len(), 16);
+            }
+        }
+    });
+}

@@ -54,6 +54,8 @@ pub struct CudaDevice {
     pub(crate) scratch: Mutex<LaswpScratch>,
     /// `spmv_csr`'s lanes-per-row choices, cached per CSR block.
     pub(crate) spmv_lanes: SpmvLanes,
+    /// cuSOLVER handle and panel scratch, created on the first GPU panel.
+    pub(crate) solver: Mutex<Option<super::solver::Solver>>,
     /// Start and end events of `run`, with timing enabled.
     run_events: Mutex<(CudaEvent, CudaEvent)>,
     staging: StagingPool,
@@ -96,6 +98,7 @@ impl CudaDevice {
             kernels,
             scratch: Mutex::new(LaswpScratch::default()),
             spmv_lanes: SpmvLanes::default(),
+            solver: Mutex::new(None),
             run_events: Mutex::new(run_events),
             staging: StagingPool::new(ctx.clone()),
             compute,
@@ -160,6 +163,21 @@ impl CudaDevice {
         self.compute
             .synchronize()
             .map_err(|e| format!("{}: compute stream: {}", self.name(), driver_error(e)))
+    }
+
+    /// Copies `src` to device address `dst`, after everything already queued
+    /// on the compute stream (a device body writing results the host
+    /// computed, e.g. pivots, into its data).
+    ///
+    /// # Safety
+    /// `dst .. dst + src.len()` is device memory of this context that the
+    /// caller may write (its task's W/RW data).
+    pub unsafe fn upload_ptr(&self, src: &[u8], dst: u64) -> Result<(), String> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.synchronize()?;
+        self.upload_to(src, dst)
     }
 
     /// Copies `dst.len()` bytes from device address `src` to the host, after

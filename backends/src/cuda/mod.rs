@@ -66,6 +66,7 @@ pub mod blas;
 pub mod check;
 mod device;
 pub mod kernels;
+pub mod solver;
 
 pub use blas::{dgemm_minus, dtrsm_unit_lower_left};
 pub use check::{self_check, CheckLine};
