@@ -67,6 +67,10 @@ fn run_checks(dev: &CudaDevice) -> Result<Vec<CheckLine>, String> {
     push("dtrsm_unit_lower_left", check_dtrsm(dev, &mut rng, 173, 61));
     push("laswp", check_laswp(dev, &mut rng, &[37, 64, 23], 19));
     push(
+        "dgetrf_panel",
+        check_panel(dev, &mut rng, &[48, 48, 31], 48),
+    );
+    push(
         "spmv_csr (short rows)",
         check_spmv(dev, &mut rng, 1000, 1200, 12, 123),
     );
@@ -257,6 +261,87 @@ fn check_dtrsm(dev: &CudaDevice, rng: &mut Rng, m: usize, n: usize) -> Result<Ch
         1e-12,
         &format!("ldl {ldl}, ldb {ldb}; diagonal and upper part poisoned"),
     ))
+}
+
+/// The GPU panel (cuSOLVER dgetrf on gathered tiles) against a plain
+/// partial-pivoting LU on the host: same pivots, factors within 1e-10 of
+/// the scale.
+fn check_panel(
+    dev: &CudaDevice,
+    rng: &mut Rng,
+    tile_rows: &[usize],
+    cols: usize,
+) -> Result<CheckLine, String> {
+    let m: usize = tile_rows.iter().sum();
+    let mut a: Vec<f64> = (0..m * cols).map(|_| rng.f64()).collect(); // m × cols, ld = m
+    let mut tiles = Vec::new();
+    let mut bufs = Vec::new();
+    let mut first = 0;
+    for &r in tile_rows {
+        let t: Vec<f64> = (0..r * cols)
+            .map(|x| a[first + x % r + (x / r) * m])
+            .collect();
+        let b = to_device(dev, &t)?;
+        tiles.push((b.ptr(), r));
+        bufs.push(b);
+        first += r;
+    }
+    // Host reference: right-looking LU with partial pivoting (first largest |pivot|).
+    let k = m.min(cols);
+    let mut want_piv = Vec::with_capacity(k);
+    for j in 0..k {
+        let p = (j..m)
+            .max_by(|&x, &y| {
+                a[x + j * m]
+                    .abs()
+                    .partial_cmp(&a[y + j * m].abs())
+                    .unwrap()
+                    .then(y.cmp(&x))
+            })
+            .unwrap();
+        want_piv.push(p);
+        for c in 0..cols {
+            a.swap(j + c * m, p + c * m);
+        }
+        let d = a[j + j * m];
+        for i in j + 1..m {
+            a[i + j * m] /= d;
+        }
+        for c in j + 1..cols {
+            let u = a[j + c * m];
+            for i in j + 1..m {
+                a[i + c * m] -= a[i + j * m] * u;
+            }
+        }
+    }
+    // SAFETY: each tile holds r × cols doubles, ld = r, and nothing else uses them.
+    let got_piv = match unsafe { super::solver::dgetrf_panel(dev, &tiles, cols) } {
+        Ok(p) => p,
+        Err(e) => return Err(format!("{e:?}")),
+    };
+    let mut err = 0.0f64;
+    let mut first = 0;
+    for (b, &r) in bufs.iter().zip(tile_rows) {
+        let got = to_host::<f64>(dev, &**b, r * cols)?;
+        for c in 0..cols {
+            for i in 0..r {
+                err = err.max((got[i + c * r] - a[first + i + c * m]).abs());
+            }
+        }
+        first += r;
+    }
+    let scale = a.iter().fold(0.0f64, |s, v| s.max(v.abs())).max(1.0);
+    let rel = err / scale;
+    let same = got_piv == want_piv;
+    Ok(CheckLine {
+        what: format!("dgetrf_panel {m}x{cols} over {} tiles", tile_rows.len()),
+        max_rel_err: rel,
+        passed: same && rel < 1e-10,
+        detail: format!(
+            "pivots {}, tolerance 1e-10",
+            if same { "equal" } else { "DIFFER" }
+        ),
+    })
 }
 
 fn check_laswp(
