@@ -57,6 +57,12 @@ fn gpu_devices(spec: &str) -> Result<Vec<Arc<dyn Device>>, String> {
     if spec.trim() == "none" {
         return Ok(Vec::new());
     }
+    // CUDA numbers GPUs fastest first by default; in PCI bus order they match
+    // the topology's `gpus_near` list, which places each device worker on a
+    // core near its GPU. Set before the driver initialises (no thread yet).
+    if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
+        std::env::set_var("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    }
     if let Err(reason) = cuda::detect() {
         if spec.trim() == "all" {
             eprintln!("tessera: --gpus all: {reason}; running CPU-only");
