@@ -3,20 +3,19 @@
 //!
 //! Two targets: a CUDA GPU (feature `cuda`: cuBLAS for GEMM and TRSM, NVRTC
 //! kernels for the row swaps and SpMV, all on the device's compute stream),
-//! and a sim device with its own memory, whose "device memory" is host memory
-//! that these functions compute on with the CPU kernels — so CI exercises
-//! every device body, its pointers, shapes and leading dimensions, through
-//! the same data path a GPU uses.
+//! and a sim device with its own memory, whose "device memory" is host memory:
+//! there the buffers are copied into tiles, the CPU kernel runs, and what it
+//! wrote is copied back — so CI exercises every device body, its pointers,
+//! shapes and leading dimensions, through the same data path a GPU uses, and
+//! gets results bit-identical to the CPU's.
 //!
 //! On a device whose replicas are host values (a sim device without its own
 //! memory) a device body is not needed: [`on_device_memory`] is false and the
 //! callers run their CPU code.
 
-use faer::linalg::matmul::matmul;
-use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
-use faer::{Accum, MatMut, MatRef, Par};
 use tessera_backends::sim::SimDevice;
 use tessera_engine::{BodyError, DevicePtr, TaskContext};
+use tessera_tasks::kernels::{gemm_update, laswp as laswp_tiles, trsm_unit_lower as host_trsm};
 use tessera_tasks::tile::Tile;
 
 /// Whether this body runs on memory the host cannot address (so it must use
@@ -72,6 +71,36 @@ unsafe fn host_slice<'a, T>(p: &DevicePtr, len: usize) -> &'a mut [T] {
     unsafe { std::slice::from_raw_parts_mut(p.ptr as *mut T, len) }
 }
 
+/// The sim target's view of tile buffers: copies of the `rows × cols`
+/// column-major blocks at `parts`.
+///
+/// # Safety
+/// Each `DevicePtr` is a sim buffer (host memory) of at least `rows × cols`
+/// doubles that the task may read.
+unsafe fn load_tiles(parts: &[(DevicePtr, usize, usize)]) -> Vec<Tile> {
+    parts
+        .iter()
+        // SAFETY: forwarded to the caller.
+        .map(|(p, r, c)| Tile::from_col_major(*r, *c, unsafe { host_slice(p, r * c) }))
+        .collect()
+}
+
+/// Copy `tiles[i]` back into `parts[i]` for the written indices.
+///
+/// # Safety
+/// As [`load_tiles`], and the task may write `parts[i]` for each `i` in `written`.
+unsafe fn store_tiles(
+    parts: &[(DevicePtr, usize, usize)],
+    tiles: &[Tile],
+    written: impl Iterator<Item = usize>,
+) {
+    for i in written {
+        let (p, r, c) = &parts[i];
+        // SAFETY: forwarded to the caller.
+        unsafe { host_slice::<f64>(p, r * c) }.copy_from_slice(tiles[i].as_slice());
+    }
+}
+
 /// `C := C − A·B` on column-major tiles (`A` m×k, `B` k×n, `C` m×n, leading
 /// dimension = rows).
 pub(crate) fn gemm_minus(
@@ -86,23 +115,14 @@ pub(crate) fn gemm_minus(
     check_len("gemm C", c, m * n, 8)?;
     match target(ctx)? {
         Target::Sim => {
-            // SAFETY: sim buffers of the checked sizes; A and B are read
-            // only, C is the task's RW tile.
-            let (a, b, c) = unsafe {
-                (
-                    host_slice::<f64>(a, m * k),
-                    host_slice::<f64>(b, k * n),
-                    host_slice::<f64>(c, m * n),
-                )
-            };
-            matmul(
-                MatMut::from_column_major_slice_mut(c, m, n),
-                Accum::Add,
-                MatRef::from_column_major_slice(a, m, k),
-                MatRef::from_column_major_slice(b, k, n),
-                -1.0,
-                Par::Seq,
-            );
+            let parts = [(*a, m, k), (*b, k, n), (*c, m, n)];
+            // SAFETY: sim buffers of the checked sizes; C is the task's RW tile.
+            unsafe {
+                let mut t = load_tiles(&parts);
+                let (ab, c_tile) = t.split_at_mut(2);
+                gemm_update(&ab[0], &ab[1], &mut c_tile[0]);
+                store_tiles(&parts, &t, 2..3);
+            }
             Ok(())
         }
         #[cfg(feature = "cuda")]
@@ -138,13 +158,14 @@ pub(crate) fn trsm_unit_lower(
     check_len("trsm B", b, m * n, 8)?;
     match target(ctx)? {
         Target::Sim => {
-            // SAFETY: sim buffers of the checked sizes; L is read only.
-            let (l, b) = unsafe { (host_slice::<f64>(l, m * m), host_slice::<f64>(b, m * n)) };
-            solve_unit_lower_triangular_in_place(
-                MatRef::from_column_major_slice(l, m, m),
-                MatMut::from_column_major_slice_mut(b, m, n),
-                Par::Seq,
-            );
+            let parts = [(*l, m, m), (*b, m, n)];
+            // SAFETY: sim buffers of the checked sizes; B is the task's RW tile.
+            unsafe {
+                let mut t = load_tiles(&parts);
+                let (l_tile, b_tile) = t.split_at_mut(1);
+                host_trsm(&l_tile[0], &mut b_tile[0]);
+                store_tiles(&parts, &t, 1..2);
+            }
             Ok(())
         }
         #[cfg(feature = "cuda")]
@@ -203,28 +224,12 @@ pub(crate) fn laswp(
     }
     match target(ctx)? {
         Target::Sim => {
-            let locate = |r: usize| {
-                let mut r = r;
-                for (ti, (_, rows)) in tiles.iter().enumerate() {
-                    if r < *rows {
-                        return (ti, r);
-                    }
-                    r -= rows;
-                }
-                unreachable!("row checked against the total above")
-            };
-            for (i, &p) in ipiv.iter().enumerate() {
-                if p == i {
-                    continue;
-                }
-                let ((ta, ra), (tb, rb)) = (locate(i), locate(p));
-                let (pa, lda) = (tiles[ta].0.ptr as *mut f64, tiles[ta].1);
-                let (pb, ldb) = (tiles[tb].0.ptr as *mut f64, tiles[tb].1);
-                for j in 0..cols {
-                    // SAFETY: sim buffers of the checked sizes, written by
-                    // this task only; `ra < lda`, `rb < ldb`, `j < cols`.
-                    unsafe { std::ptr::swap(pa.add(ra + j * lda), pb.add(rb + j * ldb)) };
-                }
+            let parts: Vec<_> = tiles.iter().map(|(p, r)| (*p, *r, cols)).collect();
+            // SAFETY: sim buffers of the checked sizes, the task's RW tiles.
+            unsafe {
+                let mut t = load_tiles(&parts);
+                laswp_tiles(&mut t.iter_mut().collect::<Vec<_>>(), ipiv);
+                store_tiles(&parts, &t, 0..parts.len());
             }
             Ok(())
         }
@@ -306,21 +311,18 @@ pub(crate) fn getrf_panel(
     }
     match target(ctx)? {
         Target::Sim => {
-            // The host kernel on copies of the tiles, copied back on success.
-            let mut owned: Vec<Tile> = tiles
-                .iter()
-                // SAFETY: sim buffers of the checked sizes, read here.
-                .map(|(p, rows)| {
-                    Tile::from_col_major(*rows, cols, unsafe { host_slice(p, rows * cols) })
-                })
-                .collect();
-            let mut refs: Vec<&mut Tile> = owned.iter_mut().collect();
-            let ipiv = tessera_tasks::kernels::getrf_panel(&mut refs, col0)?;
-            for ((p, rows), t) in tiles.iter().zip(&owned) {
-                // SAFETY: the task's RW tiles, sized as checked.
-                unsafe { host_slice::<f64>(p, rows * cols) }.copy_from_slice(t.as_slice());
+            let parts: Vec<_> = tiles.iter().map(|(p, r)| (*p, *r, cols)).collect();
+            // SAFETY: sim buffers of the checked sizes, the task's RW tiles;
+            // written back only on success (as the host kernel leaves them).
+            unsafe {
+                let mut t = load_tiles(&parts);
+                let ipiv = tessera_tasks::kernels::getrf_panel(
+                    &mut t.iter_mut().collect::<Vec<_>>(),
+                    col0,
+                )?;
+                store_tiles(&parts, &t, 0..parts.len());
+                Ok(ipiv)
             }
-            Ok(ipiv)
         }
         #[cfg(feature = "cuda")]
         Target::Cuda(d) => {
