@@ -230,12 +230,16 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                 let g = per_iter_bytes * per_round as f64 / st.spmv_seconds / 1e9;
                 ratios.push((g / tri, g, tri));
             }
+            let in_order = ratios
+                .iter()
+                .map(|(r, g, t)| format!("{:.0} % ({g:.1}/{t:.1})", r * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ");
             ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
             let (r, g, tri) = ratios[rounds / 2];
             println!(
-                "alternating rounds ({rounds} x {per_round} iterations): median effective {g:.1} GB/s = {:.0} % of the triad of its round ({tri:.1} GB/s); ratios {}",
-                r * 100.0,
-                ratios.iter().map(|x| format!("{:.0} %", x.0 * 100.0)).collect::<Vec<_>>().join(", ")
+                "alternating rounds ({rounds} x {per_round} iterations): median effective {g:.1} GB/s = {:.0} % of the triad of its round ({tri:.1} GB/s); in order, ratio (SpMV/triad GB/s): {in_order}",
+                r * 100.0
             );
             // Check one result against the plain reference loop.
             let mut reference = vec![0.0; n];
