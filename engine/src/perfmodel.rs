@@ -301,22 +301,8 @@ fn format_seconds(s: f64) -> String {
 pub enum PerfModelErrorKind {
     /// Reading or writing failed.
     Io(io::Error),
-    /// The JSON ends early (a file cut short).
-    Truncated {
-        /// 1-based line of the end of input.
-        line: usize,
-        /// Column of the end of input.
-        column: usize,
-    },
-    /// Not JSON, or JSON of the wrong shape.
-    Syntax {
-        /// 1-based line.
-        line: usize,
-        /// Column.
-        column: usize,
-        /// What the JSON parser expected.
-        message: String,
-    },
+    /// Not JSON, JSON of the wrong shape, or cut short.
+    Json(crate::JsonError),
     /// Valid JSON, but not a model this build can use (format, version, a bad sample, ...).
     Format(String),
     /// [`PerfModels::save`] on models configured without a directory.
@@ -348,17 +334,12 @@ impl PerfModelError {
     }
 
     fn json(e: &serde_json::Error, path: &Path) -> Self {
-        let (line, column) = (e.line(), e.column());
-        let kind = if e.is_eof() {
-            PerfModelErrorKind::Truncated { line, column }
+        let json = if e.is_eof() {
+            crate::JsonError::truncated(e)
         } else {
-            PerfModelErrorKind::Syntax {
-                line,
-                column,
-                message: crate::util::json_message(e),
-            }
+            crate::JsonError::syntax(e)
         };
-        Self::new(kind, Some(path))
+        Self::new(PerfModelErrorKind::Json(json), Some(path))
     }
 
     /// What went wrong.
@@ -379,14 +360,7 @@ impl fmt::Display for PerfModelError {
         }
         match &self.kind {
             PerfModelErrorKind::Io(e) => write!(f, "{e}"),
-            PerfModelErrorKind::Truncated { line, column } => {
-                write!(f, "truncated JSON at line {line} column {column}")
-            }
-            PerfModelErrorKind::Syntax {
-                line,
-                column,
-                message,
-            } => write!(f, "invalid JSON at line {line} column {column}: {message}"),
+            PerfModelErrorKind::Json(e) => write!(f, "{e}"),
             PerfModelErrorKind::Format(msg) => write!(f, "{msg}"),
             PerfModelErrorKind::NoDir => {
                 write!(f, "performance models have no directory to save to")
@@ -1396,7 +1370,10 @@ mod tests {
         let e = PerfModels::load(&tmp.0).unwrap_err();
         assert_eq!(e.path(), Some(path.as_path()));
         assert!(
-            matches!(e.kind(), PerfModelErrorKind::Truncated { .. }),
+            matches!(
+                e.kind(),
+                PerfModelErrorKind::Json(crate::JsonError::Truncated { .. })
+            ),
             "{e}"
         );
         assert!(e

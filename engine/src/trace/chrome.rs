@@ -422,22 +422,8 @@ fn write_flows(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
 pub enum TraceErrorKind {
     /// Reading or writing failed.
     Io(io::Error),
-    /// The JSON ends early (a file cut short, e.g. by a crash while writing).
-    Truncated {
-        /// 1-based line of the end of input.
-        line: usize,
-        /// Column of the end of input.
-        column: usize,
-    },
-    /// Not JSON.
-    Syntax {
-        /// 1-based line.
-        line: usize,
-        /// Column.
-        column: usize,
-        /// What the JSON parser expected.
-        message: String,
-    },
+    /// Not JSON, or cut short (e.g. by a crash while writing).
+    Json(crate::JsonError),
     /// One entry of `traceEvents` is malformed.
     Event {
         /// 0-based index in `traceEvents` (in files we write, event `i` is on line `i + 2`).
@@ -489,14 +475,7 @@ impl fmt::Display for TraceError {
         }
         match &self.kind {
             TraceErrorKind::Io(e) => write!(f, "{e}"),
-            TraceErrorKind::Truncated { line, column } => {
-                write!(f, "truncated JSON at line {line} column {column}")
-            }
-            TraceErrorKind::Syntax {
-                line,
-                column,
-                message,
-            } => write!(f, "invalid JSON at line {line} column {column}: {message}"),
+            TraceErrorKind::Json(e) => write!(f, "{e}"),
             TraceErrorKind::Event { index, message } => write!(f, "event {index}: {message}"),
             TraceErrorKind::Format(msg) => write!(f, "{msg}"),
         }
@@ -824,12 +803,8 @@ fn parse<'de, R: serde_json::de::Read<'de>>(
             Category::Eof if line <= 1 && column == 0 => {
                 TraceErrorKind::Format("empty input: no JSON at all".into())
             }
-            Category::Eof => TraceErrorKind::Truncated { line, column },
-            Category::Syntax => TraceErrorKind::Syntax {
-                line,
-                column,
-                message: crate::util::json_message(&e),
-            },
+            Category::Eof => TraceErrorKind::Json(crate::JsonError::truncated(&e)),
+            Category::Syntax => TraceErrorKind::Json(crate::JsonError::syntax(&e)),
             Category::Data => match builder.event_error.take() {
                 // serde_json's position here is past the event and its separator,
                 // so only the index is reliable.
@@ -1083,7 +1058,10 @@ mod tests {
             let e = read_chrome_json_slice(&json.as_bytes()[..cut]).unwrap_err();
             let msg = e.to_string();
             assert!(
-                matches!(e.kind(), TraceErrorKind::Truncated { .. }),
+                matches!(
+                    e.kind(),
+                    TraceErrorKind::Json(crate::JsonError::Truncated { .. })
+                ),
                 "cut {cut}: {msg}"
             );
             assert!(
