@@ -114,14 +114,11 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     let cpu_workers = config.workers;
     let device_peak = config.devices.first().map(|d| d.peak_flops());
     let device_name = config.devices.first().map(|d| d.name());
-    // The first device's memory node: after the host NUMA nodes.
-    let device_node = config
-        .worker_numa
-        .as_ref()
-        .and_then(|v| v.iter().copied().max())
-        .map_or(1, |m| m + 1);
     let d2d = device_copy_rate(config.devices.first());
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    // The first device's memory node (checked above that there is a device
+    // when it is used).
+    let device_node = rt.device_nodes().first().copied().unwrap_or(1);
     let workers = rt.workers();
 
     let t_load = Instant::now();
