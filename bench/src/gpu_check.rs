@@ -23,16 +23,7 @@ pub fn run(args: GpuCheckArgs) -> Result<(), String> {
     }
     let mut failed = 0;
     for g in &gpus {
-        let info = g.info();
-        println!(
-            "GPU {}: {} ({:.1} GiB, sm_{}{}, {} SMs)",
-            info.index,
-            info.name,
-            info.total_mem as f64 / (1u64 << 30) as f64,
-            info.compute_capability.0,
-            info.compute_capability.1,
-            info.sm_count
-        );
+        println!("{}", g.info());
         for line in cuda::check::self_check(g)? {
             let verdict = if line.passed { "ok    " } else { "FAILED" };
             failed += usize::from(!line.passed);

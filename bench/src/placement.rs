@@ -72,16 +72,10 @@ fn gpu_devices(spec: &str) -> Result<Vec<Arc<dyn Device>>, String> {
     }
     let gpus = cuda::open_spec(spec)?;
     for g in &gpus {
-        let info = g.info();
         eprintln!(
-            "tessera: {} = GPU {} {} ({:.1} GiB, sm_{}{}, {} SMs): cuBLAS dgemm {:.0} GFLOP/s measured at start",
+            "tessera: {} = {}: cuBLAS dgemm {:.0} GFLOP/s measured at start",
             g.name(),
-            info.index,
-            info.name,
-            info.total_mem as f64 / (1u64 << 30) as f64,
-            info.compute_capability.0,
-            info.compute_capability.1,
-            info.sm_count,
+            g.info(),
             g.dgemm_gflops()
         );
     }

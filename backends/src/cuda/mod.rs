@@ -98,6 +98,22 @@ pub struct CudaInfo {
     pub compute_capability: (u32, u32),
 }
 
+/// `GPU 0 NVIDIA H100 80GB HBM3 (79.1 GiB, sm_90, 132 SMs)`.
+impl std::fmt::Display for CudaInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GPU {} {} ({:.1} GiB, sm_{}{}, {} SMs)",
+            self.index,
+            self.name,
+            self.total_mem as f64 / (1u64 << 30) as f64,
+            self.compute_capability.0,
+            self.compute_capability.1,
+            self.sm_count
+        )
+    }
+}
+
 /// Detects the driver, cuBLAS and NVRTC with `is_culib_present()` (before
 /// any other call) and lists the GPUs. `Err` carries a one-line reason
 /// ("no CUDA driver (libcuda.so not found)", "libcublas not found; …",
@@ -268,6 +284,21 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 mod tests {
     //! Host-side behaviour with no GPU: detection fails cleanly and specs parse.
     use super::*;
+
+    #[test]
+    fn info_describes_the_gpu_in_one_line() {
+        let info = CudaInfo {
+            index: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            total_mem: 80 << 30,
+            sm_count: 132,
+            compute_capability: (9, 0),
+        };
+        assert_eq!(
+            info.to_string(),
+            "GPU 0 NVIDIA H100 80GB HBM3 (80.0 GiB, sm_90, 132 SMs)"
+        );
+    }
 
     #[test]
     fn detect_without_gpu_is_err_not_panic() {
