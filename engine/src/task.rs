@@ -429,6 +429,13 @@ impl<'t> TaskContext<'t> {
         self.device.map(|d| &**d)
     }
 
+    /// Whether this body runs on device memory the host cannot address (a
+    /// GPU's): then it reaches its data with [`device_parts`](Self::device_parts),
+    /// not `read`/`write`.
+    pub fn on_device_memory(&self) -> bool {
+        self.raw
+    }
+
     /// Where the replica of a declared handle lies in the device's own
     /// memory: one [`DevicePtr`] per part of the value
     /// ([`Replicate::parts`](crate::memory::Replicate::parts)). Only on a

@@ -10,19 +10,13 @@
 //! gets results bit-identical to the CPU's.
 //!
 //! On a device whose replicas are host values (a sim device without its own
-//! memory) a device body is not needed: [`on_device_memory`] is false and the
+//! memory) a device body is not needed: `TaskContext::on_device_memory` is false and the
 //! callers run their CPU code.
 
 use tessera_backends::sim::SimDevice;
 use tessera_engine::{BodyError, DevicePtr, TaskContext};
 use tessera_tasks::kernels::{gemm_update, laswp as laswp_tiles, trsm_unit_lower as host_trsm};
 use tessera_tasks::tile::Tile;
-
-/// Whether this body runs on memory the host cannot address (so it must use
-/// `device_parts` and the device's kernels).
-pub(crate) fn on_device_memory(ctx: &TaskContext<'_>) -> bool {
-    ctx.device().is_some_and(|d| d.memory().is_some())
-}
 
 /// The device a device body runs on.
 enum Target<'a> {

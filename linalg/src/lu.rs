@@ -33,7 +33,7 @@ use tessera_tasks::kernels::{
 };
 use tessera_tasks::tile::Tile;
 
-use crate::device_ops::{self, on_device_memory};
+use crate::device_ops;
 use crate::lu_seq::ipiv_global;
 use crate::tiled::TileMatrix;
 
@@ -152,7 +152,7 @@ impl LuGraph {
                 let (dcol, dpiv, dtally) = (col.clone(), piv.clone(), tally.clone());
                 let rows: Vec<usize> = (k..self.t).map(|i| self.rows(i, n)).collect();
                 tb.device_body(move |ctx| {
-                    if on_device_memory(ctx) {
+                    if ctx.on_device_memory() {
                         let tiles = dcol
                             .iter()
                             .zip(&rows)
@@ -186,7 +186,7 @@ impl LuGraph {
                 let rows: Vec<usize> = (k..self.t).map(|i| self.rows(i, n)).collect();
                 let (cols, npiv) = (self.rows(j, n), self.rows(k, n));
                 tb.device_body(move |ctx| {
-                    if !on_device_memory(ctx) {
+                    if !ctx.on_device_memory() {
                         return swap_host(ctx, &dcol, &dpiv);
                     }
                     let ipiv = device_ops::read_pivots(ctx, &ctx.device_parts(&dpiv)?[0], npiv)?;
@@ -211,7 +211,7 @@ impl LuGraph {
                     .read(&l)
                     .rw(&b)
                     .device_body(move |ctx| {
-                        if on_device_memory(ctx) {
+                        if ctx.on_device_memory() {
                             let (pl, pb) = (ctx.device_parts(&dl)?[0], ctx.device_parts(&db)?[0]);
                             device_ops::trsm_unit_lower(ctx, shape, &pl, &pb)?;
                         } else {
@@ -243,7 +243,7 @@ impl LuGraph {
                     .read(&b)
                     .rw(&c)
                     .device_body(move |ctx| {
-                        if on_device_memory(ctx) {
+                        if ctx.on_device_memory() {
                             let pa = ctx.device_parts(&da)?[0];
                             let pb = ctx.device_parts(&db)?[0];
                             let pc = ctx.device_parts(&dc)?[0];

@@ -140,7 +140,7 @@ impl SpmvMatrix {
         }
         let (da, dx, dy) = (a.clone(), x.clone(), yb.clone());
         t = t.device_body(move |ctx| {
-            if crate::device_ops::on_device_memory(ctx) {
+            if ctx.on_device_memory() {
                 let (pa, px, py) = (
                     ctx.device_parts(&da)?,
                     ctx.device_parts(&dx)?[0],
