@@ -14,7 +14,7 @@
 //! callers run their CPU code.
 
 use tessera_backends::sim::SimDevice;
-use tessera_engine::{BodyError, DevicePtr, TaskContext};
+use tessera_engine::{BodyError, DataHandle, DevicePtr, TaskContext};
 use tessera_tasks::kernels::{gemm_update, laswp as laswp_tiles, trsm_unit_lower as host_trsm};
 use tessera_tasks::tile::Tile;
 
@@ -199,6 +199,19 @@ pub(crate) fn read_pivots(
         #[cfg(not(feature = "cuda"))]
         Target::Never(_) => unreachable!(),
     }
+}
+
+/// A column of tiles in device memory: each tile's buffer with its row count.
+pub(crate) fn column(
+    ctx: &TaskContext<'_>,
+    tiles: &[DataHandle<Tile>],
+    rows: &[usize],
+) -> Result<Vec<(DevicePtr, usize)>, BodyError> {
+    tiles
+        .iter()
+        .zip(rows)
+        .map(|(h, &r)| Ok((ctx.device_parts(h)?[0], r)))
+        .collect()
 }
 
 /// Row interchanges `ipiv` (LAPACK order, rows counted from the first row of

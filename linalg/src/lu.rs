@@ -153,11 +153,7 @@ impl LuGraph {
                 let rows: Vec<usize> = (k..self.t).map(|i| self.rows(i, n)).collect();
                 tb.device_body(move |ctx| {
                     if ctx.on_device_memory() {
-                        let tiles = dcol
-                            .iter()
-                            .zip(&rows)
-                            .map(|(h, &r)| Ok((ctx.device_parts(h)?[0], r)))
-                            .collect::<Result<Vec<_>, tessera_engine::AccessError>>()?;
+                        let tiles = device_ops::column(ctx, &dcol, &rows)?;
                         let local = device_ops::getrf_panel(ctx, &tiles, w, k * nb)?;
                         device_ops::write_pivots(ctx, &ctx.device_parts(&dpiv)?[0], &local)?;
                     } else {
@@ -190,11 +186,7 @@ impl LuGraph {
                         return swap_host(ctx, &dcol, &dpiv);
                     }
                     let ipiv = device_ops::read_pivots(ctx, &ctx.device_parts(&dpiv)?[0], npiv)?;
-                    let tiles = dcol
-                        .iter()
-                        .zip(&rows)
-                        .map(|(h, &r)| Ok((ctx.device_parts(h)?[0], r)))
-                        .collect::<Result<Vec<_>, tessera_engine::AccessError>>()?;
+                    let tiles = device_ops::column(ctx, &dcol, &rows)?;
                     device_ops::laswp(ctx, &tiles, cols, &ipiv)
                 })
                 .body(move |ctx| swap_host(ctx, &col, &piv))
