@@ -1,6 +1,5 @@
 //! Tessera's algorithms as task graphs: tiled layouts, LU, SpMV, generators and numerical checks.
 
-mod device_ops;
 pub mod hpl;
 pub mod lu;
 pub mod lu_seq;
