@@ -67,6 +67,7 @@ impl fmt::Display for RunError {
 
 /// The runtime's error type.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// A task could not be submitted; nothing was run.
     Submit {

@@ -486,3 +486,45 @@ impl Memory {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Proves per-node accounting: reservations within a limit, refusal of a
+    //! size above it (at once, naming the node), and that a reservation
+    //! waiting for room is woken by `unreserve` instead of polling.
+    use super::*;
+
+    fn with_limit(limit: u64) -> Memory {
+        let mut m = Memory::new(1, Vec::new(), None);
+        m.nodes.push(MemoryNode::new("dev".into(), Some(limit)));
+        m
+    }
+
+    #[test]
+    fn reserve_within_and_above_the_limit() {
+        let m = with_limit(100);
+        assert!(m.fits(1, 100) && !m.fits(1, 101) && m.fits(0, u64::MAX));
+        m.reserve(1, 60, std::ptr::null(), false).unwrap();
+        let e = m.reserve(1, 50, std::ptr::null(), false).unwrap_err();
+        assert!(e.contains("dev") && e.contains("60 of 100"), "{e}");
+        let e = m.reserve(1, 101, std::ptr::null(), true).unwrap_err();
+        assert!(e.contains("limit is 100"), "{e}");
+        m.unreserve(1, 60);
+        m.reserve(1, 100, std::ptr::null(), false).unwrap();
+    }
+
+    #[test]
+    fn a_waiting_reservation_is_woken_by_unreserve() {
+        let m = Arc::new(with_limit(100));
+        m.reserve(1, 80, std::ptr::null(), false).unwrap();
+        let m2 = Arc::clone(&m);
+        let t0 = std::time::Instant::now();
+        let waiter = std::thread::spawn(move || m2.reserve(1, 50, std::ptr::null(), true));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        m.unreserve(1, 80);
+        waiter.join().unwrap().unwrap();
+        // Correctness only: it returned Ok (well before RESERVE_PATIENCE).
+        assert!(t0.elapsed() < RESERVE_PATIENCE);
+        assert_eq!(m.nodes[1].used.load(Ordering::SeqCst), 50);
+    }
+}

@@ -1010,3 +1010,101 @@ impl Drop for Runtime {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Proves the runtime's own checks: configuration errors, the worker
+    //! cap, deadlines that cannot overflow, and calls from a body that would
+    //! wait for the body itself.
+    use super::*;
+    use crate::codelet::Codelet;
+
+    #[test]
+    fn bad_configurations_are_errors() {
+        let e = Runtime::new(Config::with_workers(0))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("at least one worker"), "{e}");
+        let e = Runtime::new(Config::with_workers(1_000_000))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("1000000 workers") && e.contains("at most"),
+            "{e}"
+        );
+        let e = Runtime::new(Config::with_workers(2).steal_order(vec![vec![0], vec![0]]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("steal order"), "{e}");
+    }
+
+    #[test]
+    fn builder_sets_every_field() {
+        let c = Config::default()
+            .workers(3)
+            .scheduler(Scheduler::Prio)
+            .trace(true)
+            .record_graph(true)
+            .worker_numa(vec![0, 0, 0])
+            .calibrate(false);
+        assert_eq!(c.workers, 3);
+        assert_eq!(c.scheduler.name(), "prio");
+        assert!(c.trace && c.record_graph && c.calibrate == Some(false));
+        let rt = Runtime::new(c).unwrap();
+        assert_eq!((rt.workers(), rt.scheduler_name()), (3, "prio"));
+    }
+
+    #[test]
+    fn huge_timeouts_do_not_overflow() {
+        let rt = Runtime::with_workers(1).unwrap();
+        let cl: Codelet<()> = Codelet::new("noop");
+        let t = rt.task(&cl, ()).cpu(|()| Ok(())).submit().unwrap();
+        rt.wait_timeout(&t, Duration::MAX).unwrap();
+        rt.wait_all_timeout(Duration::MAX).unwrap();
+    }
+
+    #[test]
+    fn waiting_from_a_body_is_an_error() {
+        let rt = Arc::new(Runtime::with_workers(2).unwrap());
+        let h = rt.register(0u32);
+        let cl: Codelet<()> = Codelet::new("selfwait");
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let (rt2, h2, seen2) = (Arc::downgrade(&rt), h.clone(), Arc::clone(&seen));
+        rt.task(&cl, ())
+            .cpu(move |()| {
+                let rt = rt2.upgrade().ok_or("runtime gone")?;
+                let mut s = lock(&seen2);
+                s.push(rt.wait_all().unwrap_err().to_string());
+                s.push(rt.unregister(h2).unwrap_err().to_string());
+                Ok(())
+            })
+            .submit()
+            .unwrap();
+        rt.wait_all().unwrap();
+        for m in lock(&seen).iter() {
+            assert!(m.contains("called from a task body"), "{m}");
+        }
+        assert_eq!(lock(&seen).len(), 2);
+        assert_eq!(Arc::try_unwrap(rt).ok().unwrap().unregister(h).unwrap(), 0);
+    }
+
+    #[test]
+    fn flops_done_counts_successful_tasks() {
+        let rt = Runtime::with_workers(2).unwrap();
+        let cl: Codelet<()> = Codelet::new("f");
+        for i in 0..10 {
+            let t = rt.task(&cl, ()).flops(1000.0);
+            let t = if i == 3 {
+                t.cpu(|()| Err("no".into()))
+            } else {
+                t.cpu(|()| Ok(()))
+            };
+            t.submit().unwrap();
+        }
+        assert!(rt.wait_all().is_err());
+        assert_eq!(rt.flops_done(), 9000);
+    }
+}

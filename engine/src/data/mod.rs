@@ -333,3 +333,218 @@ impl<T> DataHandle<T> {
         self.inner.core.display_name()
     }
 }
+
+#[cfg(test)]
+mod coherence_model {
+    //! Checks the coherence protocol against a reference MSI model: random
+    //! sequences of acquire (R/W/RW) + release, prefetch and eviction on one
+    //! handle over the host, a host-addressable device and a device with its
+    //! own memory; after every step the replicas' validity matches the model
+    //! and every read sees the last value written.
+    use std::sync::Mutex;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::device::{Device, DeviceBuffer, DeviceMemory, Link, TaskCost};
+
+    /// A device for the model: its own memory (host buffers behind raw
+    /// pointers, like the sim device) or host-addressable replicas.
+    struct ModelDevice {
+        own: bool,
+        /// Live allocations (address → words), to check frees.
+        live: Mutex<Vec<usize>>,
+    }
+
+    struct Buf {
+        ptr: *mut u64,
+        words: usize,
+    }
+    // SAFETY: plain memory, used by one test thread.
+    unsafe impl Send for Buf {}
+    // SAFETY: as above.
+    unsafe impl Sync for Buf {}
+    impl Drop for Buf {
+        fn drop(&mut self) {
+            // SAFETY: from `Box::into_raw` of a `[u64]` of `words` elements.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.words))
+            });
+        }
+    }
+    impl DeviceBuffer for Buf {
+        fn ptr(&self) -> u64 {
+            self.ptr as u64
+        }
+        fn bytes(&self) -> usize {
+            self.words * 8
+        }
+    }
+
+    impl Device for ModelDevice {
+        fn name(&self) -> String {
+            if self.own {
+                "own".into()
+            } else {
+                "addr".into()
+            }
+        }
+        fn arch(&self) -> &'static str {
+            "model"
+        }
+        fn memory_limit(&self) -> Option<u64> {
+            None
+        }
+        fn link(&self) -> Link {
+            Link {
+                latency: std::time::Duration::ZERO,
+                bandwidth: 1e12,
+            }
+        }
+        fn peak_flops(&self) -> f64 {
+            1e9
+        }
+        fn expected_time(&self, _: &TaskCost<'_>) -> std::time::Duration {
+            std::time::Duration::ZERO
+        }
+        fn run(
+            &self,
+            _: &TaskCost<'_>,
+            body: &mut dyn FnMut(),
+        ) -> Result<std::time::Duration, String> {
+            body();
+            Ok(std::time::Duration::ZERO)
+        }
+        fn copy(&self, _: u64, copy: &mut dyn FnMut()) -> std::time::Duration {
+            copy();
+            std::time::Duration::ZERO
+        }
+        fn memory(&self) -> Option<&dyn DeviceMemory> {
+            self.own.then_some(self as &dyn DeviceMemory)
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    impl DeviceMemory for ModelDevice {
+        fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, String> {
+            let words = bytes / 8;
+            let ptr: *mut u64 = Box::into_raw(vec![0u64; words].into_boxed_slice()).cast();
+            self.live.lock().unwrap().push(ptr as usize);
+            Ok(Box::new(Buf { ptr, words }))
+        }
+        fn upload(&self, src: &[u8], dst: &dyn DeviceBuffer) -> Result<(), String> {
+            // SAFETY: `dst` is one of our buffers of `src.len()` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.ptr() as *mut u8, src.len()) };
+            Ok(())
+        }
+        fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), String> {
+            // SAFETY: `src` is one of our buffers of `dst.len()` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.ptr() as *const u8, dst.as_mut_ptr(), dst.len())
+            };
+            Ok(())
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Run a task on `node` with mode (0: R, 1: W, 2: RW).
+        Task(usize, u8),
+        Prefetch(usize),
+        Evict(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..3usize, 0..3u8).prop_map(|(n, m)| Op::Task(n, m)),
+            1 => (1..3usize).prop_map(Op::Prefetch),
+            2 => (1..3usize).prop_map(Op::Evict),
+        ]
+    }
+
+    /// The value a task sees on `node` (reading the replica there).
+    fn read(h: &DataHandle<Vec<u64>>, node: NodeId) -> Vec<u64> {
+        let any: &dyn AnyHandle = &*h.inner;
+        // SAFETY: the caller acquired `node` for this single-threaded test.
+        unsafe {
+            match any.device_parts(node) {
+                Some(mut p) => {
+                    let s = p.slice::<u64>(0).unwrap();
+                    std::slice::from_raw_parts(s.ptr() as *const u64, s.len()).to_vec()
+                }
+                None => (*h.value_ptr(node)).clone(),
+            }
+        }
+    }
+
+    fn write(h: &DataHandle<Vec<u64>>, node: NodeId, v: u64) {
+        let any: &dyn AnyHandle = &*h.inner;
+        // SAFETY: as in `read`, with write access acquired.
+        unsafe {
+            match any.device_parts(node) {
+                Some(mut p) => {
+                    let s = p.slice_mut::<u64>(0).unwrap();
+                    std::slice::from_raw_parts_mut(s.ptr() as *mut u64, s.len()).fill(v);
+                }
+                None => (*h.value_ptr(node)).fill(v),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn follows_msi(ops in proptest::collection::vec(op(), 1..40)) {
+            let devices: Vec<Arc<dyn Device>> = vec![
+                Arc::new(ModelDevice { own: false, live: Mutex::new(Vec::new()) }),
+                Arc::new(ModelDevice { own: true, live: Mutex::new(Vec::new()) }),
+            ];
+            let mem = Arc::new(Memory::new(1, devices, None));
+            let h = DataHandle::new_replicable(vec![7u64; 4], 0, 0, None, Arc::clone(&mem));
+            let me: Arc<dyn AnyHandle> = h.erased();
+            // The model: the current value and which nodes hold it.
+            let mut value = 7u64;
+            let mut valid: u64 = 1;
+            let mut next = 100u64;
+            for op in ops {
+                match op {
+                    Op::Task(node, m) => {
+                        let mode = [AccessMode::R, AccessMode::W, AccessMode::RW][m as usize];
+                        me.acquire(&me, node, mode, true).unwrap();
+                        if mode.reads() {
+                            prop_assert_eq!(read(&h, node), vec![value; 4]);
+                            valid |= 1 << node;
+                        }
+                        if mode.writes() {
+                            value = next;
+                            next += 1;
+                            write(&h, node, value);
+                            valid = 1 << node;
+                        }
+                        me.release(node, mode);
+                    }
+                    Op::Prefetch(node) => {
+                        me.acquire(&me, node, AccessMode::R, false).unwrap();
+                        valid |= 1 << node;
+                    }
+                    Op::Evict(node) => {
+                        let was = me.valid_mask();
+                        if me.try_evict(node).is_some() {
+                            if was == 1 << node {
+                                valid |= 1; // written back to the host
+                            }
+                            valid &= !(1 << node);
+                        }
+                    }
+                }
+                prop_assert_eq!(me.valid_mask(), valid);
+            }
+            // Whatever happened, the host ends up with the last value.
+            me.acquire(&me, HOST, AccessMode::R, true).unwrap();
+            prop_assert_eq!(read(&h, HOST), vec![value; 4]);
+            me.unpin(HOST, AccessMode::R);
+        }
+    }
+}

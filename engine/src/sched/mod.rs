@@ -226,3 +226,94 @@ pub(crate) fn build_policy(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Proves the policies' contracts that do not need a running runtime:
+    //! priority order (FIFO among equals), policy names, `ws`'s victim
+    //! order, and where each policy says a push went.
+    use super::*;
+    use crate::codelet::Codelet;
+    use crate::task::{NodeParts, Once, TaskNode};
+
+    fn task(id: u64, priority: i32) -> ReadyTask {
+        let cl: Codelet = Codelet::new("t");
+        ReadyTask(Arc::new(TaskNode::new(
+            id,
+            NodeParts {
+                codelet: Arc::clone(&cl.info),
+                bodies: Arc::clone(&cl.bodies),
+                params: Box::new(()),
+                label: None,
+                priority,
+                flops: 0.0,
+                size_key: 0,
+                accesses: Box::new([]),
+                lens: Box::new([]),
+                once: Once::default(),
+                cpu_only: false,
+                node_hint: None,
+            },
+        )))
+    }
+
+    #[test]
+    fn priority_then_submission_order() {
+        let mut heap = std::collections::BinaryHeap::new();
+        for (id, p) in [(0, 1), (1, 5), (2, 1), (3, 5), (4, 0)] {
+            heap.push(ByPriority(task(id, p)));
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| heap.pop().map(|e| e.0.id())).collect();
+        assert_eq!(order, [1, 3, 0, 2, 4]);
+    }
+
+    #[test]
+    fn names_parse_and_unknown_is_an_error() {
+        for n in Scheduler::NAMES {
+            assert_eq!(n.parse::<Scheduler>().unwrap().name(), n);
+        }
+        let e = "fifo".parse::<Scheduler>().unwrap_err();
+        assert!(e.contains("fifo") && e.contains("ws, prio, dmda"), "{e}");
+    }
+
+    #[test]
+    fn round_robin_skips_self() {
+        assert_eq!(ws::round_robin(3), vec![vec![1, 2], vec![2, 0], vec![0, 1]]);
+    }
+
+    #[test]
+    fn pushes_say_where_they_went() {
+        let cpu = vec![false, false];
+        let wsp = WorkStealing::with_steal_order(ws::round_robin(2), cpu.clone());
+        let mut q0 = wsp.worker_queue(0);
+        let mut q1 = wsp.worker_queue(1);
+        assert_eq!(q0.push(task(0, 0)), Pushed::Local);
+        assert_eq!(wsp.push_external(task(1, 0)), Pushed::Shared);
+        // Worker 1 takes the shared task first, then steals worker 0's.
+        assert_eq!(q1.pop().map(|t| t.id()), Some(1));
+        assert_eq!(q1.pop().map(|t| t.id()), Some(0));
+        assert!(q1.pop().is_none() && q0.pop().is_none());
+
+        let prio = Priority::new(cpu);
+        let mut p0 = prio.worker_queue(0);
+        assert_eq!(p0.push(task(0, 1)), Pushed::Shared);
+        assert_eq!(prio.push_external(task(1, 9)), Pushed::Shared);
+        assert_eq!(p0.pop().map(|t| t.id()), Some(1));
+    }
+
+    #[test]
+    fn custom_policy_is_built_for_the_workers() {
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let s2 = Arc::clone(&seen);
+        let custom = Scheduler::Custom(Arc::new(move |ctx: &PolicyContext<'_>| {
+            s2.store(ctx.workers.len(), std::sync::atomic::Ordering::SeqCst);
+            Arc::new(Priority::new(vec![false; ctx.workers.len()])) as Arc<dyn SchedulerPolicy>
+        }));
+        let kinds = vec![WorkerKind::cpu(); 3];
+        let mem = Arc::new(Memory::new(1, Vec::new(), None));
+        let perf = Arc::new(PerfModels::new(crate::perfmodel::PerfModelConfig::default()));
+        let p = build_policy(&custom, &kinds, None, &mem, &perf);
+        assert_eq!(p.name(), "prio");
+        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+}
