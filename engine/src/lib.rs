@@ -37,7 +37,7 @@ pub use access::AccessMode;
 pub use codelet::Codelet;
 pub use data::{DataHandle, DevicePtr};
 pub use error::{AccessError, BodyError, Error, RunError, TaskFailure, TaskInfo};
-pub use graph::{NodeId, TaskGraph};
+pub use graph::{TaskGraph, Vertex};
 pub use json_error::JsonError;
 pub use runtime::{Config, Runtime, Submitter, WorkerHook};
 pub use task::{TaskBuilder, TaskContext, TaskHandle};

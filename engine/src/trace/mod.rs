@@ -2,7 +2,7 @@
 //!
 //! A run's [`Trace`] is written with [`save`] (Chrome trace event JSON, opens in
 //! Perfetto UI and chrome://tracing), read back with [`load`], and summarised
-//! with [`stats`], whose [`RunStats`] prints as a text report.
+//! with [`stats`], whose [`TraceStats`] prints as a text report.
 
 pub mod chrome;
 pub mod model;
@@ -13,4 +13,4 @@ pub use chrome::{
     CodeletColors, TraceError, TraceErrorKind,
 };
 pub use model::{Nanos, TaskRecord, Trace, TransferRecord, WorkerInfo};
-pub use stats::{stats, CodeletStats, RunStats, TransferStats, WorkerStats};
+pub use stats::{stats, CodeletStats, TraceStats, TransferStats, WorkerStats};

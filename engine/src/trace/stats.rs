@@ -54,7 +54,7 @@ pub struct TransferStats {
 
 /// Statistics of one recorded run; [`fmt::Display`] prints them as a report.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RunStats {
+pub struct TraceStats {
     /// Tasks in the trace.
     pub tasks: usize,
     /// Start of the first task (0 when there are none).
@@ -73,7 +73,7 @@ pub struct RunStats {
     pub transfers: TransferStats,
     /// Longest path through the dependency edges, weighted by task durations.
     /// `None` when the trace has no edges or the edges form a cycle
-    /// (see [`RunStats::cyclic_tasks`]).
+    /// (see [`TraceStats::cyclic_tasks`]).
     pub critical_path: Option<Nanos>,
     /// Task ids along the critical path, first to last (empty when `critical_path` is `None`).
     pub critical_path_tasks: Vec<u64>,
@@ -91,7 +91,7 @@ pub struct RunStats {
     pub duplicate_ids: usize,
 }
 
-impl RunStats {
+impl TraceStats {
     /// The larger of the two lower bounds on the makespan, in ns.
     pub fn lower_bound(&self) -> f64 {
         self.critical_path
@@ -125,7 +125,7 @@ impl RunStats {
 }
 
 /// Computes the statistics of `trace`. O(T log T + E) for T tasks and E edges.
-pub fn stats(trace: &Trace) -> RunStats {
+pub fn stats(trace: &Trace) -> TraceStats {
     let tasks = &trace.tasks;
     let dur = |i: usize| tasks[i].end.saturating_sub(tasks[i].start);
     let first_start = tasks.iter().map(|t| t.start).min().unwrap_or(0);
@@ -143,7 +143,7 @@ pub fn stats(trace: &Trace) -> RunStats {
     } else {
         total_work as f64 / workers.len() as f64
     };
-    let mut s = RunStats {
+    let mut s = TraceStats {
         tasks: tasks.len(),
         first_start,
         last_end,
@@ -412,7 +412,7 @@ fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
     Ok(())
 }
 
-impl fmt::Display for RunStats {
+impl fmt::Display for TraceStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nworkers = self.workers.len();
         writeln!(
