@@ -17,6 +17,7 @@ mod codelet;
 mod data;
 pub mod device;
 mod error;
+pub mod fmt;
 pub mod graph;
 mod json_error;
 pub mod memory;

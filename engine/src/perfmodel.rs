@@ -917,17 +917,10 @@ pub fn file_name(codelet: &str) -> String {
         .take(MAX)
         .collect();
     if name.is_empty() || name != codelet {
-        name.push_str(&format!("-{:016x}", fnv1a(codelet.as_bytes())));
+        name.push_str(&format!("-{:016x}", crate::util::fnv1a(codelet.as_bytes())));
     }
     name.push_str(".json");
     name
-}
-
-/// FNV-1a: a hash that is the same in every process (unlike `std`'s).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// One file on disk.

@@ -35,6 +35,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::model::{Nanos, TaskRecord, Trace, TransferRecord, WorkerInfo};
+use crate::util::fnv1a;
 
 /// Value of `tessera.format`: marks a file as written by [`write_chrome_json`].
 const FORMAT_NAME: &str = "tessera-trace";
@@ -82,14 +83,6 @@ pub const CHROME_COLORS: [(&str, [u8; 3]); 16] = [
     ("thread_state_runnable", [133, 160, 210]),
 ];
 
-/// FNV-1a: a hash that is the same on every platform and Rust version, so a
-/// codelet keeps its colour from one run (and one build) to the next.
-fn fnv1a(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// A colour (index into [`CHROME_COLORS`]) for every codelet of a trace.
 ///
 /// Each codelet starts at the slot its name hashes to; when two codelets of
@@ -111,7 +104,7 @@ impl CodeletColors {
         let mut taken = [false; CHROME_COLORS.len()];
         let mut slots = HashMap::with_capacity(names.len());
         for (i, name) in names.iter().enumerate() {
-            let mut slot = (fnv1a(name) % n as u64) as usize;
+            let mut slot = (fnv1a(name.as_bytes()) % n as u64) as usize;
             // Probe only while free slots remain; past that, collisions are unavoidable.
             if i < n {
                 while taken[slot] {
@@ -134,7 +127,7 @@ impl CodeletColors {
         self.slots
             .get(codelet)
             .copied()
-            .unwrap_or_else(|| (fnv1a(codelet) % CHROME_COLORS.len() as u64) as usize)
+            .unwrap_or_else(|| (fnv1a(codelet.as_bytes()) % CHROME_COLORS.len() as u64) as usize)
     }
 
     /// Chrome's reserved colour name (`cname`) for `codelet`.

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::model::{Nanos, Trace};
+use crate::fmt::duration_ns;
 
 /// Time one worker spent running tasks.
 #[derive(Clone, Debug, PartialEq)]
@@ -358,34 +359,6 @@ fn critical_path(trace: &Trace) -> PathResult {
     result
 }
 
-/// Formats nanoseconds with a unit chosen for the magnitude (`1.234 ms`).
-pub fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.3} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
-fn fmt_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = b as f64;
-    let mut unit = 0;
-    while x >= 1024.0 && unit + 1 < UNITS.len() {
-        x /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{b} B")
-    } else {
-        format!("{x:.1} {}", UNITS[unit])
-    }
-}
-
 /// Writes rows as aligned columns: the first left-aligned, the others right-aligned.
 fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
     let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -423,7 +396,7 @@ impl fmt::Display for TraceStats {
         let critical = match (self.critical_path, self.cyclic_tasks) {
             (Some(cp), _) => format!(
                 "{} over {} tasks",
-                fmt_ns(cp as f64),
+                duration_ns(cp as f64),
                 self.critical_path_tasks.len()
             ),
             (None, 0) => "unknown: no dependency edges recorded".to_owned(),
@@ -437,14 +410,14 @@ impl fmt::Display for TraceStats {
             None => "n/a (zero makespan)".to_owned(),
         };
         let summary = [
-            ("makespan", fmt_ns(self.makespan as f64)),
-            ("total work", fmt_ns(self.total_work as f64)),
+            ("makespan", duration_ns(self.makespan as f64)),
+            ("total work", duration_ns(self.total_work as f64)),
             ("critical path", critical),
             (
                 "area bound",
                 format!(
                     "{}  (total work / {nworkers} workers)",
-                    fmt_ns(self.area_bound)
+                    duration_ns(self.area_bound)
                 ),
             ),
             ("efficiency", efficiency),
@@ -466,7 +439,7 @@ impl fmt::Display for TraceStats {
                 vec![
                     w.name.clone(),
                     w.tasks.to_string(),
-                    fmt_ns(w.busy as f64),
+                    duration_ns(w.busy as f64),
                     format!("{:.1}", w.busy_pct),
                     format!("{:.1}", w.idle_pct),
                 ]
@@ -487,8 +460,8 @@ impl fmt::Display for TraceStats {
                 vec![
                     c.codelet.clone(),
                     c.count.to_string(),
-                    fmt_ns(c.total as f64),
-                    fmt_ns(c.mean),
+                    duration_ns(c.total as f64),
+                    duration_ns(c.mean),
                     c.gflops
                         .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
                 ]
@@ -510,8 +483,8 @@ impl fmt::Display for TraceStats {
                 vec![
                     String::new(),
                     t.count.to_string(),
-                    fmt_bytes(t.bytes),
-                    fmt_ns(t.time as f64),
+                    crate::fmt::bytes(t.bytes),
+                    duration_ns(t.time as f64),
                     t.gbytes_per_s
                         .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
                 ],
