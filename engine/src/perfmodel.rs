@@ -37,6 +37,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use dashmap::DashMap;
+
+use crate::{FileError, FileErrorKind};
 use serde::{Deserialize, Serialize};
 
 /// Default for [`PerfModelConfig::min_samples`].
@@ -288,93 +290,6 @@ fn format_seconds(s: f64) -> String {
         format!("{:.3} µs", s * 1e6)
     } else {
         format!("{:.1} ns", s * 1e9)
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------
-
-/// What is wrong with a model directory or file.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum PerfModelErrorKind {
-    /// Reading or writing failed.
-    Io(io::Error),
-    /// Not JSON, JSON of the wrong shape, or cut short.
-    Json(crate::JsonError),
-    /// Valid JSON, but not a model this build can use (format, version, a bad sample, ...).
-    Format(String),
-    /// [`PerfModels::save`] on models configured without a directory.
-    NoDir,
-}
-
-/// An error loading or saving performance models; its message names the file
-/// (or directory), the place and the problem.
-#[derive(Debug)]
-pub struct PerfModelError {
-    path: Option<PathBuf>,
-    kind: PerfModelErrorKind,
-}
-
-impl PerfModelError {
-    fn new(kind: PerfModelErrorKind, path: Option<&Path>) -> Self {
-        Self {
-            path: path.map(Path::to_owned),
-            kind,
-        }
-    }
-
-    fn io(e: io::Error, path: &Path) -> Self {
-        Self::new(PerfModelErrorKind::Io(e), Some(path))
-    }
-
-    fn format(msg: impl Into<String>, path: &Path) -> Self {
-        Self::new(PerfModelErrorKind::Format(msg.into()), Some(path))
-    }
-
-    fn json(e: &serde_json::Error, path: &Path) -> Self {
-        let json = if e.is_eof() {
-            crate::JsonError::truncated(e)
-        } else {
-            crate::JsonError::syntax(e)
-        };
-        Self::new(PerfModelErrorKind::Json(json), Some(path))
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> &PerfModelErrorKind {
-        &self.kind
-    }
-
-    /// The file or directory involved, if any.
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-}
-
-impl fmt::Display for PerfModelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(path) = &self.path {
-            write!(f, "{}: ", path.display())?;
-        }
-        match &self.kind {
-            PerfModelErrorKind::Io(e) => write!(f, "{e}"),
-            PerfModelErrorKind::Json(e) => write!(f, "{e}"),
-            PerfModelErrorKind::Format(msg) => write!(f, "{msg}"),
-            PerfModelErrorKind::NoDir => {
-                write!(f, "performance models have no directory to save to")
-            }
-        }
-    }
-}
-
-impl std::error::Error for PerfModelError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            PerfModelErrorKind::Io(e) => Some(e),
-            _ => None,
-        }
     }
 }
 
@@ -799,7 +714,7 @@ impl PerfModels {
 
     /// Loads every `*.json` model in `dir`, with otherwise default settings; a
     /// missing directory gives empty models (the first run on a machine).
-    pub fn load(dir: impl Into<PathBuf>) -> Result<PerfModels, PerfModelError> {
+    pub fn load(dir: impl Into<PathBuf>) -> Result<PerfModels, FileError> {
         Self::load_with(PerfModelConfig {
             dir: Some(dir.into()),
             ..PerfModelConfig::default()
@@ -812,7 +727,7 @@ impl PerfModels {
     /// # Panics
     ///
     /// As [`new`](Self::new), on a bad `config`.
-    pub fn load_with(config: PerfModelConfig) -> Result<PerfModels, PerfModelError> {
+    pub fn load_with(config: PerfModelConfig) -> Result<PerfModels, FileError> {
         let models = Self::new(config);
         let Some(dir) = models.config.dir.clone() else {
             return Ok(models);
@@ -820,11 +735,13 @@ impl PerfModels {
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(models),
-            Err(e) => return Err(PerfModelError::io(e, &dir)),
+            Err(e) => return Err(FileError::from(e).with_path(&dir)),
         };
         let mut files = Vec::new();
         for entry in entries {
-            let path = entry.map_err(|e| PerfModelError::io(e, &dir))?.path();
+            let path = entry
+                .map_err(|e| FileError::from(e).with_path(&dir))?
+                .path();
             if path.extension().is_some_and(|x| x == "json") && path.is_file() {
                 files.push(path);
             }
@@ -835,10 +752,12 @@ impl PerfModels {
         for path in files {
             let file = read_file(&path)?;
             if let Some(first) = seen.get(&file.codelet) {
-                return Err(PerfModelError::format(
-                    format!("codelet '{}' is also in {}", file.codelet, first.display()),
-                    &path,
-                ));
+                return Err(FileError::format(format!(
+                    "codelet '{}' is also in {}",
+                    file.codelet,
+                    first.display()
+                ))
+                .with_path(&path));
             }
             for entry in file.entries {
                 let h =
@@ -859,16 +778,16 @@ impl PerfModels {
     }
 
     /// Writes every codelet's models to `config.dir` (created if needed).
-    pub fn save(&self) -> Result<(), PerfModelError> {
+    pub fn save(&self) -> Result<(), FileError> {
         match &self.config.dir {
             Some(dir) => self.save_to(dir),
-            None => Err(PerfModelError::new(PerfModelErrorKind::NoDir, None)),
+            None => Err(FileError::new(FileErrorKind::NoDir)),
         }
     }
 
     /// Writes every codelet's models to `dir` (created if needed), one
     /// [`file_name`] per codelet. Other files in `dir` are left alone.
-    pub fn save_to(&self, dir: &Path) -> Result<(), PerfModelError> {
+    pub fn save_to(&self, dir: &Path) -> Result<(), FileError> {
         // Snapshot first, then write: no lock is held during file I/O.
         let mut files: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
         for family in self.families.iter() {
@@ -883,11 +802,12 @@ impl PerfModels {
                 });
             }
         }
-        fs::create_dir_all(dir).map_err(|e| PerfModelError::io(e, dir))?;
+        fs::create_dir_all(dir).map_err(|e| FileError::from(e).with_path(dir))?;
         for (codelet, mut entries) in files {
             entries.sort_by(|x, y| (&x.arch, x.size).cmp(&(&y.arch, y.size)));
             let path = dir.join(file_name(&codelet));
-            write_file(&path, &codelet, &entries).map_err(|e| PerfModelError::io(e, &path))?;
+            write_file(&path, &codelet, &entries)
+                .map_err(|e| FileError::from(e).with_path(&path))?;
         }
         Ok(())
     }
@@ -974,38 +894,35 @@ fn write_file(path: &Path, codelet: &str, entries: &[Entry]) -> io::Result<()> {
 }
 
 /// Reads and checks one model file.
-fn read_file(path: &Path) -> Result<File, PerfModelError> {
-    let text = fs::read_to_string(path).map_err(|e| PerfModelError::io(e, path))?;
-    let file: File = serde_json::from_str(&text).map_err(|e| PerfModelError::json(&e, path))?;
+fn read_file(path: &Path) -> Result<File, FileError> {
+    let text = fs::read_to_string(path).map_err(|e| FileError::from(e).with_path(path))?;
+    let file: File = serde_json::from_str(&text)
+        .map_err(|e| FileError::new(FileErrorKind::json(&e)).with_path(path))?;
     if file.format != FORMAT {
-        return Err(PerfModelError::format(
-            format!("format is '{}', expected '{FORMAT}'", file.format),
-            path,
-        ));
+        return Err(
+            FileError::format(format!("format is '{}', expected '{FORMAT}'", file.format))
+                .with_path(path),
+        );
     }
     if file.version != VERSION {
-        return Err(PerfModelError::format(
-            format!(
-                "version {} is not supported (this build reads {VERSION})",
-                file.version
-            ),
-            path,
-        ));
+        return Err(FileError::format(format!(
+            "version {} is not supported (this build reads {VERSION})",
+            file.version
+        ))
+        .with_path(path));
     }
     let mut keys = std::collections::BTreeSet::new();
     for (i, e) in file.entries.iter().enumerate() {
         let what = || format!("entry {i} (arch '{}', size {})", e.arch, e.size);
         if !keys.insert((&e.arch, e.size)) {
-            return Err(PerfModelError::format(
-                format!("{} is a duplicate", what()),
-                path,
-            ));
+            return Err(FileError::format(format!("{} is a duplicate", what())).with_path(path));
         }
         if let Some(x) = e.samples.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
-            return Err(PerfModelError::format(
-                format!("{}: sample {x} is not a time in seconds", what()),
-                path,
-            ));
+            return Err(FileError::format(format!(
+                "{}: sample {x} is not a time in seconds",
+                what()
+            ))
+            .with_path(path));
         }
     }
     Ok(file)
@@ -1344,7 +1261,7 @@ mod tests {
         assert!(m.is_empty());
         assert_eq!(m.to_string(), "no performance models\n");
         let e = PerfModels::default().save().unwrap_err();
-        assert!(matches!(e.kind(), PerfModelErrorKind::NoDir));
+        assert!(matches!(e.kind(), FileErrorKind::NoDir));
     }
 
     #[test]
@@ -1363,10 +1280,7 @@ mod tests {
         let e = PerfModels::load(&tmp.0).unwrap_err();
         assert_eq!(e.path(), Some(path.as_path()));
         assert!(
-            matches!(
-                e.kind(),
-                PerfModelErrorKind::Json(crate::JsonError::Truncated { .. })
-            ),
+            matches!(e.kind(), FileErrorKind::TruncatedJson { .. }),
             "{e}"
         );
         assert!(e

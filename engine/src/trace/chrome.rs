@@ -28,7 +28,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -36,6 +36,7 @@ use serde_json::{Map, Value};
 
 use super::model::{Nanos, TaskRecord, Trace, TransferRecord, WorkerInfo};
 use crate::util::fnv1a;
+use crate::{FileError, FileErrorKind};
 
 /// Value of `tessera.format`: marks a file as written by [`write_chrome_json`].
 const FORMAT_NAME: &str = "tessera-trace";
@@ -406,91 +407,6 @@ fn write_flows(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
 }
 
 // ---------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------
-
-/// What is wrong with a trace file.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TraceErrorKind {
-    /// Reading or writing failed.
-    Io(io::Error),
-    /// Not JSON, or cut short (e.g. by a crash while writing).
-    Json(crate::JsonError),
-    /// One entry of `traceEvents` is malformed.
-    Event {
-        /// 0-based index in `traceEvents` (in files we write, event `i` is on line `i + 2`).
-        index: usize,
-        /// What is wrong, naming the field.
-        message: String,
-    },
-    /// Valid JSON, but not a trace this build can read (missing or bad metadata, ...).
-    Format(String),
-}
-
-/// An error reading or writing a trace file; its message names the file (when
-/// there is one), the place and the problem.
-#[derive(Debug)]
-pub struct TraceError {
-    path: Option<PathBuf>,
-    kind: TraceErrorKind,
-}
-
-impl TraceError {
-    fn new(kind: TraceErrorKind) -> Self {
-        Self { path: None, kind }
-    }
-
-    fn format(msg: impl Into<String>) -> Self {
-        Self::new(TraceErrorKind::Format(msg.into()))
-    }
-
-    fn with_path(mut self, path: &Path) -> Self {
-        self.path = Some(path.to_owned());
-        self
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> &TraceErrorKind {
-        &self.kind
-    }
-
-    /// The file, for errors from [`save`] and [`load`].
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-}
-
-impl fmt::Display for TraceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(path) = &self.path {
-            write!(f, "{}: ", path.display())?;
-        }
-        match &self.kind {
-            TraceErrorKind::Io(e) => write!(f, "{e}"),
-            TraceErrorKind::Json(e) => write!(f, "{e}"),
-            TraceErrorKind::Event { index, message } => write!(f, "event {index}: {message}"),
-            TraceErrorKind::Format(msg) => write!(f, "{msg}"),
-        }
-    }
-}
-
-impl std::error::Error for TraceError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            TraceErrorKind::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<io::Error> for TraceError {
-    fn from(e: io::Error) -> Self {
-        Self::new(TraceErrorKind::Io(e))
-    }
-}
-
-// ---------------------------------------------------------------------------
 // Reading
 // ---------------------------------------------------------------------------
 
@@ -658,39 +574,39 @@ impl Builder {
     }
 
     /// Cross-checks events against the metadata once the whole file is read.
-    fn finish(self) -> Result<Trace, TraceError> {
+    fn finish(self) -> Result<Trace, FileError> {
         if !self.saw_events {
-            return Err(TraceError::format(
+            return Err(FileError::format(
                 "missing top-level field `traceEvents` (not a Chrome trace object)",
             ));
         }
         let Some(meta) = self.meta else {
-            return Err(TraceError::format(
+            return Err(FileError::format(
                 "missing top-level field `tessera`: not a trace written by Tessera, \
                  or cut short before its metadata",
             ));
         };
         if meta.format != FORMAT_NAME {
-            return Err(TraceError::format(format!(
+            return Err(FileError::format(format!(
                 "`tessera.format` is {:?}, expected {FORMAT_NAME:?}",
                 meta.format
             )));
         }
         if meta.version != FORMAT_VERSION {
-            return Err(TraceError::format(format!(
+            return Err(FileError::format(format!(
                 "unsupported trace version {} (this build reads version {FORMAT_VERSION})",
                 meta.version
             )));
         }
         if meta.tasks != self.tasks.len() as u64 {
-            return Err(TraceError::format(format!(
+            return Err(FileError::format(format!(
                 "the metadata declares {} tasks but the file holds {} task events",
                 meta.tasks,
                 self.tasks.len()
             )));
         }
         if meta.transfers != self.transfers.len() as u64 {
-            return Err(TraceError::format(format!(
+            return Err(FileError::format(format!(
                 "the metadata declares {} transfers but the file holds {} transfer events",
                 meta.transfers,
                 self.transfers.len()
@@ -698,7 +614,7 @@ impl Builder {
         }
         let nworkers = meta.workers.len();
         if let Some(t) = self.tasks.iter().find(|t| t.worker as usize >= nworkers) {
-            return Err(TraceError::format(format!(
+            return Err(FileError::format(format!(
                 "task {} ran on worker {} but the metadata lists {nworkers} workers",
                 t.id, t.worker
             )));
@@ -783,7 +699,7 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
 
 fn parse<'de, R: serde_json::de::Read<'de>>(
     mut de: serde_json::Deserializer<R>,
-) -> Result<Trace, TraceError> {
+) -> Result<Trace, FileError> {
     use serde_json::error::Category;
     let mut builder = Builder::default();
     let result = DocSeed(&mut builder)
@@ -792,57 +708,56 @@ fn parse<'de, R: serde_json::de::Read<'de>>(
     if let Err(e) = result {
         let (line, column) = (e.line(), e.column());
         let kind = match e.classify() {
-            Category::Io => TraceErrorKind::Io(e.into()),
+            Category::Io => FileErrorKind::Io(e.into()),
             Category::Eof if line <= 1 && column == 0 => {
-                TraceErrorKind::Format("empty input: no JSON at all".into())
+                FileErrorKind::Format("empty input: no JSON at all".into())
             }
-            Category::Eof => TraceErrorKind::Json(crate::JsonError::truncated(&e)),
-            Category::Syntax => TraceErrorKind::Json(crate::JsonError::syntax(&e)),
+            Category::Eof | Category::Syntax => FileErrorKind::json(&e),
             Category::Data => match builder.event_error.take() {
                 // serde_json's position here is past the event and its separator,
                 // so only the index is reliable.
-                Some((index, message)) => TraceErrorKind::Event { index, message },
-                None if builder.in_meta => TraceErrorKind::Format(format!(
+                Some((index, message)) => FileErrorKind::Event { index, message },
+                None if builder.in_meta => FileErrorKind::Format(format!(
                     "`tessera` metadata at line {line} column {column}: {}",
                     crate::util::json_message(&e)
                 )),
-                None => TraceErrorKind::Format(format!(
+                None => FileErrorKind::Format(format!(
                     "at line {line} column {column}: {}",
                     crate::util::json_message(&e)
                 )),
             },
         };
-        return Err(TraceError::new(kind));
+        return Err(FileError::new(kind));
     }
     builder.finish()
 }
 
 /// Reads a trace written by [`write_chrome_json`]. Never panics: truncated,
-/// corrupt or foreign input gives a [`TraceError`] that says what and where.
-pub fn read_chrome_json(r: impl Read) -> Result<Trace, TraceError> {
+/// corrupt or foreign input gives a [`FileError`] that says what and where.
+pub fn read_chrome_json(r: impl Read) -> Result<Trace, FileError> {
     parse(serde_json::Deserializer::from_reader(
         BufReader::with_capacity(1 << 16, r),
     ))
 }
 
 /// Reads a trace from bytes already in memory (faster than [`read_chrome_json`]).
-pub fn read_chrome_json_slice(bytes: &[u8]) -> Result<Trace, TraceError> {
+pub fn read_chrome_json_slice(bytes: &[u8]) -> Result<Trace, FileError> {
     parse(serde_json::Deserializer::from_slice(bytes))
 }
 
 /// Writes `trace` to the file at `path`; errors name the file.
-pub fn save(trace: &Trace, path: impl AsRef<Path>, opts: &ChromeOptions) -> Result<(), TraceError> {
+pub fn save(trace: &Trace, path: impl AsRef<Path>, opts: &ChromeOptions) -> Result<(), FileError> {
     let path = path.as_ref();
-    let with_path = |e: io::Error| TraceError::from(e).with_path(path);
+    let with_path = |e: io::Error| FileError::from(e).with_path(path);
     let file = File::create(path).map_err(with_path)?;
     write_chrome_json(trace, &file, opts).map_err(with_path)?;
     file.sync_all().map_err(with_path)
 }
 
 /// Reads the trace file at `path`; errors name the file.
-pub fn load(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
+pub fn load(path: impl AsRef<Path>) -> Result<Trace, FileError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| TraceError::from(e).with_path(path))?;
+    let bytes = std::fs::read(path).map_err(|e| FileError::from(e).with_path(path))?;
     read_chrome_json_slice(&bytes).map_err(|e| e.with_path(path))
 }
 
@@ -1051,10 +966,7 @@ mod tests {
             let e = read_chrome_json_slice(&json.as_bytes()[..cut]).unwrap_err();
             let msg = e.to_string();
             assert!(
-                matches!(
-                    e.kind(),
-                    TraceErrorKind::Json(crate::JsonError::Truncated { .. })
-                ),
+                matches!(e.kind(), FileErrorKind::TruncatedJson { .. }),
                 "cut {cut}: {msg}"
             );
             assert!(

@@ -10,7 +10,7 @@ pub mod stats;
 
 pub use chrome::{
     load, read_chrome_json, read_chrome_json_slice, save, write_chrome_json, ChromeOptions,
-    CodeletColors, TraceError, TraceErrorKind,
+    CodeletColors,
 };
 pub use model::{Nanos, TaskRecord, Trace, TransferRecord, WorkerInfo};
 pub use stats::{stats, CodeletStats, TraceStats, TransferStats, WorkerStats};

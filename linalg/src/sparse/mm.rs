@@ -55,63 +55,45 @@
 //! Command: `cargo test --release -p tessera-linalg sparse::mm::tests::speed -- --ignored
 //! --nocapture`.
 
-use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use tessera_engine::{FileError, FileErrorKind};
 
 use super::csr::Csr;
 
-/// A Matrix Market file that could not be read: where, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MmError {
-    /// The file, when reading one (or the name given to [`parse_matrix_market`]).
-    pub path: Option<PathBuf>,
-    /// 1-based line of the problem; 0 when it concerns no line (the file cannot be opened).
-    pub line: usize,
-    /// What is wrong, e.g. `column index 0 out of range 1..=5`.
-    pub message: String,
-}
-
-impl fmt::Display for MmError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.path, self.line) {
-            (Some(p), 0) => write!(f, "{}: {}", p.display(), self.message),
-            (Some(p), l) => write!(f, "{}:{l}: {}", p.display(), self.message),
-            (None, 0) => write!(f, "{}", self.message),
-            (None, l) => write!(f, "line {l}: {}", self.message),
-        }
-    }
-}
-
-impl std::error::Error for MmError {}
-
 /// Reads the Matrix Market file at `path` into CSR.
-pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, MmError> {
+pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, FileError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| MmError {
-        path: Some(path.to_path_buf()),
-        line: 0,
-        message: format!("cannot read: {e}"),
-    })?;
+    let bytes = std::fs::read(path).map_err(|e| FileError::from(e).with_path(path))?;
     parse_matrix_market_bytes(&bytes, Some(path))
 }
 
 /// Reads Matrix Market text from `reader` (all of it, then parses); `name` labels errors.
-pub fn parse_matrix_market(mut reader: impl BufRead, name: Option<&Path>) -> Result<Csr, MmError> {
+pub fn parse_matrix_market(
+    mut reader: impl BufRead,
+    name: Option<&Path>,
+) -> Result<Csr, FileError> {
     let mut bytes = Vec::new();
-    reader.read_to_end(&mut bytes).map_err(|e| MmError {
-        path: name.map(Path::to_path_buf),
-        line: 0,
-        message: format!("cannot read: {e}"),
-    })?;
+    reader
+        .read_to_end(&mut bytes)
+        .map_err(|e| in_file(FileError::from(e), name))?;
     parse_matrix_market_bytes(&bytes, name)
 }
 
 /// Parses Matrix Market text held in memory; `name` labels errors. Large inputs are parsed
 /// by several threads (one contiguous piece of lines each, at least [`MIN_CHUNK_BYTES`]).
-pub fn parse_matrix_market_bytes(bytes: &[u8], name: Option<&Path>) -> Result<Csr, MmError> {
+pub fn parse_matrix_market_bytes(bytes: &[u8], name: Option<&Path>) -> Result<Csr, FileError> {
     parse_with_threads(bytes, name, None)
+}
+
+/// `e`, in the file `name` when there is one.
+fn in_file(e: FileError, name: Option<&Path>) -> FileError {
+    match name {
+        Some(path) => e.with_path(path),
+        None => e,
+    }
 }
 
 /// Smallest piece of the entry lines worth a thread of its own.
@@ -123,11 +105,9 @@ fn parse_with_threads(
     bytes: &[u8],
     name: Option<&Path>,
     threads: Option<usize>,
-) -> Result<Csr, MmError> {
-    let err = |line: usize, message: String| MmError {
-        path: name.map(Path::to_path_buf),
-        line,
-        message,
+) -> Result<Csr, FileError> {
+    let err = |line: usize, message: String| {
+        in_file(FileError::new(FileErrorKind::Line { line, message }), name)
     };
     let mut lines = Lines {
         buf: bytes,
@@ -936,7 +916,7 @@ mod tests {
 
     /// Parses `text`, checking that cutting it into 1, 2, 3 or 7 pieces for threads gives the
     /// same result (compared through `Debug`, so NaN values compare equal).
-    fn parse(text: &str) -> Result<Csr, MmError> {
+    fn parse(text: &str) -> Result<Csr, FileError> {
         let name = Some(Path::new("m.mtx"));
         let auto = parse_matrix_market(text.as_bytes(), name);
         for pieces in [1, 2, 3, 7] {
@@ -1051,8 +1031,11 @@ mod tests {
     /// `(line, message fragment)` of the error `text` gives.
     fn fails(text: &str) -> (usize, String) {
         let e = parse(text).unwrap_err();
-        assert_eq!(e.path.as_deref(), Some(Path::new("m.mtx")));
-        (e.line, e.message)
+        assert_eq!(e.path(), Some(Path::new("m.mtx")));
+        match e.kind() {
+            FileErrorKind::Line { line, message } => (*line, message.clone()),
+            other => panic!("not an error on a line: {other:?}"),
+        }
     }
 
     const H: &str = "%%MatrixMarket matrix coordinate real general\n";
@@ -1274,17 +1257,13 @@ mod tests {
         let e = fails_err("%%MatrixMarket matrix coordinate real general\n3 5 1\n1 0 1\n");
         assert_eq!(e.to_string(), "m.mtx:3: column index 0 out of range 1..=5");
         let e = read_matrix_market("/nonexistent/dir/x.mtx").unwrap_err();
-        assert_eq!(e.line, 0);
-        assert!(
-            e.to_string()
-                .starts_with("/nonexistent/dir/x.mtx: cannot read:"),
-            "{e}"
-        );
+        assert!(matches!(e.kind(), FileErrorKind::Io(_)), "{e:?}");
+        assert!(e.to_string().starts_with("/nonexistent/dir/x.mtx: "), "{e}");
         let anon = parse_matrix_market(&b"junk\n"[..], None).unwrap_err();
         assert!(anon.to_string().starts_with("line 1: bad banner"), "{anon}");
     }
 
-    fn fails_err(text: &str) -> MmError {
+    fn fails_err(text: &str) -> FileError {
         parse(text).unwrap_err()
     }
 
