@@ -1,4 +1,5 @@
-//! Text for people: durations, byte counts and panic payloads, spelt one way by every crate.
+//! Text for people: durations, byte counts, aligned tables and panic payloads, spelt one way
+//! by every crate.
 
 pub use crate::util::panic_message;
 
@@ -32,6 +33,43 @@ pub fn bytes(b: u64) -> String {
     }
 }
 
+/// `rows` as aligned columns, one line each (a header is just the first row):
+/// the first `left` columns left-aligned, the others right-aligned, two spaces
+/// between columns, each line after `indent`, no trailing spaces. Widths count
+/// characters, so `µs` lines up.
+pub fn table(rows: &[Vec<String>], left: usize, indent: &str) -> String {
+    let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..ncols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = indent.to_owned();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let pad = " ".repeat(width[c] - cell.chars().count());
+            if c < left {
+                line.push_str(cell);
+                line.push_str(&pad);
+            } else {
+                line.push_str(&pad);
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     // Proves that each formatter picks the unit at the boundaries and keeps its precision.
@@ -56,6 +94,23 @@ mod tests {
         assert_eq!(bytes(3 << 30), "3.0 GiB");
         assert_eq!(bytes(5 << 50), "5.0 PiB");
         assert_eq!(bytes(u64::MAX), "16384.0 PiB");
+    }
+
+    #[test]
+    fn table_aligns_left_then_right() {
+        let rows = [
+            vec!["name".to_owned(), "kind".into(), "time".into()],
+            vec!["gemm".into(), "cuda".into(), "125.000 µs".into()],
+            vec!["getrf_panel".into(), "cpu".into(), "1.500 s".into()],
+        ];
+        let text = table(&rows, 2, "  ");
+        assert_eq!(
+            text,
+            "  name         kind        time\n  \
+             gemm         cuda  125.000 µs\n  \
+             getrf_panel  cpu      1.500 s\n"
+        );
+        assert_eq!(table(&[], 1, ""), "");
     }
 
     #[test]

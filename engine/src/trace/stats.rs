@@ -359,32 +359,6 @@ fn critical_path(trace: &Trace) -> PathResult {
     result
 }
 
-/// Writes rows as aligned columns: the first left-aligned, the others right-aligned.
-fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
-    let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..ncols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in rows {
-        f.write_str(" ")?;
-        for (c, cell) in row.iter().enumerate() {
-            if c == 0 {
-                write!(f, " {cell:<w$}", w = width[c])?;
-            } else {
-                write!(f, "  {cell:>w$}", w = width[c])?;
-            }
-        }
-        writeln!(f)?;
-    }
-    Ok(())
-}
-
 impl fmt::Display for TraceStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nworkers = self.workers.len();
@@ -444,7 +418,7 @@ impl fmt::Display for TraceStats {
                     format!("{:.1}", w.idle_pct),
                 ]
             }));
-            table(f, &rows)?;
+            f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
         }
 
         if !self.codelets.is_empty() {
@@ -466,7 +440,7 @@ impl fmt::Display for TraceStats {
                         .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
                 ]
             }));
-            table(f, &rows)?;
+            f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
         }
 
         if self.transfers.count > 0 {
@@ -489,7 +463,7 @@ impl fmt::Display for TraceStats {
                         .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
                 ],
             ];
-            table(f, &rows)?;
+            f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
         }
 
         let warnings = self.warnings();
