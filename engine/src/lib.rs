@@ -27,7 +27,6 @@ mod recorder;
 mod runtime;
 pub mod sched;
 mod sleep;
-pub mod split;
 pub mod symbolic;
 mod task;
 pub mod trace;
