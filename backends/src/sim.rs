@@ -19,7 +19,9 @@
 
 use std::time::{Duration, Instant};
 
-use tessera_engine::device::{Device, DeviceBuffer, DeviceMemory, Link, TaskCost};
+use tessera_engine::device::{
+    DevSlice, DevSliceMut, Device, DeviceBuffer, DeviceKey, DeviceMemory, Link, TaskCost,
+};
 
 /// Cost model of one sim device.
 #[derive(Clone, Debug, PartialEq)]
@@ -189,6 +191,49 @@ impl SimDevice {
     /// The model.
     pub fn config(&self) -> &SimConfig {
         &self.config
+    }
+
+    fn check_view<T>(&self, key: DeviceKey, ptr: u64, len: usize) -> Result<(), String> {
+        if !self.config.own_memory {
+            return Err(format!("{} has no memory of its own", self.name));
+        }
+        if key != DeviceKey::of(self) {
+            return Err(format!(
+                "a device view of another device reached {}",
+                self.name
+            ));
+        }
+        debug_assert_eq!(ptr % std::mem::align_of::<T>() as u64, 0);
+        let _ = len;
+        Ok(())
+    }
+
+    /// A view of this sim device's own memory as the host slice it is.
+    pub fn host<'a, T: bytemuck::Pod>(&self, v: DevSlice<'a, T>) -> Result<&'a [T], String> {
+        self.check_view::<T>(v.device(), v.ptr(), v.len())?;
+        if v.is_empty() {
+            return Ok(&[]);
+        }
+        // SAFETY: the view is of this device (checked), whose memory is host
+        // memory (`SimBuffer`): `ptr` is an aligned allocation (checked when
+        // the view was made) of at least `len` `T`s, pinned by the running
+        // task for `'a`; a read-only view means no writer runs meanwhile.
+        Ok(unsafe { std::slice::from_raw_parts(v.ptr() as *const T, v.len()) })
+    }
+
+    /// A writable view of this sim device's own memory as a host slice.
+    pub fn host_mut<'a, T: bytemuck::Pod>(
+        &self,
+        v: DevSliceMut<'a, T>,
+    ) -> Result<&'a mut [T], String> {
+        self.check_view::<T>(v.device(), v.ptr(), v.len())?;
+        if v.is_empty() {
+            return Ok(&mut []);
+        }
+        // SAFETY: as in `host`; a writable view is unique (each replica part
+        // is handed out once per body, and the task's write access excludes
+        // every other user), and it is consumed here.
+        Ok(unsafe { std::slice::from_raw_parts_mut(v.ptr() as *mut T, v.len()) })
     }
 }
 

@@ -10,7 +10,7 @@ use tessera_backends::cpu::{
 use tessera_backends::sim::{SimConfig, SimDevice};
 use tessera_engine::device::Device;
 use tessera_engine::perfmodel::PerfModels;
-use tessera_engine::Config;
+use tessera_engine::{Config, Scheduler};
 
 /// Placement options of every driver.
 #[derive(clap::Args, Debug, Clone)]
@@ -99,11 +99,17 @@ fn gpu_devices(spec: &str) -> Result<Vec<Arc<dyn Device>>, String> {
 
 /// The scheduler for `sched`: `auto` is `dmda` when there are devices,
 /// `cpu_default` otherwise.
-pub fn resolve_sched<'a>(sched: &'a str, devices: usize, cpu_default: &'a str) -> &'a str {
+pub fn resolve_sched(
+    sched: &str,
+    devices: usize,
+    cpu_default: Scheduler,
+) -> Result<Scheduler, String> {
     match sched {
-        "auto" if devices > 0 => "dmda",
-        "auto" => cpu_default,
-        other => other,
+        "auto" if devices > 0 => Ok(Scheduler::Dmda),
+        "auto" => Ok(cpu_default),
+        other => other
+            .parse()
+            .map_err(|e: String| format!("--sched: {e} or auto")),
     }
 }
 
@@ -160,10 +166,10 @@ pub(crate) fn worker_map(
 pub fn runtime_config(
     args: &PlacementArgs,
     sched: &str,
-    cpu_default: &str,
+    cpu_default: Scheduler,
 ) -> Result<Config, String> {
     let devices = devices(args)?;
-    let sched = resolve_sched(sched, devices.len(), cpu_default);
+    let sched = resolve_sched(sched, devices.len(), cpu_default)?;
     let mut config = runtime_config_cpus(args, sched, devices.len())?;
     config.devices = devices;
     if let Some(dir) = &args.perfmodel_dir {
@@ -175,7 +181,7 @@ pub fn runtime_config(
 
 fn runtime_config_cpus(
     args: &PlacementArgs,
-    sched: &str,
+    sched: Scheduler,
     devices: usize,
 ) -> Result<Config, String> {
     let mut config = Config::default().scheduler(sched);

@@ -1,46 +1,199 @@
-//! Codelets: the named kernels tasks apply, with their cost hints.
+//! Codelets: a kernel declared once, with a body per architecture (StarPU's
+//! `cpu_funcs` / `cuda_funcs`), its flop model, perf-model key and label.
+//!
+//! A typed codelet `Codelet<A, P>` knows the shape of its tasks' data (`A`,
+//! an [`Accesses`] list such as `(Read<Tile>, Read<Tile>, ReadWrite<Tile>)`)
+//! and of their scalar arguments (`P`, e.g. a tile's coordinates). Its bodies
+//! are plain functions of `(&P, borrows)`: a CPU body, and one body per device
+//! type that has kernels for it. A task then only names the codelet, its data
+//! and its arguments; the engine picks the body for the worker it lands on.
+//!
+//! A codelet used with the dynamic [`TaskBuilder`](crate::TaskBuilder) is
+//! `Codelet<Dynamic>`: a name for traces and perf models, with the body given
+//! per task.
 
+use std::any::{Any, TypeId};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-/// A kernel known to the runtime by name: traces, statistics and (later)
-/// performance models are keyed by it. Cheap to clone.
-///
-/// The body itself travels with each task (a closure capturing the task's
-/// arguments), so one codelet serves every task that applies the kernel.
-#[derive(Clone, Debug)]
-pub struct Codelet {
-    inner: Arc<CodeletInfo>,
+use crate::access::{Accesses, Cursor, DeviceAccesses, Dynamic};
+use crate::device::Device;
+use crate::error::BodyError;
+use crate::task::TaskContext;
+
+/// A codelet's identity: its name and a process-wide id (traces and perf
+/// models are keyed by them).
+#[derive(Debug)]
+pub(crate) struct CodeletInfo {
+    pub(crate) name: String,
+    pub(crate) id: u32,
 }
 
-#[derive(Debug)]
-struct CodeletInfo {
-    name: String,
-    id: u32,
-}
+pub(crate) type CodeletRef = Arc<CodeletInfo>;
 
 static NEXT_CODELET_ID: AtomicU32 = AtomicU32::new(0);
 
-impl Codelet {
-    /// A codelet named `name` (e.g. `"gemm"`).
-    pub fn new(name: impl Into<String>) -> Codelet {
+/// An erased CPU body: the typed body behind a downcast of the arguments and
+/// the cursor over the task's accesses.
+pub(crate) type CpuFn =
+    Arc<dyn Fn(&TaskContext<'_>, &dyn Any, &mut Cursor<'_>) -> Result<(), BodyError> + Send + Sync>;
+/// An erased device body (the device is downcast to the body's type).
+pub(crate) type DeviceFn = Arc<
+    dyn Fn(&dyn Any, &TaskContext<'_>, &dyn Any, &mut Cursor<'_>) -> Result<(), BodyError>
+        + Send
+        + Sync,
+>;
+
+/// A model of a task from its (erased) arguments: flops, size key, label.
+pub(crate) type ArgsFn<R> = Arc<dyn Fn(&dyn Any) -> R + Send + Sync>;
+
+/// What a codelet declares besides its name, erased over `A` and `P`.
+#[derive(Clone, Default)]
+pub(crate) struct Bodies {
+    pub(crate) cpu: Option<CpuFn>,
+    /// One body per device type (`TypeId` of the concrete `Device`).
+    pub(crate) devices: Vec<(TypeId, DeviceFn)>,
+    pub(crate) flops: Option<ArgsFn<f64>>,
+    pub(crate) size: Option<ArgsFn<u64>>,
+    pub(crate) label: Option<ArgsFn<String>>,
+}
+
+impl Bodies {
+    pub(crate) fn device(&self, ty: TypeId) -> Option<&DeviceFn> {
+        self.devices.iter().find(|(t, _)| *t == ty).map(|(_, f)| f)
+    }
+}
+
+/// A kernel known to the runtime by name, with its bodies (see the module doc).
+/// Cheap to clone; clones share the bodies and the identity.
+pub struct Codelet<A = Dynamic, P = ()> {
+    pub(crate) info: CodeletRef,
+    pub(crate) bodies: Arc<Bodies>,
+    _types: std::marker::PhantomData<fn(A, P)>,
+}
+
+impl<A, P> Clone for Codelet<A, P> {
+    fn clone(&self) -> Self {
+        Codelet {
+            info: Arc::clone(&self.info),
+            bodies: Arc::clone(&self.bodies),
+            _types: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<A, P> std::fmt::Debug for Codelet<A, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Codelet({})", self.info.name)
+    }
+}
+
+impl<A> Codelet<A> {
+    /// A codelet named `name` (e.g. `"scale"`) whose tasks take no
+    /// arguments besides their data, with no body yet.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self::with_args(name)
+    }
+}
+
+impl<A, P> Codelet<A, P> {
+    /// A codelet named `name` (e.g. `"gemm"`) whose tasks carry arguments
+    /// of type `P` for its bodies (`Task::args`), with no body yet.
+    pub fn with_args(name: impl Into<String>) -> Self {
         // Relaxed: the id only has to be unique, nothing is published through it.
         let id = NEXT_CODELET_ID.fetch_add(1, Ordering::Relaxed);
         Codelet {
-            inner: Arc::new(CodeletInfo {
+            info: Arc::new(CodeletInfo {
                 name: name.into(),
                 id,
             }),
+            bodies: Arc::new(Bodies::default()),
+            _types: std::marker::PhantomData,
         }
     }
 
     /// The codelet's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.info.name
     }
 
     /// A process-wide unique id.
     pub fn id(&self) -> u32 {
-        self.inner.id
+        self.info.id
+    }
+
+    fn bodies_mut(&mut self) -> &mut Bodies {
+        Arc::make_mut(&mut self.bodies)
+    }
+}
+
+fn params<P: 'static>(p: &dyn Any) -> &P {
+    p.downcast_ref::<P>()
+        .expect("a task carries the argument type of its codelet")
+}
+
+impl<A: Accesses, P: Send + Sync + 'static> Codelet<A, P> {
+    /// The CPU body: gets the worker's context, the task's arguments and its
+    /// data borrowed as declared (`&T` for reads, `&mut T` for writes).
+    pub fn cpu<F>(mut self, f: F) -> Self
+    where
+        F: for<'a> Fn(&TaskContext<'_>, &P, A::Cpu<'a>) -> Result<(), BodyError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.bodies_mut().cpu = Some(Arc::new(move |ctx, p, cur| {
+            // SAFETY: the engine calls CPU bodies only with a cursor over the
+            // accesses this codelet's tasks declared (the task was built from
+            // an `A`), on a running task whose replicas are acquired on the
+            // cursor's host-addressable node.
+            let args = unsafe { A::cpu(cur) };
+            f(ctx, params::<P>(p), args)
+        }));
+        self
+    }
+
+    /// A body for devices of type `D` (a GPU's kernels): gets the device, the
+    /// task's arguments and typed views of its data in the device's memory.
+    /// Used on a device worker of type `D` whose memory the host cannot
+    /// address; if it fails, the task falls back to the CPU body (Cashmere).
+    pub fn device<D, F>(mut self, f: F) -> Self
+    where
+        A: DeviceAccesses,
+        D: Device + 'static,
+        F: for<'a> Fn(&D, &P, A::Device<'a>) -> Result<(), BodyError> + Send + Sync + 'static,
+    {
+        let body: DeviceFn = Arc::new(move |dev, _ctx, p, cur| {
+            let dev = dev
+                .downcast_ref::<D>()
+                .expect("device bodies are looked up by the device's type");
+            let views = A::device(cur)?;
+            f(dev, params::<P>(p), views)
+        });
+        let b = self.bodies_mut();
+        b.devices.retain(|(t, _)| *t != TypeId::of::<D>());
+        b.devices.push((TypeId::of::<D>(), body));
+        self
+    }
+
+    /// Floating-point operations of a task, from its arguments (statistics,
+    /// GFLOP/s, `dmda`'s first estimates, the sim device's model).
+    pub fn flops(mut self, f: impl Fn(&P) -> f64 + Send + Sync + 'static) -> Self {
+        self.bodies_mut().flops = Some(Arc::new(move |p| f(params::<P>(p))));
+        self
+    }
+
+    /// The perf-model size key of a task (default: its flops if any, else the
+    /// bytes of its data).
+    pub fn size(mut self, f: impl Fn(&P) -> u64 + Send + Sync + 'static) -> Self {
+        self.bodies_mut().size = Some(Arc::new(move |p| f(params::<P>(p))));
+        self
+    }
+
+    /// A task's label for traces and error messages, e.g. `gemm(3,4,5)`; built
+    /// only when needed (a trace is recorded or a message written).
+    pub fn label(mut self, f: impl Fn(&P) -> String + Send + Sync + 'static) -> Self {
+        self.bodies_mut().label = Some(Arc::new(move |p| f(params::<P>(p))));
+        self
     }
 }

@@ -9,9 +9,12 @@
 //! 2. make the data types its kernels use implement
 //!    [`Replicate`](crate::memory::Replicate), so they can have a replica on
 //!    the device's memory node;
-//! 3. give tasks a device body with `TaskBuilder::device_body` where the CPU
-//!    body is not what the device should run (the sim device runs the CPU
-//!    body on its own replicas);
+//! 3. give the codelets it should run a body for it,
+//!    `Codelet::device::<YourDevice>(..)`, next to their CPU body (in the
+//!    codelet library, `tessera-tasks`); the body gets `&YourDevice` and typed
+//!    views of the task's data ([`DeviceParts`] → `DevSlice`s). A device
+//!    whose memory the host can address runs the CPU body on its own replicas
+//!    when a codelet has no body for it (the sim device);
 //! 4. add a `Config::devices` entry; the runtime starts one device worker
 //!    per device and one memory node for it.
 //!
@@ -19,9 +22,10 @@
 //! [`DeviceMemory`] and returns it from [`Device::memory`]. Replicas on its
 //! node are then raw buffers, one per [`Replicate::parts`](crate::memory::Replicate::parts)
 //! of the value (StarPU's data interfaces), reached by device bodies through
-//! `TaskContext::device_parts`; CPU bodies never run there.
+//! typed views ([`DevSlice`], [`DevSliceMut`]); CPU bodies never run there.
 
 use std::any::Any;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 /// What the runtime tells a device about a task it runs, for its cost model.
@@ -111,4 +115,167 @@ pub trait DeviceMemory: Send + Sync {
     fn upload(&self, src: &[u8], dst: &dyn DeviceBuffer) -> Result<(), String>;
     /// Copy `src` into `dst` (same length).
     fn download(&self, src: &dyn DeviceBuffer, dst: &mut [u8]) -> Result<(), String>;
+}
+
+/// Identifies the device a device view belongs to (the address of the
+/// device object), so a backend can refuse a view of another device's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceKey(usize);
+
+impl DeviceKey {
+    /// The key of `device`.
+    pub fn of<D: ?Sized>(device: &D) -> DeviceKey {
+        DeviceKey(device as *const D as *const () as usize)
+    }
+}
+
+/// A replica in a device's own memory, while the task that holds it runs:
+/// its parts (one buffer per [`Replicate::parts`](crate::memory::Replicate::parts))
+/// and the shape figures recorded at registration
+/// ([`Replicate::dims`](crate::memory::Replicate::dims)).
+///
+/// Each part can be taken once (as a [`DevSlice`] or a [`DevSliceMut`]), so
+/// two writable views of one buffer never coexist.
+pub struct DeviceParts<'a> {
+    pub(crate) bufs: &'a [Box<dyn DeviceBuffer>],
+    pub(crate) dims: [usize; 4],
+    pub(crate) device: DeviceKey,
+    /// Bit `i`: part `i` was taken.
+    pub(crate) taken: u64,
+}
+
+impl<'a> DeviceParts<'a> {
+    /// Number of parts.
+    pub fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Whether there is no part.
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
+
+    /// The value's shape figures (`Replicate::dims`), e.g. `[rows, cols, 0, 0]`.
+    pub fn dims(&self) -> [usize; 4] {
+        self.dims
+    }
+
+    fn part<T: bytemuck::Pod>(&mut self, i: usize) -> Result<(u64, usize), String> {
+        let b = self
+            .bufs
+            .get(i)
+            .ok_or_else(|| format!("part {i} of a {}-part replica", self.bufs.len()))?;
+        if i >= 64 || self.taken & (1 << i) != 0 {
+            return Err(format!("part {i} was already taken (or is past part 63)"));
+        }
+        self.taken |= 1 << i;
+        let size = std::mem::size_of::<T>().max(1);
+        if b.bytes() % size != 0 || b.ptr() % std::mem::align_of::<T>() as u64 != 0 {
+            return Err(format!(
+                "part {i} ({} bytes at {:#x}) is not an array of {}",
+                b.bytes(),
+                b.ptr(),
+                std::any::type_name::<T>()
+            ));
+        }
+        Ok((b.ptr(), b.bytes() / size))
+    }
+
+    /// Part `i` as a read-only array of `T`.
+    pub fn slice<T: bytemuck::Pod>(&mut self, i: usize) -> Result<DevSlice<'a, T>, String> {
+        let (ptr, len) = self.part::<T>(i)?;
+        Ok(DevSlice {
+            ptr,
+            len,
+            device: self.device,
+            _m: PhantomData,
+        })
+    }
+
+    /// Part `i` as a writable array of `T` (only for data the task writes:
+    /// [`DeviceData::view_mut`](crate::memory::DeviceData::view_mut) is the
+    /// only caller the engine hands write access to).
+    pub fn slice_mut<T: bytemuck::Pod>(&mut self, i: usize) -> Result<DevSliceMut<'a, T>, String> {
+        let (ptr, len) = self.part::<T>(i)?;
+        Ok(DevSliceMut {
+            ptr,
+            len,
+            device: self.device,
+            _m: PhantomData,
+        })
+    }
+}
+
+/// A read-only array of `T` in a device's own memory, valid while the task
+/// that was handed it runs. Backends turn it into kernel arguments
+/// (`CudaDevice`) or host slices (`SimDevice`) after checking it is theirs.
+#[derive(Debug)]
+pub struct DevSlice<'a, T> {
+    ptr: u64,
+    len: usize,
+    device: DeviceKey,
+    _m: PhantomData<&'a [T]>,
+}
+
+impl<T> Clone for DevSlice<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DevSlice<'_, T> {}
+
+/// A writable array of `T` in a device's own memory (see [`DevSlice`]).
+#[derive(Debug)]
+pub struct DevSliceMut<'a, T> {
+    ptr: u64,
+    len: usize,
+    device: DeviceKey,
+    _m: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T> DevSlice<'a, T> {
+    /// Device address of the first element.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the array is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The device whose memory holds it.
+    pub fn device(&self) -> DeviceKey {
+        self.device
+    }
+}
+
+impl<'a, T> DevSliceMut<'a, T> {
+    /// Device address of the first element.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the array is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The device whose memory holds it.
+    pub fn device(&self) -> DeviceKey {
+        self.device
+    }
+    /// A read-only view of the same array, for as long as this one is borrowed.
+    pub fn as_ref(&self) -> DevSlice<'_, T> {
+        DevSlice {
+            ptr: self.ptr,
+            len: self.len,
+            device: self.device,
+            _m: PhantomData,
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! Tessera's runtime: data handles, task graphs, scheduling policies, workers and traces.
 //!
 //! Programs register data ([`Runtime::register`]), submit tasks that declare
-//! how they access it ([`TaskBuilder`]), and wait. Dependencies follow from
+//! how they access it ([`Runtime::task`] with a typed access list such as
+//! `(a.r(), b.rw())`, or the dynamic [`TaskBuilder`]), and wait. Dependencies follow from
 //! submission order and access modes (sequential task flow); ready tasks run
 //! on CPU worker threads under a [`SchedulerPolicy`](sched::SchedulerPolicy).
 #![warn(missing_docs)]
@@ -11,7 +12,7 @@
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-mod access;
+pub mod access;
 mod clock;
 mod codelet;
 mod data;
@@ -28,16 +29,18 @@ mod runtime;
 pub mod sched;
 mod sleep;
 pub mod symbolic;
+mod sync;
 mod task;
 pub mod trace;
 mod util;
 mod worker;
 
-pub use access::AccessMode;
+pub use access::{AccessMode, Accesses, DeviceAccesses, Dynamic, Read, ReadWrite, Write};
 pub use codelet::Codelet;
-pub use data::{DataHandle, DevicePtr};
+pub use data::DataHandle;
 pub use error::{AccessError, BodyError, Error, RunError, TaskFailure, TaskInfo};
 pub use file_error::{FileError, FileErrorKind};
 pub use graph::{TaskGraph, Vertex};
 pub use runtime::{Config, Runtime, Submitter, WorkerHook};
-pub use task::{TaskBuilder, TaskContext, TaskHandle};
+pub use sched::Scheduler;
+pub use task::{Bound, Task, TaskBuilder, TaskContext, TaskHandle, Unbound};

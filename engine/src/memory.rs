@@ -36,6 +36,9 @@ pub const HOST: NodeId = 0;
 /// allocation fails. The admission check guarantees its working set fits, so
 /// only transient business (copies, writers elsewhere) can be in the way.
 const RESERVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+/// Longest single wait for a notification inside `reserve` (a safety net:
+/// every change that can free room notifies, see `Memory::notify`).
+const RESERVE_NAP: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Most memory nodes a runtime may have (replica masks are `u64`).
 pub const MAX_NODES: usize = 64;
@@ -61,6 +64,26 @@ pub trait Replicate: Send + Sync + 'static {
     fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
         None
     }
+    /// Shape figures device views need besides the parts' sizes (a tile's
+    /// rows and columns, say), recorded once at registration; like the parts,
+    /// they must not change over the value's life.
+    fn dims(&self) -> [usize; 4] {
+        [0; 4]
+    }
+}
+
+/// Data that device bodies reach through typed views of its parts in device
+/// memory ([`DevSlice`](crate::device::DevSlice) and friends) instead of raw
+/// addresses.
+pub trait DeviceData: Replicate {
+    /// The view a device body gets for a read.
+    type Ref<'a>;
+    /// The view a device body gets for a write.
+    type Mut<'a>;
+    /// A read-only view of `parts`, or why they do not fit the type.
+    fn view(parts: crate::device::DeviceParts<'_>) -> Result<Self::Ref<'_>, String>;
+    /// A writable view of `parts`.
+    fn view_mut(parts: crate::device::DeviceParts<'_>) -> Result<Self::Mut<'_>, String>;
 }
 
 impl<T: bytemuck::Pod + Send + Sync + 'static> Replicate for Vec<T> {
@@ -80,6 +103,20 @@ impl<T: bytemuck::Pod + Send + Sync + 'static> Replicate for Vec<T> {
     fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
         Some(vec![bytemuck::cast_slice_mut(self.as_mut_slice())])
     }
+    fn dims(&self) -> [usize; 4] {
+        [self.len(), 0, 0, 0]
+    }
+}
+
+impl<T: bytemuck::Pod + Send + Sync + 'static> DeviceData for Vec<T> {
+    type Ref<'a> = crate::device::DevSlice<'a, T>;
+    type Mut<'a> = crate::device::DevSliceMut<'a, T>;
+    fn view(mut parts: crate::device::DeviceParts<'_>) -> Result<Self::Ref<'_>, String> {
+        parts.slice(0)
+    }
+    fn view_mut(mut parts: crate::device::DeviceParts<'_>) -> Result<Self::Mut<'_>, String> {
+        parts.slice_mut(0)
+    }
 }
 
 /// One memory node.
@@ -93,6 +130,32 @@ pub(crate) struct MemoryNode {
     pub(crate) bytes_in: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) transfer_ns: AtomicU64,
+    /// Bumped by every change that may make room (an unpin, a finished
+    /// copy, freed bytes); reservations that found nothing to evict wait for
+    /// it to move, on `room`.
+    changes: AtomicU64,
+    /// Threads waiting in `reserve` (notifiers lock `room_lock` only then).
+    waiting: AtomicU64,
+    room_lock: Mutex<()>,
+    room: std::sync::Condvar,
+}
+
+impl MemoryNode {
+    fn new(name: String, limit: Option<u64>) -> MemoryNode {
+        MemoryNode {
+            name,
+            limit,
+            used: AtomicU64::new(0),
+            resident: Mutex::new(Vec::new()),
+            bytes_in: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            transfer_ns: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
+            room_lock: Mutex::new(()),
+            room: std::sync::Condvar::new(),
+        }
+    }
 }
 
 /// All memory nodes of a runtime, and the devices behind node 1.. .
@@ -170,30 +233,17 @@ impl Memory {
     ) -> Memory {
         let host_nodes = host_nodes.max(1);
         let mut nodes: Vec<MemoryNode> = (0..host_nodes)
-            .map(|n| MemoryNode {
-                name: if host_nodes == 1 {
+            .map(|n| {
+                let name = if host_nodes == 1 {
                     "host".into()
                 } else {
                     format!("numa{n}")
-                },
-                limit: None,
-                used: AtomicU64::new(0),
-                resident: Mutex::new(Vec::new()),
-                bytes_in: AtomicU64::new(0),
-                evictions: AtomicU64::new(0),
-                transfer_ns: AtomicU64::new(0),
+                };
+                MemoryNode::new(name, None)
             })
             .collect();
         for d in &devices {
-            nodes.push(MemoryNode {
-                name: d.name(),
-                limit: d.memory_limit(),
-                used: AtomicU64::new(0),
-                resident: Mutex::new(Vec::new()),
-                bytes_in: AtomicU64::new(0),
-                evictions: AtomicU64::new(0),
-                transfer_ns: AtomicU64::new(0),
-            });
+            nodes.push(MemoryNode::new(d.name(), d.memory_limit()));
         }
         Memory {
             nodes,
@@ -250,11 +300,12 @@ impl Memory {
         self.tick.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Reserve `bytes` on `node`, evicting unpinned replicas (never `keep`'s)
-    /// in LRU order. Replicas can be busy for a moment (a prefetch copying,
-    /// a writer running elsewhere, another reservation in flight): with
-    /// `wait`, retry until `RESERVE_PATIENCE` has passed; without (prefetch,
-    /// best effort), give up at once. `Err` names the figures.
+    /// Reserve `bytes` on `node`, evicting unused replicas (never `keep`'s)
+    /// in LRU order. Replicas can be busy for a moment (a copy in flight, a
+    /// writer running elsewhere, another reservation): with `wait`, wait for
+    /// a change on the node (`notify`) and retry, until `RESERVE_PATIENCE`
+    /// has passed; without (prefetch, best effort), give up at once. `Err`
+    /// names the figures.
     pub(crate) fn reserve(
         &self,
         node: NodeId,
@@ -275,6 +326,8 @@ impl Memory {
             ));
         }
         loop {
+            // Read before trying, so a change made while trying is not missed.
+            let seen = n.changes.load(Ordering::SeqCst);
             let cur = n.used.load(Ordering::Acquire);
             if cur + bytes <= limit {
                 if n.used
@@ -285,22 +338,48 @@ impl Memory {
                 }
                 continue;
             }
-            if !self.evict_one(node, keep) {
-                if wait && std::time::Instant::now() < deadline {
-                    std::thread::sleep(std::time::Duration::from_micros(50));
-                    continue;
-                }
+            if self.evict_one(node, keep) {
+                continue;
+            }
+            let now = std::time::Instant::now();
+            if !wait || now >= deadline {
                 return Err(format!(
                     "needs {bytes} more bytes on node {}, which has {cur} of {limit} bytes in use by replicas that cannot be evicted now",
                     n.name
                 ));
             }
+            n.waiting.fetch_add(1, Ordering::SeqCst);
+            let mut g = lock(&n.room_lock);
+            // SeqCst pairs with `notify`: either it sees `waiting`, or this
+            // load sees its bump of `changes`.
+            if n.changes.load(Ordering::SeqCst) == seen {
+                let nap = RESERVE_NAP.min(deadline - now);
+                g = n
+                    .room
+                    .wait_timeout(g, nap)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            drop(g);
+            n.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Something changed on `node` that may make room: an unpin, a finished
+    /// copy, freed bytes. Wakes reservations waiting there.
+    pub(crate) fn notify(&self, node: NodeId) {
+        let n = &self.nodes[node];
+        n.changes.fetch_add(1, Ordering::SeqCst);
+        if n.waiting.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&n.room_lock);
+            n.room.notify_all();
         }
     }
 
     /// Give back a reservation or a freed replica's bytes.
     pub(crate) fn unreserve(&self, node: NodeId, bytes: u64) {
         self.nodes[node].used.fetch_sub(bytes, Ordering::AcqRel);
+        self.notify(node);
     }
 
     /// Remember that `h` has a replica on `node` (once per handle: the list
@@ -334,7 +413,7 @@ impl Memory {
             .collect();
         order.sort_by_key(|(t, _)| *t);
         for (_, h) in order {
-            if let Some(freed) = h.try_evict(node, self) {
+            if let Some(freed) = h.try_evict(node) {
                 self.unreserve(node, freed);
                 self.nodes[node].evictions.fetch_add(1, Ordering::Relaxed);
                 return true;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::Clock;
-use crate::codelet::Codelet;
+use crate::codelet::CodeletRef;
 use crate::trace::model::{TaskRecord, Trace, WorkerInfo};
 use crate::util::lock;
 
@@ -73,7 +73,7 @@ impl Drop for Chunk {
 #[derive(Default)]
 struct WorkerLog {
     chunks: Mutex<Vec<Arc<Chunk>>>,
-    codelets: Mutex<HashMap<u32, Codelet>>,
+    codelets: Mutex<HashMap<u32, CodeletRef>>,
 }
 
 /// The whole run's log: one list of chunks per worker.
@@ -120,7 +120,7 @@ impl TraceLog {
         let mut codelets: HashMap<u32, String> = HashMap::new();
         for log in &self.workers {
             for (id, c) in lock(&log.codelets).iter() {
-                codelets.insert(*id, c.name().to_string());
+                codelets.insert(*id, c.name.clone());
             }
         }
         for (w, log) in self.workers.iter().enumerate() {
@@ -173,14 +173,14 @@ impl Recorder {
         self.log.now()
     }
 
-    pub(crate) fn record(&mut self, event: Event, codelet: &Codelet) {
-        let id = codelet.id() as usize;
+    pub(crate) fn record(&mut self, event: Event, codelet: &CodeletRef) {
+        let id = codelet.id as usize;
         if self.known.get(id) != Some(&true) {
             if self.known.len() <= id {
                 self.known.resize(id + 1, false);
             }
             self.known[id] = true;
-            lock(&self.log.workers[self.worker].codelets).insert(codelet.id(), codelet.clone());
+            lock(&self.log.workers[self.worker].codelets).insert(codelet.id, Arc::clone(codelet));
         }
         let full = match &self.current {
             Some(c) => c.len.load(Ordering::Relaxed) == CHUNK,

@@ -22,20 +22,28 @@ use crate::memory::{Memory, MemoryStats, Replicate};
 use crate::perfmodel::{PerfModelConfig, PerfModels};
 use crate::preds::{PredBuilder, PredList};
 use crate::recorder::TraceLog;
-use crate::sched::{policy_by_name, ReadyTask, SchedulerPolicy, WorkerKind};
+use crate::sched::{build_policy, Pushed, ReadyTask, Scheduler, SchedulerPolicy, WorkerKind};
 use crate::sleep::Sleep;
 use crate::task::{lock_successors, state, TaskBuilder, TaskHandle, TaskNode};
 use crate::trace::model::Trace;
 use crate::util::lock;
 use crate::worker::{run_worker, Outcome};
 
-/// How to build a [`Runtime`].
+/// Most worker threads a runtime starts per available CPU (and at least
+/// `MIN_WORKER_CAP` in all): beyond that, threads only cost memory and
+/// start-up time (10^5 workers took 15 GB and never started).
+const WORKERS_PER_CPU: usize = 16;
+const MIN_WORKER_CAP: usize = 256;
+
+/// How to build a [`Runtime`]. Start from [`Config::default`] or
+/// [`Config::with_workers`] and set fields with the builder methods.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// Number of CPU worker threads (default: one per available core).
     pub workers: usize,
-    /// Scheduling policy name: `ws` or `prio`.
-    pub scheduler: String,
+    /// Scheduling policy (default: `ws`).
+    pub scheduler: Scheduler,
     /// Record a task timeline (see [`Runtime::trace`]).
     pub trace: bool,
     /// Keep every submitted task and edge for [`Runtime::graph_dot`].
@@ -74,7 +82,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            scheduler: "ws".to_string(),
+            scheduler: Scheduler::Ws,
             trace: false,
             record_graph: false,
             on_worker_start: None,
@@ -117,9 +125,15 @@ impl Config {
         }
     }
 
-    /// Set the scheduler by name.
-    pub fn scheduler(mut self, name: &str) -> Self {
-        self.scheduler = name.to_string();
+    /// Set the scheduling policy.
+    pub fn scheduler(mut self, scheduler: Scheduler) -> Self {
+        self.scheduler = scheduler;
+        self
+    }
+
+    /// Set the number of CPU workers.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
         self
     }
 
@@ -134,6 +148,42 @@ impl Config {
         self.record_graph = on;
         self
     }
+
+    /// Run `hook` on each worker thread before it takes tasks.
+    pub fn on_worker_start(mut self, hook: WorkerHook) -> Self {
+        self.on_worker_start = Some(hook);
+        self
+    }
+
+    /// The victims each CPU worker tries, in order, when stealing under `ws`.
+    pub fn steal_order(mut self, order: Vec<Vec<usize>>) -> Self {
+        self.steal_order = Some(order);
+        self
+    }
+
+    /// Replace the devices.
+    pub fn devices(mut self, devices: Vec<Arc<dyn Device>>) -> Self {
+        self.devices = devices;
+        self
+    }
+
+    /// The NUMA node of each CPU worker.
+    pub fn worker_numa(mut self, numa: Vec<usize>) -> Self {
+        self.worker_numa = Some(numa);
+        self
+    }
+
+    /// Share performance models with other runs.
+    pub fn perf_models(mut self, perf: Arc<PerfModels>) -> Self {
+        self.perf_models = Some(perf);
+        self
+    }
+
+    /// Time every task for the perf models (or not).
+    pub fn calibrate(mut self, on: bool) -> Self {
+        self.calibrate = Some(on);
+        self
+    }
 }
 
 /// One recorded task for DOT export: (id, name, predecessor ids).
@@ -141,7 +191,7 @@ pub(crate) type GraphEntry = (u64, String, Box<[u64]>);
 
 /// State shared by the runtime handle and its workers.
 pub(crate) struct Shared {
-    id: u64,
+    pub(crate) id: u64,
     pub(crate) policy: Arc<dyn SchedulerPolicy>,
     pub(crate) sleep: Sleep,
     next_task: AtomicU64,
@@ -166,11 +216,41 @@ pub(crate) struct Shared {
     pub(crate) perf: Arc<PerfModels>,
     /// Time tasks into `perf`.
     pub(crate) calibrate: bool,
+    /// Flops of the tasks finished successfully (for progress reports).
+    flops_done: AtomicU64,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Shared {
+    /// Wake whoever must take a task that was just pushed (`Pushed` says where).
+    pub(crate) fn wake(&self, pushed: Pushed) {
+        match pushed {
+            Pushed::Worker(w) => self.sleep.notify_worker(w),
+            Pushed::Local | Pushed::Shared => self.sleep.notify_one(),
+        }
+    }
+
+    /// A task of `flops` finished successfully.
+    pub(crate) fn add_flops(&self, flops: f64) {
+        if flops > 0.0 {
+            // Relaxed: a progress counter, read as a hint.
+            self.flops_done.fetch_add(flops as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Refuse a blocking call made from one of this runtime's task bodies:
+    /// the worker would wait for itself.
+    fn not_from_a_body(&self, what: &str) -> Result<(), Error> {
+        match crate::worker::current(self.id) {
+            Some(c) => Err(Error::Config(format!(
+                "{what} was called from a task body (on worker {}); a body cannot wait for tasks of its own runtime",
+                c.worker
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// A task finished: one less in flight; wake waiters if any.
     pub(crate) fn finish_one(&self) {
         // SeqCst on both sides (here and in `wait_until`): either the waiter
@@ -220,23 +300,28 @@ impl Shared {
         if shared.sleep.is_shutdown() {
             return Err(submit_error(&task, "the runtime is shutting down".into()));
         }
-        // Reject foreign and duplicate handles before touching any state.
-        for (i, a) in task.accesses.iter().enumerate() {
-            if a.core().runtime_id != shared.id {
+        if let Some(reason) = &task.invalid {
+            return Err(submit_error(&task, reason.clone()));
+        }
+        // Reject foreign and duplicate handles before touching any state
+        // (typed bodies rely on it: a duplicate would alias a `&mut`).
+        let accesses = &task.declared.accesses;
+        let mut order: Vec<usize> = (0..accesses.len()).collect();
+        order.sort_unstable_by_key(|&i| accesses[i].core().id);
+        for (k, &i) in order.iter().enumerate() {
+            let core = accesses[i].core();
+            if core.runtime_id != shared.id {
                 return Err(submit_error(
                     &task,
-                    format!(
-                        "data '{}' belongs to another runtime",
-                        a.core().display_name()
-                    ),
+                    format!("data '{}' belongs to another runtime", core.display_name()),
                 ));
             }
-            if task.access_ids[..i].contains(&task.access_ids[i]) {
+            if k > 0 && accesses[order[k - 1]].core().id == core.id {
                 return Err(submit_error(
                     &task,
                     format!(
                         "data '{}' is declared twice; declare it once with the combined mode (RW)",
-                        a.core().display_name()
+                        core.display_name()
                     ),
                 ));
             }
@@ -250,18 +335,51 @@ impl Shared {
                 ),
             ));
         }
-        let mut order: Vec<usize> = (0..task.accesses.len()).collect();
-        order.sort_unstable_by_key(|&i| task.access_ids[i]);
 
         let TaskBuilder {
-            parts,
-            accesses,
+            codelet,
+            bodies,
+            params,
+            label,
+            priority,
+            flops,
+            declared,
+            once,
+            cpu_only,
+            node_hint,
             after,
             satisfied_preds,
-            ..
+            invalid: _,
         } = task;
+        let flops = flops
+            .or_else(|| bodies.flops.as_ref().map(|f| f(&*params)))
+            .unwrap_or(0.0);
+        let accesses = declared.accesses.into_boxed_slice();
+        let bytes: u64 = accesses.iter().map(|a| a.handle.bytes()).sum();
+        let size_key = match &bodies.size {
+            Some(f) => f(&*params),
+            None if flops > 0.0 => flops as u64,
+            None => bytes,
+        };
+        let cpu_only = cpu_only || accesses.iter().any(|a| !a.handle.replicable());
         let id = shared.next_task.fetch_add(1, Ordering::Relaxed);
-        let node = Arc::new(TaskNode::new(id, parts, accesses.into_boxed_slice()));
+        let node = Arc::new(TaskNode::new(
+            id,
+            crate::task::NodeParts {
+                codelet,
+                bodies,
+                params,
+                label,
+                priority,
+                flops,
+                size_key,
+                accesses,
+                lens: declared.lens.into_boxed_slice(),
+                once,
+                cpu_only,
+                node_hint,
+            },
+        ));
 
         // Step 1: lock every handle of the task, in id order.
         let mut guards: Vec<(usize, MutexGuard<'_, DepState>)> = order
@@ -346,12 +464,17 @@ impl Shared {
         };
         // Step 3: drop the submitter's hold; whoever reaches zero pushes.
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            shared.policy.push_external(ReadyTask(node));
-            if shared.policy.targeted() {
-                shared.sleep.notify_all();
-            } else {
-                shared.sleep.notify_one();
-            }
+            // A body's submission goes to its worker's own queue (its data
+            // is hot there); that worker is busy running the body, so the
+            // task is offered to a sleeper too.
+            let pushed = match crate::worker::current(shared.id) {
+                Some(w) => match w.push(ReadyTask(node)) {
+                    Pushed::Worker(t) if t == w.worker => Pushed::Local,
+                    p => p,
+                },
+                None => shared.policy.push_external(ReadyTask(node)),
+            };
+            shared.wake(pushed);
         }
         Ok(handle)
     }
@@ -361,7 +484,8 @@ impl Shared {
         if done() {
             return Ok(());
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too large to add to now (`Duration::MAX`) is no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = lock(&self.wait_lock);
         let result = loop {
@@ -415,7 +539,8 @@ pub struct Submitter(Weak<Shared>);
 
 impl Submitter {
     /// Like [`Runtime::submit`]; `Err` if the runtime is gone.
-    pub fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
+    pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
+        let task = task.into();
         match self.0.upgrade() {
             Some(shared) => shared.submit(task),
             None => Err(Error::Submit {
@@ -442,6 +567,14 @@ impl Runtime {
     pub fn new(config: Config) -> Result<Runtime, Error> {
         if config.workers == 0 {
             return Err(Error::Config("at least one worker is needed".into()));
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cap = (WORKERS_PER_CPU * cpus).max(MIN_WORKER_CAP);
+        if config.workers > cap {
+            return Err(Error::Config(format!(
+                "{} workers asked for, but this machine has {cpus} CPU(s); at most {cap} workers are allowed ({WORKERS_PER_CPU} per CPU, at least {MIN_WORKER_CAP})",
+                config.workers
+            )));
         }
         if config.devices.len() + 1 > crate::memory::MAX_NODES {
             return Err(Error::Config(format!(
@@ -527,20 +660,20 @@ impl Runtime {
             .perf_models
             .clone()
             .unwrap_or_else(|| Arc::new(PerfModels::new(PerfModelConfig::default())));
-        let policy = policy_by_name(
+        let policy = build_policy(
             &config.scheduler,
             &kinds,
             steal_order.as_deref(),
             &memory,
             &perf,
-        )?;
+        );
         let calibrate = config
             .calibrate
-            .unwrap_or(!config.devices.is_empty() || config.scheduler == "dmda");
+            .unwrap_or(!config.devices.is_empty() || config.scheduler.is_data_aware());
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             policy: Arc::clone(&policy),
-            sleep: Sleep::new(),
+            sleep: Sleep::new(total),
             next_task: AtomicU64::new(0),
             next_handle: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
@@ -556,6 +689,7 @@ impl Runtime {
             memory,
             perf,
             calibrate,
+            flops_done: AtomicU64::new(0),
         });
         let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut rt = Runtime {
@@ -608,7 +742,7 @@ impl Runtime {
         self.threads.len()
     }
 
-    /// The scheduling policy's name.
+    /// The scheduling policy's name (`ws`, `prio`, `dmda`, or a custom policy's).
     pub fn scheduler_name(&self) -> &'static str {
         self.shared.policy.name()
     }
@@ -676,11 +810,18 @@ impl Runtime {
         &self.shared.perf
     }
 
-    /// Submit a task. Its dependencies are inferred from the data it declares
-    /// and the tasks submitted before it (plus any explicit `after`). Callable
-    /// from several threads, and while tasks run.
-    pub fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
-        self.shared.submit(task)
+    /// Submit a task (a typed [`Task`](crate::Task) or a dynamic
+    /// [`TaskBuilder`]). Its dependencies are inferred from the data it
+    /// declares and the tasks submitted before it (plus any explicit
+    /// `after`). Callable from several threads, and from task bodies (the
+    /// task then goes to that worker's queue).
+    pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
+        self.shared.submit(task.into())
+    }
+
+    /// Flops of the tasks that finished successfully so far (progress).
+    pub fn flops_done(&self) -> u64 {
+        self.shared.flops_done.load(Ordering::Relaxed)
     }
 
     /// A handle that can submit to this runtime from inside task bodies
@@ -701,6 +842,7 @@ impl Runtime {
     }
 
     fn wait_task(&self, task: &TaskHandle, timeout: Option<Duration>) -> Result<(), Error> {
+        self.shared.not_from_a_body("wait")?;
         self.shared.wait_until(|| task.node.is_done(), timeout)?;
         match task.node.state.load(Ordering::SeqCst) {
             state::DONE_OK => Ok(()),
@@ -737,6 +879,7 @@ impl Runtime {
 
     fn wait_all_inner(&self, timeout: Option<Duration>) -> Result<(), Error> {
         let s = &self.shared;
+        s.not_from_a_body("wait_all")?;
         s.wait_until(|| s.in_flight.load(Ordering::SeqCst) == 0, timeout)?;
         s.take_errors()
     }
@@ -750,6 +893,7 @@ impl Runtime {
     /// can be submitted on the handle afterwards. `Err(Poisoned)` if its last
     /// writer failed or was cancelled.
     pub fn unregister<T: Send + Sync + 'static>(&self, handle: DataHandle<T>) -> Result<T, Error> {
+        self.shared.not_from_a_body("unregister")?;
         let users: Vec<Arc<TaskNode>> = {
             let mut deps = lock(&handle.inner.core.deps);
             if deps.unregistered {
@@ -759,11 +903,7 @@ impl Runtime {
                 });
             }
             deps.unregistered = true;
-            deps.last_writer
-                .iter()
-                .chain(deps.readers.iter())
-                .filter_map(|w| w.node.upgrade())
-                .collect()
+            deps.users()
         };
         self.shared
             .wait_until(|| users.iter().all(|t| t.is_done()), None)?;
@@ -771,19 +911,14 @@ impl Runtime {
         // holds the only valid one.
         let me: Arc<dyn crate::data::AnyHandle> = handle.erased();
         if !me.valid_on(crate::memory::HOST) {
-            me.acquire(
-                &me,
-                crate::memory::HOST,
-                crate::access::AccessMode::R,
-                &self.shared.memory,
-                false,
-            )
-            .map_err(|e| {
-                Error::Config(format!(
-                    "cannot bring '{}' back to the host: {e}",
-                    handle.name()
-                ))
-            })?;
+            me.acquire(&me, crate::memory::HOST, crate::access::AccessMode::R, true)
+                .inspect(|()| me.unpin(crate::memory::HOST, crate::access::AccessMode::R))
+                .map_err(|e| {
+                    Error::Config(format!(
+                        "cannot bring '{}' back to the host: {e}",
+                        handle.name()
+                    ))
+                })?;
         }
         drop(me);
         let poisoned = lock(&handle.inner.core.deps).poisoned_by.clone();

@@ -11,7 +11,7 @@
 //!
 //! Ownership: each task has an `owner` (an MPI rank later; 0 here). A run for
 //! rank `r` instantiates only the tasks `r` owns; a successor owned elsewhere
-//! is a *remote edge* (counted in [`RunStats::remote_edges`]), and a
+//! is a *remote edge* (counted in [`UnfoldStats::remote_edges`]), and a
 //! predecessor owned elsewhere must be reported with [`Unfolder::satisfy`].
 //!
 //! Instantiated tasks still declare their data, so the STF inference runs on
@@ -65,7 +65,7 @@ struct Pending {
 
 /// Counters of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RunStats {
+pub struct UnfoldStats {
     /// Tasks instantiated and submitted on this rank.
     pub instantiated: usize,
     /// Largest number of partially satisfied tasks held at once.
@@ -149,25 +149,11 @@ impl<C: TaskClasses> Unfolder<C> {
     fn instantiate(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) {
         let mut task = self.classes.task(&key);
         task.satisfied_preds = preds;
-        // Whichever body succeeds (the device body, or the CPU body it falls
-        // back to) releases the successors, exactly once.
-        if let Some(device_body) = task.parts.device_body.take() {
-            let (me, key) = (Arc::clone(self), key.clone());
-            task = task.device_body(move |ctx| {
-                device_body(ctx)?;
-                me.release_successors(&key, ctx.task_id());
-                Ok(())
-            });
-        }
-        let body = task.parts.body.take();
+        // Whichever body succeeds (a device body, or the CPU body it falls
+        // back to) is followed by the release of the successors, exactly once,
+        // on the worker that ran it (so they land in its queue).
         let me = Arc::clone(self);
-        task = task.body(move |ctx| {
-            if let Some(body) = body {
-                body(ctx)?;
-            }
-            me.release_successors(&key, ctx.task_id());
-            Ok(())
-        });
+        task = task.then(move |id| me.release_successors(&key, id));
         self.instantiated.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.submitter.submit(task) {
             lock(&self.error).get_or_insert(e);
@@ -186,8 +172,8 @@ impl<C: TaskClasses> Unfolder<C> {
         }
     }
 
-    fn stats(&self) -> RunStats {
-        RunStats {
+    fn stats(&self) -> UnfoldStats {
+        UnfoldStats {
             instantiated: self.instantiated.load(Ordering::Relaxed),
             peak_pending: self.peak_pending.load(Ordering::Relaxed),
             remote_edges: self.remote_edges.load(Ordering::Relaxed),
@@ -196,7 +182,7 @@ impl<C: TaskClasses> Unfolder<C> {
 }
 
 /// Run the whole symbolic DAG on `rt` as rank 0 and wait for it.
-pub fn run<C: TaskClasses>(rt: &Runtime, classes: Arc<C>) -> Result<RunStats, Error> {
+pub fn run<C: TaskClasses>(rt: &Runtime, classes: Arc<C>) -> Result<UnfoldStats, Error> {
     run_rank(rt, classes, 0)
 }
 
@@ -205,7 +191,7 @@ pub fn run_rank<C: TaskClasses>(
     rt: &Runtime,
     classes: Arc<C>,
     rank: usize,
-) -> Result<RunStats, Error> {
+) -> Result<UnfoldStats, Error> {
     let unfolder = Arc::new(Unfolder {
         classes: Arc::clone(&classes),
         rank,

@@ -2,17 +2,18 @@
 //! data valid on the worker's memory node, runs their bodies, and releases
 //! their successors.
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::device::TaskCost;
+use crate::device::{Device, TaskCost};
+use crate::error::BodyError;
 use crate::recorder::{Event, Recorder};
 use crate::runtime::Shared;
-use crate::sched::dmda::size_key;
-use crate::sched::{ReadyTask, WorkerQueue};
-use crate::task::{lock_successors, state, Body, TaskContext, TaskNode};
+use crate::sched::{Pushed, ReadyTask, WorkerQueue};
+use crate::task::{lock_successors, state, Body, DeviceMatch, Once, TaskContext, TaskNode};
 use crate::util::panic_message;
 
 /// How a task ended.
@@ -20,6 +21,63 @@ pub(crate) enum Outcome {
     Ok,
     Failed(String),
     Cancelled,
+}
+
+/// The worker a thread is, while it runs a task's body: submissions from the
+/// body go to this worker's own queue, and waits from it are refused.
+#[derive(Clone, Copy)]
+pub(crate) struct Current {
+    pub(crate) runtime: u64,
+    pub(crate) worker: usize,
+    /// The worker's queue. Valid while `CURRENT` holds this value: set from
+    /// the worker's `&mut` queue right before a body runs and cleared right
+    /// after, and the worker does not touch the queue in between.
+    queue: *mut dyn WorkerQueue,
+}
+
+thread_local! {
+    static CURRENT: Cell<Option<Current>> = const { Cell::new(None) };
+}
+
+/// The worker of `runtime` this thread is running a body for, if any.
+pub(crate) fn current(runtime: u64) -> Option<Current> {
+    CURRENT.with(|c| c.get()).filter(|c| c.runtime == runtime)
+}
+
+impl Current {
+    /// Push `task` into this worker's queue (a task its body made ready).
+    pub(crate) fn push(&self, task: ReadyTask) -> Pushed {
+        // SAFETY: `current` hands out a `Current` only on the worker's own
+        // thread while its body runs, when the queue pointer is valid and no
+        // other reference to the queue is in use (see the field's doc).
+        unsafe { (*self.queue).push(task) }
+    }
+}
+
+/// Clears `CURRENT` when the body is done, even if it unwinds.
+struct CurrentGuard;
+
+impl CurrentGuard {
+    fn set(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
+        let queue: *mut (dyn WorkerQueue + '_) = queue;
+        // SAFETY: only the lifetime is erased; the pointer is cleared by the
+        // guard's drop before the borrow it came from ends.
+        let queue: *mut dyn WorkerQueue = unsafe { std::mem::transmute(queue) };
+        CURRENT.with(|c| {
+            c.set(Some(Current {
+                runtime,
+                worker,
+                queue,
+            }))
+        });
+        CurrentGuard
+    }
+}
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(None));
+    }
 }
 
 pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, index: usize) {
@@ -34,17 +92,17 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
         }
         let task = match queue.pop() {
             Some(t) => t,
-            None => match shared.sleep.idle(&mut *queue) {
+            None => match shared.sleep.idle(index, &mut *queue) {
                 Some(t) => t,
                 None => break,
             },
         };
         if is_device && !task.0.can_run_on(&shared.memory, shared.kinds[index].node) {
             // Host-only data, a CPU-only task, a working set larger than the
-            // device's memory (admission control), or no device body for a
-            // device the host cannot address: the CPU workers take it.
-            shared.policy.push_cpu_only(task);
-            shared.sleep.notify_all();
+            // device's memory (admission control), or no body for a device
+            // the host cannot address: the CPU workers take it.
+            let pushed = shared.policy.push_cpu_only(task);
+            shared.wake(pushed);
             continue;
         }
         // Chain wake-up (sleep/README.md): more work is queued and someone sleeps.
@@ -63,21 +121,31 @@ fn execute(
     recorder: Option<&mut Recorder>,
 ) {
     let node = task.0;
+    // SAFETY: this worker popped the task from a ready queue.
+    let once = unsafe { node.take_once() };
     // Acquire pairs with the Release of the predecessor's `pending` decrement
     // that followed its store of `cancelled`.
     let outcome = if node.cancelled.load(Ordering::Acquire) {
-        // Mark running so the life cycle stays SUBMITTED → RUNNING → DONE_*.
-        // SAFETY: this worker popped the task; the bodies are dropped unrun.
-        drop(unsafe { node.take_body() });
         Outcome::Cancelled
     } else {
-        // SAFETY: this worker popped the task from a ready queue.
-        let (cpu, device) = unsafe { node.take_body() };
         let start = recorder.as_ref().map(|r| r.now());
-        let outcome = if shared.multi_node {
-            run_with_data(shared, &node, index, cpu, device)
-        } else {
-            run_body(shared, &node, index, crate::memory::HOST, cpu)
+        let outcome = {
+            let _current = CurrentGuard::set(shared.id, index, &mut *queue);
+            let Once { cpu, device, then } = once;
+            let outcome = if shared.multi_node {
+                run_with_data(shared, &node, index, cpu, device)
+            } else {
+                run_body(shared, &node, index, crate::memory::HOST, Chosen::Cpu(cpu))
+            };
+            match (outcome, then) {
+                (Outcome::Ok, Some(then)) => {
+                    match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
+                        Ok(()) => Outcome::Ok,
+                        Err(p) => Outcome::Failed(format!("panicked: {}", panic_message(&*p))),
+                    }
+                }
+                (outcome, _) => outcome,
+            }
         };
         if let (Some(rec), Some(start)) = (recorder, start) {
             let end = rec.now();
@@ -89,35 +157,68 @@ fn execute(
     complete(shared, &node, outcome, queue);
 }
 
-/// Run `body` (if any) on memory node `mem_node`, catching panics; feeds the
+/// Which body to run.
+enum Chosen {
+    /// The CPU body: the task's own, else the codelet's.
+    Cpu(Option<Body>),
+    /// A device body: the task's own, else the codelet's for this device.
+    Device(Option<Body>),
+}
+
+fn call(
+    node: &TaskNode,
+    ctx: &TaskContext<'_>,
+    chosen: Chosen,
+    device: Option<&dyn Device>,
+) -> Result<(), BodyError> {
+    match chosen {
+        Chosen::Cpu(Some(b)) | Chosen::Device(Some(b)) => b(ctx),
+        Chosen::Cpu(None) => match &node.bodies.cpu {
+            Some(f) => f(ctx, &*node.params, &mut ctx.cursor()),
+            None => Ok(()),
+        },
+        Chosen::Device(None) => {
+            let d = device.ok_or("a device body ran off a device")?;
+            match node.bodies.device(d.as_any().type_id()) {
+                Some(f) => f(d.as_any(), ctx, &*node.params, &mut ctx.cursor()),
+                None => Err(format!(
+                    "codelet '{}' has no body for {}",
+                    node.codelet.name,
+                    d.name()
+                )
+                .into()),
+            }
+        }
+    }
+}
+
+/// Run the chosen body on memory node `mem_node`, catching panics; feeds the
 /// perf models when calibrating.
 fn run_body(
     shared: &Shared,
     node: &TaskNode,
     index: usize,
     mem_node: usize,
-    body: Option<Body>,
+    chosen: Chosen,
 ) -> Outcome {
-    let Some(body) = body else {
-        return Outcome::Ok;
-    };
     let kind = &shared.kinds[index];
     let device = kind.device.as_ref().filter(|_| mem_node == kind.node);
     let ctx = TaskContext::new(node, index, mem_node, &shared.sleep, device);
     let t0 = shared.calibrate.then(Instant::now);
     let mut result = None;
-    let mut once = Some(body);
+    let mut once = Some(chosen);
+    let dev: Option<&dyn Device> = device.map(|d| &**d);
     let mut run = || {
-        if let Some(b) = once.take() {
-            result = Some(catch_unwind(AssertUnwindSafe(|| b(&ctx))));
+        if let Some(c) = once.take() {
+            result = Some(catch_unwind(AssertUnwindSafe(|| call(node, &ctx, c, dev))));
         }
     };
     let mut device_error = None;
-    let elapsed = match (&kind.device, mem_node) {
+    let elapsed = match device {
         // A device body, or the CPU body on the device's replicas (sim).
-        (Some(d), n) if n == kind.node => {
+        Some(d) => {
             let cost = TaskCost {
-                codelet: node.codelet.name(),
+                codelet: &node.codelet.name,
                 flops: node.flops,
                 bytes: node.footprint(),
             };
@@ -129,7 +230,7 @@ fn run_body(
                 }
             }
         }
-        _ => {
+        None => {
             run();
             t0.map(|t| t.elapsed())
         }
@@ -144,73 +245,70 @@ fn run_body(
         (None, None) => Outcome::Failed("the device never ran the body".into()),
     };
     if let (true, Some(el), Outcome::Ok) = (shared.calibrate, elapsed, &outcome) {
-        let arch = if kind.device.is_none() || mem_node != kind.node {
-            "cpu"
-        } else {
-            kind.arch
-        };
+        let arch = if device.is_none() { "cpu" } else { kind.arch };
         shared
             .perf
-            .record(node.codelet.name(), arch, size_key(node), el.as_secs_f64());
+            .record(&node.codelet.name, arch, node.size_key, el.as_secs_f64());
     }
     outcome
 }
 
 /// Acquire every access on `mem_node` (transfers), run, release.
-fn with_data(
-    shared: &Shared,
-    node: &TaskNode,
-    mem_node: usize,
-    run: impl FnOnce() -> Outcome,
-) -> (Outcome, bool) {
-    let mem = &shared.memory;
+fn with_data(node: &TaskNode, mem_node: usize, run: impl FnOnce() -> Outcome) -> (Outcome, bool) {
     for (i, a) in node.accesses.iter().enumerate() {
-        if let Err(e) = a.handle.acquire(&a.handle, mem_node, a.mode, mem, true) {
+        if let Err(e) = a.handle.acquire(&a.handle, mem_node, a.mode, true) {
             for b in &node.accesses[..i] {
                 b.handle.unpin(mem_node, b.mode);
             }
             return (Outcome::Failed(e), true);
         }
     }
-    let outcome = run();
-    (outcome, false)
+    (run(), false)
 }
 
-/// A task on a runtime with devices: data made valid on the worker's memory
-/// node first. A failing device body falls back to the CPU body, on the
-/// host, on this same thread (Cashmere).
+/// A task on a runtime with several memory nodes: data made valid on the
+/// worker's node first. On a device worker, a device body runs if the task
+/// has one for this device; if it fails, the task falls back to the CPU
+/// body, on the host, on this same thread (Cashmere).
 fn run_with_data(
     shared: &Shared,
     node: &TaskNode,
     index: usize,
     cpu: Option<Body>,
-    device: Option<Body>,
+    device: Option<(DeviceMatch, Body)>,
 ) -> Outcome {
     let kind = &shared.kinds[index];
     let mem_node = kind.node;
-    if !kind.is_device() {
-        let (outcome, acquire_failed) = with_data(shared, node, mem_node, || {
-            run_body(shared, node, index, mem_node, cpu)
-        });
-        if !acquire_failed {
-            release_all(node, mem_node);
+    let host = crate::memory::HOST;
+    let dev = match &kind.device {
+        Some(d) if node.has_device_body(&**d) => d,
+        _ => {
+            // A CPU worker, or a device running the CPU body on its own
+            // (host-addressable) replicas.
+            let (outcome, acquire_failed) = with_data(node, mem_node, || {
+                run_body(shared, node, index, mem_node, Chosen::Cpu(cpu))
+            });
+            if !acquire_failed {
+                release_all(node, mem_node);
+            }
+            return outcome;
         }
-        return outcome;
-    }
-    // A device worker: the device body if there is one, else the CPU body on
-    // the device's replicas.
-    let (first, fallback) = match device {
-        Some(d) => (Some(d), cpu),
-        None => (cpu, None),
     };
-    let (outcome, acquire_failed) = with_data(shared, node, mem_node, || {
-        run_body(shared, node, index, mem_node, first)
+    let ty = dev.as_any().type_id();
+    let task_body = device.and_then(|(m, b)| match m {
+        DeviceMatch::Any => Some(b),
+        DeviceMatch::Type(t) if t == ty => Some(b),
+        DeviceMatch::Type(_) => None,
+    });
+    let (outcome, acquire_failed) = with_data(node, mem_node, || {
+        run_body(shared, node, index, mem_node, Chosen::Device(task_body))
     });
     if acquire_failed {
         return outcome;
     }
-    match (outcome, fallback) {
-        (Outcome::Failed(msg), Some(cpu)) => {
+    let has_cpu = cpu.is_some() || node.bodies.cpu.is_some();
+    match outcome {
+        Outcome::Failed(msg) if has_cpu => {
             // Throw away what the device wrote; the host copy must still be valid.
             // Every access is discarded (no short circuit): each one unpins.
             let mut trusted = true;
@@ -222,16 +320,15 @@ fn run_with_data(
                     "device body failed ({msg}) and the data it was writing has no other valid copy, so the CPU body cannot run"
                 ));
             }
-            let host = crate::memory::HOST;
-            let (outcome, acquire_failed) = with_data(shared, node, host, || {
-                run_body(shared, node, index, host, Some(cpu))
+            let (outcome, acquire_failed) = with_data(node, host, || {
+                run_body(shared, node, index, host, Chosen::Cpu(cpu))
             });
             if !acquire_failed {
                 release_all(node, host);
             }
             outcome
         }
-        (outcome, _) => {
+        outcome => {
             release_all(node, mem_node);
             outcome
         }
@@ -247,13 +344,14 @@ fn release_all(node: &TaskNode, mem_node: usize) {
 fn event(node: &TaskNode, start: u64, end: u64) -> Event {
     Event {
         id: node.id,
-        codelet: node.codelet.id(),
-        label: node.label.clone(),
+        codelet: node.codelet.id,
+        // Built only here, when tracing.
+        label: node.label().map(|l| l.into_owned().into_boxed_str()),
         priority: node.priority,
         flops: node.flops,
         start,
         end,
-        // A copy (or an Arc clone past four): no allocation per event.
+        // A copy (or an Arc clone past eight): no allocation per event.
         preds: node.preds.get().cloned().unwrap_or_default(),
     }
 }
@@ -269,6 +367,8 @@ pub(crate) fn complete(
     let failed = !matches!(outcome, Outcome::Ok);
     if failed {
         shared.record_failure(node, &outcome);
+    } else {
+        shared.add_flops(node.flops);
     }
     let final_state = match outcome {
         Outcome::Ok => state::DONE_OK,
@@ -278,22 +378,22 @@ pub(crate) fn complete(
     let successors = {
         let mut s = lock_successors(node);
         s.done = true;
-        // SeqCst: pairs with waiters' SeqCst reads (see Shared::notify_waiters).
+        // SeqCst: pairs with waiters' SeqCst reads (see Shared::wait_until).
         node.state.store(final_state, Ordering::SeqCst);
         std::mem::take(&mut s.list)
     };
-    let mut wake_all = false;
     for (succ, flow) in successors {
         if failed && flow {
             succ.cancel(|| node.root_cause());
         }
-        if succ.pending.fetch_sub(1, Ordering::AcqRel) == 1 && queue.push(ReadyTask(succ)) {
-            wake_all = true;
+        if succ.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Local and shared pushes rely on the chain wake-up after this
+            // worker's next pop; a push into another worker's private queue
+            // wakes that worker.
+            if let Pushed::Worker(w) = queue.push(ReadyTask(succ)) {
+                shared.sleep.notify_worker(w);
+            }
         }
-    }
-    if wake_all {
-        // A targeted policy put a task on another worker's queue.
-        shared.sleep.notify_all();
     }
     shared.finish_one();
 }

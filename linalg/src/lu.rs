@@ -22,18 +22,15 @@
 //! travel; panels stay on the CPU. With one device `dmda` shares the updates
 //! between the CPU workers and the device by its cost estimates.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use faer::Par;
 use tessera_engine::symbolic::{self, TaskClasses};
-use tessera_engine::{BodyError, Codelet, DataHandle, Error, Runtime, TaskBuilder, TaskContext};
-use tessera_tasks::kernels::{
-    gemm_flops, gemm_update, getrf_panel_flops, getrf_panel_par, laswp, trsm_flops, trsm_unit_lower,
+use tessera_engine::{DataHandle, Error, ReadWrite, Runtime, Task, TaskBuilder};
+use tessera_tasks::codelets::lu::{
+    GemmArgs, PanelArgs, SwapArgs, TrsmArgs, GEMM, PANEL, SWAP, TRSM,
 };
 use tessera_tasks::tile::Tile;
 
-use crate::device_ops;
 use crate::lu_seq::ipiv_global;
 use crate::tiled::TileMatrix;
 
@@ -44,25 +41,6 @@ pub enum Front {
     Stf,
     /// Task classes with dependency functions, unfolded as tasks finish.
     Symbolic,
-}
-
-/// The codelets of the LU, shared by both front-ends.
-struct Codelets {
-    panel: Codelet,
-    swap: Codelet,
-    trsm: Codelet,
-    gemm: Codelet,
-}
-
-impl Codelets {
-    fn new() -> Self {
-        Codelets {
-            panel: Codelet::new("panel"),
-            swap: Codelet::new("swap"),
-            trsm: Codelet::new("trsm"),
-            gemm: Codelet::new("gemm"),
-        }
-    }
 }
 
 /// One task of the LU DAG.
@@ -80,13 +58,11 @@ pub enum LuTask {
 
 /// The LU's data registered with a runtime, and how to make each task.
 struct LuGraph {
+    n: usize,
     t: usize,
     nb: usize,
     tiles: Vec<DataHandle<Tile>>,
     piv: Vec<DataHandle<Vec<usize>>>,
-    cl: Codelets,
-    /// Flops finished so far (for progress reporting), if asked for.
-    progress: Option<Arc<AtomicU64>>,
     /// Device memory nodes owning tile columns block-cyclically (empty: no owners).
     column_owners: Vec<usize>,
 }
@@ -96,8 +72,14 @@ impl LuGraph {
         &self.tiles[i + j * self.t]
     }
 
-    fn rows(&self, i: usize, n: usize) -> usize {
-        (n - i * self.nb).min(self.nb)
+    /// Tiles `k..T` of tile column `j`, read and written.
+    fn column(&self, k: usize, j: usize) -> Vec<ReadWrite<Tile>> {
+        (k..self.t).map(|i| self.tile(i, j).rw()).collect()
+    }
+
+    /// Rows (or columns) of tile row (or column) `i`.
+    fn rows(&self, i: usize) -> usize {
+        (self.n - i * self.nb).min(self.nb)
     }
 
     fn priority(&self, task: LuTask) -> i32 {
@@ -111,188 +93,62 @@ impl LuGraph {
         }
     }
 
-    /// The task for `key`, with its data, priority, label, body and, with
-    /// column owners, its placement.
-    fn task(&self, key: LuTask, n: usize) -> TaskBuilder {
-        let tb = self.unplaced_task(key, n);
+    /// The task for `key`: its codelet, data, arguments, priority and, with
+    /// column owners, its placement (panels stay where `dmda` puts them).
+    fn task(&self, key: LuTask) -> TaskBuilder {
+        let prio = self.priority(key);
+        let task: TaskBuilder = match key {
+            LuTask::Panel(k) => Task::new(&PANEL, (self.piv[k].w(), self.column(k, k)))
+                .args(PanelArgs {
+                    k,
+                    col0: k * self.nb,
+                    rows: self.n - k * self.nb,
+                    cols: self.rows(k),
+                })
+                .priority(prio)
+                .into(),
+            LuTask::Swap(k, j) => Task::new(&SWAP, (self.piv[k].r(), self.column(k, j)))
+                .args(SwapArgs {
+                    k,
+                    j,
+                    cols: self.rows(j),
+                })
+                .priority(prio)
+                .into(),
+            LuTask::Trsm(k, j) => Task::new(&TRSM, (self.tile(k, k).r(), self.tile(k, j).rw()))
+                .args(TrsmArgs {
+                    k,
+                    j,
+                    shape: (self.rows(k), self.rows(j)),
+                })
+                .priority(prio)
+                .into(),
+            LuTask::Gemm(k, i, j) => Task::new(
+                &GEMM,
+                (
+                    self.tile(i, k).r(),
+                    self.tile(k, j).r(),
+                    self.tile(i, j).rw(),
+                ),
+            )
+            .args(GemmArgs {
+                k,
+                i,
+                j,
+                shape: (self.rows(i), self.rows(j), self.rows(k)),
+            })
+            .priority(prio)
+            .into(),
+        };
         let column = match key {
-            LuTask::Panel(_) => return tb,
+            LuTask::Panel(_) => return task,
             LuTask::Swap(_, j) | LuTask::Trsm(_, j) | LuTask::Gemm(_, _, j) => j,
         };
         match self.column_owners.len() {
-            0 => tb,
-            d => tb.on_node(self.column_owners[column % d]),
+            0 => task,
+            d => task.on_node(self.column_owners[column % d]),
         }
     }
-
-    fn unplaced_task(&self, key: LuTask, n: usize) -> TaskBuilder {
-        let prio = self.priority(key);
-        let progress = self.progress.clone();
-        let tally = move |flops: f64| {
-            if let Some(p) = &progress {
-                p.fetch_add(flops as u64, Ordering::Relaxed);
-            }
-        };
-        match key {
-            LuTask::Panel(k) => {
-                let col: Vec<_> = (k..self.t).map(|i| self.tile(i, k).clone()).collect();
-                let piv = self.piv[k].clone();
-                let m = n - k * self.nb;
-                let w = self.rows(k, n);
-                let flops = getrf_panel_flops(m, w);
-                let nb = self.nb;
-                let mut tb = TaskBuilder::new(&self.cl.panel)
-                    .label(format!("panel({k})"))
-                    .priority(prio)
-                    .flops(flops)
-                    .write(&piv);
-                for h in &col {
-                    tb = tb.rw(h);
-                }
-                let (dcol, dpiv, dtally) = (col.clone(), piv.clone(), tally.clone());
-                let rows: Vec<usize> = (k..self.t).map(|i| self.rows(i, n)).collect();
-                tb.device_body(move |ctx| {
-                    if ctx.on_device_memory() {
-                        let tiles = device_ops::column(ctx, &dcol, &rows)?;
-                        let local = device_ops::getrf_panel(ctx, &tiles, w, k * nb)?;
-                        device_ops::write_pivots(ctx, &ctx.device_parts(&dpiv)?[0], &local)?;
-                    } else {
-                        panel_host(ctx, &dcol, &dpiv, k * nb, m >= 4 * w)?;
-                    }
-                    dtally(flops);
-                    Ok(())
-                })
-                .body(move |ctx| {
-                    panel_host(ctx, &col, &piv, k * nb, m >= 4 * w)?;
-                    tally(flops);
-                    Ok(())
-                })
-            }
-            LuTask::Swap(k, j) => {
-                let col: Vec<_> = (k..self.t).map(|i| self.tile(i, j).clone()).collect();
-                let piv = self.piv[k].clone();
-                let mut tb = TaskBuilder::new(&self.cl.swap)
-                    .label(format!("swap({k},{j})"))
-                    .priority(prio)
-                    .read(&piv);
-                for h in &col {
-                    tb = tb.rw(h);
-                }
-                let (dcol, dpiv) = (col.clone(), piv.clone());
-                let rows: Vec<usize> = (k..self.t).map(|i| self.rows(i, n)).collect();
-                let (cols, npiv) = (self.rows(j, n), self.rows(k, n));
-                tb.device_body(move |ctx| {
-                    if !ctx.on_device_memory() {
-                        return swap_host(ctx, &dcol, &dpiv);
-                    }
-                    let ipiv = device_ops::read_pivots(ctx, &ctx.device_parts(&dpiv)?[0], npiv)?;
-                    let tiles = device_ops::column(ctx, &dcol, &rows)?;
-                    device_ops::laswp(ctx, &tiles, cols, &ipiv)
-                })
-                .body(move |ctx| swap_host(ctx, &col, &piv))
-            }
-            LuTask::Trsm(k, j) => {
-                let (l, b) = (self.tile(k, k).clone(), self.tile(k, j).clone());
-                let shape = (self.rows(k, n), self.rows(j, n));
-                let flops = trsm_flops(shape.0, shape.1);
-                let (dl, db, dtally) = (l.clone(), b.clone(), tally.clone());
-                TaskBuilder::new(&self.cl.trsm)
-                    .label(format!("trsm({k},{j})"))
-                    .priority(prio)
-                    .flops(flops)
-                    .read(&l)
-                    .rw(&b)
-                    .device_body(move |ctx| {
-                        if ctx.on_device_memory() {
-                            let (pl, pb) = (ctx.device_parts(&dl)?[0], ctx.device_parts(&db)?[0]);
-                            device_ops::trsm_unit_lower(ctx, shape, &pl, &pb)?;
-                        } else {
-                            trsm_unit_lower(ctx.read(&dl)?, ctx.write(&db)?);
-                        }
-                        dtally(flops);
-                        Ok(())
-                    })
-                    .body(move |ctx| {
-                        trsm_unit_lower(ctx.read(&l)?, ctx.write(&b)?);
-                        tally(flops);
-                        Ok(())
-                    })
-            }
-            LuTask::Gemm(k, i, j) => {
-                let (a, b, c) = (
-                    self.tile(i, k).clone(),
-                    self.tile(k, j).clone(),
-                    self.tile(i, j).clone(),
-                );
-                let shape = (self.rows(i, n), self.rows(j, n), self.rows(k, n));
-                let flops = gemm_flops(shape.0, shape.1, shape.2);
-                let (da, db, dc, dtally) = (a.clone(), b.clone(), c.clone(), tally.clone());
-                TaskBuilder::new(&self.cl.gemm)
-                    .label(format!("gemm({k},{i},{j})"))
-                    .priority(prio)
-                    .flops(flops)
-                    .read(&a)
-                    .read(&b)
-                    .rw(&c)
-                    .device_body(move |ctx| {
-                        if ctx.on_device_memory() {
-                            let pa = ctx.device_parts(&da)?[0];
-                            let pb = ctx.device_parts(&db)?[0];
-                            let pc = ctx.device_parts(&dc)?[0];
-                            device_ops::gemm_minus(ctx, shape, &pa, &pb, &pc)?;
-                        } else {
-                            gemm_update(ctx.read(&da)?, ctx.read(&db)?, ctx.write(&dc)?);
-                        }
-                        dtally(flops);
-                        Ok(())
-                    })
-                    .body(move |ctx| {
-                        gemm_update(ctx.read(&a)?, ctx.read(&b)?, ctx.write(&c)?);
-                        tally(flops);
-                        Ok(())
-                    })
-            }
-        }
-    }
-}
-
-/// `PANEL`'s work on host-addressable replicas. A `tall` panel on the
-/// critical path borrows the cores of idle workers (faer's threads); the
-/// result is the same.
-fn panel_host(
-    ctx: &TaskContext<'_>,
-    col: &[DataHandle<Tile>],
-    piv: &DataHandle<Vec<usize>>,
-    col0: usize,
-    tall: bool,
-) -> Result<(), BodyError> {
-    let mut tiles = col
-        .iter()
-        .map(|h| ctx.write(h))
-        .collect::<Result<Vec<_>, _>>()?;
-    let idle = ctx.idle_workers();
-    let par = if idle > 0 && tall {
-        Par::rayon(idle + 1)
-    } else {
-        Par::Seq
-    };
-    *ctx.write(piv)? = getrf_panel_par(&mut tiles, col0, par)?;
-    Ok(())
-}
-
-/// `SWAP`'s work on host-addressable replicas.
-fn swap_host(
-    ctx: &TaskContext<'_>,
-    col: &[DataHandle<Tile>],
-    piv: &DataHandle<Vec<usize>>,
-) -> Result<(), BodyError> {
-    let ipiv = ctx.read(piv)?;
-    let mut tiles = col
-        .iter()
-        .map(|h| ctx.write(h))
-        .collect::<Result<Vec<_>, _>>()?;
-    laswp(&mut tiles, ipiv);
-    Ok(())
 }
 
 /// The symbolic description of the LU DAG (see the module doc for the tasks).
@@ -307,7 +163,6 @@ fn swap_host(
 ///   `SWAP(k-1, j)`.
 struct LuClasses {
     graph: LuGraph,
-    n: usize,
 }
 
 impl TaskClasses for LuClasses {
@@ -360,26 +215,26 @@ impl TaskClasses for LuClasses {
     }
 
     fn task(&self, key: &LuTask) -> TaskBuilder {
-        self.graph.task(*key, self.n)
+        self.graph.task(*key)
     }
 }
 
 /// Submit the LU DAG in sequential-task-flow order: for each step, the panel,
 /// then per column to its right the swap, the trsm and the gemms, then the
 /// swaps to its left.
-fn submit_stf(rt: &Runtime, g: &LuGraph, n: usize) -> Result<(), Error> {
+fn submit_stf(rt: &Runtime, g: &LuGraph) -> Result<(), Error> {
     let t = g.t;
     for k in 0..t {
-        rt.submit(g.task(LuTask::Panel(k), n))?;
+        rt.submit(g.task(LuTask::Panel(k)))?;
         for j in k + 1..t {
-            rt.submit(g.task(LuTask::Swap(k, j), n))?;
-            rt.submit(g.task(LuTask::Trsm(k, j), n))?;
+            rt.submit(g.task(LuTask::Swap(k, j)))?;
+            rt.submit(g.task(LuTask::Trsm(k, j)))?;
             for i in k + 1..t {
-                rt.submit(g.task(LuTask::Gemm(k, i, j), n))?;
+                rt.submit(g.task(LuTask::Gemm(k, i, j)))?;
             }
         }
         for j in 0..k {
-            rt.submit(g.task(LuTask::Swap(k, j), n))?;
+            rt.submit(g.task(LuTask::Swap(k, j)))?;
         }
     }
     rt.wait_all()
@@ -394,18 +249,13 @@ pub struct LuFactors {
     pub ipiv: Vec<usize>,
 }
 
-/// Factor a square tiled matrix on `rt` with the given front-end.
-/// `progress`, if given, accumulates the flops of finished tasks.
+/// Factor a square tiled matrix on `rt` with the given front-end
+/// (`Runtime::flops_done` follows its progress).
 ///
 /// # Errors
 /// A singular matrix fails `PANEL(k)` with a message naming the exact zero
 /// pivot's column; the tasks depending on it are cancelled.
-pub fn lu_factor(
-    rt: &Runtime,
-    a: TileMatrix,
-    front: Front,
-    progress: Option<Arc<AtomicU64>>,
-) -> Result<LuFactors, Error> {
+pub fn lu_factor(rt: &Runtime, a: TileMatrix, front: Front) -> Result<LuFactors, Error> {
     let (n, nb) = (a.n_rows(), a.nb());
     if a.n_cols() != n {
         return Err(Error::Config(format!(
@@ -429,12 +279,11 @@ pub fn lu_factor(
         })
         .collect();
     let graph = LuGraph {
+        n,
         t,
         nb,
         tiles,
         piv,
-        cl: Codelets::new(),
-        progress,
         column_owners: match rt.device_nodes() {
             d if d.len() >= 2 => d,
             _ => Vec::new(),
@@ -442,11 +291,11 @@ pub fn lu_factor(
     };
     let graph = match front {
         Front::Stf => {
-            submit_stf(rt, &graph, n)?;
+            submit_stf(rt, &graph)?;
             graph
         }
         Front::Symbolic => {
-            let classes = Arc::new(LuClasses { graph, n });
+            let classes = Arc::new(LuClasses { graph });
             symbolic::run(rt, Arc::clone(&classes))?;
             match Arc::try_unwrap(classes) {
                 Ok(c) => c.graph,
@@ -475,15 +324,14 @@ fn empty_classes(n: usize, nb: usize) -> LuClasses {
     let a = TileMatrix::zeros(n, n, nb);
     let t = a.mt();
     let graph = LuGraph {
+        n,
         t,
         nb,
         tiles: a.into_tiles().into_iter().map(|x| rt.register(x)).collect(),
         piv: (0..t).map(|_| rt.register(Vec::new())).collect(),
-        cl: Codelets::new(),
-        progress: None,
         column_owners: Vec::new(),
     };
-    LuClasses { graph, n }
+    LuClasses { graph }
 }
 
 /// The symbolic LU DAG of an `n × n` matrix with tile size `nb`, unrolled to

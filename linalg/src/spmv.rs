@@ -13,10 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::balance::{Balancer, BalancerConfig, IterationTimes};
-use tessera_engine::{
-    BodyError, Codelet, DataHandle, Error, Runtime, TaskBuilder, TaskContext, TaskHandle,
-};
-use tessera_tasks::kernels::{spmv_csr_unchecked, spmv_flops};
+use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskHandle};
+use tessera_tasks::codelets::spmv::{SpmvArgs, SPMV};
 
 use crate::sparse::csr::Csr;
 
@@ -30,7 +28,6 @@ pub struct SpmvMatrix {
     n_cols: usize,
     nnz: usize,
     bytes: usize,
-    codelet: Codelet,
     /// Memory node every block's task is placed on, if set (`dmda` honours it).
     home: Option<usize>,
 }
@@ -64,7 +61,6 @@ impl SpmvMatrix {
             n_cols: a.n_cols(),
             nnz: a.nnz(),
             bytes: a.bytes(),
-            codelet: Codelet::new("spmv"),
             home: None,
         }
     }
@@ -126,63 +122,22 @@ impl SpmvMatrix {
         yb: &DataHandle<Vec<f64>>,
         node: Option<usize>,
     ) -> Result<TaskHandle, Error> {
-        let n_cols = self.n_cols;
-        let a = &self.blocks[b];
-        let (a2, x2, y2) = (a.clone(), x.clone(), yb.clone());
-        let mut t = TaskBuilder::new(&self.codelet)
-            .label(format!("spmv[{b}]"))
-            .flops(spmv_flops(self.block_nnz[b]))
-            .read(a)
-            .read(x)
-            .rw(yb);
-        if let Some(n) = node {
-            t = t.on_node(n);
+        let t = rt
+            .task(&SPMV, (self.blocks[b].r(), x.r(), yb.rw()))
+            .args(SpmvArgs {
+                block: b,
+                nnz: self.block_nnz[b],
+            });
+        match node {
+            Some(n) => t.on_node(n).submit(),
+            None => t.submit(),
         }
-        let (da, dx, dy) = (a.clone(), x.clone(), yb.clone());
-        t = t.device_body(move |ctx| {
-            if ctx.on_device_memory() {
-                let (pa, px, py) = (
-                    ctx.device_parts(&da)?,
-                    ctx.device_parts(&dx)?[0],
-                    ctx.device_parts(&dy)?[0],
-                );
-                return crate::device_ops::spmv(ctx, &pa, &px, &py, n_cols);
-            }
-            spmv_block_host(ctx, &da, &dx, &dy, n_cols)
-        });
-        rt.submit(t.body(move |ctx| spmv_block_host(ctx, &a2, &x2, &y2, n_cols)))
     }
 
     /// Give the blocks back to the caller's runtime (unregister them).
     pub fn unregister(self, rt: &Runtime) -> Result<Vec<Csr>, Error> {
         self.blocks.into_iter().map(|h| rt.unregister(h)).collect()
     }
-}
-
-/// `y_b += A_b·x` on host-addressable replicas.
-fn spmv_block_host(
-    ctx: &TaskContext<'_>,
-    a: &DataHandle<Csr>,
-    x: &DataHandle<Vec<f64>>,
-    y: &DataHandle<Vec<f64>>,
-    n_cols: usize,
-) -> Result<(), BodyError> {
-    let (a, x, y) = (ctx.read(a)?, ctx.read(x)?, ctx.write(y)?);
-
-    if x.len() != n_cols || y.len() != a.n_rows() {
-        return Err(format!(
-            "x has {} entries for {} columns, y {} for {} rows",
-            x.len(),
-            n_cols,
-            y.len(),
-            a.n_rows()
-        )
-        .into());
-    }
-    // SAFETY: `Csr` guarantees every column index is `< n_cols`
-    // (checked at construction), and `x.len() == n_cols` was just checked.
-    unsafe { spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y) };
-    Ok(())
 }
 
 /// Gather a blocked vector into one.
@@ -385,7 +340,7 @@ pub fn balanced_power_iteration(
     let t_all = Instant::now();
     let norm = dot(&x0, &x0).sqrt();
     let mut x: Vec<f64> = x0.into_iter().map(|v| v / norm).collect();
-    let marker = Codelet::new("iteration-end");
+    let marker = Codelet::<()>::new("iteration-end");
     let mut fraction = balancer.fraction();
     for _ in 0..iters {
         // The last blocks, holding about `fraction` of the nonzeros, go to the device.
@@ -419,14 +374,14 @@ pub fn balanced_power_iteration(
         ];
         for (side, tasks) in [&host_tasks, &device_tasks].into_iter().enumerate() {
             let end = Arc::clone(&ends[side]);
-            let mut t = TaskBuilder::new(&marker).on_node(0).body(move |_| {
+            let mut t = rt.task(&marker, ()).on_node(0).cpu(move |()| {
                 *end.lock().map_err(|_| "poisoned")? = Some(Instant::now());
                 Ok(())
             });
             for h in tasks {
                 t = t.after(h);
             }
-            rt.submit(t)?;
+            t.submit()?;
         }
         rt.wait_all()?;
         rt.unregister(xh)?;

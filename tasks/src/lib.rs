@@ -1,4 +1,8 @@
-//! Tessera's codelet library: each kernel is one codelet, with in-place kernels on tile views underneath.
+//! Tessera's codelet library, in layers: data types (tiles, CSR blocks), in-place kernels
+//! on them, one file per operation (`kernels`), and the codelets that wrap the kernels with a
+//! body per architecture (`codelets`: CPU, CUDA, the sim device).
 
+pub mod codelets;
+pub mod csr;
 pub mod kernels;
 pub mod tile;

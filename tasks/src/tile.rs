@@ -8,6 +8,8 @@ use std::alloc::{self, Layout};
 use std::fmt;
 use std::ptr::NonNull;
 
+use tessera_engine::device::{DevSlice, DevSliceMut, DeviceParts};
+
 /// Alignment of every tile buffer, in bytes: one cache line, and one AVX-512 register.
 pub const TILE_ALIGN: usize = 64;
 
@@ -252,6 +254,57 @@ impl tessera_engine::memory::Replicate for Tile {
 
     fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
         Some(vec![bytemuck::cast_slice_mut(self.as_mut_slice())])
+    }
+
+    /// Rows and columns.
+    fn dims(&self) -> [usize; 4] {
+        [self.rows, self.cols, 0, 0]
+    }
+}
+
+/// A tile in a device's own memory, read-only: `rows × cols`, column-major,
+/// leading dimension `rows`.
+#[derive(Clone, Copy, Debug)]
+pub struct DevTile<'a> {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// The `rows * cols` entries.
+    pub data: DevSlice<'a, f64>,
+}
+
+/// A tile in a device's own memory that a task may write.
+#[derive(Debug)]
+pub struct DevTileMut<'a> {
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// The `rows * cols` entries, writable.
+    pub data: DevSliceMut<'a, f64>,
+}
+
+impl tessera_engine::memory::DeviceData for Tile {
+    type Ref<'a> = DevTile<'a>;
+    type Mut<'a> = DevTileMut<'a>;
+
+    fn view(mut parts: DeviceParts<'_>) -> Result<DevTile<'_>, String> {
+        let [rows, cols, ..] = parts.dims();
+        Ok(DevTile {
+            rows,
+            cols,
+            data: parts.slice(0)?,
+        })
+    }
+
+    fn view_mut(mut parts: DeviceParts<'_>) -> Result<DevTileMut<'_>, String> {
+        let [rows, cols, ..] = parts.dims();
+        Ok(DevTileMut {
+            rows,
+            cols,
+            data: parts.slice_mut(0)?,
+        })
     }
 }
 

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tessera_backends::sim::{SimConfig, SimDevice};
 use tessera_engine::device::{Device, Link};
-use tessera_engine::{AccessMode, Codelet, Config, Runtime, TaskBuilder};
+use tessera_engine::{AccessMode, Codelet, Config, Runtime, TaskBuilder, TaskContext};
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -41,7 +41,7 @@ fn sim_device(i: usize, speed: f64, mem: Option<u64>, own_memory: bool) -> Arc<d
 }
 
 fn config(workers: usize, sched: &str, devices: Vec<Arc<dyn Device>>) -> Config {
-    let mut c = Config::with_workers(workers).scheduler(sched);
+    let mut c = Config::with_workers(workers).scheduler(sched.parse().unwrap());
     c.devices = devices;
     c
 }
@@ -57,12 +57,16 @@ fn run_random(
     run_random_on(rt, seed, handles, tasks, len, None, None)
 }
 
-/// The random op as a device body: the same arithmetic on the replicas'
-/// device buffers (host addresses on a sim device with its own memory).
-fn raw_u64s(p: &tessera_engine::DevicePtr) -> &'static mut [u64] {
-    // SAFETY: a sim device's buffers are 8-byte-aligned host memory of
-    // `p.bytes` bytes, valid and exclusively the task's while its body runs.
-    unsafe { std::slice::from_raw_parts_mut(p.ptr as *mut u64, p.bytes / 8) }
+/// The sim device (or the sim inside a `FaultyDevice`) a device body runs on:
+/// its memory is host memory, reached through typed device views.
+fn sim_of<'a>(ctx: &TaskContext<'a>) -> &'a SimDevice {
+    let any = ctx
+        .device()
+        .expect("a device body runs on a device")
+        .as_any();
+    any.downcast_ref::<SimDevice>()
+        .or_else(|| any.downcast_ref::<FaultyDevice>().map(|f| &f.0))
+        .expect("a sim device")
 }
 
 /// [`run_random`] with every task placed on memory node `hint` (dmda).
@@ -126,13 +130,14 @@ fn run_random_on(
                     ctx.read(&th).is_err(),
                     "typed access to device memory must fail"
                 );
+                let sim = sim_of(ctx);
                 let mut acc = salt;
                 for h in &rh {
                     acc = acc
                         .wrapping_mul(31)
-                        .wrapping_add(raw_u64s(&ctx.device_parts(h)?[0])[0]);
+                        .wrapping_add(sim.host(ctx.device_view(h)?)?[0]);
                 }
-                let v = raw_u64s(&ctx.device_parts(&th)?[0]);
+                let v = sim.host_mut(ctx.device_view_mut(&th)?)?;
                 for (i, x) in v.iter_mut().enumerate() {
                     *x = match mode {
                         AccessMode::RW => {
@@ -498,6 +503,9 @@ fn failing_device_body_falls_back_to_the_cpu_body() {
 
 /// A sim device with its own memory whose `run` reports a device error
 /// after the body ran (a kernel fault found at synchronisation).
+/// `repr(transparent)`: the inner sim sits at the device's address, so the
+/// device views the engine makes for this device are the sim's too.
+#[repr(transparent)]
 struct FaultyDevice(SimDevice);
 
 impl Device for FaultyDevice {
@@ -560,7 +568,8 @@ fn device_error_after_the_body_falls_back_to_the_cpu_body() {
                     .on_node(1)
                     .device_body(move |ctx| {
                         t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        raw_u64s(&ctx.device_parts(&h1)?[0])[0] = 999; // garbage, then the fault
+                        // garbage, then the fault
+                        sim_of(ctx).host_mut(ctx.device_view_mut(&h1)?)?[0] = 999;
                         Ok(())
                     })
                     .body(move |ctx| {

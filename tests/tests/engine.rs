@@ -15,7 +15,8 @@ const WORKERS: [usize; 4] = [1, 2, 3, 4];
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn rt(workers: usize, sched: &str) -> Runtime {
-    Runtime::new(Config::with_workers(workers).scheduler(sched)).expect("runtime starts")
+    Runtime::new(Config::with_workers(workers).scheduler(sched.parse().unwrap()))
+        .expect("runtime starts")
 }
 
 #[test]

@@ -47,8 +47,10 @@ fn residual_passes_and_pivots_match_reference() {
                 };
                 case += 1;
                 let seed = 42 + n as u64;
-                let rt = Runtime::new(Config::with_workers(workers).scheduler(sched)).unwrap();
-                let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front, None).unwrap();
+                let rt =
+                    Runtime::new(Config::with_workers(workers).scheduler(sched.parse().unwrap()))
+                        .unwrap();
+                let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front).unwrap();
                 let mut reference = generate_matrix(n, nb, seed);
                 let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
                 assert_eq!(
@@ -76,8 +78,11 @@ fn stf_and_symbolic_are_bit_identical_at_every_worker_count() {
         for workers in 1..=4 {
             for sched in ["ws", "prio"] {
                 for front in [Front::Stf, Front::Symbolic] {
-                    let rt = Runtime::new(Config::with_workers(workers).scheduler(sched)).unwrap();
-                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front, None).unwrap();
+                    let rt = Runtime::new(
+                        Config::with_workers(workers).scheduler(sched.parse().unwrap()),
+                    )
+                    .unwrap();
+                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front).unwrap();
                     results.push((
                         format!("{workers}w {sched} {front:?}"),
                         lu.factors.to_col_major(),
@@ -124,8 +129,11 @@ fn singular_matrix_names_the_column() {
     with_timeout(LIMIT, || {
         for front in [Front::Stf, Front::Symbolic] {
             for zero_col in [0, 5, 17] {
-                let rt = Runtime::new(Config::with_workers(2).scheduler("prio")).unwrap();
-                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), front, None) {
+                let rt = Runtime::new(
+                    Config::with_workers(2).scheduler(tessera_engine::Scheduler::Prio),
+                )
+                .unwrap();
+                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), front) {
                     Ok(_) => panic!("{front:?}: singular matrix factored"),
                     Err(e) => e.to_string(),
                 };
@@ -138,7 +146,7 @@ fn singular_matrix_names_the_column() {
                     "{front:?}: the failing task is named: {err}"
                 );
                 // the runtime is still usable afterwards
-                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), front, None).unwrap();
+                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), front).unwrap();
                 assert_eq!(lu.ipiv.len(), 16);
             }
         }
@@ -154,13 +162,7 @@ fn near_singular_matrix_is_finite() {
             a[(i, 7)] = a[(i, 6)] * (1.0 + 1e-13);
         }
         let rt = Runtime::with_workers(2).unwrap();
-        let lu = lu_factor(
-            &rt,
-            TileMatrix::from_mat(a.as_ref(), 4),
-            Front::Symbolic,
-            None,
-        )
-        .unwrap();
+        let lu = lu_factor(&rt, TileMatrix::from_mat(a.as_ref(), 4), Front::Symbolic).unwrap();
         let f = lu.factors.to_col_major();
         assert!((0..n).all(|j| (0..n).all(|i| f[(i, j)].is_finite())));
     });
@@ -202,13 +204,13 @@ fn lu_on_devices_is_bit_identical_to_the_sequential_reference() {
                         Front::Symbolic
                     };
                     case += 1;
-                    let mut config = Config::with_workers(1).scheduler(sched);
+                    let mut config = Config::with_workers(1).scheduler(sched.parse().unwrap());
                     config.devices = (0..devices).map(|i| lu_sim(i, own_memory)).collect();
                     let rt = Runtime::new(config).unwrap();
                     let what = format!(
                         "n={n} own_memory={own_memory} {sched} {devices} device(s) {front:?}"
                     );
-                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front, None)
+                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front)
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
                     let mut reference = generate_matrix(n, nb, seed);
                     let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
@@ -246,10 +248,10 @@ fn singular_matrix_on_device_memory_names_the_column() {
     with_timeout(LIMIT, || {
         for front in [Front::Stf, Front::Symbolic] {
             for zero_col in [0, 5, 17] {
-                let mut config = Config::with_workers(1).scheduler("dmda");
+                let mut config = Config::with_workers(1).scheduler(tessera_engine::Scheduler::Dmda);
                 config.devices = vec![lu_sim(0, true), lu_sim(1, true)];
                 let rt = Runtime::new(config).unwrap();
-                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), front, None) {
+                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), front) {
                     Ok(_) => panic!("{front:?}: singular matrix factored"),
                     Err(e) => e.to_string(),
                 };
@@ -258,7 +260,7 @@ fn singular_matrix_on_device_memory_names_the_column() {
                         && err.contains("panel("),
                     "{front:?}: {err}"
                 );
-                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), front, None).unwrap();
+                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), front).unwrap();
                 assert_eq!(lu.ipiv.len(), 16);
             }
         }

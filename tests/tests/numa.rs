@@ -14,7 +14,7 @@ use tessera_tests::with_timeout;
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn two_numa(sched: &str, device: bool) -> Runtime {
-    let mut cfg = Config::with_workers(4).scheduler(sched);
+    let mut cfg = Config::with_workers(4).scheduler(sched.parse().unwrap());
     cfg.worker_numa = Some(vec![0, 0, 1, 1]);
     cfg.trace = true;
     if device {

@@ -99,7 +99,7 @@ fn balanced_power_iteration_matches_the_unbalanced_one() {
     with_timeout(LIMIT, || {
         for own_memory in [false, true] {
             let a = parse_gen_spec("stencil7:16").unwrap();
-            let mut cfg = Config::with_workers(1).scheduler("dmda");
+            let mut cfg = Config::with_workers(1).scheduler(tessera_engine::Scheduler::Dmda);
             cfg.devices.push(Arc::new(SimDevice::new(
                 0,
                 SimConfig {

@@ -68,8 +68,12 @@ fn round_trip(t: &Trace) -> Trace {
 fn random_dag_trace_round_trip() {
     with_timeout(Duration::from_secs(120), || {
         for workers in 1..=4 {
-            let rt =
-                Runtime::new(Config::with_workers(workers).scheduler("prio").trace(true)).unwrap();
+            let rt = Runtime::new(
+                Config::with_workers(workers)
+                    .scheduler(tessera_engine::Scheduler::Prio)
+                    .trace(true),
+            )
+            .unwrap();
             let cl = [Codelet::new("a"), Codelet::new("b")];
             let hs: Vec<_> = (0..8).map(|_| rt.register(0u64)).collect();
             let mut rng = ChaCha8Rng::seed_from_u64(workers as u64);
@@ -108,8 +112,13 @@ fn random_dag_trace_round_trip() {
 fn lu_trace_shows_every_kernel_and_symbolic_edges() {
     with_timeout(Duration::from_secs(120), || {
         for front in [Front::Stf, Front::Symbolic] {
-            let rt = Runtime::new(Config::with_workers(2).scheduler("prio").trace(true)).unwrap();
-            lu_factor(&rt, generate_matrix(96, 16, 1), front, None).unwrap();
+            let rt = Runtime::new(
+                Config::with_workers(2)
+                    .scheduler(tessera_engine::Scheduler::Prio)
+                    .trace(true),
+            )
+            .unwrap();
+            lu_factor(&rt, generate_matrix(96, 16, 1), front).unwrap();
             let t = round_trip(&rt.trace());
             let t_tiles: usize = 6;
             let expected = t_tiles

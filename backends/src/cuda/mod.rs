@@ -67,6 +67,7 @@ pub mod check;
 mod device;
 pub mod kernels;
 pub mod solver;
+pub mod views;
 
 pub use blas::{dgemm_minus, dtrsm_unit_lower_left};
 pub use check::{self_check, CheckLine};

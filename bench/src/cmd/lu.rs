@@ -3,8 +3,7 @@
 //! with the scaled residual check.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -81,8 +80,12 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         "stf" => Front::Stf,
         other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
     };
-    let config = crate::placement::runtime_config(&args.placement, &args.sched, "prio")?
-        .trace(args.trace.is_some());
+    let config = crate::placement::runtime_config(
+        &args.placement,
+        &args.sched,
+        tessera_engine::Scheduler::Prio,
+    )?
+    .trace(args.trace.is_some());
     // The GPUs' own dgemm rate (cuBLAS, measured when each was opened): the
     // LU's physical reference on a GPU run.
     let gpu_dgemm: f64 = config
@@ -97,26 +100,24 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     let a = generate_matrix(n, nb, args.seed);
     let b = generate_rhs(n, args.seed);
 
-    let done = Arc::new(AtomicU64::new(0));
-    let finished = Arc::new(AtomicBool::new(false));
-    let bar = progress_bar(hpl_flops(n), Arc::clone(&done), Arc::clone(&finished));
-
     let t0 = Instant::now();
-    let result = lu_factor(&rt, a, front, Some(done));
-    let lu = match result {
-        Ok(lu) => lu,
-        Err(e) => {
-            finished.store(true, Ordering::Relaxed);
-            let _ = bar.map(|h| h.join());
-            return Err(format!("LU failed: {e}"));
-        }
+    let finished = AtomicBool::new(false);
+    let (result, time) = std::thread::scope(|s| {
+        let (rt, finished) = (&rt, &finished);
+        let bar = s.spawn(move || progress_bar(hpl_flops(n), || rt.flops_done(), finished));
+        let result = lu_factor(rt, a, front).map(|lu| {
+            let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
+            (lu, x)
+        });
+        let time = t0.elapsed().as_secs_f64();
+        finished.store(true, Ordering::Relaxed);
+        let _ = bar.join();
+        (result, time)
+    });
+    let x = match result {
+        Ok((_, x)) => x,
+        Err(e) => return Err(format!("LU failed: {e}")),
     };
-    let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
-    let time = t0.elapsed().as_secs_f64();
-    finished.store(true, Ordering::Relaxed);
-    if let Some(h) = bar {
-        let _ = h.join();
-    }
     let gflops = hpl_flops(n) / time / 1e9;
     let resid = hpl_residual(n, nb, args.seed, &x, &b);
 
@@ -187,38 +188,26 @@ fn sci(x: f64, digits: usize) -> String {
 }
 
 /// A progress bar on stderr that appears only once the run has lasted a
-/// second, fed by the flops finished so far.
-fn progress_bar(
-    total: f64,
-    done: Arc<AtomicU64>,
-    finished: Arc<AtomicBool>,
-) -> Option<std::thread::JoinHandle<()>> {
-    let handle = std::thread::Builder::new()
-        .name("tessera-progress".into())
-        .spawn(move || {
-            let start = Instant::now();
-            let mut bar: Option<ProgressBar> = None;
-            while !finished.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(100));
-                if bar.is_none() && start.elapsed() > Duration::from_secs(1) {
-                    let b = ProgressBar::with_draw_target(Some(100), ProgressDrawTarget::stderr());
-                    b.set_style(
-                        ProgressStyle::with_template(
-                            "LU {bar:40} {percent:>3}% {elapsed} (eta {eta})",
-                        )
-                        .expect("valid template"),
-                    );
-                    bar = Some(b);
-                }
-                if let Some(b) = &bar {
-                    let pct = (done.load(Ordering::Relaxed) as f64 / total * 100.0).min(100.0);
-                    b.set_position(pct as u64);
-                }
-            }
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-        })
-        .ok()?;
-    Some(handle)
+/// second, fed by the flops finished so far; returns when `finished` is set.
+fn progress_bar(total: f64, done: impl Fn() -> u64, finished: &AtomicBool) {
+    let start = Instant::now();
+    let mut bar: Option<ProgressBar> = None;
+    while !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if bar.is_none() && start.elapsed() > Duration::from_secs(1) {
+            let b = ProgressBar::with_draw_target(Some(100), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template("LU {bar:40} {percent:>3}% {elapsed} (eta {eta})")
+                    .expect("valid template"),
+            );
+            bar = Some(b);
+        }
+        if let Some(b) = &bar {
+            let pct = (done() as f64 / total * 100.0).min(100.0);
+            b.set_position(pct as u64);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
 }

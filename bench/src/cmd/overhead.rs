@@ -129,8 +129,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: OverheadArgs) -> Result<(), String> {
-    let config =
-        crate::placement::runtime_config(&args.placement, &args.sched, "ws")?.trace(args.traced);
+    let config = crate::placement::runtime_config(
+        &args.placement,
+        &args.sched,
+        tessera_engine::Scheduler::Ws,
+    )?
+    .trace(args.traced);
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     println!(
         "tessera overhead: {} workers, scheduler {}, tracing {}, median of {}",

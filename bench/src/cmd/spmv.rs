@@ -105,7 +105,8 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         args.sched.as_str()
     };
     let config =
-        crate::placement::runtime_config(&args.placement, sched, "ws")?.trace(args.trace.is_some());
+        crate::placement::runtime_config(&args.placement, sched, tessera_engine::Scheduler::Ws)?
+            .trace(args.trace.is_some());
     if (args.balance || args.on_device) && config.devices.is_empty() {
         return Err(
             "--balance and --on-device need a device: add --gpus all or --sim 1[:...]".into(),

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{ByPriority as Entry, ReadyTask, SchedulerPolicy, WorkerKind, WorkerQueue};
+use super::{ByPriority as Entry, Pushed, ReadyTask, SchedulerPolicy, WorkerKind, WorkerQueue};
 use crate::device::TaskCost;
 use crate::memory::Memory;
 use crate::perfmodel::PerfModels;
@@ -59,27 +59,17 @@ pub struct Dmda {
     copy_threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// The size key of a task for perf models: its flops, else its bytes.
-pub(crate) fn size_key(task: &TaskNode) -> u64 {
-    if task.flops > 0.0 {
-        task.flops as u64
-    } else {
-        task.footprint()
-    }
-}
-
 impl Dmda {
     pub(crate) fn new(kinds: Vec<WorkerKind>, memory: Arc<Memory>, perf: Arc<PerfModels>) -> Dmda {
         let mut copy_threads = Vec::new();
         let mut senders = Vec::new();
         for k in kinds.iter().filter(|k| k.is_device()) {
             let (tx, rx) = channel::<(Arc<TaskNode>, usize)>();
-            let mem = Arc::clone(&memory);
             let t = std::thread::Builder::new()
                 .name(format!("tessera-copy{}", k.node))
                 .spawn(move || {
                     for (task, node) in rx {
-                        prefetch_inputs(&mem, &task, node);
+                        prefetch_inputs(&task, node);
                     }
                 })
                 .expect("copy thread starts");
@@ -133,12 +123,12 @@ impl Drop for Dmda {
 
 /// Move a ready task's inputs to `node` ahead of its execution (not pinned:
 /// they may be evicted again, then the task fetches them itself).
-fn prefetch_inputs(mem: &Memory, task: &TaskNode, node: usize) {
+fn prefetch_inputs(task: &TaskNode, node: usize) {
     for a in task.accesses.iter().filter(|a| a.mode.reads()) {
         // Best effort: a failure here (no room now) is retried by the task.
         let _ = a
             .handle
-            .acquire(&a.handle, node, crate::access::AccessMode::R, mem, false);
+            .acquire(&a.handle, node, crate::access::AccessMode::R, false);
     }
 }
 
@@ -148,14 +138,14 @@ impl Shared {
         let kind = &self.workers[w].kind;
         if let Some(p) = self
             .perf
-            .predict(task.codelet.name(), kind.arch, size_key(task))
+            .predict(&task.codelet.name, kind.arch, task.size_key)
         {
             return p.seconds;
         }
         match &kind.device {
             Some(d) => d
                 .expected_time(&TaskCost {
-                    codelet: task.codelet.name(),
+                    codelet: &task.codelet.name,
                     flops: task.flops,
                     bytes: task.footprint(),
                 })
@@ -195,14 +185,14 @@ impl Shared {
                 None => task.can_run_on(&self.memory, k.node),
             }
         };
-        let key = size_key(task);
+        let key = task.size_key;
         // Calibration: an architecture without enough samples gets the task
         // on its least-loaded worker.
         let calibrating = (0..self.workers.len())
             .filter(|&w| capable(w))
             .filter(|&w| {
                 self.perf
-                    .calibrating(task.codelet.name(), self.workers[w].kind.arch, key)
+                    .calibrating(&task.codelet.name, self.workers[w].kind.arch, key)
             })
             .min_by_key(|&w| self.workers[w].queued_ns.load(AtomicOrdering::Relaxed));
         let mut best: Option<(f64, u64, usize, u64)> = None;
@@ -274,17 +264,13 @@ impl SchedulerPolicy for Dmda {
         })
     }
 
-    fn push_external(&self, task: ReadyTask) {
-        self.shared.push_to(task);
+    fn push_external(&self, task: ReadyTask) -> Pushed {
+        Pushed::Worker(self.shared.push_to(task))
     }
 
-    fn push_cpu_only(&self, task: ReadyTask) {
+    fn push_cpu_only(&self, task: ReadyTask) -> Pushed {
         // `choose` never gives a CPU-only task to a device worker.
-        self.shared.push_to(task);
-    }
-
-    fn targeted(&self) -> bool {
-        true
+        Pushed::Worker(self.shared.push_to(task))
     }
 
     fn finished(&self, worker: usize, task: &ReadyTask) {
@@ -303,8 +289,11 @@ struct DmdaQueue {
 }
 
 impl WorkerQueue for DmdaQueue {
-    fn push(&mut self, task: ReadyTask) -> bool {
-        self.shared.push_to(task) != self.worker
+    fn push(&mut self, task: ReadyTask) -> Pushed {
+        match self.shared.push_to(task) {
+            w if w == self.worker => Pushed::Local,
+            w => Pushed::Worker(w),
+        }
     }
 
     fn pop(&mut self) -> Option<ReadyTask> {

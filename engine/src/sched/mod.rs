@@ -17,7 +17,6 @@ pub use prio::Priority;
 pub use ws::WorkStealing;
 
 use crate::device::Device;
-use crate::error::Error;
 use crate::memory::Memory;
 use crate::perfmodel::PerfModels;
 use crate::task::TaskNode;
@@ -88,26 +87,31 @@ impl Ord for ByPriority {
     }
 }
 
+/// Where a push put a task, so the pusher knows whom to wake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pushed {
+    /// Into the pushing worker's own queue (other workers may steal it).
+    Local,
+    /// Into a queue any worker may take from.
+    Shared,
+    /// Into the private queue of worker `w`, which only `w` pops.
+    Worker(usize),
+}
+
 /// A scheduling policy.
 pub trait SchedulerPolicy: Send + Sync {
-    /// The policy's name, as given on the command line (`ws`, `prio`).
+    /// The policy's name, as given on the command line (`ws`, `prio`, `dmda`).
     fn name(&self) -> &'static str;
 
     /// The queue worker `worker` will use. Called once per worker at start-up.
     fn worker_queue(&self, worker: usize) -> Box<dyn WorkerQueue>;
 
     /// A task made ready by a thread that is not a worker.
-    fn push_external(&self, task: ReadyTask);
+    fn push_external(&self, task: ReadyTask) -> Pushed;
 
     /// A task that a device worker took but cannot run (host-only data, or
     /// marked CPU-only): it must reach a CPU worker.
-    fn push_cpu_only(&self, task: ReadyTask);
-
-    /// Whether pushes go to one chosen worker's queue, so that pushers must
-    /// wake every sleeper (the chosen one may be any of them).
-    fn targeted(&self) -> bool {
-        false
-    }
+    fn push_cpu_only(&self, task: ReadyTask) -> Pushed;
 
     /// Worker `worker` finished `task` (for queue accounting).
     fn finished(&self, _worker: usize, _task: &ReadyTask) {}
@@ -115,10 +119,10 @@ pub trait SchedulerPolicy: Send + Sync {
 
 /// One worker's end of a policy. Only its worker thread calls it.
 pub trait WorkerQueue: Send {
-    /// A task this worker made ready (a successor of the task it just ran).
-    /// Returns true when the task went to another worker's queue, which the
-    /// caller must then wake (targeted policies).
-    fn push(&mut self, task: ReadyTask) -> bool;
+    /// A task this worker made ready (a successor of the task it just ran,
+    /// or one its body submitted). Never `Pushed::Worker(self)`: a push into
+    /// this worker's own queue is `Local`.
+    fn push(&mut self, task: ReadyTask) -> Pushed;
 
     /// The next task for this worker, from anywhere the policy allows.
     fn pop(&mut self) -> Option<ReadyTask>;
@@ -127,36 +131,98 @@ pub trait WorkerQueue: Send {
     fn has_more(&self) -> bool;
 }
 
-/// The names accepted by [`policy_by_name`].
-pub const POLICY_NAMES: &[&str] = &["ws", "prio", "dmda"];
+/// What a custom policy is built from: the runtime's workers.
+pub struct PolicyContext<'a> {
+    /// What each worker is (CPU workers first, then one per device).
+    pub workers: &'a [WorkerKind],
+    /// The victims each worker should try first when stealing (NUMA order).
+    pub steal_order: &'a [Vec<usize>],
+}
 
-/// Build a policy by name for the given workers; `steal_order` gives each
+/// Builds a custom policy for a runtime's workers.
+pub type PolicyBuilder = Arc<dyn Fn(&PolicyContext<'_>) -> Arc<dyn SchedulerPolicy> + Send + Sync>;
+
+/// Which scheduling policy a runtime uses (`Config::scheduler`).
+#[derive(Clone)]
+pub enum Scheduler {
+    /// Locality-aware work stealing ([`WorkStealing`]).
+    Ws,
+    /// Priority first, for look-ahead ([`Priority`]).
+    Prio,
+    /// Minimum expected completion time with data transfers and perf models ([`Dmda`]).
+    Dmda,
+    /// A policy of your own, built once the workers are known.
+    Custom(PolicyBuilder),
+}
+
+impl Scheduler {
+    /// The names of the built-in policies, as `FromStr` takes them.
+    pub const NAMES: [&'static str; 3] = ["ws", "prio", "dmda"];
+
+    /// The policy's name (`custom` for a custom one).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scheduler::Ws => "ws",
+            Scheduler::Prio => "prio",
+            Scheduler::Dmda => "dmda",
+            Scheduler::Custom(_) => "custom",
+        }
+    }
+
+    /// Whether this policy places tasks by their data and the perf models
+    /// (then tasks are timed by default).
+    pub fn is_data_aware(&self) -> bool {
+        matches!(self, Scheduler::Dmda)
+    }
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Scheduler {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ws" => Ok(Scheduler::Ws),
+            "prio" => Ok(Scheduler::Prio),
+            "dmda" => Ok(Scheduler::Dmda),
+            other => Err(format!(
+                "unknown scheduler '{other}' (known: {})",
+                Scheduler::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// Build `scheduler`'s policy for the given workers; `steal_order` gives each
 /// worker's victims in order (for `ws`).
-pub(crate) fn policy_by_name(
-    name: &str,
+pub(crate) fn build_policy(
+    scheduler: &Scheduler,
     kinds: &[WorkerKind],
     steal_order: Option<&[Vec<usize>]>,
     memory: &Arc<Memory>,
     perf: &Arc<PerfModels>,
-) -> Result<Arc<dyn SchedulerPolicy>, Error> {
+) -> Arc<dyn SchedulerPolicy> {
     let devices: Vec<bool> = kinds.iter().map(WorkerKind::is_device).collect();
-    match name {
-        "ws" => {
-            let order = match steal_order {
-                Some(order) => order.to_vec(),
-                None => ws::round_robin(kinds.len()),
-            };
-            Ok(Arc::new(WorkStealing::with_steal_order(order, devices)))
-        }
-        "prio" => Ok(Arc::new(Priority::new(devices))),
-        "dmda" => Ok(Arc::new(Dmda::new(
+    let order = match steal_order {
+        Some(order) => order.to_vec(),
+        None => ws::round_robin(kinds.len()),
+    };
+    match scheduler {
+        Scheduler::Ws => Arc::new(WorkStealing::with_steal_order(order, devices)),
+        Scheduler::Prio => Arc::new(Priority::new(devices)),
+        Scheduler::Dmda => Arc::new(Dmda::new(
             kinds.to_vec(),
             Arc::clone(memory),
             Arc::clone(perf),
-        ))),
-        other => Err(Error::Config(format!(
-            "unknown scheduler '{other}' (known: {})",
-            POLICY_NAMES.join(", ")
-        ))),
+        )),
+        Scheduler::Custom(build) => build(&PolicyContext {
+            workers: kinds,
+            steal_order: &order,
+        }),
     }
 }

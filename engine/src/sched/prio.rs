@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
-use super::{ByPriority as Entry, ReadyTask, SchedulerPolicy, WorkerQueue};
+use super::{ByPriority as Entry, Pushed, ReadyTask, SchedulerPolicy, WorkerQueue};
 use crate::util::lock;
 
 #[derive(Default)]
@@ -70,12 +70,14 @@ impl SchedulerPolicy for Priority {
         })
     }
 
-    fn push_external(&self, task: ReadyTask) {
+    fn push_external(&self, task: ReadyTask) -> Pushed {
         self.heap.push(task);
+        Pushed::Shared
     }
 
-    fn push_cpu_only(&self, task: ReadyTask) {
+    fn push_cpu_only(&self, task: ReadyTask) -> Pushed {
         self.cpu_heap.push(task);
+        Pushed::Shared
     }
 }
 
@@ -86,9 +88,9 @@ struct PrioQueue {
 }
 
 impl WorkerQueue for PrioQueue {
-    fn push(&mut self, task: ReadyTask) -> bool {
+    fn push(&mut self, task: ReadyTask) -> Pushed {
         self.heap.push(task);
-        false
+        Pushed::Shared
     }
 
     fn pop(&mut self) -> Option<ReadyTask> {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker};
 
-use super::{ReadyTask, SchedulerPolicy, WorkerQueue};
+use super::{Pushed, ReadyTask, SchedulerPolicy, WorkerQueue};
 use crate::util::lock;
 
 struct Shared {
@@ -71,12 +71,14 @@ impl SchedulerPolicy for WorkStealing {
         })
     }
 
-    fn push_external(&self, task: ReadyTask) {
+    fn push_external(&self, task: ReadyTask) -> Pushed {
         self.shared.injector.push(task);
+        Pushed::Shared
     }
 
-    fn push_cpu_only(&self, task: ReadyTask) {
+    fn push_cpu_only(&self, task: ReadyTask) -> Pushed {
         self.shared.cpu_injector.push(task);
+        Pushed::Shared
     }
 }
 
@@ -94,9 +96,9 @@ struct WsQueue {
 }
 
 impl WorkerQueue for WsQueue {
-    fn push(&mut self, task: ReadyTask) -> bool {
+    fn push(&mut self, task: ReadyTask) -> Pushed {
         self.local.push(task);
-        false
+        Pushed::Local
     }
 
     fn pop(&mut self) -> Option<ReadyTask> {

@@ -1,57 +1,101 @@
-//! Idle workers: spin briefly, then park on a condition variable, with no
-//! lost wake-ups. The protocol and why it is correct: `sleep/README.md`.
-
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+//! Idle workers: spin briefly, then park on their own condition variable;
+//! pushers wake the worker a task was pushed to, or any one parked worker,
+//! with no lost wake-ups. The protocol and why it is correct: `sleep/README.md`.
 
 use crate::sched::{ReadyTask, WorkerQueue};
-use crate::util::lock;
+use crate::sync::{fence, lock, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// Pops attempted with a busy-wait hint before yielding the core.
+#[cfg(not(loom))]
 const SPIN_ROUNDS: u32 = 64;
 /// `yield_now` rounds before parking. Chosen so an idle worker gives up its
 /// core after roughly 10–50 µs: long enough to catch the next task of a
 /// pipelined submission, short enough not to starve device or MPI threads.
+#[cfg(not(loom))]
 const YIELD_ROUNDS: u32 = 16;
+// Under loom every spin round multiplies the explored interleavings; one
+// round of each keeps W1 in the model.
+#[cfg(loom)]
+const SPIN_ROUNDS: u32 = 0;
+#[cfg(loom)]
+const YIELD_ROUNDS: u32 = 1;
+
+/// One worker's sleep state.
+struct Slot {
+    /// `true` while the worker is parked in W4 and nobody woke it. Protected
+    /// by its mutex, which the worker holds from W2 until `Condvar::wait`
+    /// releases it.
+    parked: Mutex<bool>,
+    cond: Condvar,
+    /// Set between W2 and leaving W3/W4: pushers skip slots without it
+    /// (no lock taken for a busy worker).
+    announced: AtomicBool,
+}
 
 pub(crate) struct Sleep {
-    /// Protects the decision to park; held by a worker from announcing itself
-    /// sleepy until `Condvar::wait` releases it.
-    lock: Mutex<()>,
-    cond: Condvar,
-    /// Workers that announced they are about to park or are parked.
-    /// Changed only under `lock`; read without it by pushers.
+    slots: Box<[Slot]>,
+    /// Workers that announced they are about to park or are parked (W2..).
+    /// Read without a lock by pushers.
     sleepers: AtomicUsize,
     shutdown: AtomicBool,
+    /// Where `notify_one` starts looking, so wake-ups spread over workers.
+    next: AtomicUsize,
 }
 
 impl Sleep {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(workers: usize) -> Self {
         Sleep {
-            lock: Mutex::new(()),
-            cond: Condvar::new(),
+            slots: (0..workers)
+                .map(|_| Slot {
+                    parked: Mutex::new(false),
+                    cond: Condvar::new(),
+                    announced: AtomicBool::new(false),
+                })
+                .collect(),
             sleepers: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
+            next: AtomicUsize::new(0),
         }
     }
 
-    /// Called by a thread after it made a task visible in a queue: wakes one
-    /// parked worker if there is one. Step P2–P3 of the README.
+    /// Wake worker `w` if it parked (or is about to). P3 of the README.
+    fn wake(&self, w: usize) -> bool {
+        let slot = &self.slots[w];
+        if !slot.announced.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut parked = lock(&slot.parked);
+        if *parked {
+            *parked = false;
+            slot.cond.notify_one();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Called after a task was made visible in worker `w`'s own queue, which
+    /// only `w` pops (a targeted policy): wakes `w` if it sleeps. P2–P3.
+    pub(crate) fn notify_worker(&self, w: usize) {
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.wake(w);
+        }
+    }
+
+    /// Called after a task was made visible in a queue any worker may take
+    /// from: wakes one parked worker, if there is one. P2–P3.
     pub(crate) fn notify_one(&self) {
         fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _g = lock(&self.lock);
-            self.cond.notify_one();
+        if self.sleepers.load(Ordering::SeqCst) == 0 {
+            return;
         }
-    }
-
-    /// Like `notify_one`, but wakes every parked worker: for pushes that
-    /// target one worker's queue, which may be any of the sleepers.
-    pub(crate) fn notify_all(&self) {
-        fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            let _g = lock(&self.lock);
-            self.cond.notify_all();
+        let n = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        for k in 0..n {
+            if self.wake((start + k) % n) {
+                return;
+            }
         }
     }
 
@@ -72,13 +116,16 @@ impl Sleep {
     /// Ask every worker to stop after its current task and wake them all.
     pub(crate) fn shut_down(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
-        let _g = lock(&self.lock);
-        self.cond.notify_all();
+        for slot in self.slots.iter() {
+            let mut parked = lock(&slot.parked);
+            *parked = false;
+            slot.cond.notify_one();
+        }
     }
 
-    /// The idle path of a worker: returns the next task, or `None` when the
+    /// The idle path of worker `w`: returns its next task, or `None` when the
     /// runtime shuts down. Steps W1–W4 of the README.
-    pub(crate) fn idle(&self, queue: &mut dyn WorkerQueue) -> Option<ReadyTask> {
+    pub(crate) fn idle(&self, w: usize, queue: &mut dyn WorkerQueue) -> Option<ReadyTask> {
         // W1: spin, then yield.
         for round in 0..SPIN_ROUNDS + YIELD_ROUNDS {
             if self.is_shutdown() {
@@ -90,25 +137,131 @@ impl Sleep {
             if round < SPIN_ROUNDS {
                 std::hint::spin_loop();
             } else {
-                std::thread::yield_now();
+                crate::sync::yield_now();
             }
         }
-        // W2: announce, under the lock.
-        let mut guard = lock(&self.lock);
+        // W2: announce, holding this worker's lock.
+        let slot = &self.slots[w];
+        let mut parked = lock(&slot.parked);
         self.sleepers.fetch_add(1, Ordering::SeqCst);
+        slot.announced.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
+        let leave = |t: Option<ReadyTask>| {
+            slot.announced.store(false, Ordering::SeqCst);
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            t
+        };
         loop {
             // W3: re-check everything after announcing.
             if self.shutdown.load(Ordering::SeqCst) {
-                self.sleepers.fetch_sub(1, Ordering::SeqCst);
-                return None;
+                return leave(None);
             }
             if let Some(t) = queue.pop() {
-                self.sleepers.fetch_sub(1, Ordering::SeqCst);
-                return Some(t);
+                return leave(Some(t));
             }
-            // W4: park; `wait` releases the lock atomically.
-            guard = self.cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+            // W4: park until a waker clears `parked`; `wait` releases the
+            // lock atomically. Spurious wake-ups loop here.
+            *parked = true;
+            while *parked {
+                parked = slot.cond.wait(parked).unwrap_or_else(|e| e.into_inner());
+            }
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! Model-checks the protocol with loom: a pusher (targeted or not) and
+    //! sleeping workers never end with a task queued and every worker parked.
+    use super::*;
+    use crate::sync::Arc;
+
+    /// A queue of task tokens shared by all workers (like `ws`'s injector)
+    /// or owned by one worker (like `dmda`'s), counted only.
+    struct Counter {
+        tasks: Arc<AtomicUsize>,
+        taken: Arc<AtomicUsize>,
+    }
+
+    impl WorkerQueue for Counter {
+        fn push(&mut self, _t: ReadyTask) -> crate::sched::Pushed {
+            unreachable!("the model pushes through the counter")
+        }
+        fn pop(&mut self) -> Option<ReadyTask> {
+            // Take one token if any (a CAS loop, as a lock-free queue would).
+            let mut n = self.tasks.load(Ordering::SeqCst);
+            while n > 0 {
+                match self
+                    .tasks
+                    .compare_exchange(n, n - 1, Ordering::SeqCst, Ordering::SeqCst)
+                {
+                    Ok(_) => {
+                        self.taken.fetch_add(1, Ordering::SeqCst);
+                        return None; // a token, not a real task: keep looping
+                    }
+                    Err(m) => n = m,
+                }
+            }
+            None
+        }
+        fn has_more(&self) -> bool {
+            self.tasks.load(Ordering::SeqCst) > 0
+        }
+    }
+
+    /// Run `workers` idle loops that each stop after taking one token (by
+    /// returning from `idle` through shutdown once all tokens are taken),
+    /// and a pusher that pushes `tokens` tokens with the given wake-up.
+    fn model(workers: usize, tokens: usize, targeted: bool) {
+        loom::model(move || {
+            let sleep = Arc::new(Sleep::new(workers));
+            let tasks = Arc::new(AtomicUsize::new(0));
+            let taken = Arc::new(AtomicUsize::new(0));
+            let mut handles = Vec::new();
+            for w in 0..workers {
+                let (s, t, k) = (sleep.clone(), tasks.clone(), taken.clone());
+                handles.push(loom::thread::spawn(move || {
+                    let mut q = Counter {
+                        tasks: t,
+                        taken: k.clone(),
+                    };
+                    // Pops inside `idle` take tokens; `idle` returns only on
+                    // shutdown, which the main thread triggers once every
+                    // token is taken. A lost wake-up leaves a token and
+                    // every worker parked: loom reports the deadlock.
+                    let _ = s.idle(w, &mut q);
+                }));
+            }
+            for _ in 0..tokens {
+                tasks.fetch_add(1, Ordering::SeqCst);
+                if targeted {
+                    sleep.notify_worker(0);
+                } else {
+                    sleep.notify_one();
+                }
+            }
+            while taken.load(Ordering::SeqCst) < tokens {
+                loom::thread::yield_now();
+            }
+            sleep.shut_down();
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn no_lost_wakeup_one_worker_targeted() {
+        model(1, 1, true);
+    }
+
+    #[test]
+    fn no_lost_wakeup_one_worker_any() {
+        model(1, 2, false);
+    }
+
+    #[test]
+    fn no_lost_wakeup_two_workers_any() {
+        model(2, 1, false);
     }
 }

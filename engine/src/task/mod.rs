@@ -1,0 +1,321 @@
+//! Tasks: a codelet applied to data accesses. This module holds the engine's
+//! view of a submitted task ([`TaskNode`]) and the user's handle on it;
+//! `builder` how tasks are described, `context` what a running body sees.
+
+mod builder;
+mod context;
+
+use std::any::{Any, TypeId};
+use std::borrow::Cow;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub use builder::{Bound, Task, TaskBuilder, Unbound};
+pub use context::TaskContext;
+
+use crate::access::Access;
+use crate::codelet::{Bodies, CodeletRef};
+use crate::error::{BodyError, TaskInfo};
+use crate::util::lock;
+
+/// A per-task body: runs once, on a worker, with the task's data reachable
+/// through the [`TaskContext`].
+pub(crate) type Body = Box<dyn FnOnce(&TaskContext<'_>) -> Result<(), BodyError> + Send>;
+
+/// Run after a task's body succeeded, on the worker that ran it, before its
+/// successors are released (the symbolic front-end unfolds successors here).
+pub(crate) type Then = Box<dyn FnOnce(u64) + Send>;
+
+/// Life cycle of a task node, stored in `TaskNode::state`.
+pub(crate) mod state {
+    /// Submitted; waiting for dependencies or in a ready queue.
+    pub const SUBMITTED: u8 = 0;
+    /// Popped by a worker; the body is being run.
+    pub const RUNNING: u8 = 1;
+    /// Finished successfully.
+    pub const DONE_OK: u8 = 2;
+    /// The body panicked or returned an error.
+    pub const DONE_FAILED: u8 = 3;
+    /// Not run because a predecessor failed or was cancelled.
+    pub const DONE_CANCELLED: u8 = 4;
+}
+
+/// Successor list of a task, protected by `TaskNode::successors`.
+pub(crate) struct Successors {
+    /// Set (under the lock) when the task has finished: after that no edge
+    /// may be added, the submitter sees the outcome instead.
+    pub(crate) done: bool,
+    /// Successors, each with whether a failure of this task cancels it: true
+    /// for data flow (it reads what this task wrote) and explicit edges,
+    /// false for write-after-read and write-after-write ordering edges.
+    pub(crate) list: Vec<(Arc<TaskNode>, bool)>,
+}
+
+/// Which device a per-task device body is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeviceMatch {
+    /// Any device (the dynamic builder's `device_body`).
+    Any,
+    /// Devices of one concrete type.
+    Type(TypeId),
+}
+
+/// The parts of a task that run once and are taken by the worker that runs
+/// it. Only that worker touches them (see `TaskNode::take_once`).
+#[derive(Default)]
+pub(crate) struct Once {
+    /// A per-task CPU body (overrides the codelet's).
+    pub(crate) cpu: Option<Body>,
+    /// A per-task device body (overrides the codelet's for matching devices).
+    pub(crate) device: Option<(DeviceMatch, Body)>,
+    pub(crate) then: Option<Then>,
+}
+
+/// The engine's view of a submitted task.
+pub(crate) struct TaskNode {
+    pub(crate) id: u64,
+    pub(crate) codelet: CodeletRef,
+    /// The codelet's bodies and models (shared by all its tasks).
+    pub(crate) bodies: Arc<Bodies>,
+    /// The task's arguments, as the codelet's bodies expect them (`()` for none).
+    pub(crate) params: Box<dyn Any + Send + Sync>,
+    /// An explicit label; otherwise the codelet's label function makes one on demand.
+    pub(crate) label: Option<Cow<'static, str>>,
+    pub(crate) priority: i32,
+    pub(crate) flops: f64,
+    /// Perf-model size key.
+    pub(crate) size_key: u64,
+    pub(crate) accesses: Box<[Access]>,
+    /// Lengths of the `Vec`s of a typed access list, in declaration order.
+    pub(crate) lens: Box<[u32]>,
+    once: UnsafeCell<Once>,
+    /// Whether `once.device` is set, and for which devices (readable by any
+    /// thread, unlike `once`).
+    pub(crate) device_match: Option<DeviceMatch>,
+    /// Never run on a device (set by the builder, or because some data is host-only).
+    pub(crate) cpu_only: bool,
+    /// Run on a worker of this memory node (honoured by `dmda`; see `TaskBuilder::on_node`).
+    pub(crate) node_hint: Option<usize>,
+    /// `dmda`'s predicted cost of this task on the worker it was given, in ns.
+    pub(crate) estimate_ns: AtomicU64,
+    /// Unfinished predecessors, plus one held by the submitter until all edges
+    /// are in place. The decrement that reaches zero makes the task ready, and
+    /// whoever performs it pushes the task to a queue, exactly once.
+    pub(crate) pending: AtomicUsize,
+    /// Set by a failed or cancelled predecessor before it decrements `pending`.
+    pub(crate) cancelled: AtomicBool,
+    pub(crate) state: AtomicU8,
+    pub(crate) successors: Mutex<Successors>,
+    /// Predecessor ids, kept only when tracing or graph recording is on.
+    /// Written by the submitter before the task can become ready.
+    pub(crate) preds: OnceLock<crate::preds::PredList>,
+    /// For a cancelled task: the failure that caused it (first one wins).
+    pub(crate) cause: OnceLock<String>,
+}
+
+/// What a submitted task is made of (see `TaskNode`'s fields).
+pub(crate) struct NodeParts {
+    pub(crate) codelet: CodeletRef,
+    pub(crate) bodies: Arc<Bodies>,
+    pub(crate) params: Box<dyn Any + Send + Sync>,
+    pub(crate) label: Option<Cow<'static, str>>,
+    pub(crate) priority: i32,
+    pub(crate) flops: f64,
+    pub(crate) size_key: u64,
+    pub(crate) accesses: Box<[Access]>,
+    pub(crate) lens: Box<[u32]>,
+    pub(crate) once: Once,
+    pub(crate) cpu_only: bool,
+    pub(crate) node_hint: Option<usize>,
+}
+
+// SAFETY: `once` is the only non-Sync field; it is reached only by the one
+// worker that popped the task (`take_once`'s contract), so sharing
+// `&TaskNode` between threads never gives two threads access to it.
+unsafe impl Sync for TaskNode {}
+
+impl TaskNode {
+    pub(crate) fn new(id: u64, p: NodeParts) -> TaskNode {
+        TaskNode {
+            id,
+            codelet: p.codelet,
+            bodies: p.bodies,
+            params: p.params,
+            label: p.label,
+            priority: p.priority,
+            flops: p.flops,
+            size_key: p.size_key,
+            accesses: p.accesses,
+            lens: p.lens,
+            device_match: p.once.device.as_ref().map(|(m, _)| *m),
+            once: UnsafeCell::new(p.once),
+            cpu_only: p.cpu_only,
+            node_hint: p.node_hint,
+            estimate_ns: AtomicU64::new(0),
+            pending: AtomicUsize::new(1),
+            cancelled: AtomicBool::new(false),
+            state: AtomicU8::new(state::SUBMITTED),
+            successors: Mutex::new(Successors {
+                done: false,
+                list: Vec::new(),
+            }),
+            preds: OnceLock::new(),
+            cause: OnceLock::new(),
+        }
+    }
+
+    /// Take the one-shot parts out, marking the task running.
+    ///
+    /// # Safety
+    /// Only the worker that popped this task from a ready queue may call it.
+    /// (A task becomes ready exactly once, so at most one worker pops it; the
+    /// state check below turns a violation into a panic instead of a race.)
+    pub(crate) unsafe fn take_once(&self) -> Once {
+        let prev = self.state.swap(state::RUNNING, Ordering::AcqRel);
+        assert_eq!(prev, state::SUBMITTED, "task #{} started twice", self.id);
+        // SAFETY: per the contract and the assertion, this thread is the only
+        // one to touch `once`, and it does so once.
+        unsafe { std::mem::take(&mut *self.once.get()) }
+    }
+
+    /// Whether a device body exists for `device` (a per-task one, or the
+    /// codelet's for its type).
+    pub(crate) fn has_device_body(&self, device: &dyn crate::device::Device) -> bool {
+        let ty = device.as_any().type_id();
+        match self.device_match {
+            Some(DeviceMatch::Any) => true,
+            Some(DeviceMatch::Type(t)) if t == ty => true,
+            _ => self.bodies.device(ty).is_some(),
+        }
+    }
+
+    /// Whether the task may run on memory node `node`: always on the host;
+    /// on a device, unless it is CPU-only, its working set can never fit
+    /// there (admission control), or the device's memory is not
+    /// host-addressable and the task has no body for that device.
+    pub(crate) fn can_run_on(&self, mem: &crate::memory::Memory, node: usize) -> bool {
+        if mem.is_host(node) {
+            return true;
+        }
+        if self.cpu_only || !mem.fits(node, self.footprint()) {
+            return false;
+        }
+        match mem.device(node) {
+            Some(d) if d.memory().is_some() => self.has_device_body(&**d),
+            _ => true,
+        }
+    }
+
+    /// Bytes of the data this task accesses (replicable data only).
+    pub(crate) fn footprint(&self) -> u64 {
+        self.accesses.iter().map(|a| a.handle.bytes()).sum()
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.state.load(Ordering::SeqCst) >= state::DONE_OK
+    }
+
+    /// The label: the explicit one, or the codelet's label of the arguments.
+    pub(crate) fn label(&self) -> Option<Cow<'static, str>> {
+        match (&self.label, &self.bodies.label) {
+            (Some(l), _) => Some(l.clone()),
+            (None, Some(f)) => Some(Cow::Owned(f(&*self.params))),
+            (None, None) => None,
+        }
+    }
+
+    pub(crate) fn info(&self) -> TaskInfo {
+        TaskInfo {
+            id: self.id,
+            codelet: self.codelet.name.clone(),
+            label: self.label().map(Cow::into_owned),
+        }
+    }
+
+    /// The root failure behind this task's failure or cancellation, as text.
+    pub(crate) fn root_cause(&self) -> String {
+        match self.cause.get() {
+            Some(c) => c.clone(),
+            None => format!("{} failed", self.info()),
+        }
+    }
+
+    /// Cancel this task because of `cause` (a root failure, as text).
+    pub(crate) fn cancel(&self, cause: impl FnOnce() -> String) {
+        self.cause.get_or_init(cause);
+        // Relaxed: published by the Release decrement of `pending` (or the
+        // submitter's) that follows every call.
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn display_name(&self) -> String {
+        match self.label() {
+            Some(l) => l.into_owned(),
+            None => format!("{}#{}", self.codelet.name, self.id),
+        }
+    }
+}
+
+impl Drop for TaskNode {
+    /// Successor lists form chains as long as the graph (a 10^5-task chain);
+    /// dropping them recursively would overflow the stack, so unlink them
+    /// iteratively.
+    fn drop(&mut self) {
+        let list = std::mem::take(
+            &mut self
+                .successors
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .list,
+        );
+        let mut stack = list;
+        while let Some((node, _)) = stack.pop() {
+            if let Some(mut inner) = Arc::into_inner(node) {
+                let more = std::mem::take(
+                    &mut inner
+                        .successors
+                        .get_mut()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .list,
+                );
+                stack.extend(more);
+            }
+        }
+    }
+}
+
+/// A submitted task: wait for it, ask whether it finished.
+#[derive(Clone)]
+pub struct TaskHandle {
+    pub(crate) node: Arc<TaskNode>,
+    /// Id of the runtime the task was submitted to.
+    pub(crate) runtime: u64,
+}
+
+impl TaskHandle {
+    /// The task's id (submission order).
+    pub fn id(&self) -> u64 {
+        self.node.id
+    }
+
+    /// Whether the task has finished (successfully or not).
+    pub fn is_done(&self) -> bool {
+        self.node.is_done()
+    }
+
+    /// The task's codelet, id and label.
+    pub fn info(&self) -> TaskInfo {
+        self.node.info()
+    }
+}
+
+impl std::fmt::Debug for TaskHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TaskHandle({})", self.node.info())
+    }
+}
+
+pub(crate) fn lock_successors(node: &TaskNode) -> std::sync::MutexGuard<'_, Successors> {
+    lock(&node.successors)
+}

@@ -1,0 +1,653 @@
+//! Compressed sparse row matrices with validated invariants, row blocks and nonzero-balanced
+//! row partitions: the data the SpMV driver registers and splits.
+
+use std::fmt;
+use std::ops::Range;
+
+use tessera_engine::device::{DevSlice, DevSliceMut, DeviceParts};
+use tessera_engine::memory::DeviceData;
+
+/// A sparse matrix in compressed sparse row form, `f64` values and `u32` column indices.
+///
+/// Invariants, checked by [`Csr::new`] and kept by every method (so the unchecked SpMV
+/// kernel can rely on them):
+/// - `n_cols ≤ u32::MAX` (column indices are `u32`: they are a third of a memory-bound
+///   kernel's traffic, and `usize` indices would make it half);
+/// - `row_ptr.len() == n_rows + 1`, `row_ptr[0] == 0`, `row_ptr` is non-decreasing and
+///   `row_ptr[n_rows] == col_idx.len() == vals.len()`;
+/// - every column index is `< n_cols`.
+///
+/// Column indices within a row need not be sorted and may repeat (repeats add up in a
+/// product); the generators and `Coo::to_csr` (tessera-linalg) produce sorted,
+/// distinct columns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Csr {
+    n_rows: usize,
+    n_cols: usize,
+    row_ptr: Vec<usize>,
+    col_idx: Vec<u32>,
+    vals: Vec<f64>,
+}
+
+/// Why [`Csr::new`] refused its parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CsrError {
+    /// `n_cols` does not fit the `u32` column indices.
+    TooManyColumns {
+        /// The requested column count.
+        n_cols: usize,
+    },
+    /// `row_ptr` does not have `n_rows + 1` entries.
+    RowPtrLength {
+        /// `n_rows + 1`.
+        expected: usize,
+        /// `row_ptr.len()`.
+        found: usize,
+    },
+    /// `row_ptr[0]` is not 0.
+    RowPtrStart {
+        /// `row_ptr[0]`.
+        found: usize,
+    },
+    /// `row_ptr[row] > row_ptr[row + 1]`: the row would have a negative length.
+    RowPtrDecreasing {
+        /// The row.
+        row: usize,
+        /// `row_ptr[row]`.
+        start: usize,
+        /// `row_ptr[row + 1]`.
+        end: usize,
+    },
+    /// `row_ptr[n_rows]`, `col_idx.len()` and `vals.len()` disagree.
+    LengthMismatch {
+        /// `row_ptr[n_rows]`.
+        row_ptr_end: usize,
+        /// `col_idx.len()`.
+        col_idx: usize,
+        /// `vals.len()`.
+        vals: usize,
+    },
+    /// A column index is `≥ n_cols`.
+    ColumnOutOfRange {
+        /// The row holding it.
+        row: usize,
+        /// Its position in `col_idx`.
+        entry: usize,
+        /// The index.
+        col: u32,
+        /// The column count.
+        n_cols: usize,
+    },
+}
+
+impl fmt::Display for CsrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CsrError::TooManyColumns { n_cols } => write!(
+                f,
+                "{n_cols} columns do not fit the 32-bit column indices (at most {})",
+                u32::MAX
+            ),
+            CsrError::RowPtrLength { expected, found } => write!(
+                f,
+                "row_ptr has {found} entries, expected n_rows + 1 = {expected}"
+            ),
+            CsrError::RowPtrStart { found } => {
+                write!(f, "row_ptr[0] is {found}, expected 0")
+            }
+            CsrError::RowPtrDecreasing { row, start, end } => write!(
+                f,
+                "row {row}: row_ptr decreases from {start} to {end} (negative row length)"
+            ),
+            CsrError::LengthMismatch {
+                row_ptr_end,
+                col_idx,
+                vals,
+            } => write!(
+                f,
+                "row_ptr ends at {row_ptr_end} but col_idx has {col_idx} and vals {vals} entries"
+            ),
+            CsrError::ColumnOutOfRange {
+                row,
+                entry,
+                col,
+                n_cols,
+            } => write!(
+                f,
+                "row {row}: column index {col} (entry {entry}) out of range 0..{n_cols}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CsrError {}
+
+impl Csr {
+    /// A CSR matrix from its parts, after checking every invariant listed on [`Csr`] in
+    /// `O(n_rows + nnz)`.
+    pub fn new(
+        n_rows: usize,
+        n_cols: usize,
+        row_ptr: Vec<usize>,
+        col_idx: Vec<u32>,
+        vals: Vec<f64>,
+    ) -> Result<Csr, CsrError> {
+        if u32::try_from(n_cols).is_err() {
+            return Err(CsrError::TooManyColumns { n_cols });
+        }
+        if n_rows.checked_add(1) != Some(row_ptr.len()) {
+            return Err(CsrError::RowPtrLength {
+                expected: n_rows.saturating_add(1),
+                found: row_ptr.len(),
+            });
+        }
+        if row_ptr[0] != 0 {
+            return Err(CsrError::RowPtrStart { found: row_ptr[0] });
+        }
+        if let Some(row) = row_ptr.windows(2).position(|w| w[0] > w[1]) {
+            return Err(CsrError::RowPtrDecreasing {
+                row,
+                start: row_ptr[row],
+                end: row_ptr[row + 1],
+            });
+        }
+        let row_ptr_end = row_ptr[n_rows];
+        if row_ptr_end != col_idx.len() || row_ptr_end != vals.len() {
+            return Err(CsrError::LengthMismatch {
+                row_ptr_end,
+                col_idx: col_idx.len(),
+                vals: vals.len(),
+            });
+        }
+        // Fast path: one branch-free max; only a failure walks the rows to name one.
+        let max = col_idx.iter().fold(0u32, |m, &c| m.max(c));
+        if !col_idx.is_empty() && max as usize >= n_cols {
+            let entry = col_idx
+                .iter()
+                .position(|&c| c as usize >= n_cols)
+                .expect("the maximum is out of range, so some index is");
+            // The row owning `entry`: the last row starting at or before it (skips empty rows).
+            let row = row_ptr.partition_point(|&p| p <= entry) - 1;
+            return Err(CsrError::ColumnOutOfRange {
+                row,
+                entry,
+                col: col_idx[entry],
+                n_cols,
+            });
+        }
+        Ok(Csr {
+            n_rows,
+            n_cols,
+            row_ptr,
+            col_idx,
+            vals,
+        })
+    }
+
+    /// The `n_rows × n_cols` matrix with no stored entries.
+    pub fn zeros(n_rows: usize, n_cols: usize) -> Result<Csr, CsrError> {
+        Csr::new(n_rows, n_cols, vec![0; n_rows + 1], Vec::new(), Vec::new())
+    }
+
+    /// Number of rows.
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    /// Number of columns.
+    pub fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+
+    /// Number of stored entries (explicit zeros included).
+    pub fn nnz(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// Row offsets: row `i` holds entries `row_ptr[i]..row_ptr[i + 1]`.
+    pub fn row_ptr(&self) -> &[usize] {
+        &self.row_ptr
+    }
+
+    /// Column index of each entry.
+    pub fn col_idx(&self) -> &[u32] {
+        &self.col_idx
+    }
+
+    /// Value of each entry.
+    pub fn vals(&self) -> &[f64] {
+        &self.vals
+    }
+
+    /// Values, mutable: changing values keeps every invariant.
+    pub fn vals_mut(&mut self) -> &mut [f64] {
+        &mut self.vals
+    }
+
+    /// The parts `(n_rows, n_cols, row_ptr, col_idx, vals)`, for a caller that moves them
+    /// into its own buffers.
+    pub fn into_parts(self) -> (usize, usize, Vec<usize>, Vec<u32>, Vec<f64>) {
+        (
+            self.n_rows,
+            self.n_cols,
+            self.row_ptr,
+            self.col_idx,
+            self.vals,
+        )
+    }
+
+    /// Column indices and values of row `i`.
+    ///
+    /// # Panics
+    /// If `i ≥ n_rows`.
+    pub fn row(&self, i: usize) -> (&[u32], &[f64]) {
+        let r = self.row_ptr[i]..self.row_ptr[i + 1];
+        (&self.col_idx[r.clone()], &self.vals[r])
+    }
+
+    /// Bytes held by `row_ptr`, `col_idx` and `vals` (their lengths, not capacities): what a
+    /// transfer of the matrix moves.
+    pub fn bytes(&self) -> usize {
+        self.row_ptr.len() * std::mem::size_of::<usize>()
+            + self.col_idx.len() * std::mem::size_of::<u32>()
+            + self.vals.len() * std::mem::size_of::<f64>()
+    }
+
+    /// Rows `rows` as a matrix of their own (`rows.len() × n_cols`, same columns), with
+    /// `row_ptr` rebased to start at 0.
+    ///
+    /// # Panics
+    /// If `rows` is decreasing or ends past `n_rows`, like slicing.
+    pub fn row_block(&self, rows: Range<usize>) -> Csr {
+        let ptr = &self.row_ptr[rows.start..=rows.end];
+        let (lo, hi) = (ptr[0], ptr[ptr.len() - 1]);
+        Csr {
+            n_rows: rows.len(),
+            n_cols: self.n_cols,
+            row_ptr: ptr.iter().map(|&p| p - lo).collect(),
+            col_idx: self.col_idx[lo..hi].to_vec(),
+            vals: self.vals[lo..hi].to_vec(),
+        }
+    }
+
+    /// The row where the fraction `f` of the stored entries is reached: the `r` in
+    /// `0..=n_rows` whose `row_ptr[r]` is nearest to `f · nnz` (the smaller `r` on a tie or
+    /// among rows with equal offsets). Rows `0..r` then hold about `f` of the work. `f` is
+    /// clamped to `[0, 1]`; NaN counts as 0. `0` gives `0` and `1` gives `n_rows`.
+    pub fn split_rows_at_fraction(&self, f: f64) -> usize {
+        let f = if f.is_nan() { 0.0 } else { f.clamp(0.0, 1.0) };
+        if f == 1.0 {
+            return self.n_rows;
+        }
+        if self.nnz() == 0 {
+            // No work anywhere: split the rows themselves.
+            return ((self.n_rows as f64 * f).round() as usize).min(self.n_rows);
+        }
+        self.nearest_row_boundary(f * self.nnz() as f64)
+    }
+
+    /// The `r` in `0..=n_rows` with `row_ptr[r]` nearest to `target` (smaller `r` on ties).
+    fn nearest_row_boundary(&self, target: f64) -> usize {
+        // First row whose offset reaches the target; the boundary is it or the one before.
+        let hi = self.row_ptr.partition_point(|&p| (p as f64) < target);
+        if hi == 0 {
+            return 0;
+        }
+        if hi > self.n_rows {
+            return self.n_rows;
+        }
+        let below = self.row_ptr[hi - 1];
+        // Among rows with the offset `below`, take the first (empty rows go to the later part).
+        let lo = self.row_ptr.partition_point(|&p| p < below);
+        if target - below as f64 <= self.row_ptr[hi] as f64 - target {
+            lo
+        } else {
+            hi
+        }
+    }
+
+    /// `parts` contiguous row ranges covering `0..n_rows` in order, each with about
+    /// `nnz / parts` stored entries: each boundary is the row boundary nearest to its ideal
+    /// `k · nnz / parts`, so a part's entry count is within the longest row's length of the
+    /// ideal. When `n_rows ≥ parts` every range is non-empty (a boundary that would make an
+    /// empty part is moved by the fewest rows needed); otherwise the last `parts − n_rows`
+    /// ranges are empty. A matrix with no entries is split evenly by rows.
+    ///
+    /// # Panics
+    /// If `parts == 0`.
+    pub fn partition_by_nnz(&self, parts: usize) -> Vec<Range<usize>> {
+        assert!(parts > 0, "partition_by_nnz: parts must be at least 1");
+        let n = self.n_rows;
+        let nnz = self.nnz();
+        let mut bounds = Vec::with_capacity(parts + 1);
+        bounds.push(0usize);
+        for k in 1..parts {
+            let b = if nnz == 0 {
+                // Exact in u128 for any n and parts.
+                (n as u128 * k as u128 / parts as u128) as usize
+            } else {
+                self.nearest_row_boundary(nnz as f64 * k as f64 / parts as f64)
+            };
+            bounds.push(b);
+        }
+        bounds.push(n);
+        if n >= parts {
+            // Leave room for one row per part on both sides: b_k ∈ [k, n − (parts − k)].
+            for k in 1..parts {
+                let lo = bounds[k - 1] + 1;
+                let hi = n - (parts - k);
+                bounds[k] = bounds[k].clamp(lo, hi);
+            }
+        } else {
+            for (k, b) in bounds.iter_mut().enumerate() {
+                *b = k.min(n);
+            }
+        }
+        bounds.windows(2).map(|w| w[0]..w[1]).collect()
+    }
+
+    /// `y += A·x` with the fast kernel (`tessera_tasks::kernels::spmv_csr_unchecked`).
+    ///
+    /// # Panics
+    /// If `x.len() != n_cols` or `y.len() != n_rows`.
+    pub fn spmv(&self, x: &[f64], y: &mut [f64]) {
+        self.check_spmv_lengths(x, y);
+        // SAFETY: every column index is < n_cols (a `Csr` invariant) = x.len() (checked).
+        unsafe {
+            crate::kernels::spmv_csr_unchecked(&self.row_ptr, &self.col_idx, &self.vals, x, y)
+        }
+    }
+
+    /// `y += A·x` by the plainest loop (one accumulator per row, left to right): the
+    /// reference the tests hold the fast kernels to.
+    ///
+    /// # Panics
+    /// If `x.len() != n_cols` or `y.len() != n_rows`.
+    pub fn spmv_reference(&self, x: &[f64], y: &mut [f64]) {
+        self.check_spmv_lengths(x, y);
+        for (i, yi) in y.iter_mut().enumerate() {
+            for k in self.row_ptr[i]..self.row_ptr[i + 1] {
+                *yi += self.vals[k] * x[self.col_idx[k] as usize];
+            }
+        }
+    }
+
+    fn check_spmv_lengths(&self, x: &[f64], y: &[f64]) {
+        assert_eq!(x.len(), self.n_cols, "spmv: x has the wrong length");
+        assert_eq!(y.len(), self.n_rows, "spmv: y has the wrong length");
+    }
+
+    /// The entry `(i, j)` (summing repeats), 0 when not stored. `O(row length)`.
+    pub fn get(&self, i: usize, j: usize) -> f64 {
+        let (cols, vals) = self.row(i);
+        cols.iter()
+            .zip(vals)
+            .filter(|(&c, _)| c as usize == j)
+            .map(|(_, &v)| v)
+            .sum()
+    }
+
+    /// The transpose, columns sorted within each row (a counting sort, `O(nnz + n)`).
+    ///
+    /// # Panics
+    /// If `n_rows > u32::MAX` (the rows become 32-bit column indices).
+    pub fn transpose(&self) -> Csr {
+        assert!(
+            u32::try_from(self.n_rows).is_ok(),
+            "transpose: {} rows do not fit the 32-bit column indices",
+            self.n_rows
+        );
+        let mut row_ptr = vec![0usize; self.n_cols + 1];
+        for &c in &self.col_idx {
+            row_ptr[c as usize + 1] += 1;
+        }
+        for j in 0..self.n_cols {
+            row_ptr[j + 1] += row_ptr[j];
+        }
+        let mut next = row_ptr.clone();
+        let mut col_idx = vec![0u32; self.nnz()];
+        let mut vals = vec![0.0; self.nnz()];
+        for i in 0..self.n_rows {
+            for k in self.row_ptr[i]..self.row_ptr[i + 1] {
+                let c = self.col_idx[k] as usize;
+                let dst = next[c];
+                next[c] += 1;
+                col_idx[dst] = i as u32;
+                vals[dst] = self.vals[k];
+            }
+        }
+        Csr {
+            n_rows: self.n_cols,
+            n_cols: self.n_rows,
+            row_ptr,
+            col_idx,
+            vals,
+        }
+    }
+}
+
+/// A CSR block moves between memory nodes as its three arrays.
+impl tessera_engine::memory::Replicate for Csr {
+    fn bytes(&self) -> usize {
+        Csr::bytes(self)
+    }
+
+    fn replicate(&self) -> Self {
+        self.clone()
+    }
+
+    fn copy_from(&mut self, src: &Self) {
+        self.clone_from(src);
+    }
+
+    /// `row_ptr` (usize), `col_idx` (u32), `vals` (f64), in that order.
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        Some(vec![
+            bytemuck::cast_slice(&self.row_ptr),
+            bytemuck::cast_slice(&self.col_idx),
+            bytemuck::cast_slice(&self.vals),
+        ])
+    }
+
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        Some(vec![
+            bytemuck::cast_slice_mut(&mut self.row_ptr),
+            bytemuck::cast_slice_mut(&mut self.col_idx),
+            bytemuck::cast_slice_mut(&mut self.vals),
+        ])
+    }
+
+    /// Rows and columns.
+    fn dims(&self) -> [usize; 4] {
+        [self.n_rows, self.n_cols, 0, 0]
+    }
+}
+
+/// A CSR block in a device's own memory, read-only.
+#[derive(Clone, Copy, Debug)]
+pub struct DevCsr<'a> {
+    /// Rows of the block.
+    pub n_rows: usize,
+    /// Columns (the length `x` must have).
+    pub n_cols: usize,
+    /// `n_rows + 1` offsets.
+    pub row_ptr: DevSlice<'a, usize>,
+    /// Column index of each nonzero.
+    pub col_idx: DevSlice<'a, u32>,
+    /// Value of each nonzero.
+    pub vals: DevSlice<'a, f64>,
+}
+
+/// A CSR block in a device's own memory whose values a task may write; the
+/// structure stays read-only, so the CSR invariants hold on the device too.
+#[derive(Debug)]
+pub struct DevCsrMut<'a> {
+    /// Rows of the block.
+    pub n_rows: usize,
+    /// Columns.
+    pub n_cols: usize,
+    /// `n_rows + 1` offsets.
+    pub row_ptr: DevSlice<'a, usize>,
+    /// Column index of each nonzero.
+    pub col_idx: DevSlice<'a, u32>,
+    /// Value of each nonzero, writable.
+    pub vals: DevSliceMut<'a, f64>,
+}
+
+impl DeviceData for Csr {
+    type Ref<'a> = DevCsr<'a>;
+    type Mut<'a> = DevCsrMut<'a>;
+
+    fn view(mut parts: DeviceParts<'_>) -> Result<DevCsr<'_>, String> {
+        let [n_rows, n_cols, ..] = parts.dims();
+        Ok(DevCsr {
+            n_rows,
+            n_cols,
+            row_ptr: parts.slice(0)?,
+            col_idx: parts.slice(1)?,
+            vals: parts.slice(2)?,
+        })
+    }
+
+    fn view_mut(mut parts: DeviceParts<'_>) -> Result<DevCsrMut<'_>, String> {
+        let [n_rows, n_cols, ..] = parts.dims();
+        Ok(DevCsrMut {
+            n_rows,
+            n_cols,
+            row_ptr: parts.slice(0)?,
+            col_idx: parts.slice(1)?,
+            vals: parts.slice_mut(2)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that `Csr::new` accepts exactly the valid layouts and names the offending row,
+    //! and that row blocks, fraction splits and nonzero partitions cut where documented.
+
+    use super::*;
+
+    /// [1 0 2; 0 0 0; 0 3 4; 5 0 0]
+    fn small() -> Csr {
+        Csr::new(
+            4,
+            3,
+            vec![0, 2, 2, 4, 5],
+            vec![0, 2, 1, 2, 0],
+            vec![1.0, 2.0, 3.0, 4.0, 5.0],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn accepts_valid_and_reports_sizes() {
+        let a = small();
+        assert_eq!((a.n_rows(), a.n_cols(), a.nnz()), (4, 3, 5));
+        assert_eq!(a.bytes(), 5 * 8 + 5 * 4 + 5 * 8);
+        assert_eq!(a.get(2, 2), 4.0);
+        assert_eq!(a.get(1, 1), 0.0);
+        let z = Csr::zeros(0, 0).unwrap();
+        assert_eq!(z.nnz(), 0);
+        assert_eq!(z.partition_by_nnz(3), vec![0..0, 0..0, 0..0]);
+    }
+
+    #[test]
+    fn rejects_bad_layouts_naming_the_row() {
+        let e = |r: Result<Csr, CsrError>| r.unwrap_err().to_string();
+        assert_eq!(
+            e(Csr::new(2, 3, vec![0, 1], vec![0], vec![1.0])),
+            "row_ptr has 2 entries, expected n_rows + 1 = 3"
+        );
+        assert_eq!(
+            e(Csr::new(1, 3, vec![1, 1], vec![0], vec![1.0])),
+            "row_ptr[0] is 1, expected 0"
+        );
+        assert_eq!(
+            e(Csr::new(3, 3, vec![0, 2, 1, 2], vec![0, 1], vec![1.0; 2])),
+            "row 1: row_ptr decreases from 2 to 1 (negative row length)"
+        );
+        assert_eq!(
+            e(Csr::new(1, 3, vec![0, 2], vec![0, 1], vec![1.0])),
+            "row_ptr ends at 2 but col_idx has 2 and vals 1 entries"
+        );
+        // Entry 2 is in row 2 (row 1 is empty): the message must skip the empty row.
+        assert_eq!(
+            e(Csr::new(
+                3,
+                3,
+                vec![0, 2, 2, 3],
+                vec![0, 1, 3],
+                vec![1.0; 3]
+            )),
+            "row 2: column index 3 (entry 2) out of range 0..3"
+        );
+        let big = u32::MAX as usize + 1;
+        assert_eq!(
+            e(Csr::new(0, big, vec![0], vec![], vec![])),
+            format!("{big} columns do not fit the 32-bit column indices (at most 4294967295)")
+        );
+    }
+
+    #[test]
+    fn row_block_rebases() {
+        let a = small();
+        let b = a.row_block(1..4);
+        assert_eq!(b.row_ptr(), &[0, 0, 2, 3]);
+        assert_eq!(b.col_idx(), &[1, 2, 0]);
+        assert_eq!(b.n_cols(), 3);
+        let x = [1.0, 10.0, 100.0];
+        let mut full = vec![0.0; 4];
+        a.spmv_reference(&x, &mut full);
+        let mut part = vec![0.0; 3];
+        b.spmv(&x, &mut part);
+        assert_eq!(part, full[1..4]);
+        assert_eq!(a.row_block(2..2).nnz(), 0);
+    }
+
+    #[test]
+    fn split_at_fraction() {
+        let a = small(); // row_ptr 0 2 2 4 5
+        assert_eq!(a.split_rows_at_fraction(0.0), 0);
+        assert_eq!(a.split_rows_at_fraction(f64::NAN), 0);
+        assert_eq!(a.split_rows_at_fraction(1.0), 4);
+        assert_eq!(a.split_rows_at_fraction(7.0), 4);
+        // 0.4·5 = 2: rows 1 and 2 both start at 2; the first is taken.
+        assert_eq!(a.split_rows_at_fraction(0.4), 1);
+        // 0.6·5 = 3: 2 and 4 are equally near; the smaller row wins.
+        assert_eq!(a.split_rows_at_fraction(0.6), 1);
+        assert_eq!(a.split_rows_at_fraction(0.7), 3);
+        assert_eq!(a.split_rows_at_fraction(0.9), 3);
+        assert_eq!(a.split_rows_at_fraction(0.95), 4);
+    }
+
+    #[test]
+    fn partition_nonempty_when_enough_rows() {
+        // One heavy row first: nearest boundaries would give empty parts; clamping must not.
+        let mut row_ptr = vec![0, 100];
+        for _ in 0..5 {
+            row_ptr.push(row_ptr.last().unwrap() + 1);
+        }
+        let nnz = *row_ptr.last().unwrap();
+        let a = Csr::new(6, 1, row_ptr, vec![0; nnz], vec![1.0; nnz]).unwrap();
+        let p = a.partition_by_nnz(6);
+        assert_eq!(p, (0..6).map(|i| i..i + 1).collect::<Vec<_>>());
+        let p = a.partition_by_nnz(3);
+        assert_eq!(p.len(), 3);
+        assert!(p.iter().all(|r| !r.is_empty()));
+        assert_eq!(p[0], 0..1);
+        // Fewer rows than parts: trailing empty ranges.
+        let p = small().partition_by_nnz(6);
+        assert_eq!(p, vec![0..1, 1..2, 2..3, 3..4, 4..4, 4..4]);
+    }
+
+    #[test]
+    fn transpose_round_trip() {
+        let a = small();
+        let t = a.transpose();
+        assert_eq!((t.n_rows(), t.n_cols()), (3, 4));
+        assert_eq!(t.get(2, 2), 4.0);
+        assert_eq!(t.get(0, 3), 5.0);
+        assert_eq!(t.transpose(), a);
+    }
+}
