@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tessera_bench::overhead::{time_case, Case};
+use tessera_bench::cmd::overhead::{time_case, Case};
 use tessera_engine::{Config, Runtime};
 
 fn per_task(c: &mut Criterion) {

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use tessera_engine::trace::stats::fmt_ns;
+use tessera_engine::fmt::duration_ns;
 use tessera_engine::trace::{CodeletColors, Nanos, Trace};
 
 /// DejaVu Sans (Bitstream Vera licence, see `assets/DejaVuSans-LICENSE.txt`),
@@ -351,7 +351,7 @@ where
             "Tessera trace: {} tasks on {} workers, makespan {}",
             trace.tasks.len(),
             trace.workers.len(),
-            fmt_ns(task_span as f64)
+            duration_ns(task_span as f64)
         )
     };
     let label_w = rows

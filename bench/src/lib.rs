@@ -1,13 +1,9 @@
-//! The `tessera` command line's subcommands and the benchmarks' shared code.
+//! The `tessera` command line's subcommands ([`cmd`]) and what they share: placement
+//! options ([`placement`]), Gantt charts ([`gantt`]) and trace files ([`save_trace`]).
 
+pub mod cmd;
 pub mod gantt;
-pub mod gpu_check;
-pub mod lu_cmd;
-pub mod overhead;
-pub mod perfmodel_cmd;
 pub mod placement;
-pub mod spmv_cmd;
-pub mod trace_cmd;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.
 pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Result<(), String> {

@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::{gpu_check, lu_cmd, overhead, perfmodel_cmd, placement, spmv_cmd, trace_cmd};
+use tessera_bench::cmd::{gpu_check, lu, overhead, perfmodel, spmv, topology, trace};
 
 use std::process::ExitCode;
 
@@ -22,19 +22,19 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Tiled LU with partial pivoting (HPL-style): factor, solve, check the residual.
-    Lu(lu_cmd::LuArgs),
+    Lu(lu::LuArgs),
     /// SpMV (CSR, row blocks as tasks): repeated SpMV, power iteration or CG, with bandwidth figures.
-    Spmv(spmv_cmd::SpmvArgs),
+    Spmv(spmv::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
     /// Inspect performance models (per codelet, architecture and size).
     #[command(subcommand)]
-    Perfmodel(perfmodel_cmd::PerfmodelCmd),
+    Perfmodel(perfmodel::PerfmodelCmd),
     /// The machine's topology (packages, NUMA nodes, cores) and the worker map.
-    Topology(placement::TopologyArgs),
+    Topology(topology::TopologyArgs),
     /// Inspect a recorded trace: statistics, Gantt chart.
     #[command(subcommand)]
-    Trace(trace_cmd::TraceCmd),
+    Trace(trace::TraceCmd),
     /// Check each GPU codelet against the CPU and measure the GPUs' dgemm and copy rates.
     GpuCheck(gpu_check::GpuCheckArgs),
 }
@@ -42,12 +42,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Lu(a) => lu_cmd::run(a),
+        Command::Lu(a) => lu::run(a),
         Command::Overhead(a) => overhead::run(a),
-        Command::Spmv(a) => spmv_cmd::run(a),
-        Command::Trace(c) => trace_cmd::run(c),
-        Command::Topology(a) => placement::run_topology(a),
-        Command::Perfmodel(c) => perfmodel_cmd::run(c),
+        Command::Spmv(a) => spmv::run(a),
+        Command::Trace(c) => trace::run(c),
+        Command::Topology(a) => topology::run(a),
+        Command::Perfmodel(c) => perfmodel::run(c),
         Command::GpuCheck(a) => gpu_check::run(a),
     };
     match result {

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 use tessera_backends::cpu::{
-    apply_worker_map, current_thread_cpus, describe, parse_cpu_list, plan, CpuSelection,
-    PlacementConfig, Topology, WorkerMap,
+    apply_worker_map, current_thread_cpus, parse_cpu_list, plan, CpuSelection, PlacementConfig,
+    Topology, WorkerMap,
 };
 
 use tessera_backends::sim::{SimConfig, SimDevice};
@@ -134,7 +134,11 @@ pub fn save_perf_models(args: &PlacementArgs, rt: &tessera_engine::Runtime) -> R
     Ok(())
 }
 
-fn worker_map(args: &PlacementArgs, devices: usize) -> Result<(Topology, WorkerMap), String> {
+/// The machine's topology and the worker map for these options and `devices` devices.
+pub(crate) fn worker_map(
+    args: &PlacementArgs,
+    devices: usize,
+) -> Result<(Topology, WorkerMap), String> {
     let topo = Topology::detect().map_err(|e| e.to_string())?;
     let cpus = match &args.cpus {
         Some(list) => parse_cpu_list(list).map_err(|e| format!("--cpus: {e}"))?,
@@ -208,19 +212,4 @@ fn runtime_config_cpus(
         return Ok(config);
     }
     Ok(apply_worker_map(config, &map, &topo))
-}
-
-/// Options of `tessera topology`.
-#[derive(clap::Args, Debug)]
-pub struct TopologyArgs {
-    #[command(flatten)]
-    pub placement: PlacementArgs,
-}
-
-/// `tessera topology`: what was found and the worker map the runtime would use.
-pub fn run_topology(args: TopologyArgs) -> Result<(), String> {
-    let devices = devices(&args.placement)?.len();
-    let (topo, map) = worker_map(&args.placement, devices)?;
-    print!("{}", describe(&topo, &map));
-    Ok(())
 }

@@ -28,9 +28,10 @@ pub(crate) fn dot_from_entries(entries: &[GraphEntry]) -> String {
     format!("{:?}", Dot::with_config(&g, &[DotConfig::EdgeNoLabel]))
 }
 
-/// Index of a task inside a [`TaskGraph`].
+/// A vertex of a [`TaskGraph`]: the index of a task added to it (not the
+/// runtime's task id, nor a [`memory::NodeId`](crate::memory::NodeId)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct NodeId(usize);
+pub struct Vertex(usize);
 
 /// A task graph given with explicit edges (Taskflow style), on top of the
 /// data dependencies its tasks declare. It is checked for cycles before any
@@ -47,17 +48,17 @@ impl TaskGraph {
         Self::default()
     }
 
-    /// Add a task; returns its node id.
-    pub fn add(&mut self, task: TaskBuilder) -> NodeId {
+    /// Add a task; returns its vertex.
+    pub fn add(&mut self, task: TaskBuilder) -> Vertex {
         let name = task.display_name();
         self.tasks.push(task);
         let ix = self.graph.add_node(name);
         debug_assert_eq!(ix.index(), self.tasks.len() - 1);
-        NodeId(ix.index())
+        Vertex(ix.index())
     }
 
     /// `to` runs after `from`.
-    pub fn edge(&mut self, from: NodeId, to: NodeId) {
+    pub fn edge(&mut self, from: Vertex, to: Vertex) {
         self.graph
             .add_edge(NodeIndex::new(from.0), NodeIndex::new(to.0), ());
     }
@@ -92,7 +93,7 @@ impl TaskGraph {
     }
 
     /// Check for cycles, then submit every task in a topological order with
-    /// its explicit edges. Returns the handles indexed by [`NodeId`].
+    /// its explicit edges. Returns the handles indexed by [`Vertex`].
     pub fn submit(self, rt: &Runtime) -> Result<Vec<TaskHandle>, Error> {
         let order = self.order()?;
         let mut preds: Vec<Vec<usize>> = vec![Vec::new(); self.tasks.len()];

@@ -1,5 +1,6 @@
 //! Tessera's algorithms as task graphs: tiled layouts, LU, SpMV, generators and numerical checks.
 
+pub mod balance;
 pub mod hpl;
 pub mod lu;
 pub mod lu_seq;

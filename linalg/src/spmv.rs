@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tessera_engine::split::{Balancer, BalancerConfig, IterationTimes};
+use crate::balance::{Balancer, BalancerConfig, IterationTimes};
 use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskHandle};
 use tessera_tasks::codelets::spmv::{SpmvArgs, SPMV};
 

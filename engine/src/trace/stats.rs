@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::model::{Nanos, Trace};
+use crate::fmt::duration_ns;
 
 /// Time one worker spent running tasks.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +55,7 @@ pub struct TransferStats {
 
 /// Statistics of one recorded run; [`fmt::Display`] prints them as a report.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RunStats {
+pub struct TraceStats {
     /// Tasks in the trace.
     pub tasks: usize,
     /// Start of the first task (0 when there are none).
@@ -73,7 +74,7 @@ pub struct RunStats {
     pub transfers: TransferStats,
     /// Longest path through the dependency edges, weighted by task durations.
     /// `None` when the trace has no edges or the edges form a cycle
-    /// (see [`RunStats::cyclic_tasks`]).
+    /// (see [`TraceStats::cyclic_tasks`]).
     pub critical_path: Option<Nanos>,
     /// Task ids along the critical path, first to last (empty when `critical_path` is `None`).
     pub critical_path_tasks: Vec<u64>,
@@ -91,7 +92,7 @@ pub struct RunStats {
     pub duplicate_ids: usize,
 }
 
-impl RunStats {
+impl TraceStats {
     /// The larger of the two lower bounds on the makespan, in ns.
     pub fn lower_bound(&self) -> f64 {
         self.critical_path
@@ -125,7 +126,7 @@ impl RunStats {
 }
 
 /// Computes the statistics of `trace`. O(T log T + E) for T tasks and E edges.
-pub fn stats(trace: &Trace) -> RunStats {
+pub fn stats(trace: &Trace) -> TraceStats {
     let tasks = &trace.tasks;
     let dur = |i: usize| tasks[i].end.saturating_sub(tasks[i].start);
     let first_start = tasks.iter().map(|t| t.start).min().unwrap_or(0);
@@ -143,7 +144,7 @@ pub fn stats(trace: &Trace) -> RunStats {
     } else {
         total_work as f64 / workers.len() as f64
     };
-    let mut s = RunStats {
+    let mut s = TraceStats {
         tasks: tasks.len(),
         first_start,
         last_end,
@@ -358,61 +359,7 @@ fn critical_path(trace: &Trace) -> PathResult {
     result
 }
 
-/// Formats nanoseconds with a unit chosen for the magnitude (`1.234 ms`).
-pub fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.3} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
-fn fmt_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = b as f64;
-    let mut unit = 0;
-    while x >= 1024.0 && unit + 1 < UNITS.len() {
-        x /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{b} B")
-    } else {
-        format!("{x:.1} {}", UNITS[unit])
-    }
-}
-
-/// Writes rows as aligned columns: the first left-aligned, the others right-aligned.
-fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
-    let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..ncols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in rows {
-        f.write_str(" ")?;
-        for (c, cell) in row.iter().enumerate() {
-            if c == 0 {
-                write!(f, " {cell:<w$}", w = width[c])?;
-            } else {
-                write!(f, "  {cell:>w$}", w = width[c])?;
-            }
-        }
-        writeln!(f)?;
-    }
-    Ok(())
-}
-
-impl fmt::Display for RunStats {
+impl fmt::Display for TraceStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let nworkers = self.workers.len();
         writeln!(
@@ -423,7 +370,7 @@ impl fmt::Display for RunStats {
         let critical = match (self.critical_path, self.cyclic_tasks) {
             (Some(cp), _) => format!(
                 "{} over {} tasks",
-                fmt_ns(cp as f64),
+                duration_ns(cp as f64),
                 self.critical_path_tasks.len()
             ),
             (None, 0) => "unknown: no dependency edges recorded".to_owned(),
@@ -437,14 +384,14 @@ impl fmt::Display for RunStats {
             None => "n/a (zero makespan)".to_owned(),
         };
         let summary = [
-            ("makespan", fmt_ns(self.makespan as f64)),
-            ("total work", fmt_ns(self.total_work as f64)),
+            ("makespan", duration_ns(self.makespan as f64)),
+            ("total work", duration_ns(self.total_work as f64)),
             ("critical path", critical),
             (
                 "area bound",
                 format!(
                     "{}  (total work / {nworkers} workers)",
-                    fmt_ns(self.area_bound)
+                    duration_ns(self.area_bound)
                 ),
             ),
             ("efficiency", efficiency),
@@ -466,12 +413,12 @@ impl fmt::Display for RunStats {
                 vec![
                     w.name.clone(),
                     w.tasks.to_string(),
-                    fmt_ns(w.busy as f64),
+                    duration_ns(w.busy as f64),
                     format!("{:.1}", w.busy_pct),
                     format!("{:.1}", w.idle_pct),
                 ]
             }));
-            table(f, &rows)?;
+            f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
         }
 
         if !self.codelets.is_empty() {
@@ -487,13 +434,13 @@ impl fmt::Display for RunStats {
                 vec![
                     c.codelet.clone(),
                     c.count.to_string(),
-                    fmt_ns(c.total as f64),
-                    fmt_ns(c.mean),
+                    duration_ns(c.total as f64),
+                    duration_ns(c.mean),
                     c.gflops
                         .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
                 ]
             }));
-            table(f, &rows)?;
+            f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
         }
 
         if self.transfers.count > 0 {
@@ -510,13 +457,13 @@ impl fmt::Display for RunStats {
                 vec![
                     String::new(),
                     t.count.to_string(),
-                    fmt_bytes(t.bytes),
-                    fmt_ns(t.time as f64),
+                    crate::fmt::bytes(t.bytes),
+                    duration_ns(t.time as f64),
                     t.gbytes_per_s
                         .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
                 ],
             ];
-            table(f, &rows)?;
+            f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
         }
 
         let warnings = self.warnings();

@@ -15,4 +15,4 @@ pub mod stream;
 
 pub use coo::Coo;
 pub use csr::{Csr, CsrError};
-pub use mm::{read_matrix_market, write_matrix_market, MmError};
+pub use mm::{read_matrix_market, write_matrix_market};

@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use tessera_engine::perfmodel::{self, PerfModels, SummaryTable};
+use tessera_engine::fmt::{duration_ns, table};
+use tessera_engine::perfmodel::{self, ModelSummary, PerfModels};
 
 /// Subcommands of `tessera perfmodel`.
 #[derive(Debug, clap::Subcommand)]
@@ -59,7 +60,7 @@ fn render(cmd: PerfmodelCmd) -> Result<String, String> {
         return Ok(out);
     }
     writeln!(out, "performance models in {}\n", dir.display()).unwrap();
-    write!(out, "{}", SummaryTable::new(&rows)).unwrap();
+    out.push_str(&summary_table(&rows));
     // `rows` is sorted, so the (codelet, arch) pairs come out sorted and once.
     let mut pairs: Vec<(&str, &str)> = rows.iter().map(|r| (&*r.codelet, &*r.arch)).collect();
     pairs.dedup();
@@ -74,6 +75,36 @@ fn render(cmd: PerfmodelCmd) -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// `rows` as an aligned text table, one line per row: names left-aligned,
+/// numbers right-aligned.
+fn summary_table(rows: &[ModelSummary]) -> String {
+    if rows.is_empty() {
+        return "no performance models\n".to_owned();
+    }
+    let seconds = |s: f64| duration_ns(s * 1e9);
+    let header = [
+        "codelet", "arch", "size", "samples", "outliers", "median", "MAD",
+    ];
+    let mut cells = vec![header.map(str::to_owned).to_vec()];
+    cells.extend(rows.iter().map(|r| {
+        let rel = if r.median > 0.0 {
+            format!(" ({:.1}%)", 100.0 * r.mad / r.median)
+        } else {
+            String::new()
+        };
+        vec![
+            r.codelet.clone(),
+            r.arch.clone(),
+            r.size.to_string(),
+            r.samples.to_string(),
+            r.outliers.to_string(),
+            seconds(r.median),
+            format!("{}{rel}", seconds(r.mad)),
+        ]
+    }));
+    table(&cells, 2, "")
 }
 
 #[cfg(test)]
@@ -161,5 +192,37 @@ mod tests {
         let e = show(&dir, None).unwrap_err();
         assert!(e.contains("gemm.json") && e.contains("line 1"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn table_is_aligned() {
+        let m = PerfModels::default();
+        for _ in 0..3 {
+            m.record("gemm", "cpu", 512, 2.5e-3);
+            m.record("gemm", "cuda", 512, 1.25e-4);
+            m.record("getrf_panel", "cpu", 4096, 1.5);
+        }
+        let table = summary_table(&m.summary());
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(lines[0].starts_with("codelet"));
+        assert!(
+            lines[1].starts_with("gemm ") && lines[1].contains("2.500 ms"),
+            "{table}"
+        );
+        assert!(lines[2].contains("125.000 µs"), "{table}");
+        assert!(lines[3].contains("1.500 s"), "{table}");
+        // Right-aligned numeric columns end at the same place.
+        let end = |l: &str, pat: &str| l.find(pat).unwrap() + pat.len();
+        assert_eq!(
+            end(lines[0], "median"),
+            end(lines[1], "2.500 ms"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn empty_table_says_so() {
+        assert_eq!(summary_table(&[]), "no performance models\n");
     }
 }

@@ -48,17 +48,6 @@ fn available_memory() -> Option<u64> {
     Some(kib * 1024)
 }
 
-fn human_bytes(b: f64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", UNITS[u])
-}
-
 /// Check the sizes before allocating anything.
 pub fn validate(n: usize, nb: usize) -> Result<(), String> {
     if n == 0 {
@@ -76,8 +65,8 @@ pub fn validate(n: usize, nb: usize) -> Result<(), String> {
         if need > avail as f64 {
             return Err(format!(
                 "N={n} needs about {} for the matrix, but only {} of memory is available",
-                human_bytes(need),
-                human_bytes(avail as f64)
+                tessera_engine::fmt::bytes(need as u64),
+                tessera_engine::fmt::bytes(avail)
             ));
         }
     }

@@ -1,0 +1,10 @@
+//! The subcommands of `tessera`, one module each; the options they share (placement) and
+//! the Gantt chart live beside this folder.
+
+pub mod gpu_check;
+pub mod lu;
+pub mod overhead;
+pub mod perfmodel;
+pub mod spmv;
+pub mod topology;
+pub mod trace;

@@ -1,0 +1,21 @@
+//! `tessera topology`: the machine's packages, NUMA nodes and cores, and the worker map the
+//! runtime would use with the same placement options.
+
+use tessera_backends::cpu::describe;
+
+use crate::placement::{devices, worker_map, PlacementArgs};
+
+/// Options of `tessera topology`.
+#[derive(clap::Args, Debug)]
+pub struct TopologyArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+}
+
+/// `tessera topology`: what was found and the worker map the runtime would use.
+pub fn run(args: TopologyArgs) -> Result<(), String> {
+    let devices = devices(&args.placement)?.len();
+    let (topo, map) = worker_map(&args.placement, devices)?;
+    print!("{}", describe(&topo, &map));
+    Ok(())
+}
