@@ -301,7 +301,7 @@ pub struct BalancedIteration {
 
 /// Power iteration with the rows split between the host's CPU workers and
 /// one device (memory node `device_node`), the split found at run time by the
-/// Roadrunner balancer (`tessera_engine::split`): peak ratio first, then the
+/// Roadrunner balancer (`crate::balance`): peak ratio first, then the
 /// measured processing rates, then trial and error until the iteration time
 /// stops improving. Row blocks are whole tasks; the split moves the boundary
 /// between host blocks and device blocks (granularity: one block). Needs the

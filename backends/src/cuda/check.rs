@@ -6,9 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use tessera_engine::device::{Device, DeviceBuffer, DeviceMemory};
 
-use super::{
-    blas, d2d_bandwidth, kernels, panic_text, CudaDevice, STAGING_CHUNKS, STAGING_CHUNK_BYTES,
-};
+use super::{blas, d2d_bandwidth, kernels, CudaDevice, STAGING_CHUNKS, STAGING_CHUNK_BYTES};
 
 /// One result of [`self_check`].
 #[derive(Clone, Debug, PartialEq)]
@@ -34,8 +32,12 @@ pub struct CheckLine {
 /// check gives a failed line, not an `Err`; `Err` only when the device cannot
 /// be used at all. Never panics.
 pub fn self_check(dev: &CudaDevice) -> Result<Vec<CheckLine>, String> {
-    catch_unwind(AssertUnwindSafe(|| run_checks(dev)))
-        .unwrap_or_else(|p| Err(format!("self-check panicked: {}", panic_text(&*p))))
+    catch_unwind(AssertUnwindSafe(|| run_checks(dev))).unwrap_or_else(|p| {
+        Err(format!(
+            "self-check panicked: {}",
+            tessera_engine::fmt::panic_message(&*p)
+        ))
+    })
 }
 
 fn run_checks(dev: &CudaDevice) -> Result<Vec<CheckLine>, String> {
@@ -511,7 +513,10 @@ fn check_concurrent(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| Err(panic_text(&*p))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|p| Err(tessera_engine::fmt::panic_message(&*p)))
+            })
             .collect()
     });
     let mut failed = Vec::new();

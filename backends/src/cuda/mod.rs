@@ -120,8 +120,12 @@ impl std::fmt::Display for CudaInfo {
 /// ("no CUDA driver (libcuda.so not found)", "libcublas not found; …",
 /// "no GPU"); never panics.
 pub fn detect() -> Result<Vec<CudaInfo>, String> {
-    catch_unwind(detect_inner)
-        .unwrap_or_else(|p| Err(format!("CUDA detection failed: {}", panic_text(&*p))))
+    catch_unwind(detect_inner).unwrap_or_else(|p| {
+        Err(format!(
+            "CUDA detection failed: {}",
+            tessera_engine::fmt::panic_message(&*p)
+        ))
+    })
 }
 
 fn detect_inner() -> Result<Vec<CudaInfo>, String> {
@@ -187,7 +191,12 @@ pub fn open(index: usize) -> Result<Arc<CudaDevice>, String> {
         .cloned()
         .ok_or_else(|| format!("no GPU {index}: {} found", gpus.len()))?;
     catch_unwind(AssertUnwindSafe(|| CudaDevice::open(info)))
-        .unwrap_or_else(|p| Err(format!("opening GPU {index} failed: {}", panic_text(&*p))))
+        .unwrap_or_else(|p| {
+            Err(format!(
+                "opening GPU {index} failed: {}",
+                tessera_engine::fmt::panic_message(&*p)
+            ))
+        })
         .map(Arc::new)
 }
 
@@ -268,16 +277,6 @@ pub(crate) fn driver_error(e: cudarc::driver::DriverError) -> String {
     match e.error_string() {
         Ok(s) => format!("{:?} ({})", e.0, s.to_string_lossy()),
         Err(_) => format!("{:?}", e.0),
-    }
-}
-
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic".to_string()
     }
 }
 

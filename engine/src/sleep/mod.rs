@@ -20,6 +20,20 @@ const SPIN_ROUNDS: u32 = 0;
 #[cfg(loom)]
 const YIELD_ROUNDS: u32 = 1;
 
+/// What an idle worker pops from: its policy queue (`dyn WorkerQueue`), or a
+/// stand-in in the loom model.
+pub(crate) trait Pop {
+    type Item;
+    fn pop(&mut self) -> Option<Self::Item>;
+}
+
+impl Pop for dyn WorkerQueue + '_ {
+    type Item = ReadyTask;
+    fn pop(&mut self) -> Option<ReadyTask> {
+        WorkerQueue::pop(self)
+    }
+}
+
 /// One worker's sleep state.
 struct Slot {
     /// `true` while the worker is parked in W4 and nobody woke it. Protected
@@ -125,7 +139,7 @@ impl Sleep {
 
     /// The idle path of worker `w`: returns its next task, or `None` when the
     /// runtime shuts down. Steps W1–W4 of the README.
-    pub(crate) fn idle(&self, w: usize, queue: &mut dyn WorkerQueue) -> Option<ReadyTask> {
+    pub(crate) fn idle<Q: Pop + ?Sized>(&self, w: usize, queue: &mut Q) -> Option<Q::Item> {
         // W1: spin, then yield.
         for round in 0..SPIN_ROUNDS + YIELD_ROUNDS {
             if self.is_shutdown() {
@@ -146,7 +160,7 @@ impl Sleep {
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         slot.announced.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        let leave = |t: Option<ReadyTask>| {
+        let leave = |t: Option<Q::Item>| {
             slot.announced.store(false, Ordering::SeqCst);
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             t
@@ -171,97 +185,78 @@ impl Sleep {
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    //! Model-checks the protocol with loom: a pusher (targeted or not) and
-    //! sleeping workers never end with a task queued and every worker parked.
+    //! Model-checks the protocol with loom: a pusher makes one task per
+    //! worker visible and wakes (a chosen worker, or any one), and every
+    //! worker must get a task. A lost wake-up leaves a worker parked forever
+    //! while its task waits: loom reports the deadlock.
     use super::*;
     use crate::sync::Arc;
 
-    /// A queue of task tokens shared by all workers (like `ws`'s injector)
-    /// or owned by one worker (like `dmda`'s), counted only.
-    struct Counter {
-        tasks: Arc<AtomicUsize>,
-        taken: Arc<AtomicUsize>,
-    }
+    /// A queue of task tokens: shared by all workers (like `ws`'s injector)
+    /// or one per worker (like `dmda`'s private queues).
+    struct Tokens(Arc<AtomicUsize>);
 
-    impl WorkerQueue for Counter {
-        fn push(&mut self, _t: ReadyTask) -> crate::sched::Pushed {
-            unreachable!("the model pushes through the counter")
-        }
-        fn pop(&mut self) -> Option<ReadyTask> {
-            // Take one token if any (a CAS loop, as a lock-free queue would).
-            let mut n = self.tasks.load(Ordering::SeqCst);
+    impl Pop for Tokens {
+        type Item = ();
+        fn pop(&mut self) -> Option<()> {
+            let mut n = self.0.load(Ordering::SeqCst);
             while n > 0 {
                 match self
-                    .tasks
+                    .0
                     .compare_exchange(n, n - 1, Ordering::SeqCst, Ordering::SeqCst)
                 {
-                    Ok(_) => {
-                        self.taken.fetch_add(1, Ordering::SeqCst);
-                        return None; // a token, not a real task: keep looping
-                    }
+                    Ok(_) => return Some(()),
                     Err(m) => n = m,
                 }
             }
             None
         }
-        fn has_more(&self) -> bool {
-            self.tasks.load(Ordering::SeqCst) > 0
-        }
     }
 
-    /// Run `workers` idle loops that each stop after taking one token (by
-    /// returning from `idle` through shutdown once all tokens are taken),
-    /// and a pusher that pushes `tokens` tokens with the given wake-up.
-    fn model(workers: usize, tokens: usize, targeted: bool) {
+    fn model(workers: usize, targeted: bool) {
         loom::model(move || {
             let sleep = Arc::new(Sleep::new(workers));
-            let tasks = Arc::new(AtomicUsize::new(0));
-            let taken = Arc::new(AtomicUsize::new(0));
-            let mut handles = Vec::new();
+            let queues: Vec<Arc<AtomicUsize>> = if targeted {
+                (0..workers)
+                    .map(|_| Arc::new(AtomicUsize::new(0)))
+                    .collect()
+            } else {
+                vec![Arc::new(AtomicUsize::new(0))]
+            };
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    let s = sleep.clone();
+                    let q = queues[if targeted { w } else { 0 }].clone();
+                    loom::thread::spawn(move || s.idle(w, &mut Tokens(q)))
+                })
+                .collect();
             for w in 0..workers {
-                let (s, t, k) = (sleep.clone(), tasks.clone(), taken.clone());
-                handles.push(loom::thread::spawn(move || {
-                    let mut q = Counter {
-                        tasks: t,
-                        taken: k.clone(),
-                    };
-                    // Pops inside `idle` take tokens; `idle` returns only on
-                    // shutdown, which the main thread triggers once every
-                    // token is taken. A lost wake-up leaves a token and
-                    // every worker parked: loom reports the deadlock.
-                    let _ = s.idle(w, &mut q);
-                }));
-            }
-            for _ in 0..tokens {
-                tasks.fetch_add(1, Ordering::SeqCst);
+                let q = &queues[if targeted { w } else { 0 }];
+                q.fetch_add(1, Ordering::SeqCst);
                 if targeted {
-                    sleep.notify_worker(0);
+                    sleep.notify_worker(w);
                 } else {
                     sleep.notify_one();
                 }
             }
-            while taken.load(Ordering::SeqCst) < tokens {
-                loom::thread::yield_now();
-            }
-            sleep.shut_down();
             for h in handles {
-                h.join().unwrap();
+                assert_eq!(h.join().unwrap(), Some(()), "every worker got its task");
             }
         });
     }
 
     #[test]
-    fn no_lost_wakeup_one_worker_targeted() {
-        model(1, 1, true);
+    fn no_lost_wakeup_one_worker() {
+        model(1, false);
     }
 
     #[test]
-    fn no_lost_wakeup_one_worker_any() {
-        model(1, 2, false);
+    fn no_lost_wakeup_two_workers_shared_queue() {
+        model(2, false);
     }
 
     #[test]
-    fn no_lost_wakeup_two_workers_any() {
-        model(2, 1, false);
+    fn no_lost_wakeup_two_workers_targeted() {
+        model(2, true);
     }
 }

@@ -36,7 +36,7 @@
 //! the kernel well short of the memory bandwidth, and the prefetch measured +17–57 %: 2
 //! threads on half the rows each, 27-point stencil on 150³ (89.9 M entries, 1.19 GB per SpMV),
 //! medians of 21 alternating runs, in the same process as a STREAM triad on 3 × 512 MiB
-//! (`cargo run --release -p tessera-tasks --example spmv_bw`, the shared 2-core AMD EPYC VM):
+//! (the `spmv_bw` example of the time, since removed with the frozen pre-prefetch kernel it compared; the shared 2-core AMD EPYC VM):
 //! original unchecked kernel 25.4–35.0 GB/s = 61–85 % of the triad, this one 30.3–54.7 GB/s =
 //! 88–100 % (`spmv_csr` 85–100 %). Distances of 4–32 KiB of `vals` measured alike (±3 %),
 //! 256 B–1 KiB gained nothing; `prefetcht1` the same as `prefetcht0`. On a matrix that stays in
