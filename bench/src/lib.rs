@@ -17,3 +17,15 @@ pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Resul
     );
     Ok(())
 }
+
+/// Warn on stderr when device bodies failed and their tasks ran on the CPU
+/// instead: the results are right, but the run is not what it was meant to
+/// measure.
+pub fn report_fallbacks(rt: &tessera_engine::Runtime) {
+    if let (n @ 1.., first) = rt.device_fallbacks() {
+        eprintln!(
+            "tessera: warning: {n} device task(s) failed and ran their CPU body instead (first: {})",
+            first.unwrap_or_default()
+        );
+    }
+}

@@ -218,6 +218,10 @@ pub(crate) struct Shared {
     pub(crate) calibrate: bool,
     /// Flops of the tasks finished successfully (for progress reports).
     flops_done: AtomicU64,
+    /// Device bodies that failed and fell back to the CPU body: how many,
+    /// and the first one's message.
+    fallbacks: AtomicU64,
+    first_fallback: std::sync::OnceLock<String>,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
@@ -229,6 +233,12 @@ impl Shared {
             Pushed::Worker(w) => self.sleep.notify_worker(w),
             Pushed::Local | Pushed::Shared => self.sleep.notify_one(),
         }
+    }
+
+    /// A device body failed and the task falls back to its CPU body.
+    pub(crate) fn note_fallback(&self, message: impl FnOnce() -> String) {
+        self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        self.first_fallback.get_or_init(message);
     }
 
     /// A task of `flops` finished successfully.
@@ -690,6 +700,8 @@ impl Runtime {
             perf,
             calibrate,
             flops_done: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+            first_fallback: std::sync::OnceLock::new(),
         });
         let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut rt = Runtime {
@@ -817,6 +829,17 @@ impl Runtime {
     /// task then goes to that worker's queue).
     pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
         self.shared.submit(task.into())
+    }
+
+    /// Device bodies that failed so far and whose tasks ran their CPU body
+    /// instead (Cashmere's fallback), with the first failure's message.
+    /// Drivers report it: a fallback keeps results right but is slow.
+    pub fn device_fallbacks(&self) -> (u64, Option<String>) {
+        let s = &self.shared;
+        (
+            s.fallbacks.load(Ordering::Relaxed),
+            s.first_fallback.get().cloned(),
+        )
     }
 
     /// Flops of the tasks that finished successfully so far (progress).

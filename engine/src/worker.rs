@@ -315,6 +315,7 @@ fn run_with_data(
             for a in node.accesses.iter() {
                 trusted &= a.handle.discard(mem_node, a.mode);
             }
+            shared.note_fallback(|| format!("{} on {}: {msg}", node.info(), dev.name()));
             if !trusted {
                 return Outcome::Failed(format!(
                     "device body failed ({msg}) and the data it was writing has no other valid copy, so the CPU body cannot run"

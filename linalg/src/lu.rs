@@ -32,6 +32,8 @@ use tessera_tasks::codelets::lu::{
 use tessera_tasks::tile::Tile;
 
 use crate::lu_seq::ipiv_global;
+use crate::lu_split::ColumnPlacement;
+pub use crate::lu_split::Split;
 use crate::tiled::TileMatrix;
 
 /// Which task-graph front-end builds the LU DAG.
@@ -63,8 +65,8 @@ struct LuGraph {
     nb: usize,
     tiles: Vec<DataHandle<Tile>>,
     piv: Vec<DataHandle<Vec<usize>>>,
-    /// Device memory nodes owning tile columns block-cyclically (empty: no owners).
-    column_owners: Vec<usize>,
+    /// Where each column's update tasks run (with devices).
+    placement: Arc<ColumnPlacement>,
 }
 
 impl LuGraph {
@@ -140,13 +142,13 @@ impl LuGraph {
             .priority(prio)
             .into(),
         };
-        let column = match key {
+        let (k, column) = match key {
             LuTask::Panel(_) => return task,
-            LuTask::Swap(_, j) | LuTask::Trsm(_, j) | LuTask::Gemm(_, _, j) => j,
+            LuTask::Swap(k, j) | LuTask::Trsm(k, j) | LuTask::Gemm(k, _, j) => (k, j),
         };
-        match self.column_owners.len() {
-            0 => task,
-            d => task.on_node(self.column_owners[column % d]),
+        match self.placement.node(k, column) {
+            Some(node) => task.on_node(node),
+            None => task,
         }
     }
 }
@@ -256,6 +258,18 @@ pub struct LuFactors {
 /// A singular matrix fails `PANEL(k)` with a message naming the exact zero
 /// pivot's column; the tasks depending on it are cancelled.
 pub fn lu_factor(rt: &Runtime, a: TileMatrix, front: Front) -> Result<LuFactors, Error> {
+    lu_factor_split(rt, a, front, Split::Auto).map(|(lu, _)| lu)
+}
+
+/// [`lu_factor`] with the tile columns placed as `split` says when the
+/// runtime has devices; also returns the device share chosen at each step
+/// (adaptive split only; empty otherwise).
+pub fn lu_factor_split(
+    rt: &Runtime,
+    a: TileMatrix,
+    front: Front,
+    split: Split,
+) -> Result<(LuFactors, Vec<(usize, f64)>), Error> {
     let (n, nb) = (a.n_rows(), a.nb());
     if a.n_cols() != n {
         return Err(Error::Config(format!(
@@ -284,10 +298,7 @@ pub fn lu_factor(rt: &Runtime, a: TileMatrix, front: Front) -> Result<LuFactors,
         nb,
         tiles,
         piv,
-        column_owners: match rt.device_nodes() {
-            d if d.len() >= 2 => d,
-            _ => Vec::new(),
-        },
+        placement: Arc::new(ColumnPlacement::new(split, rt, n, nb)),
     };
     let graph = match front {
         Front::Stf => {
@@ -312,10 +323,13 @@ pub fn lu_factor(rt: &Runtime, a: TileMatrix, front: Front) -> Result<LuFactors,
         .into_iter()
         .map(|h| rt.unregister(h))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(LuFactors {
-        factors: TileMatrix::from_tiles(n, n, nb, tiles),
-        ipiv,
-    })
+    Ok((
+        LuFactors {
+            factors: TileMatrix::from_tiles(n, n, nb, tiles),
+            ipiv,
+        },
+        graph.placement.history(),
+    ))
 }
 
 /// The symbolic description over a zero matrix (for inspection only).
@@ -329,7 +343,7 @@ fn empty_classes(n: usize, nb: usize) -> LuClasses {
         nb,
         tiles: a.into_tiles().into_iter().map(|x| rt.register(x)).collect(),
         piv: (0..t).map(|_| rt.register(Vec::new())).collect(),
-        column_owners: Vec::new(),
+        placement: Arc::new(ColumnPlacement::Free),
     };
     LuClasses { graph }
 }

@@ -11,7 +11,7 @@ use tessera_engine::Runtime;
 use tessera_linalg::hpl::{
     generate_matrix, generate_rhs, hpl_flops, hpl_residual, solve_from_factors, HPL_THRESHOLD,
 };
-use tessera_linalg::lu::{lu_factor, Front};
+use tessera_linalg::lu::{lu_factor_split, Front, Split};
 
 /// Options of `tessera lu`.
 #[derive(clap::Args, Debug)]
@@ -32,6 +32,13 @@ pub struct LuArgs {
     /// Seed of the random matrix and right-hand side.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With devices: how tile columns are placed. auto (cyclic over two or
+    /// more devices, else the scheduler), sched (dmda decides per task),
+    /// cyclic (columns dealt over the devices, Hetero-HPL), adaptive (each
+    /// step's columns split between host and devices by the TianHe-1
+    /// splitter, learnt from measured rates; needs --front symbolic).
+    #[arg(long, default_value = "auto")]
+    pub split: String,
     /// Task-graph front-end: symbolic (lazily unfolded) or stf.
     #[arg(long, default_value = "symbolic")]
     pub front: String,
@@ -80,6 +87,13 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         "stf" => Front::Stf,
         other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
     };
+    let split: Split = args.split.parse().map_err(|e| format!("--split: {e}"))?;
+    if split == Split::Adaptive && front == Front::Stf {
+        return Err(
+            "--split adaptive learns as the factorisation proceeds: it needs --front symbolic"
+                .into(),
+        );
+    }
     let config = crate::placement::runtime_config(
         &args.placement,
         &args.sched,
@@ -105,17 +119,17 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     let (result, time) = std::thread::scope(|s| {
         let (rt, finished) = (&rt, &finished);
         let bar = s.spawn(move || progress_bar(hpl_flops(n), || rt.flops_done(), finished));
-        let result = lu_factor(rt, a, front).map(|lu| {
+        let result = lu_factor_split(rt, a, front, split).map(|(lu, shares)| {
             let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
-            (lu, x)
+            (shares, x)
         });
         let time = t0.elapsed().as_secs_f64();
         finished.store(true, Ordering::Relaxed);
         let _ = bar.join();
         (result, time)
     });
-    let x = match result {
-        Ok((_, x)) => x,
+    let (shares, x) = match result {
+        Ok(r) => r,
         Err(e) => return Err(format!("LU failed: {e}")),
     };
     let gflops = hpl_flops(n) / time / 1e9;
@@ -153,6 +167,14 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         n.div_ceil(nb)
     );
 
+    if !shares.is_empty() {
+        // TianHe-1's adaptive split: the device share of each step's columns.
+        let list: Vec<String> = shares
+            .iter()
+            .map(|(k, s)| format!("{k}:{:.0}%", s * 100.0))
+            .collect();
+        println!("adaptive split, device share per step: {}", list.join(" "));
+    }
     if gpu_dgemm > 0.0 {
         println!(
             "LU {gflops:.1} GFLOP/s = {:.1} % of the GPUs' cuBLAS dgemm ({:.1} GFLOP/s, measured in this run)",
@@ -165,6 +187,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     }
     if rt.memory_stats().nodes.len() > 1 {
         print!("{}", rt.memory_stats());
+        crate::report_fallbacks(&rt);
     }
     crate::placement::save_perf_models(&args.placement, &rt)?;
     if verdict == "FAILED" {

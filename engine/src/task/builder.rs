@@ -160,10 +160,18 @@ impl TaskBuilder {
         self
     }
 
-    /// Run `then` with the task's id after its body succeeded, on the worker
-    /// that ran it, before its successors are released.
-    pub(crate) fn then(mut self, then: impl FnOnce(u64) + Send + 'static) -> Self {
-        self.once.then = Some(Box::new(then));
+    /// Run `then` with the task's id after its body succeeded (whichever
+    /// body: a device body or the CPU body it fell back to), on the worker
+    /// that ran it, before its successors are released; tasks `then` submits
+    /// go to that worker's queue. Several calls chain in order.
+    pub fn then(mut self, then: impl FnOnce(u64) + Send + 'static) -> Self {
+        self.once.then = Some(match self.once.then.take() {
+            None => Box::new(then),
+            Some(first) => Box::new(move |id| {
+                first(id);
+                then(id)
+            }),
+        });
         self
     }
 
