@@ -95,6 +95,9 @@ pub enum Error {
     },
     /// The runtime was configured wrongly.
     Config(String),
+    /// Another rank of a distributed run stopped it (its message names the
+    /// rank and the failed task).
+    Remote(String),
 }
 
 impl fmt::Display for Error {
@@ -106,6 +109,7 @@ impl fmt::Display for Error {
             Error::Poisoned { handle, task } => write!(f, "data '{handle}' is invalid: {task}"),
             Error::Cycle { task } => write!(f, "task graph has a cycle through task '{task}'"),
             Error::Config(m) => write!(f, "invalid runtime configuration: {m}"),
+            Error::Remote(m) => write!(f, "distributed run stopped: {m}"),
         }
     }
 }

@@ -140,7 +140,8 @@ fn execute(
             match (outcome, then) {
                 (Outcome::Ok, Some(then)) => {
                     match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
-                        Ok(()) => Outcome::Ok,
+                        Ok(Ok(())) => Outcome::Ok,
+                        Ok(Err(e)) => Outcome::Failed(e.to_string()),
                         Err(p) => Outcome::Failed(format!("panicked: {}", panic_message(&*p))),
                     }
                 }

@@ -1,5 +1,7 @@
 //! Shared helpers for Tessera's cross-crate tests.
 
+pub mod dist_dag;
+
 use std::time::Duration;
 
 /// Run `f` on its own thread and fail the test if it does not finish within

@@ -25,7 +25,7 @@ pub(crate) type Body = Box<dyn FnOnce(&TaskContext<'_>) -> Result<(), BodyError>
 
 /// Run after a task's body succeeded, on the worker that ran it, before its
 /// successors are released (the symbolic front-end unfolds successors here).
-pub(crate) type Then = Box<dyn FnOnce(u64) + Send>;
+pub(crate) type Then = Box<dyn FnOnce(u64) -> Result<(), BodyError> + Send>;
 
 /// Life cycle of a task node, stored in `TaskNode::state`.
 pub(crate) mod state {
