@@ -29,7 +29,7 @@ impl Shape {
     /// `n` tasks over `ranks` ranks; each task has up to 3 earlier predecessors.
     pub fn random(seed: u64, n: usize, ranks: usize) -> Shape {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut preds = vec![Vec::new(); n];
+        let mut preds: Vec<Vec<usize>> = vec![Vec::new()];
         let mut succs = vec![Vec::new(); n];
         for t in 1..n {
             let k = rng.random_range(0..=3.min(t));
@@ -39,8 +39,9 @@ impl Shape {
             for &q in &p {
                 succs[q].push(t);
             }
-            preds[t] = p;
+            preds.push(p);
         }
+        preds.truncate(n);
         Shape {
             preds,
             succs,
