@@ -167,7 +167,7 @@ fn received_data_is_cached_until_written() {
     use tessera_engine::dist::stf::DistRuntime;
     use tessera_engine::{Codelet, Read, ReadWrite};
     with_timeout(LIMIT, || {
-        let stats = spmd(2, |rank, net| {
+        let stats = spmd(2, |_rank, net| {
             let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
             let a = dist.register(0, vec![1.0f64; 64]);
             let outs: Vec<_> = (0..10)
