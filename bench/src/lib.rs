@@ -3,6 +3,7 @@
 pub mod gantt;
 pub mod gpu_check;
 pub mod lu_cmd;
+pub mod lu_kernels_cmd;
 pub mod overhead;
 pub mod perfmodel_cmd;
 pub mod placement;

@@ -1,7 +1,9 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::{gpu_check, lu_cmd, overhead, perfmodel_cmd, placement, spmv_cmd, trace_cmd};
+use tessera_bench::{
+    gpu_check, lu_cmd, lu_kernels_cmd, overhead, perfmodel_cmd, placement, spmv_cmd, trace_cmd,
+};
 
 use std::process::ExitCode;
 
@@ -23,6 +25,8 @@ struct Cli {
 enum Command {
     /// Tiled LU with partial pivoting (HPL-style): factor, solve, check the residual.
     Lu(lu_cmd::LuArgs),
+    /// The LU's CPU tile kernels alone (GEMM row blocks, panel kernels), for tuning nb.
+    LuKernels(lu_kernels_cmd::LuKernelsArgs),
     /// SpMV (CSR, row blocks as tasks): repeated SpMV, power iteration or CG, with bandwidth figures.
     Spmv(spmv_cmd::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Lu(a) => lu_cmd::run(a),
+        Command::LuKernels(a) => lu_kernels_cmd::run(a),
         Command::Overhead(a) => overhead::run(a),
         Command::Spmv(a) => spmv_cmd::run(a),
         Command::Trace(c) => trace_cmd::run(c),

@@ -2,9 +2,16 @@
 
 use std::fmt;
 
+use std::cell::RefCell;
+
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
-use faer::{Mat, Par};
+use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
+use faer::{Mat, MatMut, MatRef, Par};
+
+use faer::reborrow::{Reborrow, ReborrowMut};
+
+use super::gemm::gemm_minus_blocked;
 
 use crate::tile::Tile;
 
@@ -46,25 +53,207 @@ impl std::error::Error for SingularColumn {}
 /// If the tiles do not all have the same number of columns.
 ///
 /// A nonzero pivot below `f64::MIN_POSITIVE` (subnormal) is accepted, but its reciprocal
-/// overflows: faer scales by the reciprocal where LAPACK would divide, so such a panel gets
-/// non-finite multipliers. Pivots of normal magnitude, however tiny, are fine.
+/// overflows: the column is scaled by the reciprocal (as faer does) where LAPACK would
+/// divide, so such a panel gets non-finite multipliers. Pivots of normal magnitude, however
+/// tiny, are fine.
 ///
-/// Chosen design: the tiles are copied into one contiguous `m × w` matrix and factored by
-/// faer's recursive partial-pivoting LU (`lu_in_place`, sequential), whose row permutation is
-/// then turned back into LAPACK transpositions. This allocates `O(m·w)` per call; the copy is
-/// `O(m·w)` against the `O(m·w²)` flops of the factorisation.
+/// Chosen design: the tiles are copied into one contiguous `m × w` workspace (kept per
+/// thread and grown once, see [`PanelWorkspace`]) and factored there by a sequential
+/// recursive LU (LAPACK's `dgetrf2` scheme: halve the columns, factor the left half, update
+/// the right half with one TRSM and one GEMM, factor it, swap the left half's rows) whose
+/// leaves (at most [`LEAF`] columns) are an unblocked right-looking LU. It runs on the
+/// calling worker's core only: no thread outside the engine. Measured against faer's
+/// recursive `lu_in_place` (the previous kernel) and OpenBLAS `dgetrf` on the same panel by
+/// `tessera lu-kernels` (figures in `bench/src/lu_kernels_cmd.rs`).
 pub fn getrf_panel(panel: &mut [&mut Tile], col0: usize) -> Result<Vec<usize>, SingularColumn> {
-    getrf_panel_par(panel, col0, Par::Seq)
+    let Some(first) = panel.first() else {
+        return Ok(Vec::new());
+    };
+    let w = first.cols();
+    assert!(
+        panel.iter().all(|t| t.cols() == w),
+        "getrf_panel: all tiles of a panel must have {w} columns"
+    );
+    let m: usize = panel.iter().map(|t| t.rows()).sum();
+    let mut ipiv = vec![0usize; m.min(w)];
+    PanelWorkspace::with(m * w, |buf| {
+        for j in 0..w {
+            let dst = &mut buf[j * m..(j + 1) * m];
+            let mut row = 0;
+            for t in panel.iter() {
+                dst[row..row + t.rows()].copy_from_slice(t.col(j));
+                row += t.rows();
+            }
+        }
+        recursive_lu(buf, m, m, w, &mut ipiv).map_err(|j| SingularColumn { column: col0 + j })?;
+        for j in 0..w {
+            let src = &buf[j * m..(j + 1) * m];
+            let mut row = 0;
+            for t in panel.iter_mut() {
+                let r = t.rows();
+                t.col_mut(j).copy_from_slice(&src[row..row + r]);
+                row += r;
+            }
+        }
+        Ok(ipiv)
+    })
 }
 
-/// [`getrf_panel`] with faer's parallelism `par` inside the factorisation (for
-/// a tall panel on the critical path while other cores are idle). The pivots
-/// and factors do not depend on `par`: faer's partial-pivoting LU is
-/// deterministic for any thread count.
-pub fn getrf_panel_par(
+/// The panel's contiguous workspace: one buffer per thread, grown to the largest panel
+/// that thread has factored and reused after, so a worker pays the allocation (and its
+/// page faults, about as much as the copy itself) once rather than per panel. Buffers
+/// over [`PanelWorkspace::KEEP_BYTES`] are freed after the call, so a huge panel (a GPU
+/// run's `nb = 2048` at large `N`) does not stay resident on every thread.
+pub struct PanelWorkspace;
+
+impl PanelWorkspace {
+    /// Largest buffer kept between calls (64 MiB: an `N = 16384`, `nb = 512` panel).
+    pub const KEEP_BYTES: usize = 64 << 20;
+
+    fn with<R>(len: usize, f: impl FnOnce(&mut [f64]) -> R) -> R {
+        thread_local! {
+            static BUF: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+        }
+        BUF.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                if buf.len() < len {
+                    *buf = vec![0.0; len];
+                }
+                let r = f(&mut buf[..len]);
+                if buf.len() * 8 > Self::KEEP_BYTES {
+                    *buf = Vec::new();
+                }
+                r
+            }
+            // Re-entered on this thread (cannot happen from a task body): a fresh buffer.
+            Err(_) => f(&mut vec![0.0; len]),
+        })
+    }
+}
+
+/// Widest block factored by the unblocked leaf of [`recursive_lu`]. Chosen from
+/// `tessera lu-kernels` runs over 8, 16 and 32 (see `bench/src/lu_kernels_cmd.rs`).
+pub const LEAF: usize = 16;
+
+/// LU with partial pivoting of the column-major `m × n` matrix in `a` (leading dimension
+/// `ld >= m`), LAPACK `dgetrf2`'s recursion. `ipiv` (length `min(m, n)`) gets 0-based
+/// transpositions relative to row 0. `Err(j)`: the pivot of local column `j` is an exact
+/// zero; `a` is then partly factored.
+fn recursive_lu(
+    a: &mut [f64],
+    ld: usize,
+    m: usize,
+    n: usize,
+    ipiv: &mut [usize],
+) -> Result<(), usize> {
+    let k = m.min(n);
+    if k <= LEAF || n <= LEAF {
+        return unblocked_lu(a, ld, m, n, ipiv);
+    }
+    // Left half a multiple of 8 columns, so the GEMM below works on whole vectors of U.
+    let n1 = if k >= 4 * LEAF { k / 2 / 8 * 8 } else { k / 2 };
+    let n2 = n - n1;
+    let (left, right) = a.split_at_mut(n1 * ld);
+    recursive_lu(left, ld, m, n1, &mut ipiv[..n1])?;
+    swap_rows(right, ld, n2, &ipiv[..n1], 0);
+    {
+        let l11 = MatRef::from_column_major_slice_with_stride(&left[..], m, n1, ld);
+        let r = MatMut::from_column_major_slice_with_stride_mut(&mut right[..], m, n2, ld);
+        let (mut a12, mut a22) = r.split_at_row_mut(n1);
+        solve_unit_lower_triangular_in_place(l11.get(..n1, ..), a12.rb_mut(), Par::Seq);
+        let a21 = l11.get(n1.., ..);
+        // One call: a tall product takes faer's packed, cache-blocked path.
+        gemm_minus_blocked(a22.rb_mut(), a21, a12.rb(), 0);
+    }
+    let k2 = k - n1;
+    recursive_lu(&mut right[n1..], ld, m - n1, n2, &mut ipiv[n1..k]).map_err(|j| j + n1)?;
+    for p in &mut ipiv[n1..k] {
+        *p += n1;
+    }
+    debug_assert_eq!(k2, ipiv[n1..k].len());
+    swap_rows(left, ld, n1, &ipiv[n1..k], n1);
+    Ok(())
+}
+
+/// Unblocked right-looking LU with partial pivoting (`dgetf2`) of the `m × n` matrix in `a`.
+fn unblocked_lu(
+    a: &mut [f64],
+    ld: usize,
+    m: usize,
+    n: usize,
+    ipiv: &mut [usize],
+) -> Result<(), usize> {
+    for j in 0..m.min(n) {
+        let p = j + iamax(&a[j * ld + j..j * ld + m]);
+        ipiv[j] = p;
+        let pivot = a[j * ld + p];
+        if pivot == 0.0 {
+            return Err(j);
+        }
+        if p != j {
+            for c in 0..n {
+                a.swap(c * ld + j, c * ld + p);
+            }
+        }
+        let inv = pivot.recip();
+        let split = ((j + 1) * ld).min(a.len());
+        let (head, tail) = a.split_at_mut(split);
+        let l = &mut head[j * ld + j + 1..j * ld + m];
+        for x in l.iter_mut() {
+            *x *= inv;
+        }
+        let l = &*l;
+        for c in 0..n - j - 1 {
+            let col = &mut tail[c * ld..c * ld + m];
+            let u = col[j];
+            if u != 0.0 {
+                for (x, &y) in col[j + 1..].iter_mut().zip(l) {
+                    *x -= y * u;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Index of the first entry of largest magnitude (BLAS `idamax`, 0-based); 0 for an empty
+/// or all-NaN slice. Two passes: a lane-wise maximum the compiler vectorises, then the
+/// first index that reaches it.
+fn iamax(x: &[f64]) -> usize {
+    const LANES: usize = 8;
+    let mut best = [-1.0f64; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (b, v) in best.iter_mut().zip(c) {
+            let v = v.abs();
+            *b = if v > *b { v } else { *b };
+        }
+    }
+    let mut max = best.iter().fold(-1.0f64, |m, &b| if b > m { b } else { m });
+    for v in rest {
+        max = if v.abs() > max { v.abs() } else { max };
+    }
+    x.iter().position(|v| v.abs() == max).unwrap_or(0)
+}
+
+/// Applies the transpositions `ipiv` (row `first + i` with row `ipiv[i]`, in order) to the
+/// first `cols` columns of the column-major block `a` with leading dimension `ld`.
+fn swap_rows(a: &mut [f64], ld: usize, cols: usize, ipiv: &[usize], first: usize) {
+    for c in 0..cols {
+        let col = &mut a[c * ld..];
+        for (i, &p) in ipiv.iter().enumerate() {
+            col.swap(first + i, p);
+        }
+    }
+}
+
+/// The previous panel kernel, kept as the baseline `tessera lu-kernels` measures against:
+/// faer's recursive partial-pivoting LU (`lu_in_place`, sequential) on a contiguous copy,
+/// its row permutation turned back into LAPACK transpositions.
+pub fn getrf_panel_faer(
     panel: &mut [&mut Tile],
     col0: usize,
-    par: Par,
 ) -> Result<Vec<usize>, SingularColumn> {
     let Some(first) = panel.first() else {
         return Ok(Vec::new());
@@ -89,23 +278,19 @@ pub fn getrf_panel_par(
 
     let mut perm = vec![0usize; m];
     let mut perm_inv = vec![0usize; m];
-    let scratch = lu_in_place_scratch::<usize, f64>(m, w, par, Default::default());
+    let scratch = lu_in_place_scratch::<usize, f64>(m, w, Par::Seq, Default::default());
     let mut buf = MemBuffer::new(scratch);
     lu_in_place(
         lu.as_mut(),
         &mut perm,
         &mut perm_inv,
-        par,
+        Par::Seq,
         MemStack::new(&mut buf),
         Default::default(),
     );
-
-    // U's diagonal holds the pivots in order. Columns before the first zero pivot were
-    // factored exactly as LAPACK would; after it faer has divided by zero, so stop there.
     if let Some(j) = (0..size).find(|&j| lu[(j, j)] == 0.0) {
         return Err(SingularColumn { column: col0 + j });
     }
-
     for j in 0..w {
         let src = lu.col_as_slice(j);
         let mut row = 0;
@@ -337,29 +522,32 @@ mod tests {
     }
 
     #[test]
-    fn parallel_panel_is_bit_identical_to_sequential() {
+    fn same_pivots_as_faers_panel_on_a_tall_panel() {
+        // Tall enough to recurse several levels (w = 96 > 4 · LEAF) over many tiles.
         let (m, w): (usize, usize) = (1500, 96);
-        let tiles: Vec<Tile> = (0..m.div_ceil(w))
-            .map(|t| {
-                let rows = w.min(m - t * w);
-                let data: Vec<f64> = (0..rows * w)
-                    .map(|k| (((k * 7919 + t * 104729) % 1000) as f64) / 1000.0 - 0.5)
-                    .collect();
-                Tile::from_col_major(rows, w, &data)
-            })
-            .collect();
-        let run = |par: Par| {
-            let mut ts = tiles.clone();
-            let mut refs: Vec<&mut Tile> = ts.iter_mut().collect();
-            let ipiv = getrf_panel_par(&mut refs, 0, par).unwrap();
-            (ipiv, ts)
-        };
-        let (p1, t1) = run(Par::Seq);
-        let (p2, t2) = run(Par::rayon(2));
-        assert_eq!(p1, p2);
-        assert!(
-            t1 == t2,
-            "factors differ between sequential and parallel panels"
+        let a = random_dense(m, w, 31);
+        let splits = split_rows(m, w);
+        let (ipiv, lu) = factor(&a, m, w, &splits, 0);
+        let mut tiles = tiles_of(&a, m, w, &splits);
+        let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+        let faer_ipiv = getrf_panel_faer(&mut refs, 0).unwrap();
+        assert_eq!(ipiv.unwrap(), faer_ipiv);
+        assert_close(&lu, &dense_of(&tiles, w), 1e-12 * m as f64);
+    }
+
+    #[test]
+    fn iamax_is_idamax() {
+        assert_eq!(iamax(&[]), 0);
+        assert_eq!(iamax(&[0.0, 0.0]), 0);
+        assert_eq!(
+            iamax(&[1.0, -3.0, 3.0, 2.0]),
+            1,
+            "first of equal magnitudes"
         );
+        let mut x: Vec<f64> = (0..37).map(|i| (i as f64).sin()).collect();
+        x[29] = -5.0;
+        x[33] = 5.0;
+        assert_eq!(iamax(&x), 29);
+        assert_eq!(iamax(&[f64::NAN, 2.0, f64::NAN]), 1);
     }
 }

@@ -1,0 +1,217 @@
+//! `tessera lu-kernels`: the LU's CPU tile kernels alone, as the LU runs them
+//! (cold tiles, one per core, both cores busy), to choose `nb`, the GEMM row
+//! blocks and the panel kernel from measurements. A showcase and tuning aid,
+//! not a regression check: `bench/peers/lu_kernels.sh` runs it alternated
+//! with OpenBLAS `dgetrf` on the same panel and prints same-run ratios.
+//!
+//! Measured here (2 cores, AVX-512, 2 MiB L2 per core), medians of alternated
+//! rounds; the commands and figures are in the closing note of issue 16.
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+use tessera_backends::cpu::bind_current_thread;
+use tessera_linalg::hpl::generate_tile;
+use tessera_tasks::kernels::{
+    gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
+    getrf_panel_flops,
+};
+use tessera_tasks::tile::Tile;
+
+/// Options of `tessera lu-kernels`.
+#[derive(clap::Args, Debug)]
+pub struct LuKernelsArgs {
+    /// Tile sizes to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "256,384,448,512")]
+    pub nb: Vec<usize>,
+    /// GEMM row blocks per call: `auto` (the kernel's choice), `whole` (one
+    /// call per tile) or a row count; comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "whole,auto")]
+    pub rows: Vec<String>,
+    /// Threads running GEMMs at once, each bound to its own core.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Matrix order whose first panel (`N × nb`) the panel kernels factor.
+    #[arg(long, default_value_t = 8192)]
+    pub n: usize,
+    /// What to measure: gemm, panel, or both.
+    #[arg(long, value_delimiter = ',', default_value = "gemm,panel")]
+    pub what: Vec<String>,
+    /// Rounds per figure (the median is printed).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+}
+
+/// How many rows one GEMM call gets.
+#[derive(Clone, Copy, Debug)]
+enum Rows {
+    Auto,
+    Whole,
+    Fixed(usize),
+}
+
+fn parse_rows(s: &str) -> Result<Rows, String> {
+    match s {
+        "auto" => Ok(Rows::Auto),
+        "whole" => Ok(Rows::Whole),
+        n => n
+            .parse()
+            .map(Rows::Fixed)
+            .map_err(|_| format!("--rows: '{n}' is not auto, whole or a row count")),
+    }
+}
+
+pub fn run(args: LuKernelsArgs) -> Result<(), String> {
+    let rows = args
+        .rows
+        .iter()
+        .map(|s| parse_rows(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.threads == 0 || args.rounds == 0 {
+        return Err("--threads and --rounds must be at least 1".into());
+    }
+    for what in &args.what {
+        match what.as_str() {
+            "gemm" => {
+                for &nb in &args.nb {
+                    for &r in &rows {
+                        let rates: Vec<f64> = (0..args.rounds)
+                            .map(|_| gemm_rate(nb, r, args.threads))
+                            .collect();
+                        let label = match r {
+                            Rows::Auto => format!("auto({})", gemm_row_block(nb, nb)),
+                            Rows::Whole => "whole".into(),
+                            Rows::Fixed(n) => n.to_string(),
+                        };
+                        println!(
+                            "gemm nb={nb} rows={label} threads={} {:.2} GFLOP/s",
+                            args.threads,
+                            median(rates)
+                        );
+                    }
+                }
+            }
+            "panel" => {
+                for &nb in &args.nb {
+                    for (name, kernel) in [
+                        ("tessera", getrf_panel as PanelFn),
+                        ("faer", getrf_panel_faer as PanelFn),
+                    ] {
+                        let rates: Vec<f64> = (0..args.rounds)
+                            .map(|_| panel_rate(args.n, nb, kernel))
+                            .collect::<Result<_, _>>()?;
+                        println!(
+                            "panel {name} m={} w={nb} {:.2} GFLOP/s",
+                            args.n,
+                            median(rates)
+                        );
+                    }
+                }
+            }
+            other => return Err(format!("--what: unknown '{other}' (gemm, panel)")),
+        }
+    }
+    Ok(())
+}
+
+type PanelFn =
+    fn(&mut [&mut Tile], usize) -> Result<Vec<usize>, tessera_tasks::kernels::SingularColumn>;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn random_tile(nb: usize, seed: u64) -> Tile {
+    generate_tile(nb * 64, nb, seed, 0, 0)
+}
+
+/// GFLOP/s of `threads` threads each running `C -= A·B` on its own ring of
+/// tiles, large enough (≥ 48 MB) that every call starts with cold tiles, as
+/// the LU's GEMMs do.
+fn gemm_rate(nb: usize, rows: Rows, threads: usize) -> f64 {
+    let set_bytes = 3 * nb * nb * 8;
+    let sets = (48usize << 20).div_ceil(set_bytes).max(2);
+    let calls = (4e9 / gemm_flops(nb, nb, nb)).ceil() as usize;
+    let barrier = Barrier::new(threads);
+    let secs: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let _ = bind_current_thread(&[t]);
+                    let mut ring: Vec<(Tile, Tile, Tile)> = (0..sets)
+                        .map(|i| {
+                            let s = (t * 1000 + 3 * i) as u64;
+                            (
+                                random_tile(nb, s),
+                                random_tile(nb, s + 1),
+                                random_tile(nb, s + 2),
+                            )
+                        })
+                        .collect();
+                    let r = match rows {
+                        Rows::Auto => gemm_row_block(nb, nb),
+                        Rows::Whole => 0,
+                        Rows::Fixed(r) => r,
+                    };
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    for i in 0..calls {
+                        let (a, b, c) = &mut ring[i % sets];
+                        gemm_minus_blocked(c.as_mut(), a.as_ref(), b.as_ref(), r);
+                    }
+                    t0.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let wall = secs.iter().fold(0.0f64, |m, &s| m.max(s));
+    threads as f64 * calls as f64 * gemm_flops(nb, nb, nb) / wall / 1e9
+}
+
+/// GFLOP/s of one panel kernel on the first `n × nb` panel of the HPL matrix
+/// of order `n` (best of 3 on fresh copies), on core 0 while core 1 runs
+/// GEMMs on cold tiles, as in the LU.
+fn panel_rate(n: usize, nb: usize, kernel: PanelFn) -> Result<f64, String> {
+    let t = n.div_ceil(nb);
+    let panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let best = std::thread::scope(|s| {
+        let stop = &stop;
+        s.spawn(move || {
+            let _ = bind_current_thread(&[1]);
+            let mut ring: Vec<(Tile, Tile, Tile)> = (0..16)
+                .map(|i| {
+                    (
+                        random_tile(nb, i),
+                        random_tile(nb, i + 1),
+                        random_tile(nb, i + 2),
+                    )
+                })
+                .collect();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (a, b, c) = &mut ring[i % 16];
+                gemm_minus_blocked(c.as_mut(), a.as_ref(), b.as_ref(), 0);
+                i += 1;
+            }
+        });
+        let _ = bind_current_thread(&[0]);
+        let mut best = f64::INFINITY;
+        let mut result = Ok(());
+        for _ in 0..3 {
+            let mut tiles = panel.clone();
+            let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+            let t0 = Instant::now();
+            if let Err(e) = kernel(&mut refs, 0) {
+                result = Err(e.to_string());
+            }
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        result.map(|()| best)
+    })?;
+    Ok(getrf_panel_flops(n, nb) / best / 1e9)
+}
