@@ -28,6 +28,10 @@ pub struct LuKernelsArgs {
     /// call per tile) or a row count; comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "whole,auto")]
     pub rows: Vec<String>,
+    /// Consecutive GEMM calls that share their `B` tile, as the updates of
+    /// one tile column do (1: every call has its own tiles); comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub share_b: Vec<usize>,
     /// Threads running GEMMs at once, each bound to its own core.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -37,6 +41,10 @@ pub struct LuKernelsArgs {
     /// What to measure: gemm, panel, or both.
     #[arg(long, value_delimiter = ',', default_value = "gemm,panel")]
     pub what: Vec<String>,
+    /// While a panel is factored on core 0, core 1 runs GEMMs on cold tiles
+    /// as in the LU (`gemm`) or idles (`none`).
+    #[arg(long, default_value = "gemm")]
+    pub companion: String,
     /// Rounds per figure (the median is printed).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
@@ -67,6 +75,11 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
         .iter()
         .map(|s| parse_rows(s))
         .collect::<Result<Vec<_>, _>>()?;
+    let busy = match args.companion.as_str() {
+        "gemm" => true,
+        "none" => false,
+        other => return Err(format!("--companion: unknown '{other}' (gemm, none)")),
+    };
     if args.threads == 0 || args.rounds == 0 {
         return Err("--threads and --rounds must be at least 1".into());
     }
@@ -74,9 +87,12 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
         match what.as_str() {
             "gemm" => {
                 for &nb in &args.nb {
-                    for &r in &rows {
+                    for (&r, &share) in rows
+                        .iter()
+                        .flat_map(|r| args.share_b.iter().map(move |s| (r, s)))
+                    {
                         let rates: Vec<f64> = (0..args.rounds)
-                            .map(|_| gemm_rate(nb, r, args.threads))
+                            .map(|_| gemm_rate(nb, r, share.max(1), args.threads))
                             .collect();
                         let label = match r {
                             Rows::Auto => format!("auto({})", gemm_row_block(nb, nb)),
@@ -84,7 +100,7 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
                             Rows::Fixed(n) => n.to_string(),
                         };
                         println!(
-                            "gemm nb={nb} rows={label} threads={} {:.2} GFLOP/s",
+                            "gemm nb={nb} rows={label} share_b={share} threads={} {:.2} GFLOP/s",
                             args.threads,
                             median(rates)
                         );
@@ -98,11 +114,12 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
                         ("faer", getrf_panel_faer as PanelFn),
                     ] {
                         let rates: Vec<f64> = (0..args.rounds)
-                            .map(|_| panel_rate(args.n, nb, kernel))
+                            .map(|_| panel_rate(args.n, nb, kernel, busy))
                             .collect::<Result<_, _>>()?;
                         println!(
-                            "panel {name} m={} w={nb} {:.2} GFLOP/s",
+                            "panel {name} m={} w={nb} companion={} {:.2} GFLOP/s",
                             args.n,
+                            args.companion,
                             median(rates)
                         );
                     }
@@ -128,8 +145,8 @@ fn random_tile(nb: usize, seed: u64) -> Tile {
 
 /// GFLOP/s of `threads` threads each running `C -= A·B` on its own ring of
 /// tiles, large enough (≥ 48 MB) that every call starts with cold tiles, as
-/// the LU's GEMMs do.
-fn gemm_rate(nb: usize, rows: Rows, threads: usize) -> f64 {
+/// the LU's GEMMs do; `share` consecutive calls use the same `B`.
+fn gemm_rate(nb: usize, rows: Rows, share: usize, threads: usize) -> f64 {
     let set_bytes = 3 * nb * nb * 8;
     let sets = (48usize << 20).div_ceil(set_bytes).max(2);
     let calls = (4e9 / gemm_flops(nb, nb, nb)).ceil() as usize;
@@ -140,6 +157,9 @@ fn gemm_rate(nb: usize, rows: Rows, threads: usize) -> f64 {
                 let barrier = &barrier;
                 s.spawn(move || {
                     let _ = bind_current_thread(&[t]);
+                    let bs: Vec<Tile> = (0..sets.div_ceil(share))
+                        .map(|i| random_tile(nb, (t * 1000 + 999 - i) as u64))
+                        .collect();
                     let mut ring: Vec<(Tile, Tile, Tile)> = (0..sets)
                         .map(|i| {
                             let s = (t * 1000 + 3 * i) as u64;
@@ -159,6 +179,11 @@ fn gemm_rate(nb: usize, rows: Rows, threads: usize) -> f64 {
                     let t0 = Instant::now();
                     for i in 0..calls {
                         let (a, b, c) = &mut ring[i % sets];
+                        let b = if share > 1 {
+                            &bs[(i % sets) / share]
+                        } else {
+                            &*b
+                        };
                         gemm_minus_blocked(c.as_mut(), a.as_ref(), b.as_ref(), r);
                     }
                     t0.elapsed().as_secs_f64()
@@ -173,14 +198,17 @@ fn gemm_rate(nb: usize, rows: Rows, threads: usize) -> f64 {
 
 /// GFLOP/s of one panel kernel on the first `n × nb` panel of the HPL matrix
 /// of order `n` (best of 3 on fresh copies), on core 0 while core 1 runs
-/// GEMMs on cold tiles, as in the LU.
-fn panel_rate(n: usize, nb: usize, kernel: PanelFn) -> Result<f64, String> {
+/// GEMMs on cold tiles, as in the LU (`busy`), or idles.
+fn panel_rate(n: usize, nb: usize, kernel: PanelFn, busy: bool) -> Result<f64, String> {
     let t = n.div_ceil(nb);
     let panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
     let stop = std::sync::atomic::AtomicBool::new(false);
     let best = std::thread::scope(|s| {
         let stop = &stop;
         s.spawn(move || {
+            if !busy {
+                return;
+            }
             let _ = bind_current_thread(&[1]);
             let mut ring: Vec<(Tile, Tile, Tile)> = (0..16)
                 .map(|i| {
