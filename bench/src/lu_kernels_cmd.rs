@@ -4,8 +4,32 @@
 //! not a regression check: `bench/peers/lu_kernels.sh` runs it alternated
 //! with OpenBLAS `dgetrf` on the same panel and prints same-run ratios.
 //!
-//! Measured here (2 cores, AVX-512, 2 MiB L2 per core), medians of alternated
-//! rounds; the commands and figures are in the closing note of issue 16.
+//! Measured here (2 cores, AVX-512, 2 MiB L2 per core), while other sessions
+//! compiled on the same 2 cores (load averages 3–6, stated per row): compare
+//! figures within a row only.
+//!
+//! GEMM per tile, 2 threads, cold tiles, GFLOP/s (`--what gemm --nb
+//! 256,320,384,448,512 --rows whole,auto --rounds 3`, run twice, load 3.1–3.3):
+//!
+//! | nb  | one call (whole) | row blocks (auto)   |
+//! |-----|------------------|---------------------|
+//! | 256 | 65.8, 63.9       | 67.5, 67.4 (256)    |
+//! | 320 | 73.6, 70.7       | 73.1, 73.5 (320)    |
+//! | 384 | 68.3, 74.6       | 72.3, 77.9 (192)    |
+//! | 448 | 66.8, 58.0       | 58.4, 75.4 (224)    |
+//! | 512 | 63.7, 58.0       | 65.0, 70.2 (256)    |
+//!
+//! At nb=448 alone (`--nb 448 --rows whole,224,160,112` twice, load 3.5):
+//! whole 59.8 / 64.8, 224 rows 76.5 / 76.5, 160 rows 78.2 / 71.9, 112 rows
+//! 79.6 / 66.9: blocks of 112–224 rows all clear the cliff; the kernel takes
+//! the largest that fits half the L2 (224 here).
+//!
+//! Panel `8192 × 448`, GFLOP/s (`--what panel --nb 448 --rounds 1`, three
+//! runs, core 1 idle, load 4.6–5): tessera 45.9 / 39.8 / 41.0, faer's
+//! `lu_in_place` 21.2 / 28.8 / 21.7. Leaf width (same runs with the leaf as a
+//! parameter, before the panel worked in place): 8 → 33.4–34.6, 12 → 33.7–34.0,
+//! 16 → 28.9–32.9, 24 → 21.6–32.6. Same-run ratios against OpenBLAS `dgetrf`
+//! on the panel: `bench/peers/lu_kernels.sh`.
 
 use std::sync::Barrier;
 use std::time::Instant;
@@ -14,7 +38,7 @@ use tessera_backends::cpu::bind_current_thread;
 use tessera_linalg::hpl::generate_tile;
 use tessera_tasks::kernels::{
     gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
-    getrf_panel_flops,
+    getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
 };
 use tessera_tasks::tile::Tile;
 
@@ -38,8 +62,8 @@ pub struct LuKernelsArgs {
     /// Matrix order whose first panel (`N × nb`) the panel kernels factor.
     #[arg(long, default_value_t = 8192)]
     pub n: usize,
-    /// What to measure: gemm, panel, or both.
-    #[arg(long, value_delimiter = ',', default_value = "gemm,panel")]
+    /// What to measure: gemm, panel, trsm, swap (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "gemm,panel,trsm,swap")]
     pub what: Vec<String>,
     /// While a panel is factored on core 0, core 1 runs GEMMs on cold tiles
     /// as in the LU (`gemm`) or idles (`none`).
@@ -125,7 +149,33 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
                     }
                 }
             }
-            other => return Err(format!("--what: unknown '{other}' (gemm, panel)")),
+            "trsm" => {
+                for &nb in &args.nb {
+                    let rates: Vec<f64> = (0..args.rounds)
+                        .map(|_| trsm_rate(nb, args.threads))
+                        .collect();
+                    println!(
+                        "trsm nb={nb} threads={} {:.2} GFLOP/s",
+                        args.threads,
+                        median(rates)
+                    );
+                }
+            }
+            "swap" => {
+                for &nb in &args.nb {
+                    let ms: Vec<f64> = (0..args.rounds).map(|_| swap_ms(args.n, nb)).collect();
+                    println!(
+                        "swap m={} w={nb} (pivots of the first panel) {:.3} ms",
+                        args.n,
+                        median(ms)
+                    );
+                }
+            }
+            other => {
+                return Err(format!(
+                    "--what: unknown '{other}' (gemm, panel, trsm, swap)"
+                ))
+            }
         }
     }
     Ok(())
@@ -194,6 +244,54 @@ fn gemm_rate(nb: usize, rows: Rows, share: usize, threads: usize) -> f64 {
     });
     let wall = secs.iter().fold(0.0f64, |m, &s| m.max(s));
     threads as f64 * calls as f64 * gemm_flops(nb, nb, nb) / wall / 1e9
+}
+
+/// GFLOP/s of `threads` threads each solving `B := L⁻¹·B` on its own ring of
+/// cold tiles.
+fn trsm_rate(nb: usize, threads: usize) -> f64 {
+    let sets = (48usize << 20).div_ceil(2 * nb * nb * 8).max(2);
+    let calls = (2e9 / trsm_flops(nb, nb)).ceil() as usize;
+    let barrier = Barrier::new(threads);
+    let secs: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let _ = bind_current_thread(&[t]);
+                    let mut ring: Vec<(Tile, Tile)> = (0..sets)
+                        .map(|i| {
+                            let s = (t * 1000 + 2 * i) as u64;
+                            (random_tile(nb, s), random_tile(nb, s + 1))
+                        })
+                        .collect();
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    for i in 0..calls {
+                        let (l, b) = &mut ring[i % sets];
+                        trsm_unit_lower(l, b);
+                    }
+                    t0.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let wall = secs.iter().fold(0.0f64, |m, &s| m.max(s));
+    threads as f64 * calls as f64 * trsm_flops(nb, nb) / wall / 1e9
+}
+
+/// Milliseconds of `SWAP(0, 1)`: the first panel's interchanges applied to
+/// the second tile column of the HPL matrix of order `n` (fresh tiles).
+fn swap_ms(n: usize, nb: usize) -> f64 {
+    let t = n.div_ceil(nb);
+    let mut panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
+    let mut refs: Vec<&mut Tile> = panel.iter_mut().collect();
+    let ipiv = getrf_panel(&mut refs, 0).expect("the HPL matrix is regular");
+    let mut col: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 1)).collect();
+    let mut refs: Vec<&mut Tile> = col.iter_mut().collect();
+    let t0 = Instant::now();
+    laswp(&mut refs, &ipiv);
+    t0.elapsed().as_secs_f64() * 1e3
 }
 
 /// GFLOP/s of one panel kernel on the first `n × nb` panel of the HPL matrix
