@@ -189,7 +189,10 @@ mod tests {
             (5, 3),
         ] {
             let r = gemm_row_block(m, k);
-            assert!(r >= 1 && (r >= m || r % 16 == 0), "m={m} k={k}: {r}");
+            assert!(
+                r >= 1 && (r >= m || r.is_multiple_of(16)),
+                "m={m} k={k}: {r}"
+            );
             assert!(
                 r >= m || r * k * 8 <= l2 / 2 + 16 * k * 8,
                 "m={m} k={k}: {r}"

@@ -181,7 +181,8 @@ impl<'p, 't> TiledPanel<'p, 't> {
 
     /// Unblocked right-looking LU (`dgetf2`) of rows `d..m`, columns `d..d+n`.
     fn leaf(&mut self, d: usize, n: usize, ipiv: &mut [usize]) -> Result<(), usize> {
-        for j in 0..(self.m - d).min(n) {
+        let steps = (self.m - d).min(n);
+        for (j, slot) in ipiv.iter_mut().enumerate().take(steps) {
             let (row, col) = (d + j, d + j);
             let (s0, l0) = self.locate(row);
             // Pivot: the first row of largest magnitude (idamax over the tiles in order).
@@ -197,7 +198,7 @@ impl<'p, 't> TiledPanel<'p, 't> {
                     (best, p) = (c[i].abs(), self.starts[s] + from + i);
                 }
             }
-            ipiv[j] = p;
+            *slot = p;
             let (sp, lp) = self.locate(p);
             let pivot = self.tiles[sp].col(col)[lp];
             if pivot == 0.0 {
