@@ -19,8 +19,12 @@ pub struct LuArgs {
     /// Matrix order N.
     #[arg(long, default_value_t = 8192)]
     pub n: usize,
-    /// Tile size NB (448 measured fastest at N=8192 here, interleaved against
-    /// 384 and 512; see the closing note of the LU issue).
+    /// Tile size NB. 448 was the fastest at N=8192 on the faster VM type; on
+    /// the slower one (issue 16) it fell off faer's GEMM cache cliff, which the
+    /// GEMM kernel now avoids with row blocks sized from the L2 it reads at run
+    /// time, and 448 is again the fastest there: `tessera lu --n 8192 --nb X`
+    /// alternated over 320/384/448/512, 3 rounds, load 4.4–4.7, medians
+    /// 89.6 / 86.3 / 94.3 / 88.1 GFLOP/s.
     #[arg(long, default_value_t = 448)]
     pub nb: usize,
     #[command(flatten)]
