@@ -28,8 +28,10 @@
 //! runs, core 1 idle, load 4.6–5): tessera 45.9 / 39.8 / 41.0, faer's
 //! `lu_in_place` 21.2 / 28.8 / 21.7. Leaf width (same runs with the leaf as a
 //! parameter, before the panel worked in place): 8 → 33.4–34.6, 12 → 33.7–34.0,
-//! 16 → 28.9–32.9, 24 → 21.6–32.6. Same-run ratios against OpenBLAS `dgetrf`
-//! on the panel: `bench/peers/lu_kernels.sh`.
+//! 16 → 28.9–32.9, 24 → 21.6–32.6. Against OpenBLAS `dgetrf` on a panel of
+//! the same shape (`bash bench/peers/lu_kernels.sh 8192 448 3`, load 6.2–6.4,
+//! medians): tessera 32.8, OpenBLAS 1 thread 32.4 (1.01×), 2 threads 24.9
+//! (1.32×), faer 17.4 (tessera 1.88×); with core 1 running GEMMs, tessera 16.2.
 
 use std::sync::Barrier;
 use std::time::Instant;

@@ -5,12 +5,10 @@ use std::fmt;
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
 use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
+use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Mat, MatMut, MatRef, Par};
 
-use faer::reborrow::{Reborrow, ReborrowMut};
-
 use super::gemm::{gemm_minus_blocked, gemm_row_block};
-
 use crate::tile::Tile;
 
 /// An exact zero pivot: the matrix is singular (LAPACK's `info > 0`).
