@@ -172,12 +172,12 @@ pub fn solve_from_factors(factors: &TileMatrix, ipiv_global: &[usize], b: &[f64]
     x
 }
 
-fn col_mut(x: &mut [f64]) -> MatMut<'_, f64> {
+pub(crate) fn col_mut(x: &mut [f64]) -> MatMut<'_, f64> {
     let len = x.len();
     MatMut::from_column_major_slice_mut(x, len, 1)
 }
 
-fn col_ref(x: &[f64]) -> MatRef<'_, f64> {
+pub(crate) fn col_ref(x: &[f64]) -> MatRef<'_, f64> {
     MatRef::from_column_major_slice(x, x.len(), 1)
 }
 
