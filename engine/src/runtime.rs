@@ -447,7 +447,9 @@ impl Shared {
                     deps.poisoned_by = None;
                 }
             } else {
-                deps.push_reader(TaskRef::new(&node));
+                node.accesses[*i]
+                    .core()
+                    .push_reader(deps, TaskRef::new(&node));
             }
         }
         drop(guards);
