@@ -98,10 +98,7 @@ impl SimConfig {
                 .ok_or_else(|| format!("--sim '{spec}': '{kv}' is not key=value"))?;
             let bad = |what: &str| format!("--sim '{spec}': {k}={v}: {what}");
             if seen.contains(&k.trim()) {
-                return Err(format!(
-                    "--sim '{spec}': key '{}' is given twice",
-                    k.trim()
-                ));
+                return Err(format!("--sim '{spec}': key '{}' is given twice", k.trim()));
             }
             seen.push(k.trim());
             match k.trim() {

@@ -1,6 +1,7 @@
 //! The `tessera` command line's subcommands ([`cmd`]) and what they share: placement
 //! options ([`placement`]), Gantt charts ([`gantt`]) and trace files ([`save_trace`]).
 
+pub mod budget;
 pub mod cmd;
 pub mod gantt;
 pub mod placement;

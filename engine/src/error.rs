@@ -95,6 +95,9 @@ pub enum Error {
     },
     /// The runtime was configured wrongly.
     Config(String),
+    /// A numerical method cannot go on (a zero norm, a non-positive
+    /// curvature, NaN in the data): the message says where and why.
+    Breakdown(String),
 }
 
 impl fmt::Display for Error {
@@ -106,6 +109,7 @@ impl fmt::Display for Error {
             Error::Poisoned { handle, task } => write!(f, "data '{handle}' is invalid: {task}"),
             Error::Cycle { task } => write!(f, "task graph has a cycle through task '{task}'"),
             Error::Config(m) => write!(f, "invalid runtime configuration: {m}"),
+            Error::Breakdown(m) => write!(f, "numerical breakdown: {m}"),
         }
     }
 }

@@ -28,10 +28,6 @@ const VERSION: u64 = 1;
 /// loaded it would dominate `dmda`'s estimates.
 pub const MAX_SAMPLE_SECONDS: f64 = 86_400.0;
 
-/// Temporary files of a save that did not finish (`write_file`) older than
-/// this are removed on load even where the saving process cannot be checked.
-const STALE_TMP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
-
 /// Environment variable naming the model directory (see [`default_dir`]).
 pub const DIR_ENV: &str = "TESSERA_PERFMODEL_DIR";
 
@@ -78,7 +74,7 @@ impl PerfModels {
             let path = entry
                 .map_err(|e| FileError::from(e).with_path(&dir))?
                 .path();
-            if is_stale_tmp(&path) {
+            if crate::util::is_stale_tmp(&path, None) && path.to_string_lossy().contains(".json.") {
                 // A save killed before its rename (kill -9): nobody will
                 // finish it. Best effort; the models load either way.
                 let _ = fs::remove_file(&path);
@@ -228,35 +224,6 @@ fn write_file(path: &Path, codelet: &str, entries: &[Entry]) -> io::Result<()> {
     result
 }
 
-/// Whether `path` is the temporary file of a save (`.NAME.json.PID.tmp`,
-/// see `write_file`) whose process is gone (no `/proc/PID`), or, where that
-/// cannot be told, that is older than [`STALE_TMP_AGE`].
-fn is_stale_tmp(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    let Some(pid) = name
-        .strip_prefix('.')
-        .and_then(|n| n.strip_suffix(".tmp"))
-        .and_then(|n| n.rsplit_once(".json."))
-        .and_then(|(_, pid)| pid.parse::<u32>().ok())
-    else {
-        return false;
-    };
-    if !path.is_file() {
-        return false;
-    }
-    let proc = Path::new("/proc");
-    if proc.join("self").exists() {
-        return pid != std::process::id() && !proc.join(pid.to_string()).exists();
-    }
-    fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age > STALE_TMP_AGE)
-}
-
 /// An architecture name as devices give them (`cpu`, `sim`, `cuda`): 1 to 32
 /// lowercase ASCII letters, digits, `-` or `_`.
 fn valid_arch(arch: &str) -> bool {
@@ -379,7 +346,10 @@ mod tests {
         let back = PerfModels::load(&tmp.0).unwrap();
         assert_eq!(back.summary(), m.summary());
         assert!(!dead.exists(), "a dead process's save is removed");
-        assert!(mine.exists() && other.exists(), "live saves and other files stay");
+        assert!(
+            mine.exists() && other.exists(),
+            "live saves and other files stay"
+        );
     }
 
     /// Issue 17: samples of 1e308 printed "inf s (NaN%)": the median of two
@@ -465,10 +435,7 @@ mod tests {
             fs::write(&path, good.replacen(from, to, 1)).unwrap();
             let msg = PerfModels::load(&tmp.0).unwrap_err().to_string();
             let entry = from.contains("samples") || from.contains("arch");
-            assert!(
-                msg.contains("gemm.json") && msg.contains(want),
-                "{msg}"
-            );
+            assert!(msg.contains("gemm.json") && msg.contains(want), "{msg}");
             assert!(!entry || msg.contains("codelet 'gemm'"), "{msg}");
         }
 
