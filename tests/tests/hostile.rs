@@ -65,3 +65,32 @@ fn stampede_dmda_own_memory_at_exactly_one_working_set() {
         );
     });
 }
+
+/// `TaskGraph::edge` with a vertex of another graph panicked inside
+/// petgraph (issue 17); with an index that exists in both graphs it would
+/// have joined the wrong tasks. Now `check` and `submit` refuse it by name.
+#[test]
+fn edge_with_a_vertex_of_another_graph_is_an_error() {
+    with_timeout(Duration::from_secs(60), || {
+        use tessera_engine::{Codelet, TaskBuilder, TaskGraph};
+        let rt = Runtime::with_workers(1).unwrap();
+        let cl = Codelet::new("noop");
+        let task = || TaskBuilder::new(&cl);
+        let mut g1 = TaskGraph::new();
+        let mut g2 = TaskGraph::new();
+        let a = g1.add(task());
+        let b = g1.add(task());
+        let (c, _d, _e) = (g2.add(task()), g2.add(task()), g2.add(task()));
+        g1.edge(a, b);
+        g1.edge(b, c); // c's index (0) exists in g1 too
+        let e = g1.check().unwrap_err().to_string();
+        assert!(e.contains("belongs to another TaskGraph"), "{e}");
+        let mut far = TaskGraph::new();
+        let f = far.add(task());
+        far.edge(f, _e); // index 2: beyond `far`, once a petgraph panic
+        assert!(far.submit(&rt).is_err());
+        g2.edge(c, _d);
+        assert_eq!(g2.submit(&rt).unwrap().len(), 3);
+        rt.wait_all().unwrap();
+    });
+}
