@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 
 use tessera_engine::fmt::bytes;
 
-/// Address space each thread may take beyond the buffers counted: glibc
-/// gives a thread that allocates an arena of its own (64 MiB of address
-/// space reserved at once), plus its stack. Counted only against the
-/// address-space limit, which sees reservations, not use.
-const PER_THREAD_ADDRESS_SPACE: u64 = 66 << 20;
+/// Address space each thread may take beyond the buffers counted: faer's
+/// x86 GEMM gives each thread that calls it a 520 MiB scratch buffer
+/// (`private_gemm_x86`'s thread-local pages: reserved, touched lazily;
+/// found as the 545,259,520-byte allocation that aborted `lu --n 256` under
+/// `ulimit -v 1048576`), glibc an arena of 64 MiB, plus a stack. Counted
+/// only against the address-space limit, which sees reservations, not use.
+const PER_THREAD_ADDRESS_SPACE: u64 = 600 << 20;
 
 /// One limit on what this process may allocate now.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod cmd;
 pub mod gantt;
+pub mod interrupt;
 pub mod placement;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.

@@ -41,6 +41,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tessera_bench::interrupt::install();
     let result = match cli.command {
         Command::Lu(a) => lu::run(a),
         Command::Overhead(a) => overhead::run(a),
@@ -50,6 +51,12 @@ fn main() -> ExitCode {
         Command::Perfmodel(c) => perfmodel::run(c),
         Command::GpuCheck(a) => gpu_check::run(a),
     };
+    if tessera_bench::interrupt::requested() {
+        if let Err(e) = result {
+            eprintln!("tessera: {e}");
+        }
+        return ExitCode::from(tessera_bench::interrupt::EXIT_STATUS);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

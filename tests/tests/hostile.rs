@@ -94,3 +94,36 @@ fn edge_with_a_vertex_of_another_graph_is_an_error() {
         rt.wait_all().unwrap();
     });
 }
+
+/// Ctrl-C in the drivers calls `Runtime::interrupt`: running bodies finish,
+/// the tasks not started are cancelled as "interrupted", waits return at
+/// once with that error, and later submissions are refused.
+#[test]
+fn interrupt_cancels_what_has_not_started() {
+    with_timeout(Duration::from_secs(60), || {
+        use tessera_engine::Codelet;
+        let rt = Runtime::with_workers(2).unwrap();
+        let h = rt.register(0u64);
+        let cl = Codelet::new("step");
+        for _ in 0..400 {
+            rt.task(&cl, h.rw())
+                .cpu(|v| {
+                    *v += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                    Ok(())
+                })
+                .submit()
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = Instant::now();
+        rt.interrupt();
+        let e = rt.wait_all().unwrap_err().to_string();
+        assert!(e.contains("interrupted"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        assert!(rt.is_interrupted());
+        let e = rt.task(&cl, h.rw()).cpu(|_| Ok(())).submit().unwrap_err();
+        assert!(e.to_string().contains("interrupted"), "{e}");
+        drop(rt);
+    });
+}

@@ -137,7 +137,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     let (result, time) = std::thread::scope(|s| {
         let (rt, finished) = (&rt, &finished);
         let bar = s.spawn(move || progress_bar(hpl_flops(n), || rt.flops_done(), finished));
-        let result = lu_factor(rt, a, front).map(|lu| {
+        let result = crate::interrupt::watch(rt, || lu_factor(rt, a, front)).map(|lu| {
             let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
             (lu, x)
         });
@@ -148,6 +148,9 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     });
     let x = match result {
         Ok((_, x)) => x,
+        Err(_) if rt.is_interrupted() => {
+            return crate::interrupt::stopped(&rt, args.trace.as_deref())
+        }
         Err(e) => return Err(format!("LU failed: {e}")),
     };
     let gflops = hpl_flops(n) / time / 1e9;

@@ -240,97 +240,98 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     }
     let d2d = device_copy_rate(config.devices.first());
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
-    // The first device's memory node (checked above that there is a device
-    // when it is used).
-    let device_node = rt.device_nodes().first().copied().unwrap_or(1);
-    let workers = rt.workers();
+    let result = crate::interrupt::watch(&rt, || {
+        // The first device's memory node (checked above that there is a device
+        // when it is used).
+        let device_node = rt.device_nodes().first().copied().unwrap_or(1);
+        let workers = rt.workers();
 
-    let t_load = Instant::now();
-    let (a, source) = match (&args.matrix, spec) {
-        (Some(path), _) => (
-            read_matrix_market(path).map_err(|e| e.to_string())?,
-            path.display().to_string(),
-        ),
-        (None, Some(g)) => (g.build(), args.gen.clone()),
-        (None, None) => unreachable!("--gen has a default"),
-    };
-    let load_s = t_load.elapsed().as_secs_f64();
-    let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
-    if args.matrix.is_some() {
-        // Now with the real sizes: the vectors follow the columns, which a
-        // 60-byte file can declare by the billion.
-        budget(
-            &format!("spmv on {}", source),
-            n as u64,
-            m as u64,
-            a.bytes() as u64,
-        )?;
-    }
-    println!(
-        "matrix {source}: {n} x {m}, {nnz} nonzeros, {:.1} MiB, {} in {load_s:.2} s",
-        a.bytes() as f64 / (1 << 20) as f64,
+        let t_load = Instant::now();
+        let (a, source) = match (&args.matrix, spec) {
+            (Some(path), _) => (
+                read_matrix_market(path).map_err(|e| e.to_string())?,
+                path.display().to_string(),
+            ),
+            (None, Some(g)) => (g.build(), args.gen.clone()),
+            (None, None) => unreachable!("--gen has a default"),
+        };
+        let load_s = t_load.elapsed().as_secs_f64();
+        let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
         if args.matrix.is_some() {
-            "read"
-        } else {
-            "generated"
+            // Now with the real sizes: the vectors follow the columns, which a
+            // 60-byte file can declare by the billion.
+            budget(
+                &format!("spmv on {}", source),
+                n as u64,
+                m as u64,
+                a.bytes() as u64,
+            )?;
         }
-    );
+        println!(
+            "matrix {source}: {n} x {m}, {nnz} nonzeros, {:.1} MiB, {} in {load_s:.2} s",
+            a.bytes() as f64 / (1 << 20) as f64,
+            if args.matrix.is_some() {
+                "read"
+            } else {
+                "generated"
+            }
+        );
 
-    let stream = stream_triad(stream_n, workers, 5) / 1e9;
-    println!(
-        "STREAM triad ({workers} threads, 3 x {} MiB): {stream:.1} GB/s",
-        args.stream_mi * 8
-    );
+        let stream = stream_triad(stream_n, workers, 5) / 1e9;
+        println!(
+            "STREAM triad ({workers} threads, 3 x {} MiB): {stream:.1} GB/s",
+            args.stream_mi * 8
+        );
 
-    // Balancing moves whole blocks between host and device: finer blocks, finer splits.
-    let blocks = if args.balance {
-        64
-    } else {
-        workers * args.blocks_per_worker.max(1)
-    };
-    // On one device alone, its copy rate is the physical limit to compare with.
-    let limit = d2d
-        .filter(|_| args.on_device)
-        .map(|r| (r / 1e9, device_name.clone().unwrap_or_default()));
-    let limit = limit.as_ref().map(|(r, n)| (*r, n.as_str()));
-    let mut mat = SpmvMatrix::new(&rt, &a, blocks);
-    if args.on_device {
-        let need = mat.largest_working_set();
-        if let Some(limit) = device_limit.filter(|&l| need > l) {
-            // Admission control would run such blocks on the host, and the
-            // "device" rates printed would be the host's.
-            return Err(format!(
+        // Balancing moves whole blocks between host and device: finer blocks, finer splits.
+        let blocks = if args.balance {
+            64
+        } else {
+            workers * args.blocks_per_worker.max(1)
+        };
+        // On one device alone, its copy rate is the physical limit to compare with.
+        let limit = d2d
+            .filter(|_| args.on_device)
+            .map(|r| (r / 1e9, device_name.clone().unwrap_or_default()));
+        let limit = limit.as_ref().map(|(r, n)| (*r, n.as_str()));
+        let mut mat = SpmvMatrix::new(&rt, &a, blocks);
+        if args.on_device {
+            let need = mat.largest_working_set();
+            if let Some(limit) = device_limit.filter(|&l| need > l) {
+                // Admission control would run such blocks on the host, and the
+                // "device" rates printed would be the host's.
+                return Err(format!(
                 "--on-device: the largest block's task needs {} on {} (its block, all of x and its part of y), more than the device's {}: it would run on the host; give the device more memory (mem=) or, when the blocks are the bulk, more --blocks-per-worker",
                 tessera_engine::fmt::bytes(need),
                 device_name.as_deref().unwrap_or("the device"),
                 tessera_engine::fmt::bytes(limit)
             ));
+            }
+            mat.set_home(Some(device_node));
         }
-        mat.set_home(Some(device_node));
-    }
-    let x: Vec<f64> = (0..m).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
-    let per_iter_bytes = spmv_bytes(nnz, n, m);
-    let per_iter_flops = spmv_flops(nnz);
+        let x: Vec<f64> = (0..m).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
+        let per_iter_bytes = spmv_bytes(nnz, n, m);
+        let per_iter_flops = spmv_flops(nnz);
 
-    if let Some(peak_device) = device_peak.filter(|_| args.balance) {
-        let peak_host = args.host_peak_gflops.unwrap_or(50.0 * cpu_workers as f64) * 1e9;
-        let (_, stats, log) = balanced_power_iteration(
-            &rt,
-            &mat,
-            x,
-            args.iters,
-            device_node,
-            peak_host,
-            peak_device,
-        )
-        .map_err(|e| e.to_string())?;
-        println!(
-            "balanced power iteration: host {cpu_workers} CPU worker(s) vs device {}",
-            device_name.as_deref().unwrap_or("?")
-        );
-        for (i, it) in log.iter().enumerate() {
-            let t = &it.times;
+        if let Some(peak_device) = device_peak.filter(|_| args.balance) {
+            let peak_host = args.host_peak_gflops.unwrap_or(50.0 * cpu_workers as f64) * 1e9;
+            let (_, stats, log) = balanced_power_iteration(
+                &rt,
+                &mat,
+                x,
+                args.iters,
+                device_node,
+                peak_host,
+                peak_device,
+            )
+            .map_err(|e| e.to_string())?;
             println!(
+                "balanced power iteration: host {cpu_workers} CPU worker(s) vs device {}",
+                device_name.as_deref().unwrap_or("?")
+            );
+            for (i, it) in log.iter().enumerate() {
+                let t = &it.times;
+                println!(
                 "iter {:>3}: device share {:>5.1} %  host {:>8.3} ms  device {:>8.3} ms  transfer {:>8.3} ms  iteration {:>8.3} ms  | {}",
                 i + 1,
                 it.fraction * 100.0,
@@ -340,118 +341,122 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                 t.total * 1e3,
                 it.log
             );
-        }
-        report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
-        print!("{}", rt.memory_stats());
-        return Ok(());
-    }
-    match args.solver.as_str() {
-        "spmv" => {
-            let (y, stats) =
-                repeated_spmv(&rt, &mat, x.clone(), args.iters).map_err(|e| e.to_string())?;
-            let t = stats.spmv_seconds;
-            let gbs = per_iter_bytes * args.iters as f64 / t / 1e9;
-            println!(
-                "spmv: {} iterations in {t:.3} s: {:.2} GFLOP/s",
-                args.iters,
-                per_iter_flops * args.iters as f64 / t / 1e9
-            );
-            println!(
-                "effective {gbs:.1} GB/s = {:.0} % of STREAM triad ({stream:.1} GB/s)",
-                gbs / stream * 100.0
-            );
-            // This VM's memory bandwidth drifts by up to 2x within a minute,
-            // so also alternate short triad and SpMV rounds and report the
-            // median of the per-round ratios.
-            let rounds = 5;
-            let per_round = (args.iters / rounds).max(1);
-            let mut ratios = Vec::new();
-            for _ in 0..rounds {
-                let tri = stream_triad(stream_n, workers, 2) / 1e9;
-                let (_, st) =
-                    repeated_spmv(&rt, &mat, x.clone(), per_round).map_err(|e| e.to_string())?;
-                let g = per_iter_bytes * per_round as f64 / st.spmv_seconds / 1e9;
-                ratios.push((g / tri, g, tri));
             }
-            let in_order = ratios
-                .iter()
-                .map(|(r, g, t)| format!("{:.0} % ({g:.1}/{t:.1})", r * 100.0))
-                .collect::<Vec<_>>()
-                .join(", ");
-            ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (r, g, tri) = ratios[rounds / 2];
-            println!(
+            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
+            print!("{}", rt.memory_stats());
+            return Ok(());
+        }
+        match args.solver.as_str() {
+            "spmv" => {
+                let (y, stats) =
+                    repeated_spmv(&rt, &mat, x.clone(), args.iters).map_err(|e| e.to_string())?;
+                let t = stats.spmv_seconds;
+                let gbs = per_iter_bytes * args.iters as f64 / t / 1e9;
+                println!(
+                    "spmv: {} iterations in {t:.3} s: {:.2} GFLOP/s",
+                    args.iters,
+                    per_iter_flops * args.iters as f64 / t / 1e9
+                );
+                println!(
+                    "effective {gbs:.1} GB/s = {:.0} % of STREAM triad ({stream:.1} GB/s)",
+                    gbs / stream * 100.0
+                );
+                // This VM's memory bandwidth drifts by up to 2x within a minute,
+                // so also alternate short triad and SpMV rounds and report the
+                // median of the per-round ratios.
+                let rounds = 5;
+                let per_round = (args.iters / rounds).max(1);
+                let mut ratios = Vec::new();
+                for _ in 0..rounds {
+                    let tri = stream_triad(stream_n, workers, 2) / 1e9;
+                    let (_, st) = repeated_spmv(&rt, &mat, x.clone(), per_round)
+                        .map_err(|e| e.to_string())?;
+                    let g = per_iter_bytes * per_round as f64 / st.spmv_seconds / 1e9;
+                    ratios.push((g / tri, g, tri));
+                }
+                let in_order = ratios
+                    .iter()
+                    .map(|(r, g, t)| format!("{:.0} % ({g:.1}/{t:.1})", r * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let (r, g, tri) = ratios[rounds / 2];
+                println!(
                 "alternating rounds ({rounds} x {per_round} iterations): median effective {g:.1} GB/s = {:.0} % of the triad of its round ({tri:.1} GB/s); in order, ratio (SpMV/triad GB/s): {in_order}",
                 r * 100.0
             );
-            // Check one result against the plain reference loop.
-            let mut reference = vec![0.0; n];
-            a.spmv_reference(&x, &mut reference);
-            let k = args.iters as f64;
-            let err = y
-                .iter()
-                .zip(&reference)
-                .map(|(got, r)| (got - k * r).abs() / (k * r.abs()).max(1e-300))
-                // Not `f64::max`, which skips NaN: one NaN must show.
-                .fold(0.0f64, |m, e| {
-                    if e.is_nan() || m.is_nan() {
-                        f64::NAN
-                    } else {
-                        m.max(e)
-                    }
-                });
-            println!("check: max relative difference from the reference loop {err:.1e}");
-            if !(err <= 1e-10) {
-                return Err(format!("SpMV result differs from the reference ({err:e})"));
-            }
-            if !args.no_faer {
-                let tf = faer_spmv_seconds(&a, &x, args.iters, workers)?;
-                println!(
+                // Check one result against the plain reference loop.
+                let mut reference = vec![0.0; n];
+                a.spmv_reference(&x, &mut reference);
+                let k = args.iters as f64;
+                let err = y
+                    .iter()
+                    .zip(&reference)
+                    .map(|(got, r)| (got - k * r).abs() / (k * r.abs()).max(1e-300))
+                    // Not `f64::max`, which skips NaN: one NaN must show.
+                    .fold(0.0f64, |m, e| {
+                        if e.is_nan() || m.is_nan() {
+                            f64::NAN
+                        } else {
+                            m.max(e)
+                        }
+                    });
+                println!("check: max relative difference from the reference loop {err:.1e}");
+                if !(err <= 1e-10) {
+                    return Err(format!("SpMV result differs from the reference ({err:e})"));
+                }
+                if !args.no_faer {
+                    let tf = faer_spmv_seconds(&a, &x, args.iters, workers)?;
+                    println!(
                     "faer sparse x dense ({workers} threads): {tf:.3} s, {:.2} GFLOP/s; tessera/faer = {:.2}x",
                     per_iter_flops * args.iters as f64 / tf / 1e9,
                     tf / t
                 );
+                }
             }
-        }
-        "power" => {
-            let (_, stats) =
-                power_iteration(&rt, &mat, x, args.iters).map_err(|e| e.to_string())?;
-            for (i, l) in stats.history.iter().enumerate() {
-                println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
+            "power" => {
+                let (_, stats) =
+                    power_iteration(&rt, &mat, x, args.iters).map_err(|e| e.to_string())?;
+                for (i, l) in stats.history.iter().enumerate() {
+                    println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
+                }
+                report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
             }
-            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
-        }
-        "cg" => {
-            let b = vec![1.0; n];
-            let (xs, stats) = conjugate_gradient(&rt, &mat, &b, args.tol, args.iters)
-                .map_err(|e| e.to_string())?;
-            for (i, r) in stats.history.iter().enumerate() {
-                println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
+            "cg" => {
+                let b = vec![1.0; n];
+                let (xs, stats) = conjugate_gradient(&rt, &mat, &b, args.tol, args.iters)
+                    .map_err(|e| e.to_string())?;
+                for (i, r) in stats.history.iter().enumerate() {
+                    println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
+                }
+                let mut ax = vec![0.0; n];
+                a.spmv_reference(&xs, &mut ax);
+                let res = ax
+                    .iter()
+                    .zip(&b)
+                    .map(|(p, q)| (p - q) * (p - q))
+                    .sum::<f64>()
+                    .sqrt()
+                    / (n as f64).sqrt();
+                println!("cg: true residual ||b - A x|| / ||b|| = {res:.3e}");
+                report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
             }
-            let mut ax = vec![0.0; n];
-            a.spmv_reference(&xs, &mut ax);
-            let res = ax
-                .iter()
-                .zip(&b)
-                .map(|(p, q)| (p - q) * (p - q))
-                .sum::<f64>()
-                .sqrt()
-                / (n as f64).sqrt();
-            println!("cg: true residual ||b - A x|| / ||b|| = {res:.3e}");
-            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
+            other => unreachable!("--solver '{other}' was checked first"),
         }
-        other => unreachable!("--solver '{other}' was checked first"),
+        if let Some(path) = &args.trace {
+            crate::save_trace(&rt, path)?;
+        }
+        if rt.memory_stats().nodes.len() > 1 {
+            print!("{}", rt.memory_stats());
+        }
+        crate::placement::save_perf_models(&args.placement, &rt)?;
+        Ok(())
+    });
+    match result {
+        Err(_) if rt.is_interrupted() => crate::interrupt::stopped(&rt, args.trace.as_deref()),
+        r => r,
     }
-    if let Some(path) = &args.trace {
-        crate::save_trace(&rt, path)?;
-    }
-    if rt.memory_stats().nodes.len() > 1 {
-        print!("{}", rt.memory_stats());
-    }
-    crate::placement::save_perf_models(&args.placement, &rt)?;
-    Ok(())
 }
-
 /// A GPU's device-to-device copy rate in bytes/s (SpMV's physical limit on
 /// it); `None` for other devices.
 #[cfg(feature = "cuda")]
