@@ -402,7 +402,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                         }
                     });
                 println!("check: max relative difference from the reference loop {err:.1e}");
-                if !(err <= 1e-10) {
+                if err.is_nan() || err > 1e-10 {
                     return Err(format!("SpMV result differs from the reference ({err:e})"));
                 }
                 if !args.no_faer {
