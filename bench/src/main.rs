@@ -52,8 +52,11 @@ fn main() -> ExitCode {
         Command::GpuCheck(a) => gpu_check::run(a),
     };
     if tessera_bench::interrupt::requested() {
-        if let Err(e) = result {
-            eprintln!("tessera: {e}");
+        match result {
+            Err(e) => eprintln!("tessera: {e}"),
+            Ok(()) => eprintln!(
+                "tessera: interrupted (Ctrl-C) after the run had finished: what it printed and saved is complete"
+            ),
         }
         return ExitCode::from(tessera_bench::interrupt::EXIT_STATUS);
     }

@@ -265,6 +265,12 @@ fn unknown_solver_is_refused_before_any_work() {
     );
 }
 
+/// Fixed by the redesign (`resolve_sched`): kept honest here.
+#[test]
+fn unknown_scheduler_is_refused() {
+    tessera(&["lu", "--n", "64", "--nb", "32", "--sched", "fifo"]).refused("--sched");
+}
+
 #[test]
 fn gpu_spec_syntax_is_a_parse_error() {
     tessera(&["lu", "--n", "64", "--nb", "32", "--gpus", "abc"]).refused("not a GPU spec");

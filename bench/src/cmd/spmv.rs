@@ -260,12 +260,16 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         if args.matrix.is_some() {
             // Now with the real sizes: the vectors follow the columns, which a
             // 60-byte file can declare by the billion.
-            budget(
-                &format!("spmv on {}", source),
+            let mut items = buffers(
+                &args,
                 n as u64,
                 m as u64,
                 a.bytes() as u64,
-            )?;
+                stream_n as u64,
+                &sims,
+            );
+            items.retain(|(what, _)| *what != "the matrix"); // read already
+            crate::budget::check(&format!("spmv on {source}"), &items, threads)?;
         }
         println!(
             "matrix {source}: {n} x {m}, {nnz} nonzeros, {:.1} MiB, {} in {load_s:.2} s",
