@@ -1,6 +1,6 @@
 //! Tessera's devices and transports: the host CPU (topology, thread binding,
-//! worker placement), the sim device, NVIDIA GPUs (feature `cuda`); mpi to
-//! come.
+//! worker placement), the sim device, NVIDIA GPUs (feature `cuda`), and the
+//! MPI transport of distributed runs (feature `mpi`).
 //!
 //! Feature `hwloc` reads the topology, binds threads and allocates
 //! NUMA-bound memory through hwloc (system packages `libhwloc-dev` and
@@ -14,4 +14,7 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod rows;
 pub mod sim;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tessera_bench::cmd::overhead::{time_case, Case};
+use tessera_bench::cmd::overhead::{time_case, Api, Case};
 use tessera_engine::{Config, Runtime};
 
 fn per_task(c: &mut Criterion) {
@@ -24,7 +24,7 @@ fn per_task(c: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for i in 0..iters {
                     let rt = Runtime::new(Config::default()).expect("runtime starts");
-                    total += Duration::from_secs_f64(time_case(&rt, case, n, i));
+                    total += Duration::from_secs_f64(time_case(&rt, case, Api::Typed, n, i));
                 }
                 total
             })

@@ -6,6 +6,7 @@ pub mod cmd;
 pub mod gantt;
 pub mod interrupt;
 pub mod placement;
+pub mod ranks;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.
 pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Result<(), String> {
@@ -18,4 +19,16 @@ pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Resul
         path.display()
     );
     Ok(())
+}
+
+/// Warn on stderr when device bodies failed and their tasks ran on the CPU
+/// instead: the results are right, but the run is not what it was meant to
+/// measure.
+pub fn report_fallbacks(rt: &tessera_engine::Runtime) {
+    if let (n @ 1.., first) = rt.device_fallbacks() {
+        eprintln!(
+            "tessera: warning: {n} device task(s) failed and ran their CPU body instead (first: {})",
+            first.unwrap_or_default()
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::cmd::{gpu_check, lu, overhead, perfmodel, spmv, topology, trace};
+use tessera_bench::cmd::{gpu_check, lu, lu_kernels, overhead, perfmodel, spmv, topology, trace};
 
 use std::process::ExitCode;
 
@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Tiled LU with partial pivoting (HPL-style): factor, solve, check the residual.
     Lu(lu::LuArgs),
+    /// The LU's CPU tile kernels alone (GEMM row blocks, panel kernels), for tuning nb.
+    LuKernels(lu_kernels::LuKernelsArgs),
     /// SpMV (CSR, row blocks as tasks): repeated SpMV, power iteration or CG, with bandwidth figures.
     Spmv(spmv::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
     tessera_bench::interrupt::install();
     let result = match cli.command {
         Command::Lu(a) => lu::run(a),
+        Command::LuKernels(a) => lu_kernels::run(a),
         Command::Overhead(a) => overhead::run(a),
         Command::Spmv(a) => spmv::run(a),
         Command::Trace(c) => trace::run(c),

@@ -101,6 +101,9 @@ pub enum Error {
     /// A numerical method cannot go on (a zero norm, a non-positive
     /// curvature, NaN in the data): the message says where and why.
     Breakdown(String),
+    /// Another rank of a distributed run stopped it (its message names the
+    /// rank and the failed task).
+    Remote(String),
 }
 
 impl fmt::Display for Error {
@@ -114,6 +117,7 @@ impl fmt::Display for Error {
             Error::Config(m) => write!(f, "invalid runtime configuration: {m}"),
             Error::Breakdown(m) => write!(f, "numerical breakdown: {m}"),
             Error::Interrupted(e) => write!(f, "interrupted (e.g. by Ctrl-C): {e}"),
+            Error::Remote(m) => write!(f, "distributed run stopped: {m}"),
         }
     }
 }

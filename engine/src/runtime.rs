@@ -221,6 +221,10 @@ pub(crate) struct Shared {
     /// Set by `Runtime::interrupt` (Ctrl-C): tasks not started are
     /// cancelled as workers pop them, and submissions are refused.
     pub(crate) interrupted: AtomicBool,
+    /// Device bodies that failed and fell back to the CPU body: how many,
+    /// and the first one's message.
+    fallbacks: AtomicU64,
+    first_fallback: std::sync::OnceLock<String>,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
@@ -232,6 +236,12 @@ impl Shared {
             Pushed::Worker(w) => self.sleep.notify_worker(w),
             Pushed::Local | Pushed::Shared => self.sleep.notify_one(),
         }
+    }
+
+    /// A device body failed and the task falls back to its CPU body.
+    pub(crate) fn note_fallback(&self, message: impl FnOnce() -> String) {
+        self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        self.first_fallback.get_or_init(message);
     }
 
     /// A task of `flops` finished successfully.
@@ -299,6 +309,31 @@ impl Shared {
 
     /// See [`Runtime::submit`].
     pub(crate) fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
+        self.submit_inner(task, false).map(|(h, _)| h)
+    }
+
+    /// Submit `task` holding it back: it does not become ready before the
+    /// returned [`Hold`] is released, even once its dependencies are met (a
+    /// receive waiting for its message).
+    pub(crate) fn submit_held(
+        self: &Arc<Self>,
+        task: TaskBuilder,
+    ) -> Result<(TaskHandle, Hold), Error> {
+        let (h, node) = self.submit_inner(task, true)?;
+        Ok((
+            h,
+            Hold {
+                node: node.expect("a held task returns its node"),
+                shared: Arc::downgrade(self),
+            },
+        ))
+    }
+
+    fn submit_inner(
+        &self,
+        task: TaskBuilder,
+        held: bool,
+    ) -> Result<(TaskHandle, Option<Arc<TaskNode>>), Error> {
         let shared = self;
         if shared.sleep.is_shutdown() {
             return Err(submit_error(&task, "the runtime is shutting down".into()));
@@ -470,6 +505,11 @@ impl Shared {
             node: Arc::clone(&node),
             runtime: shared.id,
         };
+        let held_node = held.then(|| {
+            // Relaxed: published by the AcqRel decrement below.
+            node.pending.fetch_add(1, Ordering::Relaxed);
+            Arc::clone(&node)
+        });
         // Step 3: drop the submitter's hold; whoever reaches zero pushes.
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             // A body's submission goes to its worker's own queue (its data
@@ -484,7 +524,15 @@ impl Shared {
             };
             shared.wake(pushed);
         }
-        Ok(handle)
+        Ok((handle, held_node))
+    }
+
+    /// Make `node` ready if this was its last pending count.
+    fn release_one(&self, node: Arc<TaskNode>) {
+        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let pushed = self.policy.push_external(ReadyTask(node));
+            self.wake(pushed);
+        }
     }
 
     /// Block until `done()` holds, or the deadline passes.
@@ -558,6 +606,63 @@ impl Submitter {
                 reason: "the runtime was dropped".into(),
             }),
         }
+    }
+}
+
+/// The extra pending count of a task submitted held (see
+/// `Shared::submit_held`): releasing it lets the task become ready.
+pub(crate) struct Hold {
+    node: Arc<TaskNode>,
+    shared: Weak<Shared>,
+}
+
+impl Hold {
+    /// Let the task run (once its dependencies are met).
+    pub(crate) fn release(self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.release_one(self.node);
+        }
+    }
+}
+
+/// Registers data with a runtime from anywhere (a symbolic DAG making the
+/// local copy of another rank's data, say). Holds the runtime weakly.
+#[derive(Clone)]
+pub struct Registrar(Weak<Shared>);
+
+impl Registrar {
+    fn shared(&self) -> Result<Arc<Shared>, Error> {
+        self.0
+            .upgrade()
+            .ok_or_else(|| Error::Config("the runtime was dropped".into()))
+    }
+
+    /// Like [`Runtime::register_named`].
+    pub fn register_named<T: Send + Sync + 'static>(
+        &self,
+        value: T,
+        name: impl Into<String>,
+    ) -> Result<DataHandle<T>, Error> {
+        let s = self.shared()?;
+        let id = s.next_handle.fetch_add(1, Ordering::Relaxed);
+        Ok(DataHandle::new(value, id, s.id, Some(name.into())))
+    }
+
+    /// Like [`Runtime::register_replicable_named`].
+    pub fn register_replicable_named<T: Replicate>(
+        &self,
+        value: T,
+        name: impl Into<String>,
+    ) -> Result<DataHandle<T>, Error> {
+        let s = self.shared()?;
+        let id = s.next_handle.fetch_add(1, Ordering::Relaxed);
+        Ok(DataHandle::new_replicable(
+            value,
+            id,
+            s.id,
+            Some(name.into()),
+            Arc::clone(&s.memory),
+        ))
     }
 }
 
@@ -701,6 +806,8 @@ impl Runtime {
             calibrate,
             flops_done: AtomicU64::new(0),
             interrupted: AtomicBool::new(false),
+            fallbacks: AtomicU64::new(0),
+            first_fallback: std::sync::OnceLock::new(),
         });
         let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut rt = Runtime {
@@ -847,9 +954,31 @@ impl Runtime {
         self.shared.interrupted.load(Ordering::Relaxed)
     }
 
+    /// Device bodies that failed so far and whose tasks ran their CPU body
+    /// instead (Cashmere's fallback), with the first failure's message.
+    /// Drivers report it: a fallback keeps results right but is slow.
+    pub fn device_fallbacks(&self) -> (u64, Option<String>) {
+        let s = &self.shared;
+        (
+            s.fallbacks.load(Ordering::Relaxed),
+            s.first_fallback.get().cloned(),
+        )
+    }
+
     /// Flops of the tasks that finished successfully so far (progress).
     pub fn flops_done(&self) -> u64 {
         self.shared.flops_done.load(Ordering::Relaxed)
+    }
+
+    /// Submit a task that stays held back until the `Hold` is released.
+    pub(crate) fn submit_held(&self, task: TaskBuilder) -> Result<(TaskHandle, Hold), Error> {
+        self.shared.submit_held(task)
+    }
+
+    /// A handle that registers data with this runtime from anywhere (it does
+    /// not keep the runtime alive).
+    pub fn registrar(&self) -> Registrar {
+        Registrar(Arc::downgrade(&self.shared))
     }
 
     /// A handle that can submit to this runtime from inside task bodies
@@ -910,6 +1039,11 @@ impl Runtime {
         s.not_from_a_body("wait_all")?;
         s.wait_until(|| s.in_flight.load(Ordering::SeqCst) == 0, timeout)?;
         s.take_errors()
+    }
+
+    /// Whether a task failed or was cancelled since the last `wait_all`.
+    pub(crate) fn has_failures(&self) -> bool {
+        self.shared.has_errors.load(Ordering::SeqCst)
     }
 
     /// Number of submitted tasks that have not finished.

@@ -91,9 +91,47 @@ pub struct Unfolder<C: TaskClasses> {
     remote_edges: AtomicUsize,
     /// First submission error raised inside a body (reported by `run`).
     error: Mutex<Option<Error>>,
+    /// Owned tasks whose body succeeded (and whose successors were released).
+    done: AtomicUsize,
+    /// Where successors owned by other ranks go (the distributed layer).
+    remote: Option<RemoteEdges<C::Key>>,
+    /// Notified after each task's successors are released (a distributed
+    /// run waits on it for the end).
+    pub(crate) wake: Arc<(Mutex<()>, std::sync::Condvar)>,
 }
 
+/// Called when a task finishes with its key, its task id and its successors
+/// owned by other ranks, grouped by rank (rank order). Runs on the worker
+/// that ran the task, before its local successors are released; an `Err`
+/// fails the task.
+pub(crate) type RemoteEdges<K> =
+    Box<dyn Fn(&K, u64, &[(usize, Vec<K>)]) -> Result<(), String> + Send + Sync>;
+
 impl<C: TaskClasses> Unfolder<C> {
+    /// The unfolding state of a run of `classes` on `rank` of `rt`.
+    pub(crate) fn new(
+        rt: &Runtime,
+        classes: Arc<C>,
+        rank: usize,
+        remote: Option<RemoteEdges<C::Key>>,
+    ) -> Arc<Self> {
+        Arc::new(Unfolder {
+            classes,
+            rank,
+            submitter: rt.submitter(),
+            pending: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            keep_preds: rt.keeps_preds(),
+            pending_len: AtomicUsize::new(0),
+            peak_pending: AtomicUsize::new(0),
+            instantiated: AtomicUsize::new(0),
+            remote_edges: AtomicUsize::new(0),
+            error: Mutex::new(None),
+            done: AtomicUsize::new(0),
+            remote,
+            wake: Arc::new((Mutex::new(()), std::sync::Condvar::new())),
+        })
+    }
+
     fn shard(&self, key: &C::Key) -> &Mutex<HashMap<C::Key, Pending>> {
         let mut h = DefaultHasher::new();
         key.hash(&mut h);
@@ -160,19 +198,61 @@ impl<C: TaskClasses> Unfolder<C> {
         }
     }
 
-    fn release_successors(self: &Arc<Self>, key: &C::Key, id: u64) {
+    fn release_successors(self: &Arc<Self>, key: &C::Key, id: u64) -> Result<(), crate::BodyError> {
         let mut succ = Vec::new();
         self.classes.successors(key, &mut succ);
+        let mut remote: Vec<(usize, Vec<C::Key>)> = Vec::new();
+        let mut local = Vec::with_capacity(succ.len());
         for s in succ {
-            if self.classes.owner(&s) == self.rank {
-                self.satisfy(s, Some(id));
-            } else {
-                self.remote_edges.fetch_add(1, Ordering::Relaxed);
+            match self.classes.owner(&s) {
+                r if r == self.rank => local.push(s),
+                r => {
+                    self.remote_edges.fetch_add(1, Ordering::Relaxed);
+                    match remote.iter_mut().find(|(q, _)| *q == r) {
+                        Some((_, v)) => v.push(s),
+                        None => remote.push((r, vec![s])),
+                    }
+                }
+            }
+        }
+        if let (Some(f), false) = (&self.remote, remote.is_empty()) {
+            remote.sort_by_key(|(r, _)| *r);
+            f(key, id, &remote)?;
+        }
+        for s in local {
+            self.satisfy(s, Some(id));
+        }
+        self.done.fetch_add(1, Ordering::SeqCst);
+        let _g = lock(&self.wake.0);
+        self.wake.1.notify_all();
+        Ok(())
+    }
+
+    /// Owned tasks finished so far.
+    pub(crate) fn done(&self) -> usize {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    /// Instantiate the roots this rank owns.
+    pub(crate) fn start(self: &Arc<Self>) {
+        for root in self.classes.roots() {
+            if self.classes.owner(&root) == self.rank {
+                self.instantiate(root, Vec::new());
             }
         }
     }
 
-    fn stats(&self) -> UnfoldStats {
+    /// Whether a submission inside a body failed.
+    pub(crate) fn has_error(&self) -> bool {
+        lock(&self.error).is_some()
+    }
+
+    /// The first submission error raised inside a body, if any.
+    pub(crate) fn take_error(&self) -> Option<Error> {
+        lock(&self.error).take()
+    }
+
+    pub(crate) fn stats(&self) -> UnfoldStats {
         UnfoldStats {
             instantiated: self.instantiated.load(Ordering::Relaxed),
             peak_pending: self.peak_pending.load(Ordering::Relaxed),
@@ -192,25 +272,10 @@ pub fn run_rank<C: TaskClasses>(
     classes: Arc<C>,
     rank: usize,
 ) -> Result<UnfoldStats, Error> {
-    let unfolder = Arc::new(Unfolder {
-        classes: Arc::clone(&classes),
-        rank,
-        submitter: rt.submitter(),
-        pending: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-        keep_preds: rt.keeps_preds(),
-        pending_len: AtomicUsize::new(0),
-        peak_pending: AtomicUsize::new(0),
-        instantiated: AtomicUsize::new(0),
-        remote_edges: AtomicUsize::new(0),
-        error: Mutex::new(None),
-    });
-    for root in classes.roots() {
-        if classes.owner(&root) == rank {
-            unfolder.instantiate(root, Vec::new());
-        }
-    }
+    let unfolder = Unfolder::new(rt, classes, rank, None);
+    unfolder.start();
     rt.wait_all()?;
-    if let Some(e) = lock(&unfolder.error).take() {
+    if let Some(e) = unfolder.take_error() {
         return Err(e);
     }
     let pending = unfolder.pending_len.load(Ordering::Relaxed);

@@ -144,7 +144,8 @@ fn execute(
             match (outcome, then) {
                 (Outcome::Ok, Some(then)) => {
                     match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
-                        Ok(()) => Outcome::Ok,
+                        Ok(Ok(())) => Outcome::Ok,
+                        Ok(Err(e)) => Outcome::Failed(e.to_string()),
                         Err(p) => Outcome::Failed(format!("panicked: {}", panic_message(&*p))),
                     }
                 }
@@ -319,6 +320,7 @@ fn run_with_data(
             for a in node.accesses.iter() {
                 trusted &= a.handle.discard(mem_node, a.mode);
             }
+            shared.note_fallback(|| format!("{} on {}: {msg}", node.info(), dev.name()));
             if !trusted {
                 return Outcome::Failed(format!(
                     "device body failed ({msg}) and the data it was writing has no other valid copy, so the CPU body cannot run"

@@ -4,6 +4,7 @@ pub mod balance;
 pub mod hpl;
 pub mod lu;
 pub mod lu_seq;
+mod lu_split;
 pub mod sparse;
 pub mod spmv;
 pub mod tiled;

@@ -1,5 +1,8 @@
 //! Shared helpers for Tessera's cross-crate tests.
 
+pub mod dist_dag;
+pub mod mpirun;
+
 use std::time::Duration;
 
 /// Run `f` on its own thread and fail the test if it does not finish within

@@ -9,7 +9,7 @@ use tessera_engine::{Config, Runtime};
 use tessera_linalg::hpl::{
     generate_matrix, generate_rhs, hpl_residual, solve_from_factors, HPL_THRESHOLD,
 };
-use tessera_linalg::lu::{lu_factor, symbolic_task_count, Front};
+use tessera_linalg::lu::{lu_factor, lu_factor_split, symbolic_task_count, Front, Split};
 use tessera_linalg::lu_seq::lu_tiled_seq;
 use tessera_linalg::tiled::TileMatrix;
 use tessera_tests::with_timeout;
@@ -103,11 +103,9 @@ fn stf_and_symbolic_are_bit_identical_at_every_worker_count() {
 fn symbolic_dag_is_consistent() {
     for (n, nb) in [(1usize, 1usize), (5, 2), (64, 8), (100, 7)] {
         let t = n.div_ceil(nb);
-        // panels + right swaps/trsms + gemms + left swaps
-        let expected = t
-            + 2 * (t * (t - 1) / 2)
-            + (0..t).map(|k| (t - k - 1).pow(2)).sum::<usize>()
-            + t * (t - 1) / 2;
+        // panels + right swaps/trsms + gemms (no left swaps: HPL's layout)
+        let expected =
+            t + 2 * (t * (t - 1) / 2) + (0..t).map(|k| (t - k - 1).pow(2)).sum::<usize>();
         assert_eq!(
             symbolic_task_count(n, nb).unwrap(),
             expected,
@@ -219,6 +217,9 @@ fn lu_on_devices_is_bit_identical_to_the_sequential_reference() {
                         lu.factors.to_col_major() == reference.to_col_major(),
                         "{what}: factors differ from the sequential reference"
                     );
+                    // Every device body ran where it was sent: a failing
+                    // one would fall back to the CPU and still be right.
+                    assert_eq!(rt.device_fallbacks(), (0, None), "{what}");
                     let moved: u64 = rt.memory_stats().nodes[1..]
                         .iter()
                         .map(|s| s.bytes_in)
@@ -264,5 +265,42 @@ fn singular_matrix_on_device_memory_names_the_column() {
                 assert_eq!(lu.ipiv.len(), 16);
             }
         }
+    });
+}
+
+#[test]
+fn adaptive_split_learns_and_factors_correctly() {
+    with_timeout(Duration::from_secs(120), || {
+        // A device 4x a CPU worker's model speed, beside one CPU worker.
+        let (n, nb, seed) = (16 * 24, 16, 7);
+        let mut config = Config::with_workers(1).scheduler(tessera_engine::Scheduler::Dmda);
+        config.devices = vec![lu_sim(0, false)];
+        let rt = Runtime::new(config).unwrap();
+        let (lu, shares) = lu_factor_split(
+            &rt,
+            generate_matrix(n, nb, seed),
+            Front::Symbolic,
+            Split::Adaptive,
+        )
+        .unwrap();
+        let mut reference = generate_matrix(n, nb, seed);
+        let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
+        assert_eq!(lu.ipiv, ref_ipiv);
+        assert!(lu.factors.to_col_major() == reference.to_col_major());
+        assert_eq!(rt.device_fallbacks(), (0, None));
+        // One decision per step with an update (all but the last), each a
+        // share in [0, 1], and the splitter
+        // moved off its first (peak-ratio) guess once rates were measured.
+        assert_eq!(shares.len(), n / nb - 1);
+        assert!(shares.iter().all(|&(_, s)| (0.0..=1.0).contains(&s)));
+        let first = shares[0].1;
+        assert!(
+            shares.iter().any(|&(_, s)| (s - first).abs() > 1e-6),
+            "the split never left the peak ratio: {shares:?}"
+        );
+        assert!(
+            rt.memory_stats().nodes[1].bytes_in > 0,
+            "no column reached the device"
+        );
     });
 }

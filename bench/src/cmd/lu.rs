@@ -11,7 +11,7 @@ use tessera_engine::Runtime;
 use tessera_linalg::hpl::{
     generate_matrix, generate_rhs, hpl_flops, hpl_residual, solve_from_factors, HPL_THRESHOLD,
 };
-use tessera_linalg::lu::{lu_factor, Front};
+use tessera_linalg::lu::{lu_factor_split, Front, Split};
 
 /// Options of `tessera lu`.
 #[derive(clap::Args, Debug)]
@@ -19,8 +19,12 @@ pub struct LuArgs {
     /// Matrix order N.
     #[arg(long, default_value_t = 8192)]
     pub n: usize,
-    /// Tile size NB (448 measured fastest at N=8192 here, interleaved against
-    /// 384 and 512; see the closing note of the LU issue).
+    /// Tile size NB. 448 was the fastest at N=8192 on the faster VM type; on
+    /// the slower one (issue 16) it fell off faer's GEMM cache cliff, which the
+    /// GEMM kernel now avoids with row blocks sized from the L2 it reads at run
+    /// time, and 448 is again the fastest there: `tessera lu --n 8192 --nb X`
+    /// alternated over 320/384/448/512, 3 rounds, load 4.4–4.7, medians
+    /// 89.6 / 86.3 / 94.3 / 88.1 GFLOP/s.
     #[arg(long, default_value_t = 448)]
     pub nb: usize,
     #[command(flatten)]
@@ -32,6 +36,13 @@ pub struct LuArgs {
     /// Seed of the random matrix and right-hand side.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With devices: how tile columns are placed. auto (cyclic over two or
+    /// more devices, else the scheduler), sched (dmda decides per task),
+    /// cyclic (columns dealt over the devices, Hetero-HPL), adaptive (each
+    /// step's columns split between host and devices by the TianHe-1
+    /// splitter, learnt from measured rates; needs --front symbolic).
+    #[arg(long, default_value = "auto")]
+    pub split: String,
     /// Task-graph front-end: symbolic (lazily unfolded) or stf.
     #[arg(long, default_value = "symbolic")]
     pub front: String,
@@ -59,10 +70,11 @@ pub fn validate(n: usize, nb: usize) -> Result<(), String> {
 const OVERHEAD_BOUND_NB: usize = 32;
 
 /// Tasks of the LU DAG for `T = ⌈n/nb⌉` tiles per side, in closed form:
-/// `T` panels, `T(T−1)` swaps, `T(T−1)/2` trsms, `Σ(T−k−1)²` gemms.
+/// `T` panels, `T(T−1)/2` swaps and as many trsms (right of each panel:
+/// HPL's layout has no left swaps), `Σ(T−k−1)²` gemms.
 fn task_count(n: usize, nb: usize) -> u128 {
     let t = n.div_ceil(nb) as u128;
-    t + t * (t - 1) + t * (t - 1) / 2 + (t - 1) * t * (2 * t - 1) / 6
+    t + t * (t - 1) + (t - 1) * t * (2 * t - 1) / 6
 }
 
 /// Every big buffer of an LU run, for [`crate::budget::check`]: the tiled
@@ -92,6 +104,13 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         "stf" => Front::Stf,
         other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
     };
+    let split: Split = args.split.parse().map_err(|e| format!("--split: {e}"))?;
+    if split == Split::Adaptive && front == Front::Stf {
+        return Err(
+            "--split adaptive learns as the factorisation proceeds: it needs --front symbolic"
+                .into(),
+        );
+    }
     let config = crate::placement::runtime_config(
         &args.placement,
         &args.sched,
@@ -137,17 +156,18 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     let (result, time) = std::thread::scope(|s| {
         let (rt, finished) = (&rt, &finished);
         let bar = s.spawn(move || progress_bar(hpl_flops(n), || rt.flops_done(), finished));
-        let result = crate::interrupt::watch(rt, || lu_factor(rt, a, front)).map(|lu| {
+        let result = crate::interrupt::watch(rt, || lu_factor_split(rt, a, front, split));
+        let result = result.map(|(lu, shares)| {
             let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
-            (lu, x)
+            (shares, x)
         });
         let time = t0.elapsed().as_secs_f64();
         finished.store(true, Ordering::Relaxed);
         let _ = bar.join();
         (result, time)
     });
-    let x = match result {
-        Ok((_, x)) => x,
+    let (shares, x) = match result {
+        Ok(r) => r,
         Err(_) if rt.is_interrupted() => {
             return crate::interrupt::stopped(&rt, args.trace.as_deref())
         }
@@ -188,6 +208,14 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         n.div_ceil(nb)
     );
 
+    if !shares.is_empty() {
+        // TianHe-1's adaptive split: the device share of each step's columns.
+        let list: Vec<String> = shares
+            .iter()
+            .map(|(k, s)| format!("{k}:{:.0}%", s * 100.0))
+            .collect();
+        println!("adaptive split, device share per step: {}", list.join(" "));
+    }
     if gpu_dgemm > 0.0 {
         println!(
             "LU {gflops:.1} GFLOP/s = {:.1} % of the GPUs' cuBLAS dgemm ({:.1} GFLOP/s, measured in this run)",
@@ -200,6 +228,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     }
     if rt.memory_stats().nodes.len() > 1 {
         print!("{}", rt.memory_stats());
+        crate::report_fallbacks(&rt);
     }
     crate::placement::save_perf_models(&args.placement, &rt)?;
     if verdict == "FAILED" {

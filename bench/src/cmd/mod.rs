@@ -3,6 +3,7 @@
 
 pub mod gpu_check;
 pub mod lu;
+pub mod lu_kernels;
 pub mod overhead;
 pub mod perfmodel;
 pub mod spmv;

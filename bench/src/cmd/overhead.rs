@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tessera_engine::{AccessMode, Codelet, Runtime, TaskBuilder};
+use tessera_engine::{AccessMode, Codelet, ReadWrite, Runtime, TaskBuilder};
 
 /// Which graph shape to time.
 #[derive(Clone, Copy, Debug)]
@@ -32,12 +32,42 @@ impl Case {
     }
 }
 
+/// How the timed tasks are described.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// Typed tasks of a codelet with its own (empty) body.
+    Typed,
+    /// Dynamic `TaskBuilder`s with a closure body each (the pre-redesign API).
+    Dynamic,
+}
+
 /// Submit `n` tasks of the given shape and wait; returns seconds from the first
 /// submission to the end of `wait_all`. Handles are registered beforehand.
-pub fn time_case(rt: &Runtime, case: Case, n: usize, seed: u64) -> f64 {
+/// `random4` draws its access modes at run time, so it is always described
+/// with the dynamic builder (what that builder is for).
+pub fn time_case(rt: &Runtime, case: Case, api: Api, n: usize, seed: u64) -> f64 {
     let cl = Codelet::new(case.name());
-    match case {
-        Case::Independent => {
+    match (case, api) {
+        (Case::Independent, Api::Typed) => {
+            let cl = Codelet::<()>::new(case.name()).cpu(|_, _, ()| Ok(()));
+            let t0 = Instant::now();
+            for _ in 0..n {
+                rt.task(&cl, ()).submit().expect("submit");
+            }
+            rt.wait_all().expect("tasks succeed");
+            t0.elapsed().as_secs_f64()
+        }
+        (Case::Chain, Api::Typed) => {
+            let cl = Codelet::<ReadWrite<u64>>::new(case.name()).cpu(|_, _, _| Ok(()));
+            let h = rt.register(0u64);
+            let t0 = Instant::now();
+            for _ in 0..n {
+                rt.task(&cl, h.rw()).submit().expect("submit");
+            }
+            rt.wait_all().expect("tasks succeed");
+            t0.elapsed().as_secs_f64()
+        }
+        (Case::Independent, Api::Dynamic) => {
             let t0 = Instant::now();
             for _ in 0..n {
                 rt.submit(TaskBuilder::new(&cl).body(|_| Ok(())))
@@ -46,7 +76,7 @@ pub fn time_case(rt: &Runtime, case: Case, n: usize, seed: u64) -> f64 {
             rt.wait_all().expect("tasks succeed");
             t0.elapsed().as_secs_f64()
         }
-        Case::Chain => {
+        (Case::Chain, Api::Dynamic) => {
             let h = rt.register(0u64);
             let t0 = Instant::now();
             for _ in 0..n {
@@ -56,7 +86,7 @@ pub fn time_case(rt: &Runtime, case: Case, n: usize, seed: u64) -> f64 {
             rt.wait_all().expect("tasks succeed");
             t0.elapsed().as_secs_f64()
         }
-        Case::Random4 => {
+        (Case::Random4, _) => {
             const POOL: usize = 1024;
             let hs: Vec<_> = (0..POOL).map(|_| rt.register(0u64)).collect();
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -112,6 +142,11 @@ pub struct OverheadArgs {
     /// Repetitions; the median is printed.
     #[arg(long, default_value_t = 5, value_parser = crate::placement::at_least_one)]
     pub reps: usize,
+    /// How independent and chain tasks are described: typed (a codelet with
+    /// its body) or dynamic (a TaskBuilder with a closure each, as before
+    /// the typed API; to compare with older binaries).
+    #[arg(long, value_enum, default_value = "typed")]
+    pub api: Api,
     /// Record a trace while measuring (to measure tracing's cost).
     #[arg(long)]
     pub traced: bool,
@@ -155,7 +190,7 @@ pub fn run(args: OverheadArgs) -> Result<(), String> {
         // across repetitions.
         let time_with = |trace: bool, r: usize| {
             let rt = Runtime::new(rt.config().clone().trace(trace)).expect("runtime starts");
-            time_case(&rt, case, n, r as u64) / n as f64 * 1e9
+            time_case(&rt, case, args.api, n, r as u64) / n as f64 * 1e9
         };
         if args.compare_tracing {
             // Alternate off/on so both see the same machine load.

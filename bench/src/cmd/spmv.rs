@@ -348,6 +348,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             }
             report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
             print!("{}", rt.memory_stats());
+            crate::report_fallbacks(&rt);
             return Ok(());
         }
         match args.solver.as_str() {
@@ -452,6 +453,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         }
         if rt.memory_stats().nodes.len() > 1 {
             print!("{}", rt.memory_stats());
+            crate::report_fallbacks(&rt);
         }
         crate::placement::save_perf_models(&args.placement, &rt)?;
         Ok(())

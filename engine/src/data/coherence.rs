@@ -151,6 +151,16 @@ impl<T> Replicas<T> {
         self.changed.wait(st).unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The value's parts (`Replicate::parts`).
+    pub(crate) fn parts<'v>(&self, v: &'v T) -> Option<Vec<&'v [u8]>> {
+        (self.fns.parts)(v)
+    }
+
+    /// The value's parts, writable.
+    pub(crate) fn parts_mut<'v>(&self, v: &'v mut T) -> Option<Vec<&'v mut [u8]>> {
+        (self.fns.parts_mut)(v)
+    }
+
     /// Pointer to the copy on non-host `node` (host-addressable nodes).
     pub(crate) fn slot_ptr(&self, node: NodeId) -> *mut Option<T> {
         self.slots[node].get()

@@ -133,6 +133,17 @@ pub(crate) trait AnyHandle: Send + Sync {
     /// Free the replica on `node` if it is unused (writing it back to the
     /// host first if it is the only valid one). Returns the bytes freed.
     fn try_evict(&self, node: NodeId) -> Option<u64>;
+
+    /// Hand the host value's parts (`Replicate::parts`) to `f`. The caller
+    /// holds the host replica acquired for reading.
+    fn with_parts(&self, f: &mut dyn FnMut(&[&[u8]])) -> Result<(), String>;
+
+    /// Overwrite the host value's parts with `bytes`, their concatenation.
+    ///
+    /// # Safety
+    /// The caller runs inside a task that declared this handle W or RW and
+    /// runs on the host.
+    unsafe fn write_parts(&self, bytes: &[u8]) -> Result<(), String>;
 }
 
 pub(crate) struct HandleInner<T> {
@@ -247,6 +258,46 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
     fn try_evict(&self, node: NodeId) -> Option<u64> {
         let r = self.replicas.as_ref()?;
         r.try_evict(&self.value, &self.core.display_name(), self.core.id, node)
+    }
+
+    fn with_parts(&self, f: &mut dyn FnMut(&[&[u8]])) -> Result<(), String> {
+        let r = self.replicas.as_ref().ok_or_else(|| self.not_sendable())?;
+        // SAFETY: the caller holds the host replica acquired for reading, so
+        // no writer runs and the value is present.
+        let v = unsafe { (*self.value.get()).as_ref() }.expect("registered");
+        let parts = r.parts(v).ok_or_else(|| self.not_sendable())?;
+        f(&parts);
+        Ok(())
+    }
+
+    unsafe fn write_parts(&self, bytes: &[u8]) -> Result<(), String> {
+        let r = self.replicas.as_ref().ok_or_else(|| self.not_sendable())?;
+        // SAFETY: the caller's task holds this handle for writing on the host.
+        let v = unsafe { (*self.value.get()).as_mut() }.expect("registered");
+        let mut parts = r.parts_mut(v).ok_or_else(|| self.not_sendable())?;
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total != bytes.len() {
+            return Err(format!(
+                "data '{}' holds {total} bytes, but {} arrived",
+                self.core.display_name(),
+                bytes.len()
+            ));
+        }
+        let mut at = 0;
+        for p in parts.iter_mut() {
+            p.copy_from_slice(&bytes[at..at + p.len()]);
+            at += p.len();
+        }
+        Ok(())
+    }
+}
+
+impl<T> HandleInner<T> {
+    fn not_sendable(&self) -> String {
+        format!(
+            "data '{}' cannot travel between ranks: register it with register_replicable (a Replicate type with parts)",
+            self.core.display_name()
+        )
     }
 }
 

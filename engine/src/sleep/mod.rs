@@ -214,7 +214,12 @@ mod loom_tests {
     }
 
     fn model(workers: usize, targeted: bool) {
-        loom::model(move || {
+        // Bounded preemptions (loom's recommended practice): exhaustive
+        // exploration of two workers and a pusher takes hours; bugs of this
+        // kind show up within two or three preemptions.
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(move || {
             let sleep = Arc::new(Sleep::new(workers));
             let queues: Vec<Arc<AtomicUsize>> = if targeted {
                 (0..workers)

@@ -160,10 +160,35 @@ impl TaskBuilder {
         self
     }
 
-    /// Run `then` with the task's id after its body succeeded, on the worker
-    /// that ran it, before its successors are released.
-    pub(crate) fn then(mut self, then: impl FnOnce(u64) + Send + 'static) -> Self {
-        self.once.then = Some(Box::new(then));
+    /// Run `then` with the task's id after its body succeeded (whichever
+    /// body: a device body or the CPU body it fell back to), on the worker
+    /// that ran it, before its successors are released; tasks `then` submits
+    /// go to that worker's queue. An `Err` fails the task. Several calls
+    /// chain in order (a failing one stops the chain).
+    pub fn then(
+        mut self,
+        then: impl FnOnce(u64) -> Result<(), BodyError> + Send + 'static,
+    ) -> Self {
+        self.once.then = Some(match self.once.then.take() {
+            None => Box::new(then),
+            Some(first) => Box::new(move |id| {
+                first(id)?;
+                then(id)
+            }),
+        });
+        self
+    }
+
+    /// Declare an access to an erased handle (the distributed layer's
+    /// receive tasks).
+    pub(crate) fn access_erased(
+        mut self,
+        handle: std::sync::Arc<dyn crate::data::AnyHandle>,
+        mode: AccessMode,
+    ) -> Self {
+        self.declared
+            .accesses
+            .push(crate::access::Access { handle, mode });
         self
     }
 

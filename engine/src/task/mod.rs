@@ -25,7 +25,7 @@ pub(crate) type Body = Box<dyn FnOnce(&TaskContext<'_>) -> Result<(), BodyError>
 
 /// Run after a task's body succeeded, on the worker that ran it, before its
 /// successors are released (the symbolic front-end unfolds successors here).
-pub(crate) type Then = Box<dyn FnOnce(u64) + Send>;
+pub(crate) type Then = Box<dyn FnOnce(u64) -> Result<(), BodyError> + Send>;
 
 /// Life cycle of a task node, stored in `TaskNode::state`.
 pub(crate) mod state {
@@ -179,14 +179,17 @@ impl TaskNode {
         unsafe { std::mem::take(&mut *self.once.get()) }
     }
 
-    /// Whether a device body exists for `device` (a per-task one, or the
-    /// codelet's for its type).
+    /// Whether a device body runs on `device`: a dynamic per-task one (for
+    /// any device), or a typed one for its type (the task's own, else the
+    /// codelet's) — typed device bodies see device views, which exist only
+    /// in memory the host cannot address; elsewhere the CPU body runs.
     pub(crate) fn has_device_body(&self, device: &dyn crate::device::Device) -> bool {
         let ty = device.as_any().type_id();
+        let raw = device.memory().is_some();
         match self.device_match {
             Some(DeviceMatch::Any) => true,
-            Some(DeviceMatch::Type(t)) if t == ty => true,
-            _ => self.bodies.device(ty).is_some(),
+            Some(DeviceMatch::Type(t)) if t == ty => raw,
+            _ => raw && self.bodies.device(ty).is_some(),
         }
     }
 

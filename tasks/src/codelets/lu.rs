@@ -3,14 +3,12 @@
 
 use std::sync::LazyLock;
 
-use faer::Par;
 use tessera_backends::sim::SimDevice;
 use tessera_engine::{Codelet, Read, ReadWrite, Write};
 
 use super::{sim_tile, sim_tile_mut, store};
 use crate::kernels::{
-    gemm_flops, gemm_update, getrf_panel, getrf_panel_flops, getrf_panel_par, laswp, trsm_flops,
-    trsm_unit_lower,
+    gemm_flops, gemm_update, getrf_panel, getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
 };
 use crate::tile::Tile;
 
@@ -34,14 +32,6 @@ pub struct PanelArgs {
     pub rows: usize,
     /// Columns of the panel.
     pub cols: usize,
-}
-
-impl PanelArgs {
-    /// A tall panel (at least 4× as tall as wide) on the critical path
-    /// borrows the cores of idle workers.
-    fn tall(&self) -> bool {
-        self.rows >= 4 * self.cols
-    }
 }
 
 /// Arguments of `SWAP(k, j)`.
@@ -84,14 +74,10 @@ pub static PANEL: LazyLock<Codelet<PanelData, PanelArgs>> = LazyLock::new(|| {
     let cl = Codelet::<PanelData, PanelArgs>::with_args("panel")
         .flops(|p| getrf_panel_flops(p.rows, p.cols))
         .label(|p| format!("panel({})", p.k))
-        .cpu(|ctx, p, (piv, mut col)| {
-            let idle = ctx.idle_workers();
-            let par = if idle > 0 && p.tall() {
-                Par::rayon(idle + 1)
-            } else {
-                Par::Seq
-            };
-            *piv = getrf_panel_par(&mut col, p.col0, par)?;
+        // The sequential panel kernel on this worker's core: no threads
+        // outside the engine's workers.
+        .cpu(|_ctx, p, (piv, mut col)| {
+            *piv = getrf_panel(&mut col, p.col0)?;
             Ok(())
         })
         .device::<SimDevice, _>(|dev, p, (piv, col)| {

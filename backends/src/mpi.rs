@@ -1,0 +1,281 @@
+//! The MPI transport (rsmpi over Open MPI): one communication thread per
+//! rank makes every MPI call; workers and the engine's network dispatcher
+//! hand it messages through a queue and take received ones from another, so
+//! no worker ever blocks in MPI.
+//!
+//! The thread's loop: post an `MPI_Isend` for every queued message (the
+//! buffer is owned by the thread until the send completes), test the sends
+//! in flight, and receive every message that has arrived (`MPI_Improbe`, a
+//! matched probe, so the size comes from the status before the buffer is
+//! made; then `MPI_Mrecv` of exactly that message). When a round finds
+//! nothing to do it backs off like the workers do: a few spins, then
+//! `yield_now`, then sleeps growing from 20 µs to 1 ms (woken at once when a
+//! message is queued) — ranks are often oversubscribed on the cores, and a
+//! spinning communication thread would take a core from a worker. MPI has no
+//! notification for incoming messages, so an idle rank sees one up to 1 ms
+//! late; a busy one within a round.
+//!
+//! MPI is initialised once per process with `MPI_THREAD_MULTIPLE` requested;
+//! since only the communication thread calls MPI after initialisation,
+//! `MPI_THREAD_SERIALIZED` is enough, and anything less is refused with a
+//! message saying what the library offers. MPI is finalised when the
+//! [`Mpi`] value is dropped, on the thread that initialised it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mpi::environment::Universe;
+use mpi::point_to_point::{Destination, Source};
+use mpi::request::{Request, StaticScope};
+use mpi::topology::{Communicator, SimpleCommunicator};
+use mpi::traits::Equivalence;
+use mpi::Threading;
+use tessera_engine::dist::{Counters, Transport};
+
+/// The tag of every message (messages are told apart by their content).
+const TAG: i32 = 7;
+/// Longest sleep of an idle communication thread.
+const MAX_NAP: Duration = Duration::from_millis(1);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// MPI for this process: initialised by [`init`], finalised on drop.
+pub struct Mpi {
+    transport: Arc<MpiTransport>,
+    thread: Option<JoinHandle<()>>,
+    /// Dropped last, on the thread that made it: `MPI_Finalize`.
+    universe: Option<Universe>,
+}
+
+/// Whether this process was started by an MPI launcher (Open MPI's
+/// `mpirun` sets `OMPI_COMM_WORLD_SIZE`; MPICH/Hydra `PMI_SIZE`).
+pub fn launched() -> bool {
+    std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() || std::env::var_os("PMI_SIZE").is_some()
+}
+
+/// Initialise MPI and start this rank's communication thread.
+pub fn init() -> Result<Mpi, String> {
+    let (universe, provided) = mpi::initialize_with_threading(Threading::Multiple)
+        .ok_or("MPI was already initialised in this process")?;
+    if provided < Threading::Serialized {
+        return Err(format!(
+            "the MPI library offers only {provided:?} threading; Tessera's communication thread needs at least Serialized (MPI_THREAD_SERIALIZED)"
+        ));
+    }
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let (out_tx, out_rx) = channel::<(usize, Vec<u8>)>();
+    let (in_tx, in_rx) = channel::<(usize, Vec<u8>)>();
+    let transport = Arc::new(MpiTransport {
+        rank,
+        size,
+        outbox: Mutex::new(out_tx),
+        inbox: Mutex::new(in_rx),
+        pending: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        thread: Mutex::new(None),
+        counters: Default::default(),
+    });
+    let t = Arc::clone(&transport);
+    let thread = std::thread::Builder::new()
+        .name(format!("tessera-mpi{rank}"))
+        .spawn(move || comm_loop(&t, out_rx, in_tx))
+        .map_err(|e| format!("cannot start the MPI communication thread: {e}"))?;
+    *lock(&transport.thread) = Some(thread.thread().clone());
+    Ok(Mpi {
+        transport,
+        thread: Some(thread),
+        universe: Some(universe),
+    })
+}
+
+impl Mpi {
+    /// The transport for the engine's network (`tessera_engine::dist::Net`).
+    pub fn transport(&self) -> Arc<MpiTransport> {
+        Arc::clone(&self.transport)
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.transport.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.transport.size
+    }
+
+    /// End every rank of the job now (`MPI_Abort`), with exit code `code`:
+    /// for failures after the error was reported, so that no rank is left
+    /// waiting in a receive or in `MPI_Finalize`.
+    pub fn abort(&self, code: i32) -> ! {
+        SimpleCommunicator::world().abort(code)
+    }
+}
+
+impl Drop for Mpi {
+    fn drop(&mut self) {
+        self.transport.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = lock(&self.transport.thread).as_ref() {
+            t.unpark();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        drop(self.universe.take());
+    }
+}
+
+#[derive(Default)]
+struct Traffic {
+    sent: AtomicU64,
+    bytes_sent: AtomicU64,
+    received: AtomicU64,
+    bytes_received: AtomicU64,
+}
+
+/// One rank's MPI transport (see the module doc).
+pub struct MpiTransport {
+    rank: usize,
+    size: usize,
+    outbox: Mutex<Sender<(usize, Vec<u8>)>>,
+    inbox: Mutex<Receiver<(usize, Vec<u8>)>>,
+    /// Messages queued or in flight.
+    pending: AtomicUsize,
+    stop: AtomicBool,
+    /// The communication thread, to wake it when a message is queued.
+    thread: Mutex<Option<std::thread::Thread>>,
+    counters: Traffic,
+}
+
+impl Transport for MpiTransport {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn send(&self, to: usize, msg: Vec<u8>) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_sent
+            .fetch_add(msg.len() as u64, Ordering::Relaxed);
+        if lock(&self.outbox).send((to, msg)).is_err() {
+            // The communication thread is gone (shutting down): nothing to do.
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        if let Some(t) = lock(&self.thread).as_ref() {
+            t.unpark();
+        }
+    }
+
+    fn recv(&self, timeout: Duration) -> Option<(usize, Vec<u8>)> {
+        lock(&self.inbox).recv_timeout(timeout).ok()
+    }
+
+    fn pending_sends(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    fn counters(&self) -> Counters {
+        let c = &self.counters;
+        Counters {
+            sent: c.sent.load(Ordering::Relaxed),
+            bytes_sent: c.bytes_sent.load(Ordering::Relaxed),
+            received: c.received.load(Ordering::Relaxed),
+            bytes_received: c.bytes_received.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A send in flight: its request and the buffer MPI reads until it completes.
+struct InFlight {
+    request: Request<'static, [u8], StaticScope>,
+    buffer: *mut [u8],
+}
+
+/// The communication thread: every MPI call of the rank after `init`.
+fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(usize, Vec<u8>)>) {
+    let world = SimpleCommunicator::world();
+    let mut inflight: Vec<InFlight> = Vec::new();
+    let mut idle = 0u32;
+    loop {
+        let mut busy = false;
+        // Post queued sends.
+        while let Ok((to, msg)) = out.try_recv() {
+            busy = true;
+            // The buffer is leaked to give MPI a 'static slice, and taken
+            // back below once the send has completed.
+            let buffer: &'static mut [u8] = Box::leak(msg.into_boxed_slice());
+            let ptr: *mut [u8] = buffer;
+            let request = world.process_at_rank(to as i32).immediate_send_with_tag(
+                StaticScope,
+                &*buffer,
+                TAG,
+            );
+            inflight.push(InFlight {
+                request,
+                buffer: ptr,
+            });
+        }
+        // Complete sends.
+        let mut still = Vec::with_capacity(inflight.len());
+        for f in inflight.drain(..) {
+            match f.request.test() {
+                Ok(_) => {
+                    busy = true;
+                    // SAFETY: `buffer` came from `Box::leak` above, and the
+                    // send that read it has completed, so MPI no longer uses it.
+                    drop(unsafe { Box::from_raw(f.buffer) });
+                    t.pending.fetch_sub(1, Ordering::SeqCst);
+                }
+                Err(request) => still.push(InFlight {
+                    request,
+                    buffer: f.buffer,
+                }),
+            }
+        }
+        inflight = still;
+        // Receive what has arrived.
+        while let Some((msg, status)) = world.any_process().immediate_matched_probe_with_tag(TAG) {
+            busy = true;
+            let n = status.count(u8::equivalent_datatype()).max(0) as usize;
+            let mut buf = vec![0u8; n];
+            msg.matched_receive_into(&mut buf[..]);
+            t.counters.received.fetch_add(1, Ordering::Relaxed);
+            t.counters
+                .bytes_received
+                .fetch_add(n as u64, Ordering::Relaxed);
+            let _ = inbox.send((status.source_rank() as usize, buf));
+        }
+        if t.stop.load(Ordering::SeqCst)
+            && inflight.is_empty()
+            && t.pending.load(Ordering::SeqCst) == 0
+        {
+            break;
+        }
+        // Back off when idle (see the module doc).
+        if busy {
+            idle = 0;
+        } else {
+            idle = idle.saturating_add(1);
+            if idle < 64 {
+                std::hint::spin_loop();
+            } else if idle < 96 {
+                std::thread::yield_now();
+            } else {
+                let nap = Duration::from_micros(20 << (idle - 96).min(6)).min(MAX_NAP);
+                std::thread::park_timeout(nap);
+            }
+        }
+    }
+}

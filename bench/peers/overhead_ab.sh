@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Regression check: per-task runtime overhead of two tessera binaries (an
+# older build and this one), alternated round by round so both see the same
+# machine load; prints each case's median per binary and the ratio new/old.
+#   bash bench/peers/overhead_ab.sh OLD_BINARY [NEW_BINARY] [ROUNDS]
+# The new binary is measured with both task APIs: --api dynamic (the same
+# TaskBuilder calls as the old binary) and --api typed (the default).
+set -euo pipefail
+old=${1:?usage: overhead_ab.sh OLD_BINARY [NEW_BINARY] [ROUNDS]}
+new=${2:-target/release/tessera}
+rounds=${3:-5}
+tmp=$(mktemp -d)
+for r in $(seq "$rounds"); do
+  "$old" overhead --reps 3 --no-starpu >"$tmp/old.$r"
+  "$new" overhead --reps 3 --no-starpu --api dynamic >"$tmp/dyn.$r"
+  "$new" overhead --reps 3 --no-starpu --api typed >"$tmp/typed.$r"
+done
+med() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '%-12s %10s %12s %10s %12s %10s\n' case old_ns new_dyn_ns ratio new_typed_ns ratio
+for c in independent chain random4; do
+  o=$(cat "$tmp"/old.* | awk -v c=$c '$1==c {print $4}' | med)
+  d=$(cat "$tmp"/dyn.* | awk -v c=$c '$1==c {print $4}' | med)
+  t=$(cat "$tmp"/typed.* | awk -v c=$c '$1==c {print $4}' | med)
+  printf '%-12s %10s %12s %10.2f %12s %10.2f\n' "$c" "$o" "$d" "$(echo "$d/$o" | bc -l)" "$t" "$(echo "$t/$o" | bc -l)"
+done
+rm -rf "$tmp"

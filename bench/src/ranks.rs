@@ -1,0 +1,100 @@
+//! The ranks of a distributed run, as the drivers see them: under `mpirun`
+//! (with the `mpi` feature) MPI is initialised, and every rank gets the
+//! network (`Net`) and its collectives; otherwise there is one rank.
+
+use std::sync::Arc;
+
+use tessera_engine::dist::{Collectives, Net};
+
+/// This process's place in the run.
+pub struct Ranks {
+    /// This rank.
+    pub rank: usize,
+    /// Number of ranks.
+    pub size: usize,
+    /// The network and its collectives (one rank: none).
+    pub net: Option<(Arc<Net>, Collectives)>,
+    #[cfg(feature = "mpi")]
+    mpi: Option<tessera_backends::mpi::Mpi>,
+}
+
+/// Whether a launcher started this process as one rank of several.
+fn launched_ranks() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+impl Ranks {
+    /// Join the run: initialise MPI when started by mpirun.
+    pub fn join() -> Result<Ranks, String> {
+        match launched_ranks() {
+            None => Ok(Ranks::single()),
+            #[cfg(not(feature = "mpi"))]
+            Some(n) if n <= 1 => Ok(Ranks::single()),
+            #[cfg(feature = "mpi")]
+            Some(_) => {
+                let m = tessera_backends::mpi::init()?;
+                let net = Net::new(m.transport());
+                let coll = Collectives::new(&net);
+                Ok(Ranks {
+                    rank: m.rank(),
+                    size: m.size(),
+                    net: Some((net, coll)),
+                    mpi: Some(m),
+                })
+            }
+            #[cfg(not(feature = "mpi"))]
+            Some(n) => Err(format!(
+                "started by mpirun with {n} ranks, but this tessera was built without MPI: rebuild with `cargo build --release --features mpi`"
+            )),
+        }
+    }
+
+    /// One rank, no network.
+    pub fn single() -> Ranks {
+        Ranks {
+            rank: 0,
+            size: 1,
+            net: None,
+            #[cfg(feature = "mpi")]
+            mpi: None,
+        }
+    }
+
+    /// Whether this rank prints the run's summary.
+    pub fn is_root(&self) -> bool {
+        self.rank == 0
+    }
+
+    /// The collectives (a one-rank run has none).
+    pub fn collectives(&self) -> Option<&Collectives> {
+        self.net.as_ref().map(|(_, c)| c)
+    }
+
+    /// Refuse to go on unless every rank runs with the same `value` for
+    /// `what` (the sizes, the seed): a mismatch is found at start-up.
+    pub fn check_same(&self, what: &str, value: &str) -> Result<(), String> {
+        match self.collectives() {
+            Some(c) => c.check_same(what, value),
+            None => Ok(()),
+        }
+    }
+
+    /// End the whole job after this rank reported `error`: with several
+    /// ranks, MPI_Abort, so no rank is left waiting.
+    pub fn fail(&self, error: &str) -> ! {
+        eprintln!(
+            "tessera: error (rank {} of {}): {error}",
+            self.rank, self.size
+        );
+        #[cfg(feature = "mpi")]
+        if let (Some(m), true) = (&self.mpi, self.size > 1) {
+            // Let the other ranks print theirs (they were told through the
+            // engine's abort messages where a run was under way).
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            m.abort(1);
+        }
+        std::process::exit(1)
+    }
+}

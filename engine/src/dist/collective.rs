@@ -1,0 +1,144 @@
+//! Collective operations over point-to-point messages: all-gather, and on it
+//! barrier, sum all-reduce and the start-up check that every rank runs with
+//! the same parameters. Each rank sends its part to every other rank
+//! directly (R−1 messages per rank: fine at the rank counts a node or a
+//! small cluster has; a tree would be the next step). Results are combined
+//! in rank order on every rank, so every rank gets bit-identical sums.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::net::{Channel, Net};
+use super::wire::Reader;
+use crate::util::lock;
+
+/// The collectives of one group of ranks (all of them), on their own channel.
+pub struct Collectives {
+    net: Arc<Net>,
+    ch: Channel,
+    rx: Mutex<Receiver<(usize, Vec<u8>)>>,
+    /// Sequence number of the next operation (the same on every rank).
+    seq: AtomicU64,
+    /// Parts of later operations that arrived early: (from, seq, body).
+    early: Mutex<Vec<(usize, u64, Vec<u8>)>>,
+}
+
+impl Collectives {
+    /// Open the collectives' channel (every rank in the same order).
+    pub fn new(net: &Arc<Net>) -> Collectives {
+        let (ch, rx) = net.open_mailbox();
+        Collectives {
+            net: Arc::clone(net),
+            ch,
+            rx: Mutex::new(rx),
+            seq: AtomicU64::new(0),
+            early: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every rank's `value`, in rank order (this rank's included).
+    pub fn allgather(&self, value: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let (me, n) = (self.net.rank(), self.net.size());
+        for to in (0..n).filter(|&r| r != me) {
+            let mut w = self.ch.writer(8 + value.len());
+            w.u64(seq);
+            w.0.extend_from_slice(value);
+            self.ch.send(to, w);
+        }
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; n];
+        out[me] = Some(value.to_vec());
+        let mut missing = n - 1;
+        // Parts of this operation that came early.
+        lock(&self.early).retain(|(from, s, body)| {
+            if *s == seq && out[*from].is_none() {
+                out[*from] = Some(body.clone());
+                missing -= 1;
+                false
+            } else {
+                true
+            }
+        });
+        let rx = lock(&self.rx);
+        while missing > 0 {
+            if let Some(a) = self.net.aborted() {
+                return Err(a);
+            }
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok((from, msg)) => {
+                    let mut r = Reader::new(&msg);
+                    let s = r.u64()?;
+                    let body = r.rest().to_vec();
+                    if s == seq && out[from].is_none() {
+                        out[from] = Some(body);
+                        missing -= 1;
+                    } else {
+                        lock(&self.early).push((from, s, body));
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err("the network was shut down during a collective".into())
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|v| v.expect("all parts arrived"))
+            .collect())
+    }
+
+    /// Wait until every rank got here.
+    pub fn barrier(&self) -> Result<(), String> {
+        self.allgather(&[]).map(|_| ())
+    }
+
+    /// `v := Σ over ranks of v`, summed in rank order on every rank.
+    pub fn allreduce_sum(&self, v: &mut [f64]) -> Result<(), String> {
+        let mine: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let all = self.allgather(&mine)?;
+        v.iter_mut().for_each(|x| *x = 0.0);
+        for (rank, part) in all.iter().enumerate() {
+            if part.len() != mine.len() {
+                return Err(format!(
+                    "all-reduce: rank {rank} contributed {} values, this rank {}",
+                    part.len() / 8,
+                    v.len()
+                ));
+            }
+            for (x, b) in v.iter_mut().zip(part.chunks_exact(8)) {
+                *x += f64::from_le_bytes(b.try_into().expect("8 bytes"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest `v` over ranks.
+    pub fn allreduce_max(&self, v: u64) -> Result<u64, String> {
+        let all = self.allgather(&v.to_le_bytes())?;
+        Ok(all
+            .iter()
+            .filter_map(|b| b.as_slice().try_into().ok().map(u64::from_le_bytes))
+            .max()
+            .unwrap_or(v))
+    }
+
+    /// Refuse to go on unless every rank has the same `value` for `what`
+    /// (e.g. `"N=8192 NB=448 seed=1"`): the error names the first rank that
+    /// differs from rank 0, and both values.
+    pub fn check_same(&self, what: &str, value: &str) -> Result<(), String> {
+        let all = self.allgather(value.as_bytes())?;
+        let first = String::from_utf8_lossy(&all[0]).into_owned();
+        for (rank, v) in all.iter().enumerate().skip(1) {
+            let v = String::from_utf8_lossy(v);
+            if v != first {
+                return Err(format!(
+                    "ranks disagree on {what}: rank 0 has '{first}', rank {rank} has '{v}'"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

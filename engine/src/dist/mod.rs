@@ -1,0 +1,73 @@
+//! Across processes: one engine per rank, the same DAG on every rank, and
+//! the dependencies that cross ranks turned into messages (remote edges).
+//!
+//! Layers, one concern each:
+//! - [`Transport`]: moves byte messages between ranks (MPI in
+//!   `tessera_backends::mpi`, threads of one process in [`local`]). It never
+//!   blocks a worker: `send` hands a message over and returns.
+//! - `wire`: what a message is (kinds, keys, data items) as bytes.
+//! - [`collective`]: barrier, all-reduce, all-gather and the start-up
+//!   consistency check, over point-to-point messages.
+//! - [`symbolic`]: the symbolic front-end across ranks (PaRSEC-style
+//!   owner-computes): each rank unfolds its own tasks; a finished task sends
+//!   one message per destination rank with the data its remote successors read.
+//! - [`stf`]: sequential task flow across ranks (StarPU-MPI-style): every rank
+//!   submits the same tasks, each runs on the owner of the data it writes,
+//!   and the engine inserts the sends and receives.
+//!
+//! Failure: a rank whose task fails tells every other rank (an `Abort`
+//! message naming the task and the rank); every rank then stops its run with
+//! that error instead of waiting for data that will never come.
+
+pub mod collective;
+pub mod local;
+mod net;
+pub mod stf;
+pub mod symbolic;
+mod wire;
+
+pub use collective::Collectives;
+pub use net::{Channel, Net};
+pub use wire::DataRef;
+
+use std::time::Duration;
+
+/// Moves byte messages between the ranks of a distributed run.
+///
+/// Messages from one rank to another arrive in the order they were sent
+/// (MPI's non-overtaking rule on one communicator and tag).
+pub trait Transport: Send + Sync {
+    /// This process's rank, `0..size()`.
+    fn rank(&self) -> usize;
+
+    /// Number of ranks.
+    fn size(&self) -> usize;
+
+    /// Hand `msg` over for rank `to` (may be this rank) and return at once;
+    /// the transport sends it in the background.
+    fn send(&self, to: usize, msg: Vec<u8>);
+
+    /// The next received message `(from, bytes)`, waiting up to `timeout`.
+    fn recv(&self, timeout: Duration) -> Option<(usize, Vec<u8>)>;
+
+    /// Messages handed to `send` that have not completed yet.
+    fn pending_sends(&self) -> usize;
+
+    /// Bytes and messages sent and received so far (for traces and reports).
+    fn counters(&self) -> Counters {
+        Counters::default()
+    }
+}
+
+/// Traffic of one rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Messages sent.
+    pub sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Messages received.
+    pub received: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+}

@@ -1,0 +1,297 @@
+//! One rank's end of the network: a dispatcher thread that takes every
+//! received message off the transport and routes it to the channel it was
+//! sent on, plus the control channel that carries aborts.
+//!
+//! Channels are opened in the same order on every rank (SPMD), so the n-th
+//! channel of one rank talks to the n-th of every other. A message for a
+//! channel this rank has not opened yet is kept until it is.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::wire::{Reader, Writer};
+use super::Transport;
+use crate::util::lock;
+
+/// Channel 0 carries control messages (aborts).
+const CONTROL: u32 = 0;
+/// How long the dispatcher waits for a message before checking for shutdown.
+const POLL: Duration = Duration::from_millis(20);
+
+type Callback = Arc<dyn Fn(usize, &[u8]) + Send + Sync>;
+/// Messages `(from, whole message)` kept per channel until it is routed.
+type Early = HashMap<u32, Vec<(usize, Vec<u8>)>>;
+
+enum Route {
+    /// Run on the dispatcher thread for each message.
+    Callback(Callback),
+    /// Queued for a thread that waits for them.
+    Mailbox(Sender<(usize, Vec<u8>)>),
+}
+
+struct Shared {
+    transport: Arc<dyn Transport>,
+    next_channel: AtomicU32,
+    routes: Mutex<HashMap<u32, Route>>,
+    /// Messages for channels not opened yet.
+    early: Mutex<Early>,
+    /// The first abort seen (from this rank or another), with its message.
+    abort: Mutex<Option<String>>,
+    abort_cond: Condvar,
+    aborted: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// One rank's view of the network (see the module doc).
+pub struct Net {
+    shared: Arc<Shared>,
+    dispatcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A channel: messages sent on it reach the same channel on other ranks.
+#[derive(Clone)]
+pub struct Channel {
+    id: u32,
+    shared: Arc<Shared>,
+}
+
+impl Net {
+    /// Start routing `transport`'s messages.
+    pub fn new(transport: Arc<dyn Transport>) -> Arc<Net> {
+        let shared = Arc::new(Shared {
+            transport,
+            next_channel: AtomicU32::new(CONTROL + 1),
+            routes: Mutex::new(HashMap::new()),
+            early: Mutex::new(HashMap::new()),
+            abort: Mutex::new(None),
+            abort_cond: Condvar::new(),
+            aborted: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        let s = Arc::clone(&shared);
+        let dispatcher = std::thread::Builder::new()
+            .name(format!("tessera-net{}", shared.transport.rank()))
+            .spawn(move || {
+                while !s.stop.load(Ordering::Relaxed) {
+                    if let Some((from, msg)) = s.transport.recv(POLL) {
+                        s.route(from, msg);
+                    }
+                }
+            })
+            .expect("the network dispatcher thread starts");
+        Arc::new(Net {
+            shared,
+            dispatcher: Mutex::new(Some(dispatcher)),
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.shared.transport.rank()
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.shared.transport.size()
+    }
+
+    /// The transport (for its counters).
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.shared.transport
+    }
+
+    fn next_id(&self) -> u32 {
+        self.shared.next_channel.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The next channel (every rank opens its channels in the same order).
+    /// Nothing is routed to it until [`Channel::on_message`] or
+    /// [`Channel::mailbox`]; messages that arrive before are kept.
+    pub fn channel(&self) -> Channel {
+        Channel {
+            id: self.next_id(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The next channel, with its messages run by `f(from, body)` on the
+    /// dispatcher thread, in arrival order.
+    pub fn open_callback(&self, f: impl Fn(usize, &[u8]) + Send + Sync + 'static) -> Channel {
+        let ch = self.channel();
+        ch.on_message(f);
+        ch
+    }
+
+    /// The next channel, with its messages (bodies) queued on the receiver.
+    pub fn open_mailbox(&self) -> (Channel, Receiver<(usize, Vec<u8>)>) {
+        let ch = self.channel();
+        let rx = ch.mailbox();
+        (ch, rx)
+    }
+
+    /// Stop every rank's run: tell all the others why, and remember it here.
+    pub fn abort(&self, why: &str) {
+        let s = &self.shared;
+        let text = format!("rank {}: {why}", s.transport.rank());
+        for to in 0..s.transport.size() {
+            if to != s.transport.rank() {
+                let mut w = Writer::with_capacity(8 + text.len());
+                w.u32(CONTROL).bytes(text.as_bytes());
+                s.transport.send(to, w.finish());
+            }
+        }
+        s.set_abort(text);
+    }
+
+    /// The first abort seen, if any.
+    pub fn aborted(&self) -> Option<String> {
+        if !self.shared.aborted.load(Ordering::SeqCst) {
+            return None;
+        }
+        lock(&self.shared.abort).clone()
+    }
+
+    /// Wait until `done()` holds or an abort arrives (`Err` with its
+    /// message); `done` is re-checked whenever `wake` is notified and at
+    /// least every `POLL`.
+    pub fn wait_until(
+        &self,
+        wake: &(Mutex<()>, Condvar),
+        done: impl Fn() -> bool,
+    ) -> Result<(), String> {
+        let mut g = lock(&wake.0);
+        loop {
+            if let Some(a) = self.aborted() {
+                return Err(a);
+            }
+            if done() {
+                return Ok(());
+            }
+            g = wake
+                .1
+                .wait_timeout(g, POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Wait until every message handed to the transport has been sent.
+    pub fn flush(&self) {
+        while self.shared.transport.pending_sends() > 0 && self.aborted().is_none() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = lock(&self.dispatcher).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Shared {
+    fn set_abort(&self, text: String) {
+        let mut a = lock(&self.abort);
+        if a.is_none() {
+            *a = Some(text);
+        }
+        self.aborted.store(true, Ordering::SeqCst);
+        self.abort_cond.notify_all();
+    }
+
+    fn route(&self, from: usize, msg: Vec<u8>) {
+        let mut r = Reader::new(&msg);
+        let Ok(id) = r.u32() else {
+            self.set_abort(format!(
+                "rank {}: a {}-byte message from rank {from} has no channel header",
+                self.transport.rank(),
+                msg.len()
+            ));
+            return;
+        };
+        if id == CONTROL {
+            let why = r
+                .bytes()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_else(|e| format!("rank {from} aborted ({e})"));
+            self.set_abort(why);
+            return;
+        }
+        let routes = lock(&self.routes);
+        match routes.get(&id) {
+            Some(Route::Callback(f)) => {
+                let f = Arc::clone(f);
+                drop(routes);
+                f(from, &msg[4..]);
+            }
+            Some(Route::Mailbox(tx)) => {
+                let _ = tx.send((from, msg[4..].to_vec()));
+            }
+            None => lock(&self.early).entry(id).or_default().push((from, msg)),
+        }
+    }
+}
+
+impl Channel {
+    /// Route this channel's messages to `f(from, body)` on the dispatcher
+    /// thread, starting with those that arrived before.
+    pub fn on_message(&self, f: impl Fn(usize, &[u8]) + Send + Sync + 'static) {
+        let f: Callback = Arc::new(f);
+        let early = {
+            let mut routes = lock(&self.shared.routes);
+            routes.insert(self.id, Route::Callback(Arc::clone(&f)));
+            lock(&self.shared.early).remove(&self.id)
+        };
+        for (from, msg) in early.unwrap_or_default() {
+            f(from, &msg[4..]);
+        }
+    }
+
+    /// Queue this channel's messages (bodies) on the returned receiver,
+    /// starting with those that arrived before.
+    pub fn mailbox(&self) -> Receiver<(usize, Vec<u8>)> {
+        let (tx, rx) = channel();
+        let mut routes = lock(&self.shared.routes);
+        for (from, msg) in lock(&self.shared.early)
+            .remove(&self.id)
+            .unwrap_or_default()
+        {
+            let _ = tx.send((from, msg[4..].to_vec()));
+        }
+        routes.insert(self.id, Route::Mailbox(tx));
+        rx
+    }
+
+    /// A message for this channel: write the body after the header.
+    pub(crate) fn writer(&self, body: usize) -> Writer {
+        let mut w = Writer::with_capacity(4 + body);
+        w.u32(self.id);
+        w
+    }
+
+    /// Send a message made by [`writer`](Self::writer) to rank `to`.
+    pub(crate) fn send(&self, to: usize, w: Writer) {
+        self.shared.transport.send(to, w.finish());
+    }
+
+    /// Stop routing this channel's messages here (later ones are kept as if
+    /// it were not open yet). A finished run closes its channel so its
+    /// callback, and what the callback holds, can be dropped.
+    pub fn close(&self) {
+        lock(&self.shared.routes).remove(&self.id);
+    }
+
+    /// Send `body` to rank `to` (one copy into the message).
+    pub fn send_bytes(&self, to: usize, body: &[u8]) {
+        let mut w = self.writer(body.len());
+        w.0.extend_from_slice(body);
+        self.send(to, w);
+    }
+}

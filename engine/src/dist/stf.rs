@@ -1,0 +1,423 @@
+//! Sequential task flow across ranks (StarPU-MPI-style): a program written
+//! as ordinary task submission runs on many ranks.
+//!
+//! Every rank registers the same data in the same order, each handle with
+//! an owner rank, and submits the same task sequence. A task runs on the
+//! owner of the first data it writes (or on an explicit `on_rank`); every
+//! rank sees every task, so each one knows, without talking, who sends what:
+//! - a rank that runs a task reading data it does not own *receives* the
+//!   current version (a held receive task, released when the message comes),
+//!   unless it still holds that version from an earlier receive: received
+//!   data is cached until someone writes it, so a tile read by many tasks on
+//!   one rank crosses the network once;
+//! - the owner of that data *sends* it (a send task reading it, so it goes
+//!   after the version's writer), once per version and destination;
+//! - a task that writes data its rank does not own sends the new version
+//!   back to the owner;
+//! - a rank with no part in a task skips it (it only bumps the version of
+//!   what the task writes).
+//!
+//! Messages are matched by (data id, version), so they may arrive before the
+//! receive that wants them; they wait in `arrived`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use super::net::{Channel, Net};
+use super::wire::{DataRef, Reader, Writer};
+use crate::access::{AccessMode, Accesses};
+use crate::codelet::Codelet;
+use crate::data::DataHandle;
+use crate::error::{BodyError, Error};
+use crate::memory::Replicate;
+use crate::runtime::{Hold, Runtime};
+use crate::task::{Task, TaskBuilder, TaskHandle};
+use crate::util::lock;
+
+/// A handle registered with a [`DistRuntime`]: the local handle (dereference
+/// it to declare accesses: `h.r()`, `h.rw()`) and its owner.
+pub struct DistHandle<T> {
+    local: DataHandle<T>,
+    gid: u64,
+    owner: usize,
+}
+
+impl<T> std::ops::Deref for DistHandle<T> {
+    type Target = DataHandle<T>;
+    fn deref(&self) -> &DataHandle<T> {
+        &self.local
+    }
+}
+
+impl<T> DistHandle<T> {
+    /// The rank that owns this data.
+    pub fn owner(&self) -> usize {
+        self.owner
+    }
+
+    /// Its id, the same on every rank (registration order).
+    pub fn id(&self) -> u64 {
+        self.gid
+    }
+}
+
+/// What every rank knows of one handle (the same on every rank: each
+/// sees every task).
+struct Entry {
+    owner: usize,
+    data: DataRef,
+    /// Writes so far.
+    version: u64,
+    /// Ranks that hold the current version (or will, once the receives
+    /// already posted complete): its writer, its owner, and the ranks it was
+    /// sent to since.
+    holders: HashSet<usize>,
+}
+
+/// Received bytes for a held receive task: filled before it is released.
+type Slot = Arc<OnceLock<Vec<u8>>>;
+
+#[derive(Default)]
+struct State {
+    entries: Vec<Entry>,
+    /// Local handle id → global id.
+    by_local: HashMap<u64, u64>,
+    /// Receives posted and not matched yet: (gid, version) → (bytes slot, hold).
+    waiting: HashMap<(u64, u64), (Slot, Hold)>,
+    /// Messages that came before their receive: (gid, version) → bytes.
+    arrived: HashMap<(u64, u64), Vec<u8>>,
+    /// Counters.
+    sends: u64,
+    receives: u64,
+    pruned: u64,
+}
+
+/// Counters of a distributed STF run on this rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StfStats {
+    /// Data versions sent.
+    pub sends: u64,
+    /// Data versions received.
+    pub receives: u64,
+    /// Submitted tasks this rank took no part in.
+    pub pruned: u64,
+}
+
+/// A runtime taking part in a distributed sequential task flow (see the
+/// module doc). Every rank creates one, in the same order relative to its
+/// other channels.
+pub struct DistRuntime {
+    rt: Runtime,
+    net: Arc<Net>,
+    ch: Channel,
+    state: Arc<Mutex<State>>,
+    recv: Codelet,
+    send: Codelet,
+}
+
+impl DistRuntime {
+    /// Take part in the distributed run over `net` with the runtime `rt`.
+    pub fn new(rt: Runtime, net: Arc<Net>) -> DistRuntime {
+        let state: Arc<Mutex<State>> = Arc::default();
+        let ch = net.channel();
+        let st = Arc::clone(&state);
+        let net2 = Arc::clone(&net);
+        ch.on_message(move |from, body| {
+            let r = (|| -> Result<(), String> {
+                let mut r = Reader::new(body);
+                let (gid, version) = (r.u64()?, r.u64()?);
+                let bytes = r.bytes()?.to_vec();
+                let mut s = lock(&st);
+                match s.waiting.remove(&(gid, version)) {
+                    Some((slot, hold)) => {
+                        let _ = slot.set(bytes);
+                        drop(s);
+                        hold.release();
+                    }
+                    None => {
+                        s.arrived.insert((gid, version), bytes);
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                net2.abort(&format!("data message from rank {from}: {e}"));
+            }
+        });
+        DistRuntime {
+            rt,
+            net,
+            ch,
+            state,
+            recv: Codelet::new("recv"),
+            send: Codelet::new("send"),
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.net.rank()
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.net.size()
+    }
+
+    /// The local runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// Register `value` as data owned by `owner`. Every rank registers the
+    /// same data in the same order; on other ranks `value` only gives the
+    /// shape (the owner's contents arrive when a task there needs them).
+    pub fn register<T: Replicate>(&self, owner: usize, value: T) -> DistHandle<T> {
+        let local = self.rt.register_replicable(value);
+        let mut s = lock(&self.state);
+        let gid = s.entries.len() as u64;
+        s.by_local.insert(local.id(), gid);
+        s.entries.push(Entry {
+            owner,
+            data: DataRef::of(&local),
+            version: 0,
+            holders: HashSet::from([owner]),
+        });
+        DistHandle { local, gid, owner }
+    }
+
+    /// A typed task (every rank submits the same ones).
+    pub fn task<A: Accesses, P: Send + Sync + 'static>(
+        &self,
+        codelet: &Codelet<A, P>,
+        accesses: A,
+    ) -> DistTask<'_, A, P> {
+        DistTask {
+            dist: self,
+            task: Task::new(codelet, accesses),
+            on_rank: None,
+        }
+    }
+
+    /// This rank sends the current version of `gid` to `to`.
+    fn post_send(&self, s: &mut State, gid: u64, to: usize) -> Result<(), Error> {
+        let e = &s.entries[gid as usize];
+        let (data, version, ch) = (e.data.clone(), e.version, self.ch.clone());
+        s.sends += 1;
+        let task = TaskBuilder::new(&self.send)
+            .label(format!("send({gid}@{version}→{to})"))
+            .access_erased(Arc::clone(&data.handle), AccessMode::R)
+            .cpu_only()
+            .body(move |_| {
+                let mut w = Writer::with_capacity(24 + data.bytes() as usize);
+                w.u64(gid).u64(version);
+                data.pack(&mut w)?;
+                ch.send_bytes(to, &w.finish());
+                Ok(())
+            });
+        self.rt.submit(task)?;
+        Ok(())
+    }
+
+    /// This rank receives the current version of `gid`.
+    fn post_recv(&self, s: &mut State, gid: u64) -> Result<(), Error> {
+        let e = &s.entries[gid as usize];
+        let (version, data) = (e.version, e.data.clone());
+        let slot: Slot = Arc::new(OnceLock::new());
+        let target = (data.clone(), Arc::clone(&slot));
+        s.receives += 1;
+        let task = TaskBuilder::new(&self.recv)
+            .label(format!("recv({gid}@{version})"))
+            .access_erased(Arc::clone(&data.handle), AccessMode::W)
+            .cpu_only()
+            .body(move |_| {
+                let bytes = target.1.get().ok_or("released before its message came")?;
+                // SAFETY: this task declared the handle W, on a CPU worker.
+                unsafe { target.0.unpack(bytes) }?;
+                Ok(())
+            });
+        match s.arrived.remove(&(gid, version)) {
+            Some(bytes) => {
+                let _ = slot.set(bytes);
+                self.rt.submit(task)?;
+            }
+            None => {
+                let (_, hold) = self.rt.submit_held(task)?;
+                s.waiting.insert((gid, version), (slot, hold));
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for every task of this rank and every send to finish; `Err` if a
+    /// task failed here (the other ranks are told) or another rank aborted.
+    pub fn wait_all(&self) -> Result<(), Error> {
+        loop {
+            match self.rt.wait_all_timeout(Duration::from_millis(20)) {
+                Ok(()) => break,
+                Err(Error::Timeout(_)) => {
+                    if let Some(why) = self.net.aborted() {
+                        return Err(Error::Remote(why));
+                    }
+                    if self.rt.has_failures() {
+                        // Give the other tasks a moment, then report.
+                        continue;
+                    }
+                }
+                Err(e) => {
+                    self.net.abort(&e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(why) = self.net.aborted() {
+            return Err(Error::Remote(why));
+        }
+        self.net.flush();
+        Ok(())
+    }
+
+    /// The counters of this rank.
+    pub fn stats(&self) -> StfStats {
+        let s = lock(&self.state);
+        StfStats {
+            sends: s.sends,
+            receives: s.receives,
+            pruned: s.pruned,
+        }
+    }
+
+    /// Wait for the data's tasks, then take the value back (on its owner:
+    /// the final contents; elsewhere: whatever copy this rank last held).
+    pub fn unregister<T: Send + Sync + 'static>(&self, h: DistHandle<T>) -> Result<T, Error> {
+        self.rt.unregister(h.local)
+    }
+}
+
+/// A typed task of a [`DistRuntime`], submitted on every rank.
+pub struct DistTask<'d, A, P> {
+    dist: &'d DistRuntime,
+    task: Task<A, P>,
+    on_rank: Option<usize>,
+}
+
+impl<A: Accesses, P: Send + Sync + 'static> DistTask<'_, A, P> {
+    /// The codelet's arguments.
+    pub fn args(mut self, args: P) -> Self {
+        self.task = self.task.args(args);
+        self
+    }
+
+    /// Priority on the rank that runs it.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.task = self.task.priority(p);
+        self
+    }
+
+    /// Run on `rank` instead of the owner of the data it writes.
+    pub fn on_rank(mut self, rank: usize) -> Self {
+        self.on_rank = Some(rank);
+        self
+    }
+
+    /// A CPU body of this task (instead of the codelet's).
+    pub fn cpu<F>(mut self, f: F) -> Self
+    where
+        F: for<'a> FnOnce(A::Cpu<'a>) -> Result<(), BodyError> + Send + 'static,
+    {
+        self.task = self.task.cpu(f);
+        self
+    }
+
+    /// Submit on every rank: the rank that runs it submits the task, the
+    /// others their sends and receives, or nothing. Returns the local task
+    /// on the rank that runs it.
+    pub fn submit(self) -> Result<Option<TaskHandle>, Error> {
+        let d = self.dist;
+        let me = d.net.rank();
+        let builder: TaskBuilder = self.task.into();
+        let accesses: Vec<(u64, AccessMode)> = {
+            let s = lock(&d.state);
+            builder
+                .declared
+                .accesses
+                .iter()
+                .map(|a| {
+                    s.by_local
+                        .get(&a.core().id)
+                        .map(|&g| (g, a.mode))
+                        .ok_or_else(|| Error::Submit {
+                            task: builder.display_name(),
+                            reason: format!(
+                                "data '{}' was not registered with the distributed runtime",
+                                a.core().display_name()
+                            ),
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut s = lock(&d.state);
+        let exec = self.on_rank.unwrap_or_else(|| {
+            let first = accesses
+                .iter()
+                .find(|(_, m)| m.writes())
+                .or(accesses.first());
+            first.map_or(0, |&(g, _)| s.entries[g as usize].owner)
+        });
+        if exec >= d.net.size() {
+            return Err(Error::Submit {
+                task: builder.display_name(),
+                reason: format!("rank {exec} does not exist ({} ranks)", d.net.size()),
+            });
+        }
+        // Reads: the data's current version must reach the running rank,
+        // from its owner, unless that rank holds it already (the cache).
+        for &(gid, mode) in &accesses {
+            let e = &mut s.entries[gid as usize];
+            if !mode.reads() || !e.holders.insert(exec) {
+                continue;
+            }
+            let owner = e.owner;
+            if exec == me {
+                d.post_recv(&mut s, gid)?;
+            } else if owner == me {
+                d.post_send(&mut s, gid, exec)?;
+            }
+        }
+        let mut handle = None;
+        if exec == me {
+            handle = Some(d.rt.submit(builder)?);
+        } else if !accesses
+            .iter()
+            .any(|&(g, _)| s.entries[g as usize].owner == me)
+        {
+            s.pruned += 1;
+        }
+        // Writes: a new version, held by the rank that ran the task; its
+        // owner gets it back if another rank wrote it.
+        for &(gid, mode) in &accesses {
+            if !mode.writes() {
+                continue;
+            }
+            let e = &mut s.entries[gid as usize];
+            e.version += 1;
+            e.holders = HashSet::from([exec, e.owner]);
+            let owner = e.owner;
+            if exec != owner {
+                if exec == me {
+                    d.post_send(&mut s, gid, owner)?;
+                } else if owner == me {
+                    d.post_recv(&mut s, gid)?;
+                }
+            }
+        }
+        Ok(handle)
+    }
+}
+
+impl Drop for DistRuntime {
+    fn drop(&mut self) {
+        self.ch.close();
+    }
+}

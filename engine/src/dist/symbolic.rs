@@ -1,0 +1,210 @@
+//! The symbolic front-end across ranks (PaRSEC-style owner-computes).
+//!
+//! Every rank runs the same [`DistClasses`]; each unfolds only the tasks it
+//! owns. When a task finishes, its successors owned by other ranks are
+//! grouped by rank, and one message per destination rank carries the
+//! task's key and, once each, the bytes of the data the task wrote that
+//! those successors read ([`DistClasses::flows`]). On arrival the receiving
+//! rank submits one *receive task* per data item — it declares the local
+//! copy W and writes the bytes in its body, so the engine orders it after
+//! every task still reading the previous version (no write-after-read hazard
+//! across versions) and before the successors, which it then satisfies.
+//!
+//! Termination: each rank knows how many tasks it owns
+//! ([`DistClasses::owned`]); its run ends when they have all finished and
+//! every message it sent has left. A task that fails makes its rank abort
+//! the run everywhere (see [`Net::abort`]); a rank waiting for data that
+//! will never come stops with that message.
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::net::Net;
+use super::wire::{DataRef, Reader, Writer};
+use crate::codelet::Codelet;
+use crate::error::Error;
+use crate::runtime::Runtime;
+use crate::symbolic::{TaskClasses, UnfoldStats, Unfolder};
+use crate::task::TaskBuilder;
+
+/// A symbolic DAG whose tasks are spread over ranks by `owner`.
+pub trait DistClasses: TaskClasses
+where
+    Self::Key: Serialize + DeserializeOwned,
+{
+    /// The data `from` wrote that `to` (a successor owned by another rank)
+    /// reads, as data keys: appended to `out`. The same data may be named
+    /// for several successors on one rank; it is sent once.
+    fn flows(&self, from: &Self::Key, to: &Self::Key, out: &mut Vec<u64>);
+
+    /// This rank's handle for data `key`: its own data, or its copy of
+    /// another rank's (which the application makes when first asked for,
+    /// with the right shape, and may drop once no task of this rank reads it).
+    fn data(&self, key: u64) -> DataRef;
+
+    /// How many tasks `rank` owns.
+    fn owned(&self, rank: usize) -> usize;
+}
+
+/// What a rank did in a distributed symbolic run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DistStats {
+    /// The unfolding's counters on this rank.
+    pub unfold: UnfoldStats,
+    /// Messages this rank sent (one per finished task and destination rank).
+    pub messages: u64,
+    /// Data items they carried, and their bytes.
+    pub items: u64,
+    /// Bytes of data sent.
+    pub bytes: u64,
+}
+
+/// Message layout: key (JSON), predecessor task id, item count, then per
+/// item its data key and bytes.
+fn encode_items<K: Serialize>(
+    key: &K,
+    id: u64,
+    items: &[(u64, DataRef)],
+) -> Result<(Writer, u64), String> {
+    let k = serde_json::to_vec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
+    let bytes: u64 = items.iter().map(|(_, d)| d.bytes()).sum();
+    let mut w = Writer::with_capacity(k.len() + 32 + bytes as usize + 16 * items.len());
+    w.bytes(&k).u64(id).u32(items.len() as u32);
+    for (dk, d) in items {
+        w.u64(*dk);
+        d.pack(&mut w)?;
+    }
+    Ok((w, bytes))
+}
+
+/// Run the tasks this rank owns in `classes` on `rt`, exchanging remote
+/// edges over `net`, and wait until they are all done (or the run aborted).
+pub fn run<C>(rt: &Runtime, net: &Arc<Net>, classes: Arc<C>) -> Result<DistStats, Error>
+where
+    C: DistClasses,
+    C::Key: Serialize + DeserializeOwned,
+{
+    let me = net.rank();
+    let counters = Arc::new(std::sync::Mutex::new(DistStats::default()));
+    // The unfolder sends through the channel, and the channel's callback
+    // satisfies the unfolder's tasks: make the unfolder first (its sends go
+    // through a slot filled just after), then open the channel, which may
+    // at once deliver edges that arrived early.
+    let send_slot: Arc<std::sync::OnceLock<super::net::Channel>> =
+        Arc::new(std::sync::OnceLock::new());
+    let (classes3, counters2, send_ch) = (
+        Arc::clone(&classes),
+        Arc::clone(&counters),
+        Arc::clone(&send_slot),
+    );
+    let remote: crate::symbolic::RemoteEdges<C::Key> = Box::new(move |key, id, groups| {
+        let ch = send_ch.get().ok_or("the run's channel is not open")?;
+        let mut dks = Vec::new();
+        for (rank, succ) in groups {
+            dks.clear();
+            for s in succ {
+                classes3.flows(key, s, &mut dks);
+            }
+            dks.sort_unstable();
+            dks.dedup();
+            let items: Vec<(u64, DataRef)> =
+                dks.iter().map(|&dk| (dk, classes3.data(dk))).collect();
+            let (mut w, bytes) = encode_items(key, id, &items)?;
+            let mut msg = ch.writer(w.0.len());
+            msg.0.append(&mut w.0);
+            ch.send(*rank, msg);
+            let mut c = crate::util::lock(&counters2);
+            c.messages += 1;
+            c.items += items.len() as u64;
+            c.bytes += bytes;
+        }
+        Ok(())
+    });
+    let unfolder = Unfolder::new(rt, Arc::clone(&classes), me, Some(remote));
+    let recv = Codelet::new("recv");
+    let (u2, classes2, net2, submitter) = (
+        Arc::clone(&unfolder),
+        Arc::clone(&classes),
+        Arc::clone(net),
+        rt.submitter(),
+    );
+    let ch = net.channel();
+    let _ = send_slot.set(ch.clone());
+    ch.on_message(move |from, body| {
+        let result = (|| -> Result<(), String> {
+            let mut r = Reader::new(body);
+            let key: C::Key = serde_json::from_slice(r.bytes()?)
+                .map_err(|e| format!("undecodable task key from rank {from}: {e}"))?;
+            let pred = r.u64()?;
+            let n = r.u32()?;
+            for _ in 0..n {
+                let dk = r.u64()?;
+                let bytes = r.bytes()?.to_vec();
+                let data = classes2.data(dk);
+                let target = data.clone();
+                let task = TaskBuilder::new(&recv)
+                    .label(format!("recv({dk} from {from})"))
+                    .access_erased(Arc::clone(&data.handle), crate::AccessMode::W)
+                    .body(move |_ctx| {
+                        // SAFETY: this task declared the handle W and runs on
+                        // a CPU worker (the handle's host replica).
+                        unsafe { target.unpack(&bytes) }?;
+                        Ok(())
+                    })
+                    .cpu_only();
+                submitter.submit(task).map_err(|e| e.to_string())?;
+            }
+            let mut succ = Vec::new();
+            classes2.successors(&key, &mut succ);
+            for s in succ.into_iter().filter(|s| classes2.owner(s) == me) {
+                u2.satisfy(s, Some(pred));
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            net2.abort(&format!("remote edge from rank {from}: {e}"));
+        }
+    });
+    unfolder.start();
+    let owned = classes.owned(me);
+    let wake = Arc::clone(&unfolder.wake);
+    let waited = net.wait_until(&wake, || {
+        unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
+    });
+    let result = finish(rt, net, &unfolder, owned, waited);
+    ch.close();
+    result?;
+    let mut stats = *crate::util::lock(&counters);
+    stats.unfold = unfolder.stats();
+    Ok(stats)
+}
+
+/// How a rank's run ends, once `net.wait_until` returned.
+fn finish<C: TaskClasses>(
+    rt: &Runtime,
+    net: &Net,
+    unfolder: &Unfolder<C>,
+    owned: usize,
+    waited: Result<(), String>,
+) -> Result<(), Error> {
+    if let Err(why) = waited {
+        // Another rank aborted: let local tasks end, then report it.
+        let _ = rt.wait_all();
+        return Err(Error::Remote(why));
+    }
+    if rt.has_failures() || unfolder.done() < owned {
+        let e = match rt.wait_all() {
+            Err(e) => e,
+            Ok(()) => unfolder
+                .take_error()
+                .unwrap_or_else(|| Error::Config("the run stopped early".into())),
+        };
+        net.abort(&e.to_string());
+        return Err(e);
+    }
+    rt.wait_all()?;
+    net.flush();
+    Ok(())
+}
