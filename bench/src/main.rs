@@ -43,6 +43,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tessera_bench::interrupt::install();
     let result = match cli.command {
         Command::Lu(a) => lu::run(a),
         Command::LuKernels(a) => lu_kernels::run(a),
@@ -53,6 +54,15 @@ fn main() -> ExitCode {
         Command::Perfmodel(c) => perfmodel::run(c),
         Command::GpuCheck(a) => gpu_check::run(a),
     };
+    if tessera_bench::interrupt::requested() {
+        match result {
+            Err(e) => eprintln!("tessera: {e}"),
+            Ok(()) => eprintln!(
+                "tessera: interrupted (Ctrl-C) after the run had finished: what it printed and saved is complete"
+            ),
+        }
+        return ExitCode::from(tessera_bench::interrupt::EXIT_STATUS);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
