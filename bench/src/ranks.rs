@@ -98,3 +98,16 @@ impl Ranks {
         std::process::exit(1)
     }
 }
+
+/// `path` for rank `rank` of a distributed run: `out.json` → `out.rank3.json`.
+pub fn rank_path(path: &std::path::Path, rank: usize) -> std::path::PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    path.with_file_name(name)
+}

@@ -125,3 +125,91 @@ fn a_rank_that_dies_ends_mpirun() {
     );
     assert!(!out.success, "mpirun reported success:\n{}", out.output);
 }
+
+/// One rank of the distributed LU checks: every size at tile edges on this
+/// grid, factors and pivots bit-identical to one process, HPL's residual
+/// passing; then a singular matrix named on every rank.
+fn lu_rank_suite(grid: &str) {
+    use tessera_linalg::hpl::{generate_matrix, generate_tile, HPL_THRESHOLD};
+    use tessera_linalg::lu_dist::{DistLu, Grid};
+    use tessera_linalg::lu_seq::lu_tiled_seq;
+    let m = mpi::init().unwrap();
+    let rank = m.rank();
+    let net = Net::new(m.transport());
+    let c = Collectives::new(&net);
+    let g = Grid::parse(grid).unwrap();
+    assert_eq!(g.ranks(), m.size());
+    for nb in [2, 8, 64] {
+        for n in [1, nb - 1, nb + 1, 3 * nb + 5]
+            .into_iter()
+            .filter(|&n| n > 0)
+        {
+            let rt = Runtime::new(Config::with_workers(1)).unwrap();
+            let lu = Arc::new(DistLu::new(&rt, n, nb, 7, g, rank));
+            symbolic::run(&rt, &net, Arc::clone(&lu)).unwrap();
+            let held = lu.take_factors(&rt).unwrap();
+            let (_, resid) = lu.solve_and_check(&held, &c).unwrap();
+            assert!(
+                resid < HPL_THRESHOLD,
+                "{grid} n={n} nb={nb}: residual {resid}"
+            );
+            let mut a = generate_matrix(n, nb, 7);
+            let ipiv = lu_tiled_seq(&mut a).unwrap();
+            for (i, j, tile) in &held.tiles {
+                assert!(
+                    tile.as_slice() == a.tile(*i, *j).as_slice(),
+                    "{grid} n={n} nb={nb}: tile ({i},{j}) differs"
+                );
+            }
+            for (k, p) in &held.pivots {
+                let global: Vec<usize> = p.iter().map(|r| r + k * nb).collect();
+                assert_eq!(&global[..], &ipiv[k * nb..k * nb + p.len()], "{grid} n={n}");
+            }
+        }
+    }
+    // A singular matrix: every rank stops naming the column.
+    let (n, nb) = (40, 8);
+    let rt = Runtime::new(Config::with_workers(1)).unwrap();
+    let lu = Arc::new(DistLu::from_fn(&rt, n, nb, 1, g, rank, |i, j| {
+        let mut t = generate_tile(n, nb, 1, i, j);
+        if j == 2 {
+            t.col_mut(3).iter_mut().for_each(|v| *v = 0.0);
+        }
+        t
+    }));
+    let e = symbolic::run(&rt, &net, lu).unwrap_err().to_string();
+    assert!(
+        e.contains("exact zero pivot in column 19"),
+        "rank {rank}: {e}"
+    );
+    println!("rank {rank}: lu suite passed on {grid}");
+}
+
+#[test]
+fn distributed_lu_under_mpirun() {
+    if is_rank() {
+        let grid = std::env::var("TESSERA_TEST_GRID").unwrap();
+        return lu_rank_suite(&grid);
+    }
+    for grid in ["1x1", "1x2", "2x1", "1x3", "2x2"] {
+        let np: usize = grid
+            .split('x')
+            .map(|v| v.parse::<usize>().unwrap())
+            .product();
+        let out = mpirun(
+            np,
+            "distributed_lu_under_mpirun",
+            &[("TESSERA_TEST_GRID", grid)],
+            LIMIT,
+        );
+        assert!(out.success, "grid {grid}:\n{}", out.output);
+        for r in 0..np {
+            assert!(
+                out.output
+                    .contains(&format!("rank {r}: lu suite passed on {grid}")),
+                "grid {grid}: rank {r}:\n{}",
+                out.output
+            );
+        }
+    }
+}

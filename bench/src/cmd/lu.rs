@@ -46,9 +46,15 @@ pub struct LuArgs {
     /// Task-graph front-end: symbolic (lazily unfolded) or stf.
     #[arg(long, default_value = "symbolic")]
     pub front: String,
-    /// Write a Chrome/Perfetto trace of the factorisation to FILE.
+    /// Write a Chrome/Perfetto trace of the factorisation to FILE (under
+    /// mpirun: one file per rank, FILE with `.rankR` before its extension).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Process grid PxQ of a distributed run under mpirun (tiles dealt
+    /// 2-D block-cyclically; default 1xR for R ranks). Needs a tessera built
+    /// with `--features mpi`.
+    #[arg(long, value_name = "PxQ")]
+    pub grid: Option<String>,
 }
 
 /// Check the sizes before allocating anything.
@@ -99,6 +105,15 @@ fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static st
 
 pub fn run(args: LuArgs) -> Result<(), String> {
     validate(args.n, args.nb)?;
+    let ranks = crate::ranks::Ranks::join()?;
+    if ranks.size > 1 || args.grid.is_some() {
+        return match run_dist(&args, &ranks) {
+            Ok(()) => Ok(()),
+            // No rank may be left waiting for this one: end the job.
+            Err(e) if ranks.size > 1 => ranks.fail(&e),
+            Err(e) => Err(e),
+        };
+    }
     let front = match args.front.as_str() {
         "symbolic" => Front::Symbolic,
         "stf" => Front::Stf,
@@ -231,6 +246,155 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         crate::report_fallbacks(&rt);
     }
     crate::placement::save_perf_models(&args.placement, &rt)?;
+    if verdict == "FAILED" {
+        return Err(format!(
+            "residual check FAILED ({resid:e} >= {HPL_THRESHOLD})"
+        ));
+    }
+    Ok(())
+}
+
+/// The distributed LU under mpirun (`tessera_linalg::lu_dist`): every rank
+/// factors its share, the solve and the residual use distributed norms, and
+/// rank 0 prints HPL's block with the real P and Q.
+fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
+    use std::sync::Arc;
+    use tessera_engine::dist::symbolic;
+    use tessera_linalg::lu_dist::{DistLu, Grid};
+
+    let grid = match &args.grid {
+        Some(g) => Grid::parse(g)?,
+        None => Grid {
+            p: 1,
+            q: ranks.size,
+        },
+    };
+    if grid.ranks() != ranks.size {
+        return Err(format!(
+            "--grid {}x{} needs {} ranks, but mpirun started {}",
+            grid.p,
+            grid.q,
+            grid.ranks(),
+            ranks.size
+        ));
+    }
+    let (n, nb, me) = (args.n, args.nb, ranks.rank);
+    ranks.check_same(
+        "the problem (N NB seed grid front)",
+        &format!(
+            "{n} {nb} {} {}x{} {}",
+            args.seed, grid.p, grid.q, args.front
+        ),
+    )?;
+    if args.front != "symbolic" {
+        return Err("a distributed LU runs the symbolic front-end only (--front symbolic)".into());
+    }
+    let (net, coll) = ranks
+        .net
+        .as_ref()
+        .ok_or("a distributed run needs mpirun (and a tessera built with --features mpi)")?;
+    let config = crate::placement::runtime_config(
+        &args.placement,
+        &args.sched,
+        tessera_engine::Scheduler::Prio,
+    )?
+    .trace(args.trace.is_some());
+    let threads = config.workers + config.devices.len() + 3;
+    // This rank's share: its tiles, the panels it factors and keeps (P > 1:
+    // the diagonal ranks keep their panels' L), copies in flight (two
+    // panels' worth) and the solve's vectors.
+    let t = n.div_ceil(nb) as u64;
+    let tile = (nb * nb * 8) as u64;
+    let owned = (0..t)
+        .flat_map(|j| (0..t).map(move |i| (i, j)))
+        .filter(|&(i, j)| grid.owner(i as usize, j as usize) == me)
+        .count() as u64;
+    let kept: u64 = if grid.p > 1 {
+        (0..t)
+            .filter(|&k| grid.owner(k as usize, k as usize) == me)
+            .map(|k| t - k)
+            .sum()
+    } else {
+        0
+    };
+    crate::budget::check(
+        &format!(
+            "lu --n {n} --nb {nb} on rank {me} of a {}x{} grid",
+            grid.p, grid.q
+        ),
+        &[
+            ("this rank's tiles", owned.saturating_mul(tile)),
+            ("panels kept on this rank", kept.saturating_mul(tile)),
+            ("copies of other ranks' tiles in flight", 2 * t * tile),
+            ("vectors", 6 * 8 * n as u64),
+            ("the runtime", 64 << 20),
+        ],
+        threads,
+    )?;
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let lu = Arc::new(DistLu::new(&rt, n, nb, args.seed, grid, me));
+    coll.barrier()?;
+    let t0 = Instant::now();
+    let stats = symbolic::run(&rt, net, Arc::clone(&lu)).map_err(|e| format!("LU failed: {e}"))?;
+    let factor_time = t0.elapsed().as_secs_f64();
+    let held = lu.take_factors(&rt).map_err(|e| e.to_string())?;
+    let (_, resid) = lu.solve_and_check(&held, coll)?;
+    let mine = t0.elapsed().as_secs_f64();
+    // HPL's time: the slowest rank's factorisation and solve.
+    let time = coll.allreduce_max((mine * 1e9) as u64)? as f64 * 1e-9;
+    let gflops = hpl_flops(n) / time / 1e9;
+    let predicted = lu.predicted_bytes_sent();
+    let sent = net.transport().counters();
+    println!(
+        "rank {me} ({},{}): factor {factor_time:.2} s, {} tasks, {} messages with {} of data (model {}), {} sent in all",
+        me / grid.q,
+        me % grid.q,
+        stats.unfold.instantiated,
+        stats.messages,
+        tessera_engine::fmt::bytes(stats.bytes),
+        tessera_engine::fmt::bytes(predicted),
+        tessera_engine::fmt::bytes(sent.bytes_sent),
+    );
+    if let Some(path) = &args.trace {
+        let path = crate::ranks::rank_path(path, me);
+        crate::save_trace(&rt, &path)?;
+    }
+    coll.barrier()?;
+    let verdict = if resid.is_finite() && resid < HPL_THRESHOLD {
+        "PASSED"
+    } else {
+        "FAILED"
+    };
+    if ranks.is_root() {
+        let line = "=".repeat(80);
+        let dash = "-".repeat(80);
+        println!("{line}");
+        println!(
+            "T/V                N    NB     P     Q               Time                 Gflops"
+        );
+        println!("{dash}");
+        let tv = format!("TS{}{}", rt.scheduler_name().to_uppercase(), rt.workers());
+        println!(
+            "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
+            grid.p,
+            grid.q,
+            sci(gflops, 4)
+        );
+        println!("{dash}");
+        println!(
+            "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= {:>15} ...... {verdict}",
+            sci(resid, 8)
+        );
+        println!("{line}");
+        println!(
+            "ranks {} ({}x{})  workers {} per rank  scheduler {}  tiles {t}x{t}",
+            ranks.size,
+            grid.p,
+            grid.q,
+            rt.workers(),
+            rt.scheduler_name()
+        );
+    }
     if verdict == "FAILED" {
         return Err(format!(
             "residual check FAILED ({resid:e} >= {HPL_THRESHOLD})"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Showcase: the distributed LU (`mpirun -np 2 tessera lu --grid 1x2`, one
+# worker per rank) against HPL (Debian's hpcc, the same 2 ranks, the best NB
+# of a small sweep) and against single-process `tessera lu` (2 workers), in
+# one run, alternated round by round; prints each round's ratios and medians,
+# and each rank's bytes sent beside the communication model.
+#   bash bench/peers/lu_mpi.sh [N] [NB] [HPL_NBS]    (defaults: 8192 448 "192 256 384")
+#   ROUNDS=5 GRID=2x1 bash bench/peers/lu_mpi.sh ...
+# Needs: apt-get install libopenmpi-dev openmpi-bin libclang-dev hpcc
+set -euo pipefail
+N=${1:-8192}
+NB=${2:-448}
+HPL_NBS=${3:-"192 256 384"}
+ROUNDS=${ROUNDS:-3}
+GRID=${GRID:-1x2}
+cd "$(dirname "$0")/../.."
+export OPENBLAS_CORETYPE=${PEER_OPENBLAS_CORETYPE:-SkylakeX}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 2)
+
+cargo build --release -q --features mpi
+command -v hpcc >/dev/null || { echo "hpcc not installed (apt-get install hpcc)"; exit 1; }
+
+hpl_run() { # NB -> GFLOP/s of HPL on 2 ranks, P=1 Q=2
+  sed -e "s/^1000 .*Ns/$N         Ns/" -e "s/^80 .*NBs/$1           NBs/" \
+      -e "s/^2 .*Ps$/1            Ps/" -e "s/^2 .*Qs$/2            Qs/" \
+      /usr/share/doc/hpcc/examples/_hpccinf.txt > "$work/hpccinf.txt"
+  rm -f "$work/hpccoutf.txt"
+  (cd "$work" && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "${MPIRUN[@]}" hpcc >/dev/null 2>&1) || true
+  awk -F= '/^HPL_Tflops=/ {printf "%.2f", $2 * 1000}' "$work/hpccoutf.txt" 2>/dev/null || true
+}
+
+echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+best_nb=""; best=0
+for nb in $HPL_NBS; do
+  g=$(hpl_run "$nb"); echo "  HPL NB=$nb: ${g:-failed} GFLOP/s"
+  if [ -n "$g" ] && awk -v a="$g" -v b="$best" 'BEGIN {exit !(a > b)}'; then best=$g; best_nb=$nb; fi
+done
+echo "== HPL NB sweep: best NB=$best_nb"
+
+ds=(); ss=(); hs=()
+for r in $(seq "$ROUNDS"); do
+  "${MPIRUN[@]}" ./target/release/tessera lu --n "$N" --nb "$NB" --grid "$GRID" --workers 1 > "$work/dist.txt" 2>&1
+  d=$(awk '/^TS/ {printf "%.2f", $7}' "$work/dist.txt")
+  grep -E "^rank" "$work/dist.txt" | sed 's/^/    /'
+  s=$(./target/release/tessera lu --n "$N" --nb "$NB" --workers 2 | awk '/^TS/ {printf "%.2f", $7}')
+  h=$(hpl_run "$best_nb")
+  ds+=("$d"); ss+=("$s"); hs+=("${h:-nan}")
+  awk -v r="$r" -v d="$d" -v s="$s" -v h="$h" 'BEGIN {
+    printf "  round %d: tessera %s %7.2f  single-process %7.2f  HPL %7.2f   | /HPL %.3f  /single %.3f\n", r, "'"$GRID"'", d, s, h, d / h, d / s
+  }'
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+d=$(median "${ds[@]}"); s=$(median "${ss[@]}"); h=$(median "${hs[@]}")
+echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "== same-run ratios, medians of $ROUNDS rounds (N=$N, tessera NB=$NB, HPL NB=$best_nb)"
+awk -v d="$d" -v s="$s" -v h="$h" 'BEGIN {
+  printf "tessera lu, 2 ranks (%s)   %8.2f GFLOP/s\n", "'"$GRID"'", d
+  printf "tessera lu, 1 process     %8.2f GFLOP/s   distributed/single = %.3f\n", s, d / s
+  printf "HPL (hpcc), 2 ranks       %8.2f GFLOP/s   tessera/HPL        = %.3f\n", h, d / h
+}'
