@@ -206,3 +206,16 @@ mod tests {
         assert!(check("a small run", &[("a buffer", 1 << 20)], 2).is_ok());
     }
 }
+
+/// What a run's configuration adds to its memory: the limit of each sim
+/// device (its replicas live in host memory), and the threads it starts
+/// (workers, device workers, and two helpers), for [`check`].
+pub fn config_needs(config: &tessera_engine::Config) -> (Vec<Option<u64>>, usize) {
+    let sims = config
+        .devices
+        .iter()
+        .filter(|d| d.arch() == "sim")
+        .map(|d| d.memory_limit())
+        .collect();
+    (sims, config.workers + config.devices.len() + 2)
+}

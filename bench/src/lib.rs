@@ -32,3 +32,21 @@ pub fn report_fallbacks(rt: &tessera_engine::Runtime) {
         );
     }
 }
+
+/// The end of every driver's run: save the trace (if asked), print each
+/// memory node's traffic and any device fallback (with devices), and save
+/// the perf models (with `--perfmodel-dir`).
+pub fn wrap_up(
+    rt: &tessera_engine::Runtime,
+    trace: Option<&std::path::Path>,
+    placement: &placement::PlacementArgs,
+) -> Result<(), String> {
+    if let Some(path) = trace {
+        save_trace(rt, path)?;
+    }
+    if rt.memory_stats().nodes.len() > 1 {
+        print!("{}", rt.memory_stats());
+        report_fallbacks(rt);
+    }
+    placement::save_perf_models(placement, rt)
+}

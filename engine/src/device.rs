@@ -236,42 +236,34 @@ pub struct DevSliceMut<'a, T> {
     _m: PhantomData<&'a mut [T]>,
 }
 
-impl<'a, T> DevSlice<'a, T> {
-    /// Device address of the first element.
-    pub fn ptr(&self) -> u64 {
-        self.ptr
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// Whether the array is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// The device whose memory holds it.
-    pub fn device(&self) -> DeviceKey {
-        self.device
-    }
+/// The accessors both kinds of device view share.
+macro_rules! view_accessors {
+    ($view:ident) => {
+        impl<'a, T> $view<'a, T> {
+            /// Device address of the first element.
+            pub fn ptr(&self) -> u64 {
+                self.ptr
+            }
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                self.len
+            }
+            /// Whether the array is empty.
+            pub fn is_empty(&self) -> bool {
+                self.len == 0
+            }
+            /// The device whose memory holds it.
+            pub fn device(&self) -> DeviceKey {
+                self.device
+            }
+        }
+    };
 }
 
+view_accessors!(DevSlice);
+view_accessors!(DevSliceMut);
+
 impl<'a, T> DevSliceMut<'a, T> {
-    /// Device address of the first element.
-    pub fn ptr(&self) -> u64 {
-        self.ptr
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// Whether the array is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// The device whose memory holds it.
-    pub fn device(&self) -> DeviceKey {
-        self.device
-    }
     /// A read-only view of the same array, for as long as this one is borrowed.
     pub fn as_ref(&self) -> DevSlice<'_, T> {
         DevSlice {

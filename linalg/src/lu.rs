@@ -81,17 +81,11 @@ impl LuGraph {
         (k..self.t).map(|i| self.tile(i, j).rw()).collect()
     }
 
-    /// Rows (or columns) of tile row (or column) `i`.
-    fn rows(&self, i: usize) -> usize {
-        (self.n - i * self.nb).min(self.nb)
-    }
-
     fn priority(&self, task: LuTask) -> i32 {
-        let t = self.t as i32;
         match task {
-            LuTask::Panel(k) => 4 * (t - k as i32) + 3,
+            LuTask::Panel(k) => panel_priority(self.t, k),
             LuTask::Swap(_, j) | LuTask::Trsm(_, j) | LuTask::Gemm(_, _, j) => {
-                4 * (t - j as i32) + 1
+                column_priority(self.t, j)
             }
         }
     }
@@ -100,48 +94,18 @@ impl LuGraph {
     /// column owners, its placement (panels stay where `dmda` puts them).
     fn task(&self, key: LuTask) -> TaskBuilder {
         let prio = self.priority(key);
-        let task: TaskBuilder = match key {
-            LuTask::Panel(k) => Task::new(&PANEL, (self.piv[k].w(), self.column(k, k)))
-                .args(PanelArgs {
-                    k,
-                    col0: k * self.nb,
-                    rows: self.n - k * self.nb,
-                    cols: self.rows(k),
-                })
-                .priority(prio)
-                .into(),
-            LuTask::Swap(k, j) => Task::new(&SWAP, (self.piv[k].r(), self.column(k, j)))
-                .args(SwapArgs {
-                    k,
-                    j,
-                    cols: self.rows(j),
-                })
-                .priority(prio)
-                .into(),
-            LuTask::Trsm(k, j) => Task::new(&TRSM, (self.tile(k, k).r(), self.tile(k, j).rw()))
-                .args(TrsmArgs {
-                    k,
-                    j,
-                    shape: (self.rows(k), self.rows(j)),
-                })
-                .priority(prio)
-                .into(),
-            LuTask::Gemm(k, i, j) => Task::new(
-                &GEMM,
-                (
-                    self.tile(i, k).r(),
-                    self.tile(k, j).r(),
-                    self.tile(i, j).rw(),
-                ),
-            )
-            .args(GemmArgs {
-                k,
-                i,
-                j,
-                shape: (self.rows(i), self.rows(j), self.rows(k)),
-            })
-            .priority(prio)
-            .into(),
+        let (n, nb) = (self.n, self.nb);
+        let task = match key {
+            LuTask::Panel(k) => panel_task(&self.piv[k], self.column(k, k), k, n, nb, prio),
+            LuTask::Swap(k, j) => swap_task(&self.piv[k], self.column(k, j), k, j, n, nb, prio),
+            LuTask::Trsm(k, j) => trsm_task(self.tile(k, k), self.tile(k, j), k, j, n, nb, prio),
+            LuTask::Gemm(k, i, j) => gemm_task(
+                [self.tile(i, k), self.tile(k, j), self.tile(i, j)],
+                (k, i, j),
+                n,
+                nb,
+                prio,
+            ),
         };
         let (k, column) = match key {
             LuTask::Panel(_) => return task,
@@ -152,6 +116,110 @@ impl LuGraph {
             None => task,
         }
     }
+}
+
+/// Rows (or columns) of tile row (or column) `i` of an `n`-order matrix.
+fn tile_rows(n: usize, nb: usize, i: usize) -> usize {
+    (n - i * nb).min(nb)
+}
+
+/// Priorities of the LU's tasks over `t` tile columns: a task on column `j`
+/// ranks higher the closer `j` is to the left, and a panel above the
+/// updates of its column (the look-ahead; the distributed LU uses them too).
+pub(crate) fn column_priority(t: usize, j: usize) -> i32 {
+    4 * (t as i32 - j as i32) + 1
+}
+
+/// See [`column_priority`].
+pub(crate) fn panel_priority(t: usize, k: usize) -> i32 {
+    4 * (t as i32 - k as i32) + 3
+}
+
+// The LU's tasks, shared by the one-process DAG and the distributed one
+// (`lu_dist`): the codelet, the data, the arguments and the priority.
+
+/// `PANEL(k)` over its pivots and tile column `col` (rows `k..T`).
+pub(crate) fn panel_task(
+    piv: &DataHandle<Vec<usize>>,
+    col: Vec<ReadWrite<Tile>>,
+    k: usize,
+    n: usize,
+    nb: usize,
+    prio: i32,
+) -> TaskBuilder {
+    Task::new(&PANEL, (piv.w(), col))
+        .args(PanelArgs {
+            k,
+            col0: k * nb,
+            rows: n - k * nb,
+            cols: tile_rows(n, nb, k),
+        })
+        .priority(prio)
+        .into()
+}
+
+/// `SWAP(k, j)` over panel `k`'s pivots and tile column `col` of column `j`.
+pub(crate) fn swap_task(
+    piv: &DataHandle<Vec<usize>>,
+    col: Vec<ReadWrite<Tile>>,
+    k: usize,
+    j: usize,
+    n: usize,
+    nb: usize,
+    prio: i32,
+) -> TaskBuilder {
+    Task::new(&SWAP, (piv.r(), col))
+        .args(SwapArgs {
+            k,
+            j,
+            cols: tile_rows(n, nb, j),
+        })
+        .priority(prio)
+        .into()
+}
+
+/// `TRSM(k, j)`: tile `b` = `(k, j)` against the diagonal tile `l`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn trsm_task(
+    l: &DataHandle<Tile>,
+    b: &DataHandle<Tile>,
+    k: usize,
+    j: usize,
+    n: usize,
+    nb: usize,
+    prio: i32,
+) -> TaskBuilder {
+    Task::new(&TRSM, (l.r(), b.rw()))
+        .args(TrsmArgs {
+            k,
+            j,
+            shape: (tile_rows(n, nb, k), tile_rows(n, nb, j)),
+        })
+        .priority(prio)
+        .into()
+}
+
+/// `GEMM(k, i, j)` over tiles `[(i, k), (k, j), (i, j)]`.
+pub(crate) fn gemm_task(
+    [a, b, c]: [&DataHandle<Tile>; 3],
+    (k, i, j): (usize, usize, usize),
+    n: usize,
+    nb: usize,
+    prio: i32,
+) -> TaskBuilder {
+    Task::new(&GEMM, (a.r(), b.r(), c.rw()))
+        .args(GemmArgs {
+            k,
+            i,
+            j,
+            shape: (
+                tile_rows(n, nb, i),
+                tile_rows(n, nb, j),
+                tile_rows(n, nb, k),
+            ),
+        })
+        .priority(prio)
+        .into()
 }
 
 /// The symbolic description of the LU DAG (see the module doc for the tasks).

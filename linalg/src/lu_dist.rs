@@ -45,13 +45,11 @@ use tessera_engine::dist::symbolic::DistClasses;
 use tessera_engine::dist::DataRef;
 use tessera_engine::symbolic::TaskClasses;
 use tessera_engine::{DataHandle, Error, Read, ReadWrite, Registrar, Runtime, Task, TaskBuilder};
-use tessera_tasks::codelets::lu::{
-    GemmArgs, PanelArgs, RowsArgs, SwapArgs, TrsmArgs, BCAST, GEMM, PANEL, SWAP, SWAPIN, SWAPOUT,
-    SWAPTOP, TRSM,
-};
+use tessera_tasks::codelets::lu::{RowsArgs, BCAST, SWAPIN, SWAPOUT, SWAPTOP};
 use tessera_tasks::tile::Tile;
 
 use crate::hpl::generate_tile;
+use crate::lu::{column_priority, gemm_task, panel_priority, panel_task, swap_task, trsm_task};
 
 /// A P×Q process grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,18 +417,19 @@ impl DistLu {
             .collect()
     }
 
+    /// The one-process LU's priorities; the panel's sends rank just below it.
     fn priority(&self, task: DTask) -> i32 {
-        let t = self.t as i32;
+        let t = self.t;
         match task {
-            DTask::Feed(_) => 4 * t + 4,
-            DTask::Panel(k) => 4 * (t - k as i32) + 3,
-            DTask::Bcast(k, _) => 4 * (t - k as i32) + 2,
+            DTask::Feed(_) => panel_priority(t, 0) + 1,
+            DTask::Panel(k) => panel_priority(t, k),
+            DTask::Bcast(k, _) => panel_priority(t, k) - 1,
             DTask::Swap(_, j)
             | DTask::SwapOut(_, j, _)
             | DTask::SwapTop(_, j)
             | DTask::SwapIn(_, j, _)
             | DTask::Trsm(_, j)
-            | DTask::Gemm(_, _, j) => 4 * (t - j as i32) + 1,
+            | DTask::Gemm(_, _, j) => column_priority(t, j),
         }
     }
 
@@ -891,15 +890,7 @@ impl TaskClasses for DistLu {
                 .args(i)
                 .priority(prio)
                 .into(),
-            DTask::Panel(k) => Task::new(&PANEL, (self.piv(k).w(), column(k, k)))
-                .args(PanelArgs {
-                    k,
-                    col0: k * self.nb,
-                    rows: self.n - k * self.nb,
-                    cols: self.rows(k),
-                })
-                .priority(prio)
-                .into(),
+            DTask::Panel(k) => panel_task(&self.piv(k), column(k, k), k, self.n, self.nb, prio),
             DTask::Bcast(k, _) => {
                 let tiles: Vec<Read<Tile>> = (k..t).map(|i| self.tile(i, k).r()).collect();
                 Task::new(&BCAST, (self.piv(k).r(), tiles))
@@ -907,14 +898,7 @@ impl TaskClasses for DistLu {
                     .priority(prio)
                     .into()
             }
-            DTask::Swap(k, j) => Task::new(&SWAP, (self.piv(k).r(), column(k, j)))
-                .args(SwapArgs {
-                    k,
-                    j,
-                    cols: self.rows(j),
-                })
-                .priority(prio)
-                .into(),
+            DTask::Swap(k, j) => swap_task(&self.piv(k), column(k, j), k, j, self.n, self.nb, prio),
             DTask::SwapOut(k, j, p) => {
                 let tiles: Vec<Read<Tile>> = self.below(k, j, p).iter().map(|h| h.r()).collect();
                 Task::new(
@@ -955,30 +939,22 @@ impl TaskClasses for DistLu {
                 .priority(prio)
                 .into()
             }
-            DTask::Trsm(k, j) => Task::new(&TRSM, (self.tile(k, k).r(), self.tile(k, j).rw()))
-                .args(TrsmArgs {
-                    k,
-                    j,
-                    shape: (self.rows(k), self.rows(j)),
-                })
-                .priority(prio)
-                .into(),
-            DTask::Gemm(k, i, j) => Task::new(
-                &GEMM,
-                (
-                    self.tile(i, k).r(),
-                    self.tile(k, j).r(),
-                    self.tile(i, j).rw(),
-                ),
-            )
-            .args(GemmArgs {
+            DTask::Trsm(k, j) => trsm_task(
+                &self.tile(k, k),
+                &self.tile(k, j),
                 k,
-                i,
                 j,
-                shape: (self.rows(i), self.rows(j), self.rows(k)),
-            })
-            .priority(prio)
-            .into(),
+                self.n,
+                self.nb,
+                prio,
+            ),
+            DTask::Gemm(k, i, j) => gemm_task(
+                [&self.tile(i, k), &self.tile(k, j), &self.tile(i, j)],
+                (k, i, j),
+                self.n,
+                self.nb,
+                prio,
+            ),
         }
     }
 

@@ -132,13 +132,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         tessera_engine::Scheduler::Prio,
     )?
     .trace(args.trace.is_some());
-    let sims: Vec<Option<u64>> = config
-        .devices
-        .iter()
-        .filter(|d| d.arch() == "sim")
-        .map(|d| d.memory_limit())
-        .collect();
-    let threads = config.workers + config.devices.len() + 2;
+    let (sims, threads) = crate::budget::config_needs(&config);
     crate::budget::check(
         &format!("lu --n {} --nb {}", args.n, args.nb),
         &buffers(args.n, args.nb, &sims),
@@ -238,14 +232,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
             gpu_dgemm / 1e9
         );
     }
-    if let Some(path) = &args.trace {
-        crate::save_trace(&rt, path)?;
-    }
-    if rt.memory_stats().nodes.len() > 1 {
-        print!("{}", rt.memory_stats());
-        crate::report_fallbacks(&rt);
-    }
-    crate::placement::save_perf_models(&args.placement, &rt)?;
+    crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
     if verdict == "FAILED" {
         return Err(format!(
             "residual check FAILED ({resid:e} >= {HPL_THRESHOLD})"

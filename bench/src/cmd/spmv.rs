@@ -208,13 +208,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     let device_peak = config.devices.first().map(|d| d.peak_flops());
     let device_name = config.devices.first().map(|d| d.name());
     let device_limit = config.devices.first().and_then(|d| d.memory_limit());
-    let sims: Vec<Option<u64>> = config
-        .devices
-        .iter()
-        .filter(|d| d.arch() == "sim")
-        .map(|d| d.memory_limit())
-        .collect();
-    let threads = config.workers + config.devices.len() + 2;
+    let (sims, threads) = crate::budget::config_needs(&config);
     let budget = |what: &str, n: u64, m: u64, csr: u64| {
         crate::budget::check(
             what,
@@ -448,14 +442,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             }
             other => unreachable!("--solver '{other}' was checked first"),
         }
-        if let Some(path) = &args.trace {
-            crate::save_trace(&rt, path)?;
-        }
-        if rt.memory_stats().nodes.len() > 1 {
-            print!("{}", rt.memory_stats());
-            crate::report_fallbacks(&rt);
-        }
-        crate::placement::save_perf_models(&args.placement, &rt)?;
+        crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
         Ok(())
     });
     match result {
