@@ -170,6 +170,20 @@ fn read_u64(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// What a run's configuration adds to its memory: the limit of each sim
+/// device (its replicas live in host memory), and the threads it starts
+/// (workers, device workers, and two helpers), for [`check`].
+pub fn config_needs(config: &tessera_engine::Config) -> (Vec<Option<u64>>, usize) {
+    let sims = config
+        .devices
+        .iter()
+        .filter(|d| d.arch() == "sim")
+        .map(|d| d.memory_limit())
+        .collect();
+    (sims, config.workers + config.devices.len() + 2)
+}
+
+
 #[cfg(test)]
 mod tests {
     //! Proves the check adds every buffer, refuses by the tightest limit and
@@ -205,17 +219,4 @@ mod tests {
         assert!(h.iter().any(|h| h.source.contains("MemAvailable")), "{h:?}");
         assert!(check("a small run", &[("a buffer", 1 << 20)], 2).is_ok());
     }
-}
-
-/// What a run's configuration adds to its memory: the limit of each sim
-/// device (its replicas live in host memory), and the threads it starts
-/// (workers, device workers, and two helpers), for [`check`].
-pub fn config_needs(config: &tessera_engine::Config) -> (Vec<Option<u64>>, usize) {
-    let sims = config
-        .devices
-        .iter()
-        .filter(|d| d.arch() == "sim")
-        .map(|d| d.memory_limit())
-        .collect();
-    (sims, config.workers + config.devices.len() + 2)
 }
