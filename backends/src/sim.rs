@@ -13,9 +13,10 @@
 //! With `own_memory` (spec key `own-mem=1`) the device behaves like a GPU for
 //! data: its replicas are raw byte buffers the engine reaches only through
 //! [`DeviceMemory`] uploads and downloads, CPU bodies never run on it, and
-//! device bodies see their data as [`DevicePtr`](tessera_engine::DevicePtr)s
-//! (host addresses here, so a sim device body can compute on them). CI runs
-//! the GPU data path this way.
+//! device bodies see their data as typed device views
+//! ([`DevSlice`](tessera_engine::device::DevSlice)), which [`SimDevice::host`]
+//! and [`SimDevice::host_mut`] turn back into host slices (the buffers are
+//! host memory here). CI runs the GPU data path this way.
 
 use std::time::{Duration, Instant};
 
@@ -319,7 +320,7 @@ impl Device for SimDevice {
 }
 
 /// A sim device buffer: 8-byte-aligned host memory owned through a raw
-/// pointer, because device bodies write it through their `DevicePtr`s.
+/// pointer, because device bodies write it through their device views.
 struct SimBuffer {
     ptr: *mut u64,
     words: usize,

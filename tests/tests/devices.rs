@@ -249,7 +249,7 @@ fn data_four_times_a_device_limit_runs_by_eviction() {
 fn device_memory_coherence_matches_sequential_replay() {
     // Two sim devices whose replicas are raw buffers (the GPU data path):
     // uploads, downloads, device → device copies through the host, and
-    // device bodies that see only `device_parts`.
+    // device bodies that see only device views.
     with_timeout(Duration::from_secs(300), || {
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let runtimes: Vec<Runtime> = ["dmda", "ws", "prio"]
