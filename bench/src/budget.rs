@@ -183,7 +183,6 @@ pub fn config_needs(config: &tessera_engine::Config) -> (Vec<Option<u64>>, usize
     (sims, config.workers + config.devices.len() + 2)
 }
 
-
 #[cfg(test)]
 mod tests {
     //! Proves the check adds every buffer, refuses by the tightest limit and
