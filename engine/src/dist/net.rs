@@ -9,10 +9,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::log::{MessageLog, Tick};
 use super::wire::{Reader, Writer};
 use super::Transport;
 use crate::util::lock;
@@ -44,6 +45,10 @@ struct Shared {
     abort_cond: Condvar,
     aborted: AtomicBool,
     stop: AtomicBool,
+    /// Where sends are recorded (see [`Net::record_messages`]); `tracing`
+    /// says whether there is one, so an untraced send takes no lock.
+    log: RwLock<Option<MessageLog>>,
+    tracing: AtomicBool,
 }
 
 /// One rank's view of the network (see the module doc).
@@ -57,6 +62,8 @@ pub struct Net {
 pub struct Channel {
     id: u32,
     shared: Arc<Shared>,
+    /// What its messages are called in traces.
+    kind: &'static str,
 }
 
 impl Net {
@@ -71,6 +78,8 @@ impl Net {
             abort_cond: Condvar::new(),
             aborted: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            log: RwLock::new(None),
+            tracing: AtomicBool::new(false),
         });
         let s = Arc::clone(&shared);
         let dispatcher = std::thread::Builder::new()
@@ -104,6 +113,25 @@ impl Net {
         &self.shared.transport
     }
 
+    /// Record this rank's messages into `log` from now on (`None`: stop):
+    /// every send on any channel, and the receives the layers on this
+    /// network record through [`Net::message_log`]. A distributed run sets
+    /// it from its runtime (`Runtime::message_log`).
+    pub fn record_messages(&self, log: Option<MessageLog>) {
+        let mut slot = self
+            .shared
+            .log
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        self.shared.tracing.store(log.is_some(), Ordering::Relaxed);
+        *slot = log;
+    }
+
+    /// Where messages are recorded now, if anywhere.
+    pub fn message_log(&self) -> Option<MessageLog> {
+        self.shared.message_log()
+    }
+
     fn next_id(&self) -> u32 {
         self.shared.next_channel.fetch_add(1, Ordering::Relaxed)
     }
@@ -115,6 +143,7 @@ impl Net {
         Channel {
             id: self.next_id(),
             shared: Arc::clone(&self.shared),
+            kind: "message",
         }
     }
 
@@ -197,6 +226,13 @@ impl Drop for Net {
 }
 
 impl Shared {
+    fn message_log(&self) -> Option<MessageLog> {
+        if !self.tracing.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.log.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn set_abort(&self, text: String) {
         let mut a = lock(&self.abort);
         if a.is_none() {
@@ -276,9 +312,39 @@ impl Channel {
         w
     }
 
+    /// This channel, its messages called `kind` in traces (e.g. `halo`).
+    pub fn named(mut self, kind: &'static str) -> Channel {
+        self.kind = kind;
+        self
+    }
+
+    /// What its messages are called in traces.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Now on the clock messages are recorded on, when they are (to pass to
+    /// [`send_since`](Self::send_since) as the time packing began).
+    pub fn now(&self) -> Option<Tick> {
+        self.shared.message_log().map(|l| l.now())
+    }
+
     /// Send a message made by [`writer`](Self::writer) to rank `to`.
     pub(crate) fn send(&self, to: usize, w: Writer) {
-        self.shared.transport.send(to, w.finish());
+        self.send_since(to, w, None);
+    }
+
+    /// [`send`](Self::send), recorded as packed since `start`.
+    pub(crate) fn send_since(&self, to: usize, w: Writer, start: Option<Tick>) {
+        let msg = w.finish();
+        if let Some(log) = self.shared.message_log() {
+            let start = start.unwrap_or_else(|| log.now());
+            let bytes = msg.len();
+            self.shared.transport.send(to, msg);
+            log.send(to, self.kind, bytes, start);
+        } else {
+            self.shared.transport.send(to, msg);
+        }
     }
 
     /// Stop routing this channel's messages here (later ones are kept as if
@@ -290,8 +356,23 @@ impl Channel {
 
     /// Send `body` to rank `to` (one copy into the message).
     pub fn send_bytes(&self, to: usize, body: &[u8]) {
+        self.send_bytes_since(to, body, None);
+    }
+
+    /// [`send_bytes`](Self::send_bytes), recorded as packed since `start`
+    /// (from [`now`](Self::now)).
+    pub fn send_bytes_since(&self, to: usize, body: &[u8], start: Option<Tick>) {
         let mut w = self.writer(body.len());
         w.0.extend_from_slice(body);
-        self.send(to, w);
+        self.send_since(to, w, start);
+    }
+
+    /// Record a message of `bytes` received from `from` on this channel,
+    /// waited for since `waited_since` (see [`MessageLog::recv`]); nothing
+    /// when messages are not recorded.
+    pub fn record_recv(&self, from: usize, bytes: usize, waited_since: Option<Tick>) {
+        if let Some(log) = self.shared.message_log() {
+            log.recv(from, self.kind, bytes, waited_since);
+        }
     }
 }

@@ -24,8 +24,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::log::Tick;
 use super::net::{Channel, Net};
-use super::wire::{DataRef, Reader, Writer};
+use super::wire::{DataRef, Reader};
 use crate::access::{AccessMode, Accesses};
 use crate::codelet::Codelet;
 use crate::data::DataHandle;
@@ -83,8 +84,9 @@ struct State {
     entries: Vec<Entry>,
     /// Local handle id → global id.
     by_local: HashMap<u64, u64>,
-    /// Receives posted and not matched yet: (gid, version) → (bytes slot, hold).
-    waiting: HashMap<(u64, u64), (Slot, Hold)>,
+    /// Receives posted and not matched yet: (gid, version) → (bytes slot,
+    /// hold, when it was posted on the trace clock).
+    waiting: HashMap<(u64, u64), (Slot, Hold, Option<Tick>)>,
     /// Messages that came before their receive: (gid, version) → bytes.
     arrived: HashMap<(u64, u64), Vec<u8>>,
     /// Counters.
@@ -120,9 +122,11 @@ impl DistRuntime {
     /// Take part in the distributed run over `net` with the runtime `rt`.
     pub fn new(rt: Runtime, net: Arc<Net>) -> DistRuntime {
         let state: Arc<Mutex<State>> = Arc::default();
-        let ch = net.channel();
+        net.record_messages(rt.message_log(net.rank()));
+        let ch = net.channel().named("data");
         let st = Arc::clone(&state);
         let net2 = Arc::clone(&net);
+        let ch2 = ch.clone();
         ch.on_message(move |from, body| {
             let r = (|| -> Result<(), String> {
                 let mut r = Reader::new(body);
@@ -130,13 +134,16 @@ impl DistRuntime {
                 let bytes = r.bytes()?.to_vec();
                 let mut s = lock(&st);
                 match s.waiting.remove(&(gid, version)) {
-                    Some((slot, hold)) => {
+                    Some((slot, hold, posted)) => {
                         let _ = slot.set(bytes);
                         drop(s);
+                        ch2.record_recv(from, body.len() + 4, posted);
                         hold.release();
                     }
                     None => {
                         s.arrived.insert((gid, version), bytes);
+                        drop(s);
+                        ch2.record_recv(from, body.len() + 4, None);
                     }
                 }
                 Ok(())
@@ -210,10 +217,12 @@ impl DistRuntime {
             .access_erased(Arc::clone(&data.handle), AccessMode::R)
             .cpu_only()
             .body(move |_| {
-                let mut w = Writer::with_capacity(24 + data.bytes() as usize);
+                let start = ch.now();
+                // Packed straight into the message (no second copy).
+                let mut w = ch.writer(24 + data.bytes() as usize);
                 w.u64(gid).u64(version);
                 data.pack(&mut w)?;
-                ch.send_bytes(to, &w.finish());
+                ch.send_since(to, w, start);
                 Ok(())
             });
         self.rt.submit(task)?;
@@ -244,7 +253,8 @@ impl DistRuntime {
             }
             None => {
                 let (_, hold) = self.rt.submit_held(task)?;
-                s.waiting.insert((gid, version), (slot, hold));
+                s.waiting
+                    .insert((gid, version), (slot, hold, self.ch.now()));
             }
         }
         Ok(())

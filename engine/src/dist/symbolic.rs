@@ -87,6 +87,7 @@ where
     C::Key: Serialize + DeserializeOwned,
 {
     let me = net.rank();
+    net.record_messages(rt.message_log(me));
     let counters = Arc::new(std::sync::Mutex::new(DistStats::default()));
     // The unfolder sends through the channel, and the channel's callback
     // satisfies the unfolder's tasks: make the unfolder first (its sends go
@@ -111,10 +112,11 @@ where
             dks.dedup();
             let items: Vec<(u64, DataRef)> =
                 dks.iter().map(|&dk| (dk, classes3.data(dk))).collect();
+            let start = ch.now();
             let (mut w, bytes) = encode_items(key, id, &items)?;
             let mut msg = ch.writer(w.0.len());
             msg.0.append(&mut w.0);
-            ch.send(*rank, msg);
+            ch.send_since(*rank, msg, start);
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;
             c.items += items.len() as u64;
@@ -130,9 +132,12 @@ where
         Arc::clone(net),
         rt.submitter(),
     );
-    let ch = net.channel();
+    let ch = net.channel().named("edge");
     let _ = send_slot.set(ch.clone());
+    let ch2 = ch.clone();
     ch.on_message(move |from, body| {
+        // A remote edge's receive exists only once its message is here.
+        ch2.record_recv(from, body.len() + 4, None);
         let result = (|| -> Result<(), String> {
             let mut r = Reader::new(body);
             let key: C::Key = serde_json::from_slice(r.bytes()?)
