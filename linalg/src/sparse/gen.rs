@@ -882,7 +882,11 @@ mod tests {
             let cuts = [0, 1, n / 3, n / 2, n.saturating_sub(1), n];
             for &lo in &cuts {
                 for &hi in cuts.iter().filter(|&&hi| hi >= lo) {
-                    assert_eq!(g.rows(lo..hi), a.row_block(lo..hi), "{spec} rows {lo}..{hi}");
+                    assert_eq!(
+                        g.rows(lo..hi),
+                        a.row_block(lo..hi),
+                        "{spec} rows {lo}..{hi}"
+                    );
                 }
             }
         }
