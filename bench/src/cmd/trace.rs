@@ -115,7 +115,8 @@ mod tests {
         );
         let cli = Cli::try_parse_from(["t", "summary", "run.json"]).unwrap();
         assert!(matches!(cli.cmd, TraceCmd::Summary { .. }));
-        let cli = Cli::try_parse_from(["t", "merge", "a.json", "b.json", "-o", "all.json"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["t", "merge", "a.json", "b.json", "-o", "all.json"]).unwrap();
         match cli.cmd {
             TraceCmd::Merge { files, output } => {
                 assert_eq!(files, [PathBuf::from("a.json"), "b.json".into()]);

@@ -55,7 +55,10 @@ impl HaloPlan {
 
     /// Bytes of the messages one exchange sends (headers included).
     pub fn message_bytes_sent(&self) -> usize {
-        self.sends.iter().map(|(_, s)| MESSAGE_HEADER + 8 * s.len()).sum()
+        self.sends
+            .iter()
+            .map(|(_, s)| MESSAGE_HEADER + 8 * s.len())
+            .sum()
     }
 }
 

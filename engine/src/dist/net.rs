@@ -118,11 +118,7 @@ impl Net {
     /// network record through [`Net::message_log`]. A distributed run sets
     /// it from its runtime (`Runtime::message_log`).
     pub fn record_messages(&self, log: Option<MessageLog>) {
-        let mut slot = self
-            .shared
-            .log
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.shared.log.write().unwrap_or_else(|e| e.into_inner());
         self.shared.tracing.store(log.is_some(), Ordering::Relaxed);
         *slot = log;
     }

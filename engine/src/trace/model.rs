@@ -51,7 +51,9 @@ pub struct RankInfo {
 pub const RANK_ID_SHIFT: u32 = 40;
 
 /// Which way a message went, seen from the rank that recorded it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum MessageDir {
     /// Sent to `peer`.
     Send,

@@ -853,14 +853,26 @@ mod tests {
         let s = stats(&t);
         assert_eq!(s.ranks.len(), 2);
         let (r0, r1) = (&s.ranks[0], &s.ranks[1]);
-        assert_eq!((r0.tasks, r0.busy, r0.sent, r0.bytes_sent), (2, 200, 1, 1000));
+        assert_eq!(
+            (r0.tasks, r0.busy, r0.sent, r0.bytes_sent),
+            (2, 200, 1, 1000)
+        );
         assert_eq!((r0.received, r0.bytes_received), (1, 8));
-        assert_eq!(r0.network_wait, 0, "rank 0's receive came while it was busy");
-        assert_eq!((r1.received, r1.bytes_received, r1.bytes_sent), (1, 1000, 8));
+        assert_eq!(
+            r0.network_wait, 0,
+            "rank 0's receive came while it was busy"
+        );
+        assert_eq!(
+            (r1.received, r1.bytes_received, r1.bytes_sent),
+            (1, 1000, 8)
+        );
         assert_eq!(r1.network_wait, 180);
         let report = s.to_string();
         assert!(report.contains("network wait"), "{report}");
-        assert!(report.contains("1000 B") || report.contains("1000"), "{report}");
+        assert!(
+            report.contains("1000 B") || report.contains("1000"),
+            "{report}"
+        );
         // A one-process trace has no rank table.
         assert!(stats(&diamond()).ranks.is_empty());
         assert_eq!(measure_minus(&[(0, 10), (20, 30)], &[(5, 25)]), 10);

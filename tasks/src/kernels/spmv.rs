@@ -325,7 +325,11 @@ mod tests {
             let mut got_split = y0.to_vec();
             spmv_csr_split(row_ptr, col_idx, vals, &x[..cut], &x[cut..], &mut got_split);
             for i in 0..y0.len() {
-                assert_eq!(got[i].to_bits(), got_split[i].to_bits(), "row {i}, cut {cut}");
+                assert_eq!(
+                    got[i].to_bits(),
+                    got_split[i].to_bits(),
+                    "row {i}, cut {cut}"
+                );
             }
         }
     }

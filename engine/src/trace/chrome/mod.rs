@@ -150,7 +150,12 @@ mod tests {
         let procs: Vec<(u64, &str)> = events
             .iter()
             .filter(|e| e["name"] == "process_name")
-            .map(|e| (e["pid"].as_u64().unwrap(), e["args"]["name"].as_str().unwrap()))
+            .map(|e| {
+                (
+                    e["pid"].as_u64().unwrap(),
+                    e["args"]["name"].as_str().unwrap(),
+                )
+            })
             .collect();
         assert_eq!(procs, [(1, "tessera rank 0"), (2, "tessera rank 1")]);
         // Every task sits in its rank's process; messages in the recording rank's.
@@ -176,7 +181,13 @@ mod tests {
         };
         assert_eq!(
             tracks(2),
-            ["cpu0", "cpu1", "transfer 0→1", "send → rank 0", "recv ← rank 0"]
+            [
+                "cpu0",
+                "cpu1",
+                "transfer 0→1",
+                "send → rank 0",
+                "recv ← rank 0"
+            ]
         );
         assert!(tracks(1).contains(&"send → rank 1 #2"), "{:?}", tracks(1));
         // Thread ids are distinct within a process.
@@ -198,17 +209,29 @@ mod tests {
         let mut t = sample_ranks();
         t.ranks[1].workers = 5;
         let e = write_chrome_json(&t, std::io::sink(), &ChromeOptions::default()).unwrap_err();
-        assert!(e.to_string().contains("the ranks list 8 workers but the trace has 5"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("the ranks list 8 workers but the trace has 5"),
+            "{e}"
+        );
         let mut t = sample_ranks();
         t.ranks[1].rank = 0;
         let e = write_chrome_json(&t, std::io::sink(), &ChromeOptions::default()).unwrap_err();
         assert!(e.to_string().contains("rank 0 appears twice"), "{e}");
         // The reader checks the same on a file edited by hand.
         let json = to_json(&sample_ranks(), false).replace("\"workers\":2,", "\"workers\":1,");
-        let e = read_chrome_json_slice(json.as_bytes()).unwrap_err().to_string();
-        assert!(e.contains("the ranks list 4 workers but the trace has 5"), "{e}");
-        let json = to_json(&sample_ranks(), false).replace("\"dir\":\"recv\"", "\"dir\":\"sideways\"");
-        let e = read_chrome_json_slice(json.as_bytes()).unwrap_err().to_string();
+        let e = read_chrome_json_slice(json.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the ranks list 4 workers but the trace has 5"),
+            "{e}"
+        );
+        let json =
+            to_json(&sample_ranks(), false).replace("\"dir\":\"recv\"", "\"dir\":\"sideways\"");
+        let e = read_chrome_json_slice(json.as_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("must be \"send\" or \"recv\""), "{e}");
     }
 

@@ -116,8 +116,7 @@ fn lanes<G: Copy + Ord + std::hash::Hash>(
         tracks.extend((0..n).map(|lane| Track { group, lane }));
     }
     tracks.sort_unstable();
-    let index: HashMap<Track<G>, usize> =
-        tracks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let index: HashMap<Track<G>, usize> = tracks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
     let track_of = events
         .iter()
         .zip(&lane_of)
@@ -189,10 +188,18 @@ fn layout(
     let mut pids: Vec<(u32, u64)> = if trace.ranks.is_empty() {
         vec![(0, PID)]
     } else {
-        trace.ranks.iter().map(|r| (r.rank, pid_of(r.rank))).collect()
+        trace
+            .ranks
+            .iter()
+            .map(|r| (r.rank, pid_of(r.rank)))
+            .collect()
     };
     // Ranks seen only in messages (or workers past the ranks' counts).
-    for r in wranks.iter().copied().chain(trace.messages.iter().map(|m| m.rank)) {
+    for r in wranks
+        .iter()
+        .copied()
+        .chain(trace.messages.iter().map(|m| m.rank))
+    {
         if !pids.iter().any(|&(k, _)| k == r) {
             pids.push((r, pid_of(r)));
         }
