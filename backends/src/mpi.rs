@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use mpi::collective::CommunicatorCollectives;
 use mpi::environment::Universe;
 use mpi::point_to_point::{Destination, Source};
 use mpi::request::{Request, StaticScope};
@@ -47,6 +48,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// MPI for this process: initialised by [`init`], finalised on drop.
 pub struct Mpi {
     transport: Arc<MpiTransport>,
+    /// The threading level the library provides.
+    threading: Threading,
     thread: Option<JoinHandle<()>>,
     /// Dropped last, on the thread that made it: `MPI_Finalize`.
     universe: Option<Universe>,
@@ -89,6 +92,7 @@ pub fn init() -> Result<Mpi, String> {
     *lock(&transport.thread) = Some(thread.thread().clone());
     Ok(Mpi {
         transport,
+        threading: provided,
         thread: Some(thread),
         universe: Some(universe),
     })
@@ -110,11 +114,126 @@ impl Mpi {
         self.transport.size
     }
 
+    /// Raw MPI point-to-point figures beside the transport's, for benchmarks
+    /// (the `osu_latency` / `osu_bw` pattern, on a communicator of their own,
+    /// called from this thread while the communication thread idles: needs
+    /// `MPI_THREAD_MULTIPLE`). Collective: every rank calls it; ranks 0 and 1
+    /// measure, the others only take part in the set-up.
+    pub fn raw(&self) -> Result<RawMpi, String> {
+        if self.threading < Threading::Multiple {
+            return Err(format!(
+                "raw MPI figures need MPI_THREAD_MULTIPLE; the library offers {:?}",
+                self.threading
+            ));
+        }
+        Ok(RawMpi {
+            comm: SimpleCommunicator::world().duplicate(),
+        })
+    }
+
     /// End every rank of the job now (`MPI_Abort`), with exit code `code`:
     /// for failures after the error was reported, so that no rank is left
     /// waiting in a receive or in `MPI_Finalize`.
     pub fn abort(&self, code: i32) -> ! {
         SimpleCommunicator::world().abort(code)
+    }
+}
+
+/// Plain MPI between ranks 0 and 1, measured the way the OSU micro-benchmarks
+/// do (see [`Mpi::raw`]).
+pub struct RawMpi {
+    comm: SimpleCommunicator,
+}
+
+impl RawMpi {
+    /// One-way latency of `bytes`-byte messages in seconds (`osu_latency`: half
+    /// the round trip of blocking send/receive ping-pongs, after `iters / 10`
+    /// warm-up ones). Collective; on ranks other than 0 and 1 it returns 0.
+    pub fn latency(&self, bytes: usize, iters: usize) -> f64 {
+        let rank = self.comm.rank();
+        let mut buf = vec![0u8; bytes];
+        self.comm.barrier();
+        let mut t0 = std::time::Instant::now();
+        let warm = iters / 10;
+        for i in 0..warm + iters {
+            if i == warm {
+                t0 = std::time::Instant::now();
+            }
+            match rank {
+                0 => {
+                    self.comm.process_at_rank(1).send(&buf[..]);
+                    self.comm.process_at_rank(1).receive_into(&mut buf[..]);
+                }
+                1 => {
+                    self.comm.process_at_rank(0).receive_into(&mut buf[..]);
+                    self.comm.process_at_rank(0).send(&buf[..]);
+                }
+                _ => {}
+            }
+        }
+        let t = t0.elapsed().as_secs_f64();
+        self.comm.barrier();
+        if rank < 2 {
+            t / iters.max(1) as f64 / 2.0
+        } else {
+            0.0
+        }
+    }
+
+    /// Bandwidth in bytes/s from rank 0 to rank 1 (`osu_bw`: `window`
+    /// non-blocking sends of `bytes` each, matched by as many posted
+    /// receives, then a 1-byte acknowledgement; `iters` times after a few
+    /// warm-up rounds). Collective; other ranks return 0.
+    pub fn bandwidth(&self, bytes: usize, window: usize, iters: usize) -> f64 {
+        let rank = self.comm.rank();
+        let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![1u8; bytes]).collect();
+        let mut ack = [0u8; 1];
+        self.comm.barrier();
+        let warm = (iters / 5).max(1);
+        let mut t0 = std::time::Instant::now();
+        for i in 0..warm + iters {
+            if i == warm {
+                t0 = std::time::Instant::now();
+            }
+            match rank {
+                0 => {
+                    mpi::request::scope(|scope| {
+                        let reqs: Vec<_> = bufs
+                            .iter()
+                            .map(|b| self.comm.process_at_rank(1).immediate_send(scope, &b[..]))
+                            .collect();
+                        for r in reqs {
+                            r.wait();
+                        }
+                    });
+                    self.comm.process_at_rank(1).receive_into(&mut ack[..]);
+                }
+                1 => {
+                    mpi::request::scope(|scope| {
+                        let reqs: Vec<_> = bufs
+                            .iter_mut()
+                            .map(|b| {
+                                self.comm
+                                    .process_at_rank(0)
+                                    .immediate_receive_into(scope, &mut b[..])
+                            })
+                            .collect();
+                        for r in reqs {
+                            r.wait();
+                        }
+                    });
+                    self.comm.process_at_rank(0).send(&ack[..]);
+                }
+                _ => {}
+            }
+        }
+        let t = t0.elapsed().as_secs_f64();
+        self.comm.barrier();
+        if rank < 2 {
+            (bytes * window * iters) as f64 / t
+        } else {
+            0.0
+        }
     }
 }
 

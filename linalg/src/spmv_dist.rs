@@ -448,6 +448,11 @@ impl DistMatrix {
         Ok((rt.unregister(ph)?, self.gather(rt, q)?))
     }
 
+    /// `A·x` for this rank's rows (`x_own`: this rank's part of `x`), waiting for it.
+    pub fn apply(&self, rt: &Runtime, x_own: Vec<f64>) -> Result<Vec<f64>, Error> {
+        Ok(self.multiply(rt, x_own)?.1)
+    }
+
     /// Give the blocks and the halo back (unregister them).
     pub fn unregister(self, rt: &Runtime) -> Result<(), Error> {
         for b in self.blocks {

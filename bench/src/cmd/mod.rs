@@ -4,7 +4,9 @@
 pub mod gpu_check;
 pub mod lu;
 pub mod overhead;
+pub mod overhead_mpi;
 pub mod perfmodel;
 pub mod spmv;
+pub mod spmv_dist;
 pub mod topology;
 pub mod trace;

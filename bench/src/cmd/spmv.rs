@@ -2,7 +2,8 @@
 //! matrix, runs repeated SpMV, power iteration or CG as task graphs over row
 //! blocks, and reports GFLOP/s and effective bandwidth against the STREAM
 //! triad measured by this same program, and faer's sparse×dense product on
-//! the same matrix in the same run.
+//! the same matrix in the same run. Under `mpirun` with several ranks (feature
+//! `mpi`) it runs distributed instead (`super::spmv_dist`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -96,6 +97,10 @@ fn faer_spmv_seconds(a: &Csr, x: &[f64], iters: usize, threads: usize) -> Result
 }
 
 pub fn run(args: SpmvArgs) -> Result<(), String> {
+    let ranks = crate::ranks::Ranks::join()?;
+    if ranks.size > 1 {
+        return super::spmv_dist::run(args, ranks);
+    }
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
