@@ -8,12 +8,23 @@
 //! in flight, and receive every message that has arrived (`MPI_Improbe`, a
 //! matched probe, so the size comes from the status before the buffer is
 //! made; then `MPI_Mrecv` of exactly that message). When a round finds
-//! nothing to do it backs off like the workers do: a few spins, then
-//! `yield_now`, then sleeps growing from 20 µs to 1 ms (woken at once when a
-//! message is queued) — ranks are often oversubscribed on the cores, and a
-//! spinning communication thread would take a core from a worker. MPI has no
-//! notification for incoming messages, so an idle rank sees one up to 1 ms
-//! late; a busy one within a round.
+//! nothing to do it backs off like the workers do, in three stages:
+//! - a few spins;
+//! - while a message was sent or received less than [`HOT`] ago, it polls
+//!   with `yield_now` between rounds (no sleep): a reply to what just went
+//!   out, or the next message of a burst, usually comes within that window,
+//!   and a sleeping thread would see it up to a nap late. Yielding gives the
+//!   core to any runnable worker at once, so on oversubscribed cores this
+//!   costs context switches, not compute;
+//! - then it sleeps, 20 µs growing to [`MAX_NAP`] (woken at once when a
+//!   message is queued), with the thread's timer slack set to 1 µs so a nap
+//!   is not stretched to Linux's default 50 µs. MPI has no notification for
+//!   incoming messages, so a rank idle for longer than `HOT` sees a message
+//!   up to `MAX_NAP` late.
+//!
+//! Chosen because a chain of remote edges between two ranks (`tessera
+//! overhead-mpi`) measured 1.7 ms per edge with naps alone: every message
+//! found its receiver asleep.
 //!
 //! MPI is initialised once per process with `MPI_THREAD_MULTIPLE` requested;
 //! since only the communication thread calls MPI after initialisation,
@@ -25,21 +36,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mpi::collective::CommunicatorCollectives;
 use mpi::environment::Universe;
-use mpi::point_to_point::{Destination, Source};
+use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::Equivalence;
 use mpi::Threading;
-use tessera_engine::dist::{Counters, Transport};
+use tessera_engine::dist::{Counters, Sink, Transport};
 
 /// The tag of every message (messages are told apart by their content).
 const TAG: i32 = 7;
 /// Longest sleep of an idle communication thread.
 const MAX_NAP: Duration = Duration::from_millis(1);
+/// How long after its last message the communication thread polls without
+/// sleeping (see the module doc).
+const HOT: Duration = Duration::from_millis(2);
+/// Idle rounds spent spinning before yielding or sleeping.
+const SPINS: u32 = 64;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -83,6 +98,7 @@ pub fn init() -> Result<Mpi, String> {
         stop: AtomicBool::new(false),
         thread: Mutex::new(None),
         counters: Default::default(),
+        sink: Mutex::new(None),
     });
     let t = Arc::clone(&transport);
     let thread = std::thread::Builder::new()
@@ -270,6 +286,9 @@ pub struct MpiTransport {
     /// The communication thread, to wake it when a message is queued.
     thread: Mutex<Option<std::thread::Thread>>,
     counters: Traffic,
+    /// Where received messages go when not queued on `inbox`
+    /// (`Transport::deliver_to`); run on the communication thread.
+    sink: Mutex<Option<Sink>>,
 }
 
 impl Transport for MpiTransport {
@@ -305,6 +324,11 @@ impl Transport for MpiTransport {
         self.pending.load(Ordering::SeqCst)
     }
 
+    fn deliver_to(&self, sink: Option<Sink>) -> bool {
+        *lock(&self.sink) = sink;
+        true
+    }
+
     fn counters(&self) -> Counters {
         let c = &self.counters;
         Counters {
@@ -327,6 +351,9 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
     let world = SimpleCommunicator::world();
     let mut inflight: Vec<InFlight> = Vec::new();
     let mut idle = 0u32;
+    let mut naps = 0u32;
+    let mut last_active = Instant::now();
+    tighten_timer_slack();
     loop {
         let mut busy = false;
         // Post queued sends.
@@ -364,17 +391,33 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
             }
         }
         inflight = still;
-        // Receive what has arrived.
+        // Receive what has arrived. With a sink, messages queued before it
+        // was set go first, so each sender's order is kept.
+        let sink = lock(&t.sink).clone();
+        if let Some(deliver) = &sink {
+            if let Ok(queued) = t.inbox.try_lock() {
+                while let Ok((from, buf)) = queued.try_recv() {
+                    busy = true;
+                    deliver(from, buf);
+                }
+            }
+        }
         while let Some((msg, status)) = world.any_process().immediate_matched_probe_with_tag(TAG) {
             busy = true;
-            let n = status.count(u8::equivalent_datatype()).max(0) as usize;
-            let mut buf = vec![0u8; n];
-            msg.matched_receive_into(&mut buf[..]);
+            // Into a buffer of exactly the message's size, not zeroed first.
+            let (buf, status) = (msg, status).matched_receive_vec::<u8>();
+            let n = buf.len();
             t.counters.received.fetch_add(1, Ordering::Relaxed);
             t.counters
                 .bytes_received
                 .fetch_add(n as u64, Ordering::Relaxed);
-            let _ = inbox.send((status.source_rank() as usize, buf));
+            let from = status.source_rank() as usize;
+            match &sink {
+                Some(deliver) => deliver(from, buf),
+                None => {
+                    let _ = inbox.send((from, buf));
+                }
+            }
         }
         if t.stop.load(Ordering::SeqCst)
             && inflight.is_empty()
@@ -385,16 +428,30 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
         // Back off when idle (see the module doc).
         if busy {
             idle = 0;
+            naps = 0;
+            last_active = Instant::now();
         } else {
             idle = idle.saturating_add(1);
-            if idle < 64 {
+            if idle < SPINS {
                 std::hint::spin_loop();
-            } else if idle < 96 {
+            } else if last_active.elapsed() < HOT {
                 std::thread::yield_now();
             } else {
-                let nap = Duration::from_micros(20 << (idle - 96).min(6)).min(MAX_NAP);
+                let nap = Duration::from_micros(20 << naps.min(6)).min(MAX_NAP);
+                naps += 1;
                 std::thread::park_timeout(nap);
             }
         }
+    }
+}
+
+/// Naps of this thread end when asked, not up to 50 µs later (Linux's
+/// default timer slack); elsewhere nothing.
+fn tighten_timer_slack() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument (nanoseconds) and
+    // changes only the calling thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0);
     }
 }

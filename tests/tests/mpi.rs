@@ -317,3 +317,37 @@ fn tessera_spmv_refuses_ranks_with_different_parameters() {
         out.output
     );
 }
+
+#[test]
+fn messages_that_come_before_the_network_opens_are_kept() {
+    if is_rank() {
+        let m = mpi::init().unwrap();
+        let rank = m.rank();
+        if rank == 0 {
+            // The others' first messages reach this rank's communication
+            // thread before there is a network to route them.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let net = Net::new(m.transport());
+        let c = Collectives::new(&net);
+        c.check_same("early", "messages").unwrap();
+        c.barrier().unwrap();
+        println!("rank {rank}: early messages kept");
+        return;
+    }
+    let out = mpirun(
+        3,
+        "messages_that_come_before_the_network_opens_are_kept",
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(out.success, "{}", out.output);
+    for r in 0..3 {
+        assert!(
+            out.output
+                .contains(&format!("rank {r}: early messages kept")),
+            "{}",
+            out.output
+        );
+    }
+}

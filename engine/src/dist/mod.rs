@@ -37,7 +37,7 @@ mod wire;
 
 pub use collective::Collectives;
 pub use log::{MessageLog, Tick};
-pub use net::{Channel, Net};
+pub use net::{Channel, Message, Net};
 pub use wire::DataRef;
 
 use std::time::Duration;
@@ -67,7 +67,21 @@ pub trait Transport: Send + Sync {
     fn counters(&self) -> Counters {
         Counters::default()
     }
+
+    /// Run `sink(from, message)` on the transport's own thread for every
+    /// message received from now on, instead of queueing it for
+    /// [`recv`](Self::recv) (`None`: queue again). Returns whether the
+    /// transport does so; one without a thread of its own returns `false`
+    /// (the default), and the network polls `recv` from a thread of its own.
+    /// `sink` must not wait for the network.
+    fn deliver_to(&self, sink: Option<Sink>) -> bool {
+        let _ = sink;
+        false
+    }
 }
+
+/// Where a transport delivers received messages (see [`Transport::deliver_to`]).
+pub type Sink = std::sync::Arc<dyn Fn(usize, Vec<u8>) + Send + Sync>;
 
 /// Traffic of one rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,6 +5,13 @@
 //! Channels are opened in the same order on every rank (SPMD), so the n-th
 //! channel of one rank talks to the n-th of every other. A message for a
 //! channel this rank has not opened yet is kept until it is.
+//!
+//! A transport with a thread of its own (MPI's communication thread) may run
+//! the routing itself ([`Transport::deliver_to`]): then there is no
+//! dispatcher thread, and a message reaches its channel without a hand-over
+//! between threads (measured: one thread wake-up less per remote edge). Either
+//! way, callbacks run on one thread, in arrival order, and must not wait for
+//! the network (they would stop it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -23,12 +30,12 @@ const CONTROL: u32 = 0;
 /// How long the dispatcher waits for a message before checking for shutdown.
 const POLL: Duration = Duration::from_millis(20);
 
-type Callback = Arc<dyn Fn(usize, &[u8]) + Send + Sync>;
+type Callback = Arc<dyn Fn(usize, Message) + Send + Sync>;
 /// Messages `(from, whole message)` kept per channel until it is routed.
 type Early = HashMap<u32, Vec<(usize, Vec<u8>)>>;
 
 enum Route {
-    /// Run on the dispatcher thread for each message.
+    /// Run on the routing thread for each message.
     Callback(Callback),
     /// Queued for a thread that waits for them.
     Mailbox(Sender<(usize, Vec<u8>)>),
@@ -49,6 +56,19 @@ struct Shared {
     /// says whether there is one, so an untraced send takes no lock.
     log: RwLock<Option<MessageLog>>,
     tracing: AtomicBool,
+}
+
+/// A received message's body, owned (no copy out of the transport's buffer):
+/// dereferences to the bytes after the channel header.
+pub struct Message {
+    buf: Vec<u8>,
+}
+
+impl std::ops::Deref for Message {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[4..]
+    }
 }
 
 /// One rank's view of the network (see the module doc).
@@ -82,19 +102,29 @@ impl Net {
             tracing: AtomicBool::new(false),
         });
         let s = Arc::clone(&shared);
-        let dispatcher = std::thread::Builder::new()
-            .name(format!("tessera-net{}", shared.transport.rank()))
-            .spawn(move || {
-                while !s.stop.load(Ordering::Relaxed) {
-                    if let Some((from, msg)) = s.transport.recv(POLL) {
-                        s.route(from, msg);
-                    }
-                }
-            })
-            .expect("the network dispatcher thread starts");
+        let direct = shared
+            .transport
+            .deliver_to(Some(Arc::new(move |from, msg| s.route(from, msg))));
+        let dispatcher = if direct {
+            None
+        } else {
+            let s = Arc::clone(&shared);
+            Some(
+                std::thread::Builder::new()
+                    .name(format!("tessera-net{}", shared.transport.rank()))
+                    .spawn(move || {
+                        while !s.stop.load(Ordering::Relaxed) {
+                            if let Some((from, msg)) = s.transport.recv(POLL) {
+                                s.route(from, msg);
+                            }
+                        }
+                    })
+                    .expect("the network dispatcher thread starts"),
+            )
+        };
         Arc::new(Net {
             shared,
-            dispatcher: Mutex::new(Some(dispatcher)),
+            dispatcher: Mutex::new(dispatcher),
         })
     }
 
@@ -214,6 +244,7 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
+        self.shared.transport.deliver_to(None);
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(t) = lock(&self.dispatcher).take() {
             let _ = t.join();
@@ -261,7 +292,7 @@ impl Shared {
             Some(Route::Callback(f)) => {
                 let f = Arc::clone(f);
                 drop(routes);
-                f(from, &msg[4..]);
+                f(from, Message { buf: msg });
             }
             Some(Route::Mailbox(tx)) => {
                 let _ = tx.send((from, msg[4..].to_vec()));
@@ -272,9 +303,15 @@ impl Shared {
 }
 
 impl Channel {
-    /// Route this channel's messages to `f(from, body)` on the dispatcher
+    /// Route this channel's messages to `f(from, body)` on the routing
     /// thread, starting with those that arrived before.
     pub fn on_message(&self, f: impl Fn(usize, &[u8]) + Send + Sync + 'static) {
+        self.on_message_owned(move |from, m| f(from, &m));
+    }
+
+    /// [`on_message`](Self::on_message), the body handed over owned (to keep
+    /// it without a copy).
+    pub fn on_message_owned(&self, f: impl Fn(usize, Message) + Send + Sync + 'static) {
         let f: Callback = Arc::new(f);
         let early = {
             let mut routes = lock(&self.shared.routes);
@@ -282,7 +319,7 @@ impl Channel {
             lock(&self.shared.early).remove(&self.id)
         };
         for (from, msg) in early.unwrap_or_default() {
-            f(from, &msg[4..]);
+            f(from, Message { buf: msg });
         }
     }
 

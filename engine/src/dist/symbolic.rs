@@ -135,18 +135,22 @@ where
     let ch = net.channel().named("edge");
     let _ = send_slot.set(ch.clone());
     let ch2 = ch.clone();
-    ch.on_message(move |from, body| {
+    ch.on_message_owned(move |from, body| {
         // A remote edge's receive exists only once its message is here.
         ch2.record_recv(from, body.len() + 4, None);
+        // The items are read in place by their receive tasks (no copy).
+        let body = Arc::new(body);
         let result = (|| -> Result<(), String> {
-            let mut r = Reader::new(body);
+            let mut r = Reader::new(&body);
             let key: C::Key = serde_json::from_slice(r.bytes()?)
                 .map_err(|e| format!("undecodable task key from rank {from}: {e}"))?;
             let pred = r.u64()?;
             let n = r.u32()?;
             for _ in 0..n {
                 let dk = r.u64()?;
-                let bytes = r.bytes()?.to_vec();
+                let len = r.bytes()?.len();
+                let end = r.position();
+                let (msg, range) = (Arc::clone(&body), end - len..end);
                 let data = classes2.data(dk);
                 let target = data.clone();
                 let task = TaskBuilder::new(&recv)
@@ -155,7 +159,7 @@ where
                     .body(move |_ctx| {
                         // SAFETY: this task declared the handle W and runs on
                         // a CPU worker (the handle's host replica).
-                        unsafe { target.unpack(&bytes) }?;
+                        unsafe { target.unpack(&msg[range]) }?;
                         Ok(())
                     })
                     .cpu_only();
