@@ -40,6 +40,11 @@ pub struct OverheadMpiArgs {
     /// Worker threads per rank.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// After the rounds, run one more 8-byte chain with tracing and write each rank's trace
+    /// (`FILE` → `FILE.rank0.json`, ...; `tessera trace merge` puts them on one clock): where
+    /// a remote edge's time goes.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 const SMALL: usize = 8;
@@ -191,13 +196,30 @@ fn tessera_run(
     n: usize,
     bytes: usize,
 ) -> Result<f64, String> {
-    let rt = Runtime::new(Config::with_workers(workers)).map_err(|e| e.to_string())?;
+    tessera_run_traced(net, coll, workers, shape, n, bytes, None)
+}
+
+/// [`tessera_run`], writing this rank's trace to `trace` if given.
+fn tessera_run_traced(
+    net: &Arc<Net>,
+    coll: &Collectives,
+    workers: usize,
+    shape: Shape,
+    n: usize,
+    bytes: usize,
+    trace: Option<&std::path::Path>,
+) -> Result<f64, String> {
+    let config = Config::with_workers(workers).trace(trace.is_some());
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let bench = Arc::new(EdgeBench::new(&rt, shape, n, bytes));
     coll.barrier()?;
     let t0 = Instant::now();
     symbolic::run(&rt, net, Arc::clone(&bench)).map_err(|e| e.to_string())?;
     let t = t0.elapsed().as_secs_f64();
     bench.release(&rt)?;
+    if let Some(path) = trace {
+        crate::save_trace(&rt, path)?;
+    }
     let slowest = coll.allreduce_max(t.to_bits())?;
     Ok(f64::from_bits(slowest))
 }
@@ -268,6 +290,10 @@ fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
         }
     }
     drop(raw);
+    if let Some(path) = &args.trace {
+        let mine = super::spmv_dist::rank_trace_path(path, ranks.rank);
+        tessera_run_traced(net, coll, args.workers, Shape::Chain, 200, SMALL, Some(&mine))?;
+    }
     if root {
         println!(
             "remote edges between 2 ranks ({} worker(s) each), medians of {} alternating rounds; MPI measured in the same processes",

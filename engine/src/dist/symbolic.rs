@@ -176,8 +176,13 @@ where
             net2.abort(&format!("remote edge from rank {from}: {e}"));
         }
     });
-    unfolder.start();
     let owned = classes.owned(me);
+    // Wake this thread once, when the last owned task is done (failures and
+    // aborts are polled by `wait_until`).
+    unfolder
+        .wake_at
+        .store(owned, std::sync::atomic::Ordering::Relaxed);
+    unfolder.start();
     let wake = Arc::clone(&unfolder.wake);
     let waited = net.wait_until(&wake, || {
         unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
