@@ -8,12 +8,23 @@
 //! in flight, and receive every message that has arrived (`MPI_Improbe`, a
 //! matched probe, so the size comes from the status before the buffer is
 //! made; then `MPI_Mrecv` of exactly that message). When a round finds
-//! nothing to do it backs off like the workers do: a few spins, then
-//! `yield_now`, then sleeps growing from 20 µs to 1 ms (woken at once when a
-//! message is queued) — ranks are often oversubscribed on the cores, and a
-//! spinning communication thread would take a core from a worker. MPI has no
-//! notification for incoming messages, so an idle rank sees one up to 1 ms
-//! late; a busy one within a round.
+//! nothing to do it backs off like the workers do, in three stages:
+//! - a few spins;
+//! - while a message was sent or received less than [`HOT`] ago, it polls
+//!   with `yield_now` between rounds (no sleep): a reply to what just went
+//!   out, or the next message of a burst, usually comes within that window,
+//!   and a sleeping thread would see it up to a nap late. Yielding gives the
+//!   core to any runnable worker at once, so on oversubscribed cores this
+//!   costs context switches, not compute;
+//! - then it sleeps, 20 µs growing to [`MAX_NAP`] (woken at once when a
+//!   message is queued), with the thread's timer slack set to 1 µs so a nap
+//!   is not stretched to Linux's default 50 µs. MPI has no notification for
+//!   incoming messages, so a rank idle for longer than `HOT` sees a message
+//!   up to `MAX_NAP` late.
+//!
+//! Chosen because a chain of remote edges between two ranks (`tessera
+//! overhead-mpi`) measured 1.7 ms per edge with naps alone: every message
+//! found its receiver asleep.
 //!
 //! MPI is initialised once per process with `MPI_THREAD_MULTIPLE` requested;
 //! since only the communication thread calls MPI after initialisation,
@@ -25,20 +36,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use mpi::collective::CommunicatorCollectives;
 use mpi::environment::Universe;
-use mpi::point_to_point::{Destination, Source};
+use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::Equivalence;
 use mpi::Threading;
-use tessera_engine::dist::{Counters, Transport};
+use tessera_engine::dist::{Counters, Sink, Transport};
 
 /// The tag of every message (messages are told apart by their content).
 const TAG: i32 = 7;
 /// Longest sleep of an idle communication thread.
 const MAX_NAP: Duration = Duration::from_millis(1);
+/// How long after its last message the communication thread polls without
+/// sleeping (see the module doc).
+const HOT: Duration = Duration::from_millis(2);
+/// Idle rounds spent spinning before yielding or sleeping.
+const SPINS: u32 = 64;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -47,6 +63,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// MPI for this process: initialised by [`init`], finalised on drop.
 pub struct Mpi {
     transport: Arc<MpiTransport>,
+    /// The threading level the library provides.
+    threading: Threading,
     thread: Option<JoinHandle<()>>,
     /// Dropped last, on the thread that made it: `MPI_Finalize`.
     universe: Option<Universe>,
@@ -80,6 +98,7 @@ pub fn init() -> Result<Mpi, String> {
         stop: AtomicBool::new(false),
         thread: Mutex::new(None),
         counters: Default::default(),
+        sink: Mutex::new(None),
     });
     let t = Arc::clone(&transport);
     let thread = std::thread::Builder::new()
@@ -89,6 +108,7 @@ pub fn init() -> Result<Mpi, String> {
     *lock(&transport.thread) = Some(thread.thread().clone());
     Ok(Mpi {
         transport,
+        threading: provided,
         thread: Some(thread),
         universe: Some(universe),
     })
@@ -110,11 +130,126 @@ impl Mpi {
         self.transport.size
     }
 
+    /// Raw MPI point-to-point figures beside the transport's, for benchmarks
+    /// (the `osu_latency` / `osu_bw` pattern, on a communicator of their own,
+    /// called from this thread while the communication thread idles: needs
+    /// `MPI_THREAD_MULTIPLE`). Collective: every rank calls it; ranks 0 and 1
+    /// measure, the others only take part in the set-up.
+    pub fn raw(&self) -> Result<RawMpi, String> {
+        if self.threading < Threading::Multiple {
+            return Err(format!(
+                "raw MPI figures need MPI_THREAD_MULTIPLE; the library offers {:?}",
+                self.threading
+            ));
+        }
+        Ok(RawMpi {
+            comm: SimpleCommunicator::world().duplicate(),
+        })
+    }
+
     /// End every rank of the job now (`MPI_Abort`), with exit code `code`:
     /// for failures after the error was reported, so that no rank is left
     /// waiting in a receive or in `MPI_Finalize`.
     pub fn abort(&self, code: i32) -> ! {
         SimpleCommunicator::world().abort(code)
+    }
+}
+
+/// Plain MPI between ranks 0 and 1, measured the way the OSU micro-benchmarks
+/// do (see [`Mpi::raw`]).
+pub struct RawMpi {
+    comm: SimpleCommunicator,
+}
+
+impl RawMpi {
+    /// One-way latency of `bytes`-byte messages in seconds (`osu_latency`: half
+    /// the round trip of blocking send/receive ping-pongs, after `iters / 10`
+    /// warm-up ones). Collective; on ranks other than 0 and 1 it returns 0.
+    pub fn latency(&self, bytes: usize, iters: usize) -> f64 {
+        let rank = self.comm.rank();
+        let mut buf = vec![0u8; bytes];
+        self.comm.barrier();
+        let mut t0 = std::time::Instant::now();
+        let warm = iters / 10;
+        for i in 0..warm + iters {
+            if i == warm {
+                t0 = std::time::Instant::now();
+            }
+            match rank {
+                0 => {
+                    self.comm.process_at_rank(1).send(&buf[..]);
+                    self.comm.process_at_rank(1).receive_into(&mut buf[..]);
+                }
+                1 => {
+                    self.comm.process_at_rank(0).receive_into(&mut buf[..]);
+                    self.comm.process_at_rank(0).send(&buf[..]);
+                }
+                _ => {}
+            }
+        }
+        let t = t0.elapsed().as_secs_f64();
+        self.comm.barrier();
+        if rank < 2 {
+            t / iters.max(1) as f64 / 2.0
+        } else {
+            0.0
+        }
+    }
+
+    /// Bandwidth in bytes/s from rank 0 to rank 1 (`osu_bw`: `window`
+    /// non-blocking sends of `bytes` each, matched by as many posted
+    /// receives, then a 1-byte acknowledgement; `iters` times after a few
+    /// warm-up rounds). Collective; other ranks return 0.
+    pub fn bandwidth(&self, bytes: usize, window: usize, iters: usize) -> f64 {
+        let rank = self.comm.rank();
+        let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![1u8; bytes]).collect();
+        let mut ack = [0u8; 1];
+        self.comm.barrier();
+        let warm = (iters / 5).max(1);
+        let mut t0 = std::time::Instant::now();
+        for i in 0..warm + iters {
+            if i == warm {
+                t0 = std::time::Instant::now();
+            }
+            match rank {
+                0 => {
+                    mpi::request::scope(|scope| {
+                        let reqs: Vec<_> = bufs
+                            .iter()
+                            .map(|b| self.comm.process_at_rank(1).immediate_send(scope, &b[..]))
+                            .collect();
+                        for r in reqs {
+                            r.wait();
+                        }
+                    });
+                    self.comm.process_at_rank(1).receive_into(&mut ack[..]);
+                }
+                1 => {
+                    mpi::request::scope(|scope| {
+                        let reqs: Vec<_> = bufs
+                            .iter_mut()
+                            .map(|b| {
+                                self.comm
+                                    .process_at_rank(0)
+                                    .immediate_receive_into(scope, &mut b[..])
+                            })
+                            .collect();
+                        for r in reqs {
+                            r.wait();
+                        }
+                    });
+                    self.comm.process_at_rank(0).send(&ack[..]);
+                }
+                _ => {}
+            }
+        }
+        let t = t0.elapsed().as_secs_f64();
+        self.comm.barrier();
+        if rank < 2 {
+            (bytes * window * iters) as f64 / t
+        } else {
+            0.0
+        }
     }
 }
 
@@ -151,6 +286,9 @@ pub struct MpiTransport {
     /// The communication thread, to wake it when a message is queued.
     thread: Mutex<Option<std::thread::Thread>>,
     counters: Traffic,
+    /// Where received messages go when not queued on `inbox`
+    /// (`Transport::deliver_to`); run on the communication thread.
+    sink: Mutex<Option<Sink>>,
 }
 
 impl Transport for MpiTransport {
@@ -186,6 +324,11 @@ impl Transport for MpiTransport {
         self.pending.load(Ordering::SeqCst)
     }
 
+    fn deliver_to(&self, sink: Option<Sink>) -> bool {
+        *lock(&self.sink) = sink;
+        true
+    }
+
     fn counters(&self) -> Counters {
         let c = &self.counters;
         Counters {
@@ -208,6 +351,9 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
     let world = SimpleCommunicator::world();
     let mut inflight: Vec<InFlight> = Vec::new();
     let mut idle = 0u32;
+    let mut naps = 0u32;
+    let mut last_active = Instant::now();
+    tighten_timer_slack();
     loop {
         let mut busy = false;
         // Post queued sends.
@@ -245,17 +391,33 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
             }
         }
         inflight = still;
-        // Receive what has arrived.
+        // Receive what has arrived. With a sink, messages queued before it
+        // was set go first, so each sender's order is kept.
+        let sink = lock(&t.sink).clone();
+        if let Some(deliver) = &sink {
+            if let Ok(queued) = t.inbox.try_lock() {
+                while let Ok((from, buf)) = queued.try_recv() {
+                    busy = true;
+                    deliver(from, buf);
+                }
+            }
+        }
         while let Some((msg, status)) = world.any_process().immediate_matched_probe_with_tag(TAG) {
             busy = true;
-            let n = status.count(u8::equivalent_datatype()).max(0) as usize;
-            let mut buf = vec![0u8; n];
-            msg.matched_receive_into(&mut buf[..]);
+            // Into a buffer of exactly the message's size, not zeroed first.
+            let (buf, status) = (msg, status).matched_receive_vec::<u8>();
+            let n = buf.len();
             t.counters.received.fetch_add(1, Ordering::Relaxed);
             t.counters
                 .bytes_received
                 .fetch_add(n as u64, Ordering::Relaxed);
-            let _ = inbox.send((status.source_rank() as usize, buf));
+            let from = status.source_rank() as usize;
+            match &sink {
+                Some(deliver) => deliver(from, buf),
+                None => {
+                    let _ = inbox.send((from, buf));
+                }
+            }
         }
         if t.stop.load(Ordering::SeqCst)
             && inflight.is_empty()
@@ -266,16 +428,30 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
         // Back off when idle (see the module doc).
         if busy {
             idle = 0;
+            naps = 0;
+            last_active = Instant::now();
         } else {
             idle = idle.saturating_add(1);
-            if idle < 64 {
+            if idle < SPINS {
                 std::hint::spin_loop();
-            } else if idle < 96 {
+            } else if last_active.elapsed() < HOT {
                 std::thread::yield_now();
             } else {
-                let nap = Duration::from_micros(20 << (idle - 96).min(6)).min(MAX_NAP);
+                let nap = Duration::from_micros(20 << naps.min(6)).min(MAX_NAP);
+                naps += 1;
                 std::thread::park_timeout(nap);
             }
         }
+    }
+}
+
+/// Naps of this thread end when asked, not up to 50 µs later (Linux's
+/// default timer slack); elsewhere nothing.
+fn tighten_timer_slack() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument (nanoseconds) and
+    // changes only the calling thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0);
     }
 }

@@ -77,13 +77,21 @@ struct Row {
 /// Rows: workers in index order, then one per (from, to) transfer pair.
 fn rows(trace: &Trace, key_of: &HashMap<&str, usize>, transfer_key: usize) -> Vec<Row> {
     let nworkers = trace.worker_count();
+    // A merged trace of several ranks: "r1 cpu0".
+    let wranks = (trace.ranks.len() > 1).then(|| trace.worker_ranks());
     let mut rows: Vec<Row> = (0..nworkers)
-        .map(|i| Row {
-            label: trace
+        .map(|i| {
+            let name = trace
                 .workers
                 .get(i)
-                .map_or_else(|| format!("#{i}"), |w| w.name.clone()),
-            spans: Vec::new(),
+                .map_or_else(|| format!("#{i}"), |w| w.name.clone());
+            Row {
+                label: match &wranks {
+                    Some(r) => format!("r{} {name}", r[i]),
+                    None => name,
+                },
+                spans: Vec::new(),
+            }
         })
         .collect();
     for t in &trace.tasks {
@@ -483,6 +491,7 @@ mod tests {
                 })
                 .collect(),
             edges: vec![],
+            ..Trace::default()
         }
     }
 

@@ -1,7 +1,9 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::cmd::{gpu_check, lu, lu_kernels, overhead, perfmodel, spmv, topology, trace};
+use tessera_bench::cmd::{
+    gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, spmv, topology, trace,
+};
 
 use std::process::ExitCode;
 
@@ -29,6 +31,9 @@ enum Command {
     Spmv(spmv::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
+    /// Remote edges between 2 ranks (mpirun -np 2, feature mpi): cost per edge and bandwidth
+    /// with 8-byte and 1 MiB payloads, beside plain MPI ping-pong figures.
+    OverheadMpi(overhead_mpi::OverheadMpiArgs),
     /// Inspect performance models (per codelet, architecture and size).
     #[command(subcommand)]
     Perfmodel(perfmodel::PerfmodelCmd),
@@ -48,6 +53,7 @@ fn main() -> ExitCode {
         Command::Lu(a) => lu::run(a),
         Command::LuKernels(a) => lu_kernels::run(a),
         Command::Overhead(a) => overhead::run(a),
+        Command::OverheadMpi(a) => overhead_mpi::run(a),
         Command::Spmv(a) => spmv::run(a),
         Command::Trace(c) => trace::run(c),
         Command::Topology(a) => topology::run(a),

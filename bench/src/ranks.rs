@@ -6,6 +6,26 @@ use std::sync::Arc;
 
 use tessera_engine::dist::{Collectives, Net};
 
+#[cfg(feature = "mpi")]
+pub use tessera_backends::mpi::RawMpi;
+
+/// Stand-in for plain MPI in a build without it: never made.
+#[cfg(not(feature = "mpi"))]
+pub enum RawMpi {}
+
+#[cfg(not(feature = "mpi"))]
+impl RawMpi {
+    /// See `tessera_backends::mpi::RawMpi::latency`.
+    pub fn latency(&self, _bytes: usize, _iters: usize) -> f64 {
+        match *self {}
+    }
+
+    /// See `tessera_backends::mpi::RawMpi::bandwidth`.
+    pub fn bandwidth(&self, _bytes: usize, _window: usize, _iters: usize) -> f64 {
+        match *self {}
+    }
+}
+
 /// This process's place in the run.
 pub struct Ranks {
     /// This rank.
@@ -79,6 +99,16 @@ impl Ranks {
             Some(c) => c.check_same(what, value),
             None => Ok(()),
         }
+    }
+
+    /// Plain MPI for benchmarks (see `tessera_backends::mpi::Mpi::raw`);
+    /// collective. `Err` in a run without MPI.
+    pub fn raw_mpi(&self) -> Result<RawMpi, String> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            return m.raw();
+        }
+        Err("no MPI in this run (start it with mpirun, from a build with --features mpi)".into())
     }
 
     /// End the whole job after this rank reported `error`: with several

@@ -337,6 +337,7 @@ fn traces_with_huge_names_summarise_and_absurd_times_are_refused() {
         }],
         transfers: vec![],
         edges: vec![],
+        ..Trace::default()
     };
     let f = d.0.join("long.json");
     save(&trace(1000), &f, &ChromeOptions::default()).unwrap();

@@ -11,6 +11,10 @@ use std::time::Instant;
 
 pub(crate) struct Clock {
     epoch: Instant,
+    /// Wall-clock time of `epoch`, in ns since the Unix epoch (0 if the
+    /// system clock is before it): lets traces of several processes be
+    /// put on one time line.
+    epoch_unix_ns: u64,
     tsc0: u64,
     use_tsc: bool,
 }
@@ -48,11 +52,21 @@ fn rdtsc() -> u64 {
 impl Clock {
     pub(crate) fn new() -> Clock {
         let use_tsc = tsc_is_invariant();
+        let epoch = Instant::now();
+        let epoch_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         Clock {
-            epoch: Instant::now(),
+            epoch,
+            epoch_unix_ns,
             tsc0: if use_tsc { rdtsc() } else { 0 },
             use_tsc,
         }
+    }
+
+    /// See the field.
+    pub(crate) fn epoch_unix_ns(&self) -> u64 {
+        self.epoch_unix_ns
     }
 
     /// A raw timestamp (ticks); convert with [`Clock::to_nanos`].

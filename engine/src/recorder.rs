@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::clock::Clock;
 use crate::codelet::CodeletRef;
-use crate::trace::model::{TaskRecord, Trace, WorkerInfo};
+use crate::trace::model::{MessageRecord, RankInfo, TaskRecord, Trace, WorkerInfo};
 use crate::util::lock;
 
 /// Events per chunk: small enough (~24 KiB) to come from the allocator's
@@ -82,6 +82,11 @@ pub(crate) struct TraceLog {
     workers: Vec<WorkerLog>,
     /// Track name and memory node of each worker.
     names: Vec<(String, u32)>,
+    /// Messages between ranks, times in ticks (`crate::dist::MessageLog`
+    /// appends; a few per task at most, so a mutex is cheap enough).
+    pub(crate) messages: Mutex<Vec<MessageRecord>>,
+    /// This process's rank, once a distributed layer said it.
+    pub(crate) rank: std::sync::OnceLock<u32>,
 }
 
 impl TraceLog {
@@ -90,6 +95,8 @@ impl TraceLog {
             clock: Clock::new(),
             workers: names.iter().map(|_| WorkerLog::default()).collect(),
             names,
+            messages: Mutex::new(Vec::new()),
+            rank: std::sync::OnceLock::new(),
         }
     }
 
@@ -146,6 +153,23 @@ impl TraceLog {
             }
         }
         trace.tasks.sort_by_key(|t| t.start);
+        trace.messages = lock(&self.messages)
+            .iter()
+            .map(|m| MessageRecord {
+                start: ns(m.start),
+                end: ns(m.end),
+                ..m.clone()
+            })
+            .collect();
+        if let Some(&rank) = self.rank.get() {
+            trace.ranks.push(RankInfo {
+                rank,
+                workers: trace.workers.len() as u32,
+                // Filled in by the runtime, which holds the transfers.
+                transfers: 0,
+                epoch_unix_ns: self.clock.epoch_unix_ns(),
+            });
+        }
         trace
     }
 }

@@ -1046,6 +1046,16 @@ impl Runtime {
         self.shared.has_errors.load(Ordering::SeqCst)
     }
 
+    /// The first failure since the last `wait_all`, as `wait_all` would
+    /// report it (without forgetting it).
+    pub(crate) fn first_failure(&self) -> Option<String> {
+        let errors = lock(&self.shared.errors);
+        errors
+            .failures
+            .first()
+            .map(|f| format!("{} failed: {}", f.task, f.message))
+    }
+
     /// Number of submitted tasks that have not finished.
     pub fn tasks_in_flight(&self) -> usize {
         self.shared.in_flight.load(Ordering::SeqCst)
@@ -1114,10 +1124,22 @@ impl Runtime {
                         })
                         .collect();
                 }
+                if let Some(r) = t.ranks.first_mut() {
+                    r.transfers = t.transfers.len() as u32;
+                }
                 t
             }
             None => Trace::default(),
         }
+    }
+
+    /// Where the distributed layer records this rank's messages, on this
+    /// runtime's trace clock (`None` unless `Config::trace`). Also marks the
+    /// trace as rank `rank`'s (the first rank given stays).
+    pub fn message_log(&self, rank: usize) -> Option<crate::dist::MessageLog> {
+        let log = self.shared.trace.as_ref()?;
+        let _ = log.rank.set(rank as u32);
+        Some(crate::dist::MessageLog::new(Arc::clone(log), rank as u32))
     }
 
     /// Whether this runtime records a trace.

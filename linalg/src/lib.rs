@@ -8,4 +8,5 @@ pub mod lu_seq;
 mod lu_split;
 pub mod sparse;
 pub mod spmv;
+pub mod spmv_dist;
 pub mod tiled;

@@ -1,6 +1,7 @@
 //! Shared helpers for Tessera's cross-crate tests.
 
 pub mod dist_dag;
+pub mod dist_spmv;
 pub mod mpirun;
 
 use std::time::Duration;

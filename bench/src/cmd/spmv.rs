@@ -2,7 +2,8 @@
 //! matrix, runs repeated SpMV, power iteration or CG as task graphs over row
 //! blocks, and reports GFLOP/s and effective bandwidth against the STREAM
 //! triad measured by this same program, and faer's sparse×dense product on
-//! the same matrix in the same run.
+//! the same matrix in the same run. Under `mpirun` with several ranks (feature
+//! `mpi`) it runs distributed instead (`super::spmv_dist`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -170,6 +171,10 @@ fn buffers(
 }
 
 pub fn run(args: SpmvArgs) -> Result<(), String> {
+    let ranks = crate::ranks::Ranks::join()?;
+    if ranks.size > 1 {
+        return super::spmv_dist::run(args, ranks);
+    }
     // Every argument is checked before anything is built or measured.
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
@@ -189,7 +194,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             tessera_linalg::sparse::mm::check_regular_file(path).map_err(|e| e.to_string())?;
             None
         }
-        None => Some(tessera_linalg::sparse::gen::gen_spec(&args.gen)?),
+        None => Some(tessera_linalg::sparse::gen::GenSpec::parse(&args.gen)?),
     };
     let sched = if args.balance || args.on_device {
         "dmda"
@@ -218,7 +223,10 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     };
     match (&spec, &args.matrix) {
         (Some(g), _) => {
-            let (n, csr) = (g.rows() as u64, g.csr_bytes().min(u64::MAX as u128) as u64);
+            let (n, csr) = (
+                g.n_rows() as u64,
+                g.csr_bytes().min(u64::MAX as u128) as u64,
+            );
             budget(&format!("spmv --gen {}", args.gen), n, n, csr)?;
         }
         (None, Some(path)) => {

@@ -1,4 +1,5 @@
-//! `tessera trace ...`: inspect a recorded trace file (statistics, Gantt chart).
+//! `tessera trace ...`: inspect a recorded trace file (statistics, Gantt chart), and merge
+//! the files of the ranks of a distributed run into one.
 
 use std::path::PathBuf;
 
@@ -29,6 +30,17 @@ pub enum TraceCmd {
         #[arg(long, default_value_t = 900)]
         height: u32,
     },
+    /// Merge the traces of the ranks of a distributed run (`--trace out.json` under mpirun
+    /// writes `out.rank0.json`, `out.rank1.json`, ...) into one file with a process per rank,
+    /// on one clock.
+    Merge {
+        /// Trace files, one per rank (or merged ones), in any order.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Merged trace to write.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
 }
 
 /// Runs one `tessera trace` subcommand; errors name the file and the problem.
@@ -48,6 +60,23 @@ pub fn run(cmd: TraceCmd) -> Result<(), String> {
             let trace = trace::load(&file).map_err(|e| e.to_string())?;
             gantt::render(&trace, &output, width, height)?;
             eprintln!("wrote {}", output.display());
+            Ok(())
+        }
+        TraceCmd::Merge { files, output } => {
+            let traces = files
+                .iter()
+                .map(|f| trace::load(f).map_err(|e| e.to_string()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let merged = trace::merge(traces)?;
+            trace::save(&merged, &output, &Default::default()).map_err(|e| e.to_string())?;
+            println!(
+                "merged {} file(s): {} rank(s), {} tasks, {} messages, written to {}",
+                files.len(),
+                merged.ranks.len(),
+                merged.tasks.len(),
+                merged.messages.len(),
+                output.display()
+            );
             Ok(())
         }
     }
@@ -86,6 +115,16 @@ mod tests {
         );
         let cli = Cli::try_parse_from(["t", "summary", "run.json"]).unwrap();
         assert!(matches!(cli.cmd, TraceCmd::Summary { .. }));
+        let cli =
+            Cli::try_parse_from(["t", "merge", "a.json", "b.json", "-o", "all.json"]).unwrap();
+        match cli.cmd {
+            TraceCmd::Merge { files, output } => {
+                assert_eq!(files, [PathBuf::from("a.json"), "b.json".into()]);
+                assert_eq!(output, PathBuf::from("all.json"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["t", "merge", "-o", "all.json"]).is_err());
     }
 
     #[test]
@@ -111,6 +150,7 @@ mod tests {
             }],
             transfers: vec![],
             edges: vec![],
+            ..Trace::default()
         };
         trace::save(&t, &file, &ChromeOptions::default()).unwrap();
         run(TraceCmd::Summary { file: file.clone() }).unwrap();

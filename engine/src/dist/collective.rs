@@ -1,6 +1,6 @@
-//! Collective operations over point-to-point messages: all-gather, and on it
-//! barrier, sum all-reduce and the start-up check that every rank runs with
-//! the same parameters. Each rank sends its part to every other rank
+//! Collective operations over point-to-point messages: all-to-all and
+//! all-gather, and on them barrier, sum all-reduce and the start-up check
+//! that every rank runs with the same parameters. Each rank sends its part to every other rank
 //! directly (R−1 messages per rank: fine at the rank counts a node or a
 //! small cluster has; a tree would be the next step). Results are combined
 //! in rank order on every rank, so every rank gets bit-identical sums.
@@ -31,7 +31,7 @@ impl Collectives {
         let (ch, rx) = net.open_mailbox();
         Collectives {
             net: Arc::clone(net),
-            ch,
+            ch: ch.named("collective"),
             rx: Mutex::new(rx),
             seq: AtomicU64::new(0),
             early: Mutex::new(Vec::new()),
@@ -40,16 +40,37 @@ impl Collectives {
 
     /// Every rank's `value`, in rank order (this rank's included).
     pub fn allgather(&self, value: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+        self.exchange(|_| value)
+    }
+
+    /// Personalised all-to-all: this rank sends `parts[r]` to rank `r`
+    /// (`parts.len()` must be the number of ranks) and gets back, in rank
+    /// order, what each rank sent it (its own part included).
+    pub fn alltoall(&self, parts: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, String> {
+        if parts.len() != self.net.size() {
+            return Err(format!(
+                "all-to-all: {} parts for {} ranks",
+                parts.len(),
+                self.net.size()
+            ));
+        }
+        self.exchange(|r| &parts[r])
+    }
+
+    /// Sends `part(r)` to every other rank `r` and waits for theirs.
+    fn exchange<'a>(&self, part: impl Fn(usize) -> &'a [u8]) -> Result<Vec<Vec<u8>>, String> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let (me, n) = (self.net.rank(), self.net.size());
+        let since = self.ch.now();
         for to in (0..n).filter(|&r| r != me) {
+            let value = part(to);
             let mut w = self.ch.writer(8 + value.len());
             w.u64(seq);
             w.0.extend_from_slice(value);
             self.ch.send(to, w);
         }
         let mut out: Vec<Option<Vec<u8>>> = vec![None; n];
-        out[me] = Some(value.to_vec());
+        out[me] = Some(part(me).to_vec());
         let mut missing = n - 1;
         // Parts of this operation that came early.
         lock(&self.early).retain(|(from, s, body)| {
@@ -72,9 +93,11 @@ impl Collectives {
                     let s = r.u64()?;
                     let body = r.rest().to_vec();
                     if s == seq && out[from].is_none() {
+                        self.ch.record_recv(from, msg.len() + 4, since);
                         out[from] = Some(body);
                         missing -= 1;
                     } else {
+                        self.ch.record_recv(from, msg.len() + 4, None);
                         lock(&self.early).push((from, s, body));
                     }
                 }

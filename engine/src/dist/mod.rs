@@ -14,20 +14,30 @@
 //! - [`stf`]: sequential task flow across ranks (StarPU-MPI-style): every rank
 //!   submits the same tasks, each runs on the owner of the data it writes,
 //!   and the engine inserts the sends and receives.
+//! - [`halo`]: the halo exchange of distributed vectors (SpMV's `x`): each
+//!   rank sends the entries others read and receives the ones it reads, as
+//!   tasks ordered by the task graph.
+//!
+//! Traces: with a tracing runtime, [`Net::record_messages`] makes every
+//! send, and every receive the layers record, a message of the runtime's
+//! trace (`Trace::messages`, on its clock).
 //!
 //! Failure: a rank whose task fails tells every other rank (an `Abort`
 //! message naming the task and the rank); every rank then stops its run with
 //! that error instead of waiting for data that will never come.
 
 pub mod collective;
+pub mod halo;
 pub mod local;
+mod log;
 mod net;
 pub mod stf;
 pub mod symbolic;
 mod wire;
 
 pub use collective::Collectives;
-pub use net::{Channel, Net};
+pub use log::{MessageLog, Tick};
+pub use net::{Channel, Message, Net};
 pub use wire::DataRef;
 
 use std::time::Duration;
@@ -57,7 +67,21 @@ pub trait Transport: Send + Sync {
     fn counters(&self) -> Counters {
         Counters::default()
     }
+
+    /// Run `sink(from, message)` on the transport's own thread for every
+    /// message received from now on, instead of queueing it for
+    /// [`recv`](Self::recv) (`None`: queue again). Returns whether the
+    /// transport does so; one without a thread of its own returns `false`
+    /// (the default), and the network polls `recv` from a thread of its own.
+    /// `sink` must not wait for the network.
+    fn deliver_to(&self, sink: Option<Sink>) -> bool {
+        let _ = sink;
+        false
+    }
 }
+
+/// Where a transport delivers received messages (see [`Transport::deliver_to`]).
+pub type Sink = std::sync::Arc<dyn Fn(usize, Vec<u8>) + Send + Sync>;
 
 /// Traffic of one rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,14 +5,22 @@
 //! Channels are opened in the same order on every rank (SPMD), so the n-th
 //! channel of one rank talks to the n-th of every other. A message for a
 //! channel this rank has not opened yet is kept until it is.
+//!
+//! A transport with a thread of its own (MPI's communication thread) may run
+//! the routing itself ([`Transport::deliver_to`]): then there is no
+//! dispatcher thread, and a message reaches its channel without a hand-over
+//! between threads (measured: one thread wake-up less per remote edge). Either
+//! way, callbacks run on one thread, in arrival order, and must not wait for
+//! the network (they would stop it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::log::{MessageLog, Tick};
 use super::wire::{Reader, Writer};
 use super::Transport;
 use crate::util::lock;
@@ -22,12 +30,12 @@ const CONTROL: u32 = 0;
 /// How long the dispatcher waits for a message before checking for shutdown.
 const POLL: Duration = Duration::from_millis(20);
 
-type Callback = Arc<dyn Fn(usize, &[u8]) + Send + Sync>;
+type Callback = Arc<dyn Fn(usize, Message) + Send + Sync>;
 /// Messages `(from, whole message)` kept per channel until it is routed.
 type Early = HashMap<u32, Vec<(usize, Vec<u8>)>>;
 
 enum Route {
-    /// Run on the dispatcher thread for each message.
+    /// Run on the routing thread for each message.
     Callback(Callback),
     /// Queued for a thread that waits for them.
     Mailbox(Sender<(usize, Vec<u8>)>),
@@ -44,6 +52,23 @@ struct Shared {
     abort_cond: Condvar,
     aborted: AtomicBool,
     stop: AtomicBool,
+    /// Where sends are recorded (see [`Net::record_messages`]); `tracing`
+    /// says whether there is one, so an untraced send takes no lock.
+    log: RwLock<Option<MessageLog>>,
+    tracing: AtomicBool,
+}
+
+/// A received message's body, owned (no copy out of the transport's buffer):
+/// dereferences to the bytes after the channel header.
+pub struct Message {
+    buf: Vec<u8>,
+}
+
+impl std::ops::Deref for Message {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[4..]
+    }
 }
 
 /// One rank's view of the network (see the module doc).
@@ -57,6 +82,8 @@ pub struct Net {
 pub struct Channel {
     id: u32,
     shared: Arc<Shared>,
+    /// What its messages are called in traces.
+    kind: &'static str,
 }
 
 impl Net {
@@ -71,21 +98,33 @@ impl Net {
             abort_cond: Condvar::new(),
             aborted: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            log: RwLock::new(None),
+            tracing: AtomicBool::new(false),
         });
         let s = Arc::clone(&shared);
-        let dispatcher = std::thread::Builder::new()
-            .name(format!("tessera-net{}", shared.transport.rank()))
-            .spawn(move || {
-                while !s.stop.load(Ordering::Relaxed) {
-                    if let Some((from, msg)) = s.transport.recv(POLL) {
-                        s.route(from, msg);
-                    }
-                }
-            })
-            .expect("the network dispatcher thread starts");
+        let direct = shared
+            .transport
+            .deliver_to(Some(Arc::new(move |from, msg| s.route(from, msg))));
+        let dispatcher = if direct {
+            None
+        } else {
+            let s = Arc::clone(&shared);
+            Some(
+                std::thread::Builder::new()
+                    .name(format!("tessera-net{}", shared.transport.rank()))
+                    .spawn(move || {
+                        while !s.stop.load(Ordering::Relaxed) {
+                            if let Some((from, msg)) = s.transport.recv(POLL) {
+                                s.route(from, msg);
+                            }
+                        }
+                    })
+                    .expect("the network dispatcher thread starts"),
+            )
+        };
         Arc::new(Net {
             shared,
-            dispatcher: Mutex::new(Some(dispatcher)),
+            dispatcher: Mutex::new(dispatcher),
         })
     }
 
@@ -104,6 +143,21 @@ impl Net {
         &self.shared.transport
     }
 
+    /// Record this rank's messages into `log` from now on (`None`: stop):
+    /// every send on any channel, and the receives the layers on this
+    /// network record through [`Net::message_log`]. A distributed run sets
+    /// it from its runtime (`Runtime::message_log`).
+    pub fn record_messages(&self, log: Option<MessageLog>) {
+        let mut slot = self.shared.log.write().unwrap_or_else(|e| e.into_inner());
+        self.shared.tracing.store(log.is_some(), Ordering::Relaxed);
+        *slot = log;
+    }
+
+    /// Where messages are recorded now, if anywhere.
+    pub fn message_log(&self) -> Option<MessageLog> {
+        self.shared.message_log()
+    }
+
     fn next_id(&self) -> u32 {
         self.shared.next_channel.fetch_add(1, Ordering::Relaxed)
     }
@@ -115,6 +169,7 @@ impl Net {
         Channel {
             id: self.next_id(),
             shared: Arc::clone(&self.shared),
+            kind: "message",
         }
     }
 
@@ -189,6 +244,7 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
+        self.shared.transport.deliver_to(None);
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(t) = lock(&self.dispatcher).take() {
             let _ = t.join();
@@ -197,6 +253,13 @@ impl Drop for Net {
 }
 
 impl Shared {
+    fn message_log(&self) -> Option<MessageLog> {
+        if !self.tracing.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.log.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn set_abort(&self, text: String) {
         let mut a = lock(&self.abort);
         if a.is_none() {
@@ -229,7 +292,7 @@ impl Shared {
             Some(Route::Callback(f)) => {
                 let f = Arc::clone(f);
                 drop(routes);
-                f(from, &msg[4..]);
+                f(from, Message { buf: msg });
             }
             Some(Route::Mailbox(tx)) => {
                 let _ = tx.send((from, msg[4..].to_vec()));
@@ -240,9 +303,15 @@ impl Shared {
 }
 
 impl Channel {
-    /// Route this channel's messages to `f(from, body)` on the dispatcher
+    /// Route this channel's messages to `f(from, body)` on the routing
     /// thread, starting with those that arrived before.
     pub fn on_message(&self, f: impl Fn(usize, &[u8]) + Send + Sync + 'static) {
+        self.on_message_owned(move |from, m| f(from, &m));
+    }
+
+    /// [`on_message`](Self::on_message), the body handed over owned (to keep
+    /// it without a copy).
+    pub fn on_message_owned(&self, f: impl Fn(usize, Message) + Send + Sync + 'static) {
         let f: Callback = Arc::new(f);
         let early = {
             let mut routes = lock(&self.shared.routes);
@@ -250,7 +319,7 @@ impl Channel {
             lock(&self.shared.early).remove(&self.id)
         };
         for (from, msg) in early.unwrap_or_default() {
-            f(from, &msg[4..]);
+            f(from, Message { buf: msg });
         }
     }
 
@@ -276,9 +345,39 @@ impl Channel {
         w
     }
 
+    /// This channel, its messages called `kind` in traces (e.g. `halo`).
+    pub fn named(mut self, kind: &'static str) -> Channel {
+        self.kind = kind;
+        self
+    }
+
+    /// What its messages are called in traces.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Now on the clock messages are recorded on, when they are (to pass to
+    /// [`send_since`](Self::send_since) as the time packing began).
+    pub fn now(&self) -> Option<Tick> {
+        self.shared.message_log().map(|l| l.now())
+    }
+
     /// Send a message made by [`writer`](Self::writer) to rank `to`.
     pub(crate) fn send(&self, to: usize, w: Writer) {
-        self.shared.transport.send(to, w.finish());
+        self.send_since(to, w, None);
+    }
+
+    /// [`send`](Self::send), recorded as packed since `start`.
+    pub(crate) fn send_since(&self, to: usize, w: Writer, start: Option<Tick>) {
+        let msg = w.finish();
+        if let Some(log) = self.shared.message_log() {
+            let start = start.unwrap_or_else(|| log.now());
+            let bytes = msg.len();
+            self.shared.transport.send(to, msg);
+            log.send(to, self.kind, bytes, start);
+        } else {
+            self.shared.transport.send(to, msg);
+        }
     }
 
     /// Stop routing this channel's messages here (later ones are kept as if
@@ -290,8 +389,23 @@ impl Channel {
 
     /// Send `body` to rank `to` (one copy into the message).
     pub fn send_bytes(&self, to: usize, body: &[u8]) {
+        self.send_bytes_since(to, body, None);
+    }
+
+    /// [`send_bytes`](Self::send_bytes), recorded as packed since `start`
+    /// (from [`now`](Self::now)).
+    pub fn send_bytes_since(&self, to: usize, body: &[u8], start: Option<Tick>) {
         let mut w = self.writer(body.len());
         w.0.extend_from_slice(body);
-        self.send(to, w);
+        self.send_since(to, w, start);
+    }
+
+    /// Record a message of `bytes` received from `from` on this channel,
+    /// waited for since `waited_since` (see [`MessageLog::recv`]); nothing
+    /// when messages are not recorded.
+    pub fn record_recv(&self, from: usize, bytes: usize, waited_since: Option<Tick>) {
+        if let Some(log) = self.shared.message_log() {
+            log.recv(from, self.kind, bytes, waited_since);
+        }
     }
 }

@@ -24,8 +24,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use super::log::Tick;
 use super::net::{Channel, Net};
-use super::wire::{DataRef, Reader, Writer};
+use super::wire::{DataRef, Reader};
 use crate::access::{AccessMode, Accesses};
 use crate::codelet::Codelet;
 use crate::data::DataHandle;
@@ -88,8 +89,9 @@ struct State {
     entries: Vec<Entry>,
     /// Local handle id → global id.
     by_local: HashMap<u64, u64>,
-    /// Receives posted and not matched yet: (gid, version) → (bytes slot, hold).
-    waiting: HashMap<(u64, u64), (Slot, Hold)>,
+    /// Receives posted and not matched yet: (gid, version) → (bytes slot,
+    /// hold, when it was posted on the trace clock).
+    waiting: HashMap<(u64, u64), (Slot, Hold, Option<Tick>)>,
     /// Messages that came before their receive: (gid, version) → bytes.
     arrived: HashMap<(u64, u64), Vec<u8>>,
     /// `DONE`s received from other ranks (all `wait_all` rounds).
@@ -132,10 +134,12 @@ impl DistRuntime {
     pub fn new(rt: Runtime, net: Arc<Net>) -> DistRuntime {
         let state: Arc<Mutex<State>> = Arc::default();
         let wake: Arc<(Mutex<()>, std::sync::Condvar)> = Arc::default();
-        let ch = net.channel();
+        net.record_messages(rt.message_log(net.rank()));
+        let ch = net.channel().named("data");
         let st = Arc::clone(&state);
         let wake2 = Arc::clone(&wake);
         let net2 = Arc::clone(&net);
+        let ch2 = ch.clone();
         ch.on_message(move |from, body| {
             let r = (|| -> Result<(), String> {
                 let mut r = Reader::new(body);
@@ -149,13 +153,16 @@ impl DistRuntime {
                 let bytes = r.bytes()?.to_vec();
                 let mut s = lock(&st);
                 match s.waiting.remove(&(gid, version)) {
-                    Some((slot, hold)) => {
+                    Some((slot, hold, posted)) => {
                         let _ = slot.set(bytes);
                         drop(s);
+                        ch2.record_recv(from, body.len() + 4, posted);
                         hold.release();
                     }
                     None => {
                         s.arrived.insert((gid, version), bytes);
+                        drop(s);
+                        ch2.record_recv(from, body.len() + 4, None);
                     }
                 }
                 Ok(())
@@ -230,10 +237,12 @@ impl DistRuntime {
             .access_erased(Arc::clone(&data.handle), AccessMode::R)
             .cpu_only()
             .body(move |_| {
-                let mut w = Writer::with_capacity(28 + data.bytes() as usize);
+                let start = ch.now();
+                // Packed straight into the message (no second copy).
+                let mut w = ch.writer(28 + data.bytes() as usize);
                 w.u32(DATA).u64(gid).u64(version);
                 data.pack(&mut w)?;
-                ch.send_bytes(to, &w.finish());
+                ch.send_since(to, w, start);
                 Ok(())
             });
         self.rt.submit(task)?;
@@ -264,7 +273,8 @@ impl DistRuntime {
             }
             None => {
                 let (_, hold) = self.rt.submit_held(task)?;
-                s.waiting.insert((gid, version), (slot, hold));
+                s.waiting
+                    .insert((gid, version), (slot, hold, self.ch.now()));
             }
         }
         Ok(())

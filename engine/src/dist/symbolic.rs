@@ -99,6 +99,7 @@ where
     C::Key: Serialize + DeserializeOwned,
 {
     let me = net.rank();
+    net.record_messages(rt.message_log(me));
     let counters = Arc::new(std::sync::Mutex::new(DistStats::default()));
     // The unfolder sends through the channel, and the channel's callback
     // satisfies the unfolder's tasks: make the unfolder first (its sends go
@@ -123,10 +124,11 @@ where
             dks.dedup();
             let items: Vec<(u64, DataRef)> =
                 dks.iter().map(|&dk| (dk, classes3.data(dk))).collect();
+            let start = ch.now();
             let (mut w, bytes) = encode_items(key, id, &items)?;
             let mut msg = ch.writer(w.0.len());
             msg.0.append(&mut w.0);
-            ch.send(*rank, msg);
+            ch.send_since(*rank, msg, start);
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;
             c.items += items.len() as u64;
@@ -145,25 +147,32 @@ where
         Arc::clone(net),
         rt.submitter(),
     );
-    let ch = net.channel();
+    let ch = net.channel().named("edge");
     let _ = send_slot.set(ch.clone());
-    ch.on_message(move |from, body| {
+    let ch2 = ch.clone();
+    ch.on_message_owned(move |from, body| {
         let (done_peers, wake2) = (&peers2, &wake2);
+        // The items are read in place by their receive tasks (no copy).
+        let body = Arc::new(body);
         let result = (|| -> Result<(), String> {
-            let mut r = Reader::new(body);
+            let mut r = Reader::new(&body);
             if r.u32()? == DONE {
                 done_peers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let _g = crate::util::lock(&wake2.0);
                 wake2.1.notify_all();
                 return Ok(());
             }
+            // A remote edge's receive exists only once its message is here.
+            ch2.record_recv(from, body.len() + 4, None);
             let key: C::Key = serde_json::from_slice(r.bytes()?)
                 .map_err(|e| format!("undecodable task key from rank {from}: {e}"))?;
             let pred = r.u64()?;
             let n = r.u32()?;
             for _ in 0..n {
                 let dk = r.u64()?;
-                let bytes = r.bytes()?.to_vec();
+                let len = r.bytes()?.len();
+                let end = r.position();
+                let (msg, range) = (Arc::clone(&body), end - len..end);
                 let data = classes2.data(dk);
                 let target = data.clone();
                 let task = TaskBuilder::new(&recv)
@@ -172,7 +181,7 @@ where
                     .body(move |_ctx| {
                         // SAFETY: this task declared the handle W and runs on
                         // a CPU worker (the handle's host replica).
-                        unsafe { target.unpack(&bytes) }?;
+                        unsafe { target.unpack(&msg[range]) }?;
                         Ok(())
                     })
                     .cpu_only();
@@ -189,8 +198,13 @@ where
             net2.abort(&format!("remote edge from rank {from}: {e}"));
         }
     });
-    unfolder.start();
     let owned = classes.owned(me);
+    // Wake this thread once, when the last owned task is done (failures and
+    // aborts are polled by `wait_until`).
+    unfolder
+        .wake_at
+        .store(owned, std::sync::atomic::Ordering::Relaxed);
+    unfolder.start();
     let wake = Arc::clone(&unfolder.wake);
     let waited = net.wait_until(&wake, || {
         unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()

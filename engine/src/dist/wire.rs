@@ -77,6 +77,11 @@ impl<'a> Reader<'a> {
         let n = usize::try_from(self.u64()?).map_err(|_| "length overflows usize".to_string())?;
         self.take(n, "byte string")
     }
+    /// How many bytes were read so far.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
     /// The rest of the message.
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         let s = &self.buf[self.pos..];

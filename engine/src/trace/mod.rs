@@ -1,5 +1,5 @@
 //! Task timelines: the trace model, Chrome/Perfetto export and import, codelet colours, run
-//! statistics.
+//! statistics, and merging the traces of the ranks of a distributed run.
 //!
 //! A run's [`Trace`] is written with [`save`] (Chrome trace event JSON, opens in
 //! Perfetto UI and chrome://tracing), read back with [`load`], and summarised
@@ -7,6 +7,7 @@
 
 pub mod chrome;
 pub mod colors;
+pub mod merge;
 pub mod model;
 pub mod stats;
 
@@ -14,5 +15,9 @@ pub use chrome::{
     load, read_chrome_json, read_chrome_json_slice, save, write_chrome_json, ChromeOptions,
 };
 pub use colors::CodeletColors;
-pub use model::{Nanos, TaskRecord, Trace, TransferRecord, WorkerInfo};
-pub use stats::{stats, CodeletStats, TraceStats, TransferStats, WorkerStats};
+pub use merge::merge;
+pub use model::{
+    MessageDir, MessageRecord, Nanos, RankInfo, TaskRecord, Trace, TransferRecord, WorkerInfo,
+    RANK_ID_SHIFT,
+};
+pub use stats::{stats, CodeletStats, RankStats, TraceStats, TransferStats, WorkerStats};

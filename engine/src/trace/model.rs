@@ -19,6 +19,82 @@ pub struct Trace {
     pub transfers: Vec<TransferRecord>,
     /// Dependency edges `(predecessor task id, successor task id)`, when recorded.
     pub edges: Vec<(u64, u64)>,
+    /// Messages between ranks (distributed runs), in no particular order.
+    pub messages: Vec<MessageRecord>,
+    /// The ranks this trace covers, in order: empty for a trace of one
+    /// process that did not say its rank (rank 0). The workers and the
+    /// transfers of rank `ranks[0]` come first in [`Trace::workers`] and
+    /// [`Trace::transfers`], then those of `ranks[1]`, and so on.
+    pub ranks: Vec<RankInfo>,
+}
+
+/// One rank (process) of a distributed run, in a trace.
+///
+/// In a merged trace (`tessera trace merge`) the task ids of rank `r` are
+/// `r · 2⁴⁰ + ` its own ids ([`RANK_ID_SHIFT`]), so that ids and dependency
+/// edges stay distinct across ranks, and every time is on the clock of the
+/// rank with the earliest epoch.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RankInfo {
+    /// The rank.
+    pub rank: u32,
+    /// How many of [`Trace::workers`] are this rank's (the next ones in order).
+    pub workers: u32,
+    /// How many of [`Trace::transfers`] are this rank's (the next ones in order).
+    pub transfers: u32,
+    /// Wall-clock time of this rank's trace epoch (time 0), in nanoseconds
+    /// since the Unix epoch; 0 when unknown. Merging aligns ranks on it.
+    pub epoch_unix_ns: u64,
+}
+
+/// Task ids of rank `r` in a merged trace are `r << RANK_ID_SHIFT | id`.
+pub const RANK_ID_SHIFT: u32 = 40;
+
+/// Which way a message went, seen from the rank that recorded it.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum MessageDir {
+    /// Sent to `peer`.
+    Send,
+    /// Received from `peer`.
+    Recv,
+}
+
+impl MessageDir {
+    /// `"send"` or `"recv"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageDir::Send => "send",
+            MessageDir::Recv => "recv",
+        }
+    }
+}
+
+/// One message between ranks, as the rank that sent or received it saw it.
+///
+/// A send lasts from when the rank began packing it to when it was handed to
+/// the transport. A receive lasts from when the rank began waiting for it (a
+/// posted receive, a collective) to its arrival; one nobody waited for yet
+/// (a remote edge, a message that came before its receive) starts at its
+/// arrival. Time spent waiting on the network is what receives cover while
+/// no worker of the rank runs a task ([`crate::trace::TraceStats::ranks`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MessageRecord {
+    /// The rank that recorded it.
+    pub rank: u32,
+    /// The other rank.
+    pub peer: u32,
+    /// Sent or received.
+    pub dir: MessageDir,
+    /// What it carried: the channel's name, e.g. `edge`, `data`, `halo`, `collective`.
+    pub kind: String,
+    /// Bytes of the message.
+    pub bytes: u64,
+    /// See the type's doc.
+    pub start: Nanos,
+    /// See the type's doc.
+    pub end: Nanos,
 }
 
 /// One execution track.
@@ -78,5 +154,38 @@ impl Trace {
             .max()
             .unwrap_or(0)
             .max(self.workers.len())
+    }
+
+    /// The rank of each worker (`0` for all when [`Trace::ranks`] is empty;
+    /// workers past the ranks' counts get the last rank).
+    pub fn worker_ranks(&self) -> Vec<u32> {
+        let n = self.worker_count();
+        let mut out = Vec::with_capacity(n);
+        for r in &self.ranks {
+            out.extend(std::iter::repeat_n(r.rank, r.workers as usize));
+        }
+        let last = self.ranks.last().map_or(0, |r| r.rank);
+        out.resize(n, last);
+        out.truncate(n);
+        out
+    }
+
+    /// The rank of each transfer (as [`Trace::worker_ranks`]).
+    pub fn transfer_ranks(&self) -> Vec<u32> {
+        let n = self.transfers.len();
+        let mut out = Vec::with_capacity(n);
+        for r in &self.ranks {
+            out.extend(std::iter::repeat_n(r.rank, r.transfers as usize));
+        }
+        let last = self.ranks.last().map_or(0, |r| r.rank);
+        out.resize(n, last);
+        out.truncate(n);
+        out
+    }
+
+    /// Whether the trace comes from a distributed run (it names ranks or
+    /// records messages).
+    pub fn is_distributed(&self) -> bool {
+        !self.ranks.is_empty() || !self.messages.is_empty()
     }
 }

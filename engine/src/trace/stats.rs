@@ -1,10 +1,11 @@
 //! Run statistics from a trace: makespan, busy time per worker, time per
-//! codelet, critical path, and efficiency against the two lower bounds.
+//! codelet, critical path, and efficiency against the two lower bounds; for
+//! a distributed run, per rank: messages, bytes and time waiting on the network.
 
 use std::collections::HashMap;
 use std::fmt;
 
-use super::model::{Nanos, Trace};
+use super::model::{MessageDir, Nanos, Trace};
 use crate::fmt::duration_ns;
 
 /// Time one worker spent running tasks.
@@ -53,6 +54,31 @@ pub struct TransferStats {
     pub gbytes_per_s: Option<f64>,
 }
 
+/// One rank of a distributed run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankStats {
+    /// The rank.
+    pub rank: u32,
+    /// Its workers.
+    pub workers: usize,
+    /// Tasks its workers ran.
+    pub tasks: usize,
+    /// Time during which at least one of its workers ran a task.
+    pub busy: Nanos,
+    /// Messages it sent, and their bytes.
+    pub sent: u64,
+    /// Bytes of the messages it sent.
+    pub bytes_sent: u64,
+    /// Messages it received.
+    pub received: u64,
+    /// Bytes of the messages it received.
+    pub bytes_received: u64,
+    /// Time during which one of its receives was outstanding (see
+    /// [`MessageRecord`](super::model::MessageRecord)) while none of its
+    /// workers ran a task: the time it waited on the network.
+    pub network_wait: Nanos,
+}
+
 /// Statistics of one recorded run; [`fmt::Display`] prints them as a report.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceStats {
@@ -90,6 +116,9 @@ pub struct TraceStats {
     pub cyclic_tasks: usize,
     /// Tasks whose id repeats an earlier task's; edges use the first one.
     pub duplicate_ids: usize,
+    /// Per rank, in rank order: empty unless the trace comes from a
+    /// distributed run ([`Trace::is_distributed`]).
+    pub ranks: Vec<RankStats>,
 }
 
 impl TraceStats {
@@ -160,6 +189,11 @@ pub fn stats(trace: &Trace) -> TraceStats {
         ignored_edges: path.ignored_edges,
         cyclic_tasks: path.cyclic_tasks,
         duplicate_ids: path.duplicate_ids,
+        ranks: if trace.is_distributed() {
+            rank_stats(trace)
+        } else {
+            Vec::new()
+        },
     };
     if makespan > 0 {
         s.efficiency = Some(s.lower_bound() / makespan as f64);
@@ -243,6 +277,100 @@ fn codelet_stats(trace: &Trace) -> Vec<CodeletStats> {
             .then_with(|| a.codelet.cmp(&b.codelet))
     });
     v
+}
+
+/// Sorted, disjoint intervals covering the same time as `iv`.
+fn union(mut iv: Vec<(Nanos, Nanos)>) -> Vec<(Nanos, Nanos)> {
+    iv.sort_unstable();
+    let mut out: Vec<(Nanos, Nanos)> = Vec::with_capacity(iv.len());
+    for (s, e) in iv {
+        let e = e.max(s);
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Total length of `a` minus `b`, both sorted and disjoint (from [`union`]).
+fn measure_minus(a: &[(Nanos, Nanos)], b: &[(Nanos, Nanos)]) -> Nanos {
+    let mut total = 0;
+    let mut k = 0;
+    for &(s, e) in a {
+        let mut cur = s;
+        while k < b.len() && b[k].1 <= cur {
+            k += 1;
+        }
+        let mut j = k;
+        while cur < e {
+            match b.get(j) {
+                Some(&(bs, be)) if bs < e => {
+                    if bs > cur {
+                        total += bs - cur;
+                    }
+                    cur = cur.max(be);
+                    j += 1;
+                }
+                _ => {
+                    total += e - cur;
+                    cur = e;
+                }
+            }
+        }
+    }
+    total
+}
+
+fn rank_stats(trace: &Trace) -> Vec<RankStats> {
+    let wranks = trace.worker_ranks();
+    let mut ranks: Vec<u32> = wranks
+        .iter()
+        .copied()
+        .chain(trace.ranks.iter().map(|r| r.rank))
+        .chain(trace.messages.iter().map(|m| m.rank))
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let slot = |r: u32| ranks.binary_search(&r).expect("every rank listed");
+    let mut out: Vec<RankStats> = ranks
+        .iter()
+        .map(|&rank| RankStats {
+            rank,
+            ..RankStats::default()
+        })
+        .collect();
+    let mut busy: Vec<Vec<(Nanos, Nanos)>> = vec![Vec::new(); ranks.len()];
+    let mut waiting: Vec<Vec<(Nanos, Nanos)>> = vec![Vec::new(); ranks.len()];
+    for &r in &wranks {
+        out[slot(r)].workers += 1;
+    }
+    for t in &trace.tasks {
+        let k = slot(wranks[t.worker as usize]);
+        out[k].tasks += 1;
+        busy[k].push((t.start, t.end));
+    }
+    for m in &trace.messages {
+        let k = slot(m.rank);
+        let s = &mut out[k];
+        match m.dir {
+            MessageDir::Send => {
+                s.sent += 1;
+                s.bytes_sent += m.bytes;
+            }
+            MessageDir::Recv => {
+                s.received += 1;
+                s.bytes_received += m.bytes;
+                waiting[k].push((m.start, m.end));
+            }
+        }
+    }
+    for (k, s) in out.iter_mut().enumerate() {
+        let b = union(std::mem::take(&mut busy[k]));
+        s.busy = b.iter().map(|(s, e)| e - s).sum();
+        s.network_wait = measure_minus(&union(std::mem::take(&mut waiting[k])), &b);
+    }
+    out
 }
 
 fn transfer_stats(trace: &Trace) -> TransferStats {
@@ -470,6 +598,39 @@ impl fmt::Display for TraceStats {
             f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
         }
 
+        if !self.ranks.is_empty() {
+            writeln!(f)?;
+            let mut rows = vec![vec![
+                "rank".to_owned(),
+                "workers".into(),
+                "tasks".into(),
+                "busy".into(),
+                "sent".into(),
+                "bytes sent".into(),
+                "received".into(),
+                "bytes received".into(),
+                "network wait".into(),
+            ]];
+            rows.extend(self.ranks.iter().map(|r| {
+                vec![
+                    r.rank.to_string(),
+                    r.workers.to_string(),
+                    r.tasks.to_string(),
+                    duration_ns(r.busy as f64),
+                    r.sent.to_string(),
+                    crate::fmt::bytes(r.bytes_sent),
+                    r.received.to_string(),
+                    crate::fmt::bytes(r.bytes_received),
+                    duration_ns(r.network_wait as f64),
+                ]
+            }));
+            f.write_str(&crate::fmt::table(&rows, 1, "  "))?;
+            writeln!(
+                f,
+                "  (network wait: time a receive was outstanding while none of the rank's workers ran a task)"
+            )?;
+        }
+
         let warnings = self.warnings();
         if !warnings.is_empty() {
             writeln!(f)?;
@@ -546,6 +707,7 @@ mod tests {
                 end: 1000,
             }],
             edges: vec![(1, 2), (1, 3), (3, 4), (2, 5), (4, 5)],
+            ..Trace::default()
         }
     }
 
@@ -645,6 +807,83 @@ mod tests {
         assert!(widths.windows(2).all(|w| w[0] == w[1]), "{report}");
     }
 
+    /// Two ranks of one worker each; rank 1 waits for a message while idle:
+    ///
+    /// ```text
+    /// rank 0: [task 0..100]            [task 300..400]
+    /// rank 1:   [task 50..150]  recv outstanding 120..350, [task 330..380]
+    /// ```
+    /// Rank 1's network wait: 150..330 (the receive minus its busy time) = 180.
+    #[test]
+    fn per_rank_bytes_and_network_wait() {
+        use crate::trace::model::{MessageRecord, RankInfo};
+        let w = |name: &str| WorkerInfo {
+            name: name.into(),
+            memory_node: 0,
+        };
+        let msg = |rank, peer, dir, bytes, start, end| MessageRecord {
+            rank,
+            peer,
+            dir,
+            kind: "edge".into(),
+            bytes,
+            start,
+            end,
+        };
+        let t = Trace {
+            workers: vec![w("cpu0"), w("cpu0")],
+            tasks: vec![
+                task(0, "a", 0, 0, 100, 0.0),
+                task(1, "a", 0, 300, 400, 0.0),
+                task(1 << 40, "b", 1, 50, 150, 0.0),
+                task(2 | 1 << 40, "b", 1, 330, 380, 0.0),
+            ],
+            messages: vec![
+                msg(0, 1, MessageDir::Send, 1000, 90, 100),
+                msg(1, 0, MessageDir::Recv, 1000, 120, 350),
+                msg(1, 0, MessageDir::Send, 8, 380, 380),
+                msg(0, 1, MessageDir::Recv, 8, 385, 390),
+            ],
+            ranks: (0..2)
+                .map(|rank| RankInfo {
+                    rank,
+                    workers: 1,
+                    transfers: 0,
+                    epoch_unix_ns: 0,
+                })
+                .collect(),
+            ..Trace::default()
+        };
+        let s = stats(&t);
+        assert_eq!(s.ranks.len(), 2);
+        let (r0, r1) = (&s.ranks[0], &s.ranks[1]);
+        assert_eq!(
+            (r0.tasks, r0.busy, r0.sent, r0.bytes_sent),
+            (2, 200, 1, 1000)
+        );
+        assert_eq!((r0.received, r0.bytes_received), (1, 8));
+        assert_eq!(
+            r0.network_wait, 0,
+            "rank 0's receive came while it was busy"
+        );
+        assert_eq!(
+            (r1.received, r1.bytes_received, r1.bytes_sent),
+            (1, 1000, 8)
+        );
+        assert_eq!(r1.network_wait, 180);
+        let report = s.to_string();
+        assert!(report.contains("network wait"), "{report}");
+        assert!(
+            report.contains("1000 B") || report.contains("1000"),
+            "{report}"
+        );
+        // A one-process trace has no rank table.
+        assert!(stats(&diamond()).ranks.is_empty());
+        assert_eq!(measure_minus(&[(0, 10), (20, 30)], &[(5, 25)]), 10);
+        assert_eq!(measure_minus(&[(0, 10)], &[]), 10);
+        assert_eq!(measure_minus(&[(0, 10)], &[(0, 3), (4, 5), (9, 20)]), 5);
+    }
+
     #[test]
     fn long_chain_is_linear() {
         // 200 000 tasks in a chain plus a skip edge every 10: finishes at once if O(V+E).
@@ -664,6 +903,7 @@ mod tests {
             tasks,
             transfers: vec![],
             edges,
+            ..Trace::default()
         };
         let s = stats(&t);
         assert_eq!(s.critical_path, Some(10 * n));

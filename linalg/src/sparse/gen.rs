@@ -13,6 +13,21 @@
 //! The stencils and the banded matrix are symmetric and diagonally dominant (strictly in at
 //! least one row, and their graphs are connected), hence symmetric positive definite: fit for
 //! CG. Defaults: `AVG = 16`, `ALPHA = 2.5`, `SEED = 1`.
+//!
+//! # A range of rows alone
+//!
+//! A distributed run builds only its own rows: [`GenSpec`] is a spec parsed but not built;
+//! [`GenSpec::row_ptr`] gives every row's length without building the matrix (to split the
+//! rows between ranks by entries) and [`GenSpec::rows`] builds rows `a..b` alone, equal to
+//! rows `a..b` of the whole matrix. The stencils, the band and the dense matrix compute a
+//! row from its index; `dense` jumps its random stream to the row's first value (SplitMix64
+//! is a counter, so a jump is one multiply). `powerlaw` draws every row's weight (O(N), as
+//! its scale needs their sum), then, since its rows draw a varying number of columns from
+//! one stream, it replays the column draws of the rows before `a` without keeping them:
+//! O(entries before `a`) time, O(longest row) memory, and the same matrix for a seed as
+//! before row ranges existed.
+
+use std::ops::Range;
 
 use super::csr::Csr;
 
@@ -21,9 +36,17 @@ use super::csr::Csr;
 /// build.
 struct SplitMix64(u64);
 
+/// SplitMix64's increment: the state after `k` draws is the seed plus `k` of them.
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
 impl SplitMix64 {
+    /// Skip `k` draws.
+    fn jump(&mut self, k: u64) {
+        self.0 = self.0.wrapping_add(k.wrapping_mul(GOLDEN));
+    }
+
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.0 = self.0.wrapping_add(GOLDEN);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -69,46 +92,59 @@ fn check_order(what: &str, n: usize) {
 /// If `n³` overflows or exceeds `u32::MAX`.
 pub fn stencil7(n: usize) -> Csr {
     let rows = grid_rows("stencil7", n);
-    let nnz = if n == 0 { 0 } else { 7 * rows - 6 * n * n };
+    stencil7_rows(n, 0..rows)
+}
+
+/// Rows `range` of [`stencil7`]`(n)`.
+fn stencil7_rows(n: usize, range: Range<usize>) -> Csr {
+    let rows = grid_rows("stencil7", n);
+    assert!(
+        range.start <= range.end && range.end <= rows,
+        "rows {range:?} of {rows}"
+    );
+    let nnz = (range.start..range.end).map(|i| stencil7_len(n, i)).sum();
     let (nn, n2) = (n, n * n);
-    let mut row_ptr = Vec::with_capacity(rows + 1);
+    let mut row_ptr = Vec::with_capacity(range.len() + 1);
     let mut col_idx = Vec::with_capacity(nnz);
     let mut vals = Vec::with_capacity(nnz);
     row_ptr.push(0);
-    for z in 0..nn {
-        for y in 0..nn {
-            for x in 0..nn {
-                let i = (z * nn + y) * nn + x;
-                // In increasing column order: −z, −y, −x, self, +x, +y, +z.
-                let mut put = |c: usize, v: f64| {
-                    col_idx.push(c as u32);
-                    vals.push(v);
-                };
-                if z > 0 {
-                    put(i - n2, -1.0);
-                }
-                if y > 0 {
-                    put(i - nn, -1.0);
-                }
-                if x > 0 {
-                    put(i - 1, -1.0);
-                }
-                put(i, 6.0);
-                if x + 1 < nn {
-                    put(i + 1, -1.0);
-                }
-                if y + 1 < nn {
-                    put(i + nn, -1.0);
-                }
-                if z + 1 < nn {
-                    put(i + n2, -1.0);
-                }
-                row_ptr.push(col_idx.len());
-            }
+    for i in range.clone() {
+        let (x, y, z) = (i % nn, i / nn % nn, i / n2);
+        // In increasing column order: −z, −y, −x, self, +x, +y, +z.
+        let mut put = |c: usize, v: f64| {
+            col_idx.push(c as u32);
+            vals.push(v);
+        };
+        if z > 0 {
+            put(i - n2, -1.0);
         }
+        if y > 0 {
+            put(i - nn, -1.0);
+        }
+        if x > 0 {
+            put(i - 1, -1.0);
+        }
+        put(i, 6.0);
+        if x + 1 < nn {
+            put(i + 1, -1.0);
+        }
+        if y + 1 < nn {
+            put(i + nn, -1.0);
+        }
+        if z + 1 < nn {
+            put(i + n2, -1.0);
+        }
+        row_ptr.push(col_idx.len());
     }
     debug_assert_eq!(col_idx.len(), nnz);
-    assemble(rows, rows, row_ptr, col_idx, vals)
+    assemble(range.len(), rows, row_ptr, col_idx, vals)
+}
+
+/// Entries of row `i` of the 7-point stencil.
+fn stencil7_len(n: usize, i: usize) -> usize {
+    let (x, y, z) = (i % n, i / n % n, i / (n * n));
+    let inner = |p: usize| (p > 0) as usize + (p + 1 < n) as usize;
+    1 + inner(x) + inner(y) + inner(z)
 }
 
 /// The 27-point stencil on an `n × n × n` grid: 26 on the diagonal, −1 for each of the ≤ 26
@@ -118,34 +154,47 @@ pub fn stencil7(n: usize) -> Csr {
 /// If `n³` overflows or exceeds `u32::MAX`.
 pub fn stencil27(n: usize) -> Csr {
     let rows = grid_rows("stencil27", n);
-    let nnz = if n == 0 { 0 } else { (3 * n - 2).pow(3) };
-    let mut row_ptr = Vec::with_capacity(rows + 1);
+    stencil27_rows(n, 0..rows)
+}
+
+/// Rows `range` of [`stencil27`]`(n)`.
+fn stencil27_rows(n: usize, range: Range<usize>) -> Csr {
+    let rows = grid_rows("stencil27", n);
+    assert!(
+        range.start <= range.end && range.end <= rows,
+        "rows {range:?} of {rows}"
+    );
+    let nnz = (range.start..range.end).map(|i| stencil27_len(n, i)).sum();
+    let mut row_ptr = Vec::with_capacity(range.len() + 1);
     let mut col_idx = Vec::with_capacity(nnz);
     let mut vals = Vec::with_capacity(nnz);
     row_ptr.push(0);
     // Neighbour offsets −1..=1 along an axis, clipped to the grid.
     let span = |p: usize| p.saturating_sub(1)..(p + 2).min(n);
-    for z in 0..n {
-        for y in 0..n {
-            for x in 0..n {
-                let i = (z * n + y) * n + x;
-                // z, then y, then x ascending: columns come out sorted.
-                for zz in span(z) {
-                    for yy in span(y) {
-                        let base = (zz * n + yy) * n;
-                        for xx in span(x) {
-                            let c = base + xx;
-                            col_idx.push(c as u32);
-                            vals.push(if c == i { 26.0 } else { -1.0 });
-                        }
-                    }
+    for i in range.clone() {
+        let (x, y, z) = (i % n, i / n % n, i / (n * n));
+        // z, then y, then x ascending: columns come out sorted.
+        for zz in span(z) {
+            for yy in span(y) {
+                let base = (zz * n + yy) * n;
+                for xx in span(x) {
+                    let c = base + xx;
+                    col_idx.push(c as u32);
+                    vals.push(if c == i { 26.0 } else { -1.0 });
                 }
-                row_ptr.push(col_idx.len());
             }
         }
+        row_ptr.push(col_idx.len());
     }
     debug_assert_eq!(col_idx.len(), nnz);
-    assemble(rows, rows, row_ptr, col_idx, vals)
+    assemble(range.len(), rows, row_ptr, col_idx, vals)
+}
+
+/// Entries of row `i` of the 27-point stencil.
+fn stencil27_len(n: usize, i: usize) -> usize {
+    let (x, y, z) = (i % n, i / n % n, i / (n * n));
+    let span = |p: usize| (p + 2).min(n) - p.saturating_sub(1);
+    span(x) * span(y) * span(z)
 }
 
 fn grid_rows(what: &str, n: usize) -> usize {
@@ -164,18 +213,27 @@ fn grid_rows(what: &str, n: usize) -> usize {
 /// # Panics
 /// If `n > u32::MAX` or the entry count overflows.
 pub fn banded(n: usize, half_bandwidth: usize) -> Csr {
+    banded_rows(n, half_bandwidth, 0..n)
+}
+
+/// Rows `range` of [`banded`]`(n, half_bandwidth)`.
+fn banded_rows(n: usize, half_bandwidth: usize, range: Range<usize>) -> Csr {
     check_order("banded", n);
+    assert!(
+        range.start <= range.end && range.end <= n,
+        "rows {range:?} of {n}"
+    );
     let hb = half_bandwidth.min(n.saturating_sub(1));
-    let nnz = n
-        .checked_mul(2 * hb + 1)
-        .map(|full| full - hb * (hb + 1))
+    let nnz = (range.start..range.end)
+        .map(|i| banded_len(n, hb, i))
+        .try_fold(0usize, |a, b| a.checked_add(b))
         .expect("banded: entry count overflows");
     let diag = (2 * hb + 1) as f64;
-    let mut row_ptr = Vec::with_capacity(n + 1);
+    let mut row_ptr = Vec::with_capacity(range.len() + 1);
     let mut col_idx = Vec::with_capacity(nnz);
     let mut vals = Vec::with_capacity(nnz);
     row_ptr.push(0);
-    for i in 0..n {
+    for i in range.clone() {
         for c in i.saturating_sub(hb)..(i + hb + 1).min(n) {
             col_idx.push(c as u32);
             vals.push(if c == i { diag } else { -1.0 });
@@ -183,7 +241,12 @@ pub fn banded(n: usize, half_bandwidth: usize) -> Csr {
         row_ptr.push(col_idx.len());
     }
     debug_assert_eq!(col_idx.len(), nnz);
-    assemble(n, n, row_ptr, col_idx, vals)
+    assemble(range.len(), n, row_ptr, col_idx, vals)
+}
+
+/// Entries of row `i` of the band of half-width `hb` (already clipped to `n − 1`).
+fn banded_len(n: usize, hb: usize, i: usize) -> usize {
+    (i + hb + 1).min(n) - i.saturating_sub(hb)
 }
 
 /// An `n × n` matrix whose row lengths follow a power law: row `i` gets a weight
@@ -197,10 +260,18 @@ pub fn banded(n: usize, half_bandwidth: usize) -> Csr {
 /// If `n > u32::MAX`, `avg_nnz_per_row` is not in `(0, n]` or `alpha` is not a finite number
 /// `> 1`.
 pub fn powerlaw(n: usize, avg_nnz_per_row: f64, alpha: f64, seed: u64) -> Csr {
+    powerlaw_rows(n, avg_nnz_per_row, alpha, seed, 0..n)
+}
+
+/// The generator after the weights of [`powerlaw`]'s rows were drawn, and the row
+/// offsets they give.
+fn powerlaw_lengths(
+    n: usize,
+    avg_nnz_per_row: f64,
+    alpha: f64,
+    seed: u64,
+) -> (SplitMix64, Vec<usize>) {
     check_order("powerlaw", n);
-    if n == 0 {
-        return Csr::zeros(0, 0).expect("empty matrix");
-    }
     assert!(
         avg_nnz_per_row > 0.0 && avg_nnz_per_row <= n as f64,
         "powerlaw: average row length {avg_nnz_per_row} is not in (0, {n}]"
@@ -221,43 +292,93 @@ pub fn powerlaw(n: usize, avg_nnz_per_row: f64, alpha: f64, seed: u64) -> Csr {
         let len = ((w * scale).round() as usize).clamp(1, n);
         row_ptr.push(row_ptr.last().unwrap() + len);
     }
-    drop(weights);
-    let nnz = row_ptr[n];
+    (rng, row_ptr)
+}
+
+/// The columns of one row of `len` entries out of `n`, drawn as [`powerlaw`] does, appended
+/// to `col_idx` (sorted, distinct); `pool` is scratch.
+fn powerlaw_columns(
+    rng: &mut SplitMix64,
+    n: usize,
+    len: usize,
+    col_idx: &mut Vec<u32>,
+    pool: &mut Vec<u32>,
+) {
+    let start = col_idx.len();
+    if 2 * len <= n {
+        // Sparse row: draw, sort, drop repeats, top up until `len` distinct.
+        while col_idx.len() - start < len {
+            let missing = len - (col_idx.len() - start);
+            col_idx.extend((0..missing).map(|_| rng.below(n) as u32));
+            col_idx[start..].sort_unstable();
+            let mut w = start;
+            for k in start..col_idx.len() {
+                if k == start || col_idx[k] != col_idx[w - 1] {
+                    col_idx[w] = col_idx[k];
+                    w += 1;
+                }
+            }
+            col_idx.truncate(w);
+        }
+    } else {
+        // Dense row: a partial Fisher–Yates shuffle picks `len` of all columns.
+        pool.clear();
+        pool.extend(0..n as u32);
+        for k in 0..len {
+            let j = k + rng.below(n - k);
+            pool.swap(k, j);
+        }
+        pool[..len].sort_unstable();
+        col_idx.extend_from_slice(&pool[..len]);
+    }
+}
+
+/// Rows `range` of [`powerlaw`]: the rows before it are drawn and dropped (see the module
+/// doc, "A range of rows alone").
+fn powerlaw_rows(
+    n: usize,
+    avg_nnz_per_row: f64,
+    alpha: f64,
+    seed: u64,
+    range: Range<usize>,
+) -> Csr {
+    if n == 0 {
+        return Csr::zeros(0, 0).expect("empty matrix");
+    }
+    let (mut rng, full_ptr) = powerlaw_lengths(n, avg_nnz_per_row, alpha, seed);
+    assert!(
+        range.start <= range.end && range.end <= n,
+        "rows {range:?} of {n}"
+    );
+    let len = |i: usize| full_ptr[i + 1] - full_ptr[i];
+    let mut pool: Vec<u32> = Vec::new();
+    let mut scratch: Vec<u32> = Vec::new();
+    for i in 0..range.start {
+        if 2 * len(i) <= n {
+            // The number of draws depends on the repeats: replay them.
+            scratch.clear();
+            powerlaw_columns(&mut rng, n, len(i), &mut scratch, &mut pool);
+        } else {
+            // A dense row draws exactly one number per entry.
+            rng.jump(len(i) as u64);
+        }
+        rng.jump(len(i) as u64); // its values
+    }
+    let base = full_ptr[range.start];
+    let row_ptr: Vec<usize> = full_ptr[range.start..=range.end]
+        .iter()
+        .map(|&p| p - base)
+        .collect();
+    drop(full_ptr);
+    let nnz = row_ptr[range.len()];
     let mut col_idx: Vec<u32> = Vec::with_capacity(nnz);
     let mut vals = Vec::with_capacity(nnz);
-    let mut pool: Vec<u32> = Vec::new();
-    for i in 0..n {
-        let len = row_ptr[i + 1] - row_ptr[i];
-        let start = col_idx.len();
-        if 2 * len <= n {
-            // Sparse row: draw, sort, drop repeats, top up until `len` distinct.
-            while col_idx.len() - start < len {
-                let missing = len - (col_idx.len() - start);
-                col_idx.extend((0..missing).map(|_| rng.below(n) as u32));
-                col_idx[start..].sort_unstable();
-                let mut w = start;
-                for k in start..col_idx.len() {
-                    if k == start || col_idx[k] != col_idx[w - 1] {
-                        col_idx[w] = col_idx[k];
-                        w += 1;
-                    }
-                }
-                col_idx.truncate(w);
-            }
-        } else {
-            // Dense row: a partial Fisher–Yates shuffle picks `len` of all columns.
-            pool.clear();
-            pool.extend(0..n as u32);
-            for k in 0..len {
-                let j = k + rng.below(n - k);
-                pool.swap(k, j);
-            }
-            pool[..len].sort_unstable();
-            col_idx.extend_from_slice(&pool[..len]);
-        }
+    for k in 0..range.len() {
+        let len = row_ptr[k + 1] - row_ptr[k];
+        powerlaw_columns(&mut rng, n, len, &mut col_idx, &mut pool);
         vals.extend((0..len).map(|_| 2.0 * rng.next_unit() - 1.0));
     }
-    assemble(n, n, row_ptr, col_idx, vals)
+    assemble(range.len(), n, row_ptr, col_idx, vals)
 }
 
 /// The dense `n × n` matrix stored as CSR (every entry, columns sorted), entries uniform in
@@ -267,13 +388,27 @@ pub fn powerlaw(n: usize, avg_nnz_per_row: f64, alpha: f64, seed: u64) -> Csr {
 /// # Panics
 /// If `n > u32::MAX` or `n²` overflows.
 pub fn dense_as_sparse(n: usize, seed: u64) -> Csr {
+    dense_rows(n, seed, 0..n)
+}
+
+/// Rows `range` of [`dense_as_sparse`]`(n, seed)`: the stream jumps to the first value.
+fn dense_rows(n: usize, seed: u64, range: Range<usize>) -> Csr {
     check_order("dense_as_sparse", n);
-    let nnz = n.checked_mul(n).expect("dense_as_sparse: n² overflows");
+    assert!(
+        range.start <= range.end && range.end <= n,
+        "rows {range:?} of {n}"
+    );
+    let nnz = range
+        .len()
+        .checked_mul(n)
+        .expect("dense_as_sparse: n² overflows");
+    n.checked_mul(n).expect("dense_as_sparse: n² overflows");
     let mut rng = SplitMix64(seed ^ 0x4445_4E53_4541_5353); // "DENSEASS"
-    let row_ptr: Vec<usize> = (0..=n).map(|i| i * n).collect();
+    rng.jump((range.start * n) as u64);
+    let row_ptr: Vec<usize> = (0..=range.len()).map(|i| i * n).collect();
     let col_idx: Vec<u32> = (0..nnz).map(|k| (k % n) as u32).collect();
     let vals: Vec<f64> = (0..nnz).map(|_| rng.next_unit() - 0.5).collect();
-    assemble(n, n, row_ptr, col_idx, vals)
+    assemble(range.len(), n, row_ptr, col_idx, vals)
 }
 
 /// Largest entry count a spec may ask for: 2³⁴ entries are 192 GiB of CSR, beyond any node
@@ -287,188 +422,266 @@ const SPEC_FORMS: &str =
 /// `powerlaw:100000:16:2.2`, `banded:1000000:8`, `dense:4000`. Errors name the spec and the
 /// bad part; sizes are checked before anything is allocated.
 pub fn parse_gen_spec(spec: &str) -> Result<Csr, String> {
-    Ok(gen_spec(spec)?.build())
+    Ok(GenSpec::parse(spec)?.build())
 }
 
-/// A checked generator spec, not built yet: its size is known first, so a
-/// driver can check that the matrix fits in memory before allocating it.
+/// A generator spec, parsed and checked but not built (see the module doc, "A range of rows
+/// alone").
 #[derive(Clone, Debug, PartialEq)]
-pub struct GenSpec {
-    kind: GenKind,
-    rows: usize,
-    nnz: u128,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-enum GenKind {
-    Stencil7(usize),
-    Stencil27(usize),
-    Banded(usize, usize),
-    Powerlaw(usize, f64, f64, u64),
-    Dense(usize, u64),
+pub enum GenSpec {
+    /// [`stencil7`]`(n)`.
+    Stencil7 {
+        /// Grid side.
+        n: usize,
+    },
+    /// [`stencil27`]`(n)`.
+    Stencil27 {
+        /// Grid side.
+        n: usize,
+    },
+    /// [`banded`]`(n, half_bandwidth)`.
+    Banded {
+        /// Order.
+        n: usize,
+        /// Half-width of the band.
+        half_bandwidth: usize,
+    },
+    /// [`powerlaw`]`(n, avg, alpha, seed)`.
+    Powerlaw {
+        /// Order.
+        n: usize,
+        /// Average entries per row.
+        avg: f64,
+        /// Exponent of the power law.
+        alpha: f64,
+        /// Seed.
+        seed: u64,
+    },
+    /// [`dense_as_sparse`]`(n, seed)`.
+    Dense {
+        /// Order.
+        n: usize,
+        /// Seed.
+        seed: u64,
+    },
 }
 
 impl GenSpec {
-    /// Rows (= columns) of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Entries of the matrix (for `powerlaw`, the expected count).
-    pub fn nnz(&self) -> u128 {
-        self.nnz
-    }
-
-    /// Bytes of the CSR matrix (values, 32-bit column indices, row pointers).
-    pub fn csr_bytes(&self) -> u128 {
-        self.nnz * 12 + (self.rows as u128 + 1) * 8
-    }
-
-    /// The matrix.
+    /// The whole matrix.
     pub fn build(&self) -> Csr {
-        match self.kind {
-            GenKind::Stencil7(n) => stencil7(n),
-            GenKind::Stencil27(n) => stencil27(n),
-            GenKind::Banded(n, hb) => banded(n, hb),
-            GenKind::Powerlaw(n, avg, alpha, seed) => powerlaw(n, avg, alpha, seed),
-            GenKind::Dense(n, seed) => dense_as_sparse(n, seed),
+        self.rows(0..self.n_rows())
+    }
+
+    /// Rows.
+    pub fn n_rows(&self) -> usize {
+        match *self {
+            GenSpec::Stencil7 { n } | GenSpec::Stencil27 { n } => n * n * n,
+            GenSpec::Banded { n, .. } | GenSpec::Powerlaw { n, .. } | GenSpec::Dense { n, .. } => n,
         }
     }
-}
 
-/// Parses and checks a spec (see [`parse_gen_spec`]) without building it.
-pub fn gen_spec(spec: &str) -> Result<GenSpec, String> {
-    let mut parts = spec.trim().split(':');
-    let name = parts.next().unwrap_or("");
-    let args: Vec<&str> = parts.collect();
-    let arity = |min: usize, max: usize, form: &str| {
-        if args.len() < min || args.len() > max {
-            Err(format!(
-                "matrix spec '{spec}': expected {form}, got {} argument(s)",
-                args.len()
-            ))
-        } else {
-            Ok(())
+    /// Entries of the matrix, without building it (for `powerlaw`, the
+    /// expected count `avg × n`; the others exactly, or an upper bound at
+    /// the stencils' and band's edges): what a driver checks against memory
+    /// before allocating.
+    pub fn nnz(&self) -> u128 {
+        match *self {
+            GenSpec::Stencil7 { n } => (n as u128).pow(3) * 7,
+            GenSpec::Stencil27 { n } => (n as u128).pow(3) * 27,
+            GenSpec::Banded { n, half_bandwidth } => {
+                n as u128 * (2 * half_bandwidth.min(n) as u128 + 1)
+            }
+            GenSpec::Powerlaw { n, avg, .. } => (avg.max(0.0) * n as f64) as u128,
+            GenSpec::Dense { n, .. } => n as u128 * n as u128,
         }
-    };
-    let int = |k: usize, what: &str| -> Result<usize, String> {
-        args[k].parse::<usize>().map_err(|e| {
-            format!(
-                "matrix spec '{spec}': {what} '{}' is not a non-negative integer ({e})",
-                args[k]
-            )
-        })
-    };
-    let real = |k: usize, what: &str| -> Result<f64, String> {
-        match args[k].parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(v),
+    }
+
+    /// Bytes of the CSR matrix (values, 32-bit column indices, row
+    /// offsets), from [`GenSpec::nnz`].
+    pub fn csr_bytes(&self) -> u128 {
+        self.nnz() * 12 + (self.n_rows() as u128 + 1) * 8
+    }
+
+    /// Columns (every generated matrix is square).
+    pub fn n_cols(&self) -> usize {
+        self.n_rows()
+    }
+
+    /// Row offsets of the whole matrix (`row_ptr[i + 1] − row_ptr[i]` entries in row `i`),
+    /// without building it: O(rows) time and memory.
+    pub fn row_ptr(&self) -> Vec<usize> {
+        let n_rows = self.n_rows();
+        let lens: Box<dyn Fn(usize) -> usize> = match *self {
+            GenSpec::Stencil7 { n } => Box::new(move |i| stencil7_len(n, i)),
+            GenSpec::Stencil27 { n } => Box::new(move |i| stencil27_len(n, i)),
+            GenSpec::Banded { n, half_bandwidth } => {
+                let hb = half_bandwidth.min(n.saturating_sub(1));
+                Box::new(move |i| banded_len(n, hb, i))
+            }
+            GenSpec::Dense { n, .. } => Box::new(move |_| n),
+            GenSpec::Powerlaw {
+                n,
+                avg,
+                alpha,
+                seed,
+            } => {
+                if n == 0 {
+                    return vec![0];
+                }
+                return powerlaw_lengths(n, avg, alpha, seed).1;
+            }
+        };
+        let mut row_ptr = Vec::with_capacity(n_rows + 1);
+        row_ptr.push(0usize);
+        for i in 0..n_rows {
+            row_ptr.push(row_ptr[i] + lens(i));
+        }
+        row_ptr
+    }
+
+    /// Rows `range` alone, as a `range.len() × n_cols` matrix: equal to
+    /// `self.build().row_block(range)`, built without the other rows.
+    ///
+    /// # Panics
+    /// If `range` is decreasing or ends past the last row.
+    pub fn rows(&self, range: Range<usize>) -> Csr {
+        match *self {
+            GenSpec::Stencil7 { n } => stencil7_rows(n, range),
+            GenSpec::Stencil27 { n } => stencil27_rows(n, range),
+            GenSpec::Banded { n, half_bandwidth } => banded_rows(n, half_bandwidth, range),
+            GenSpec::Powerlaw {
+                n,
+                avg,
+                alpha,
+                seed,
+            } => powerlaw_rows(n, avg, alpha, seed, range),
+            GenSpec::Dense { n, seed } => dense_rows(n, seed, range),
+        }
+    }
+
+    /// Parses a spec (see [`parse_gen_spec`]) without building the matrix.
+    pub fn parse(spec: &str) -> Result<GenSpec, String> {
+        let mut parts = spec.trim().split(':');
+        let name = parts.next().unwrap_or("");
+        let args: Vec<&str> = parts.collect();
+        let arity = |min: usize, max: usize, form: &str| {
+            if args.len() < min || args.len() > max {
+                Err(format!(
+                    "matrix spec '{spec}': expected {form}, got {} argument(s)",
+                    args.len()
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let int = |k: usize, what: &str| -> Result<usize, String> {
+            args[k].parse::<usize>().map_err(|e| {
+                format!(
+                    "matrix spec '{spec}': {what} '{}' is not a non-negative integer ({e})",
+                    args[k]
+                )
+            })
+        };
+        let real = |k: usize, what: &str| -> Result<f64, String> {
+            match args[k].parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(v),
+                _ => Err(format!(
+                    "matrix spec '{spec}': {what} '{}' is not a finite number",
+                    args[k]
+                )),
+            }
+        };
+        let order = |n: usize, rows: u128, nnz: u128| -> Result<(), String> {
+            if n == 0 {
+                return Err(format!("matrix spec '{spec}': N must be at least 1"));
+            }
+            if rows > u32::MAX as u128 {
+                return Err(format!(
+                    "matrix spec '{spec}': {rows} rows exceed the 32-bit column indices ({})",
+                    u32::MAX
+                ));
+            }
+            if nnz > MAX_SPEC_NNZ {
+                return Err(format!(
+                    "matrix spec '{spec}': {nnz} entries exceed the limit of {MAX_SPEC_NNZ}"
+                ));
+            }
+            Ok(())
+        };
+        match name {
+            "stencil7" | "stencil27" => {
+                arity(1, 1, &format!("{name}:N"))?;
+                let n = int(0, "N")?;
+                let rows = (n as u128).pow(3);
+                order(n, rows, rows * if name == "stencil7" { 7 } else { 27 })?;
+                Ok(if name == "stencil7" {
+                    GenSpec::Stencil7 { n }
+                } else {
+                    GenSpec::Stencil27 { n }
+                })
+            }
+            "banded" => {
+                arity(2, 2, "banded:N:HALFBW")?;
+                let n = int(0, "N")?;
+                let hb = int(1, "HALFBW")?;
+                order(n, n as u128, n as u128 * (2 * hb.min(n) as u128 + 1))?;
+                Ok(GenSpec::Banded {
+                    n,
+                    half_bandwidth: hb,
+                })
+            }
+            "powerlaw" => {
+                arity(1, 4, "powerlaw:N[:AVG[:ALPHA[:SEED]]]")?;
+                let n = int(0, "N")?;
+                let avg = if args.len() > 1 {
+                    real(1, "AVG")?
+                } else {
+                    16.0
+                };
+                let alpha = if args.len() > 2 {
+                    real(2, "ALPHA")?
+                } else {
+                    2.5
+                };
+                let seed = if args.len() > 3 {
+                    int(3, "SEED")? as u64
+                } else {
+                    1
+                };
+                order(n, n as u128, (avg.max(0.0) * n as f64) as u128)?;
+                if !(avg > 0.0 && avg <= n as f64) {
+                    return Err(format!(
+                        "matrix spec '{spec}': AVG {avg} must be in (0, N = {n}]"
+                    ));
+                }
+                if alpha <= 1.0 {
+                    return Err(format!(
+                        "matrix spec '{spec}': ALPHA {alpha} must be > 1 (a power law with a \
+                     finite total)"
+                    ));
+                }
+                Ok(GenSpec::Powerlaw {
+                    n,
+                    avg,
+                    alpha,
+                    seed,
+                })
+            }
+            "dense" => {
+                arity(1, 2, "dense:N[:SEED]")?;
+                let n = int(0, "N")?;
+                let seed = if args.len() > 1 {
+                    int(1, "SEED")? as u64
+                } else {
+                    1
+                };
+                order(n, n as u128, n as u128 * n as u128)?;
+                Ok(GenSpec::Dense { n, seed })
+            }
             _ => Err(format!(
-                "matrix spec '{spec}': {what} '{}' is not a finite number",
-                args[k]
+                "matrix spec '{spec}': unknown generator '{name}' (expected {SPEC_FORMS})"
             )),
         }
-    };
-    let order = |n: usize, rows: u128, nnz: u128| -> Result<(), String> {
-        if n == 0 {
-            return Err(format!("matrix spec '{spec}': N must be at least 1"));
-        }
-        if rows > u32::MAX as u128 {
-            return Err(format!(
-                "matrix spec '{spec}': {rows} rows exceed the 32-bit column indices ({})",
-                u32::MAX
-            ));
-        }
-        if nnz > MAX_SPEC_NNZ {
-            return Err(format!(
-                "matrix spec '{spec}': {nnz} entries exceed the limit of {MAX_SPEC_NNZ}"
-            ));
-        }
-        Ok(())
-    };
-    match name {
-        "stencil7" | "stencil27" => {
-            arity(1, 1, &format!("{name}:N"))?;
-            let n = int(0, "N")?;
-            let rows = (n as u128).pow(3);
-            let nnz = rows * if name == "stencil7" { 7 } else { 27 };
-            order(n, rows, nnz)?;
-            let kind = if name == "stencil7" {
-                GenKind::Stencil7(n)
-            } else {
-                GenKind::Stencil27(n)
-            };
-            Ok(GenSpec {
-                kind,
-                rows: rows as usize,
-                nnz,
-            })
-        }
-        "banded" => {
-            arity(2, 2, "banded:N:HALFBW")?;
-            let n = int(0, "N")?;
-            let hb = int(1, "HALFBW")?;
-            let nnz = n as u128 * (2 * hb.min(n) as u128 + 1);
-            order(n, n as u128, nnz)?;
-            Ok(GenSpec {
-                kind: GenKind::Banded(n, hb),
-                rows: n,
-                nnz,
-            })
-        }
-        "powerlaw" => {
-            arity(1, 4, "powerlaw:N[:AVG[:ALPHA[:SEED]]]")?;
-            let n = int(0, "N")?;
-            let avg = if args.len() > 1 {
-                real(1, "AVG")?
-            } else {
-                16.0
-            };
-            let alpha = if args.len() > 2 {
-                real(2, "ALPHA")?
-            } else {
-                2.5
-            };
-            let seed = if args.len() > 3 {
-                int(3, "SEED")? as u64
-            } else {
-                1
-            };
-            order(n, n as u128, (avg.max(0.0) * n as f64) as u128)?;
-            if !(avg > 0.0 && avg <= n as f64) {
-                return Err(format!(
-                    "matrix spec '{spec}': AVG {avg} must be in (0, N = {n}]"
-                ));
-            }
-            if alpha <= 1.0 {
-                return Err(format!(
-                    "matrix spec '{spec}': ALPHA {alpha} must be > 1 (a power law with a \
-                     finite total)"
-                ));
-            }
-            Ok(GenSpec {
-                kind: GenKind::Powerlaw(n, avg, alpha, seed),
-                rows: n,
-                nnz: (avg * n as f64) as u128,
-            })
-        }
-        "dense" => {
-            arity(1, 2, "dense:N[:SEED]")?;
-            let n = int(0, "N")?;
-            let seed = if args.len() > 1 {
-                int(1, "SEED")? as u64
-            } else {
-                1
-            };
-            order(n, n as u128, n as u128 * n as u128)?;
-            Ok(GenSpec {
-                kind: GenKind::Dense(n, seed),
-                rows: n,
-                nnz: n as u128 * n as u128,
-            })
-        }
-        _ => Err(format!(
-            "matrix spec '{spec}': unknown generator '{name}' (expected {SPEC_FORMS})"
-        )),
     }
 }
 
@@ -664,6 +877,53 @@ mod tests {
             a.row_block(r0..r1).spmv(&x, &mut y);
             close(&y, r0..r1);
         }
+    }
+
+    #[test]
+    fn row_ranges_equal_the_whole_matrix_rows() {
+        for spec in [
+            "stencil7:1",
+            "stencil7:5",
+            "stencil27:1",
+            "stencil27:4",
+            "banded:1:0",
+            "banded:40:3",
+            "banded:7:20",
+            "powerlaw:1:1",
+            "powerlaw:600:8",
+            "powerlaw:60:25:1.5:3",
+            "dense:1",
+            "dense:13:4",
+        ] {
+            let g = GenSpec::parse(spec).unwrap();
+            let a = g.build();
+            assert_eq!(a, parse_gen_spec(spec).unwrap());
+            assert_eq!(g.row_ptr(), a.row_ptr(), "{spec}");
+            assert_eq!((g.n_rows(), g.n_cols()), (a.n_rows(), a.n_cols()));
+            let n = a.n_rows();
+            let cuts = [0, 1, n / 3, n / 2, n.saturating_sub(1), n];
+            for &lo in &cuts {
+                for &hi in cuts.iter().filter(|&&hi| hi >= lo) {
+                    assert_eq!(
+                        g.rows(lo..hi),
+                        a.row_block(lo..hi),
+                        "{spec} rows {lo}..{hi}"
+                    );
+                }
+            }
+        }
+        // The free functions are the specs' whole matrices.
+        assert_eq!(GenSpec::Stencil27 { n: 3 }.build(), stencil27(3));
+        assert_eq!(
+            GenSpec::Powerlaw {
+                n: 300,
+                avg: 16.0,
+                alpha: 2.5,
+                seed: 1
+            }
+            .build(),
+            powerlaw(300, 16.0, 2.5, 1)
+        );
     }
 
     #[test]

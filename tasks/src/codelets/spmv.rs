@@ -1,4 +1,5 @@
-//! The SpMV codelet: `y_b += A_b · x` for one CSR row block.
+//! The SpMV codelets: `y_b += A_b · x` for one CSR row block, and the same with `x` in two
+//! parts (a rank's own entries and its halo) for a distributed SpMV's boundary rows.
 
 use std::sync::LazyLock;
 
@@ -6,7 +7,7 @@ use tessera_backends::sim::SimDevice;
 use tessera_engine::{BodyError, Codelet, Read, ReadWrite};
 
 use crate::csr::Csr;
-use crate::kernels::{spmv_csr, spmv_csr_unchecked, spmv_flops};
+use crate::kernels::{spmv_csr, spmv_csr_split, spmv_csr_unchecked, spmv_flops};
 
 /// Data of an SpMV block task: the block, `x`, the block's slice of `y`.
 pub type SpmvData = (Read<Csr>, Read<Vec<f64>>, ReadWrite<Vec<f64>>);
@@ -62,4 +63,25 @@ pub static SPMV: LazyLock<Codelet<SpmvData, SpmvArgs>> = LazyLock::new(|| {
         )?)
     });
     cl
+});
+
+/// Data of a boundary-row SpMV task: the block (columns numbered own entries first, then
+/// halo entries), the rank's own part of `x`, its halo, the block's slice of `y`.
+pub type SpmvHaloData = (
+    Read<Csr>,
+    Read<Vec<f64>>,
+    Read<Vec<f64>>,
+    ReadWrite<Vec<f64>>,
+);
+
+/// `SPMV_HALO(b)`: `y_b += A_b · [x_own; x_halo]` (CPU only).
+pub static SPMV_HALO: LazyLock<Codelet<SpmvHaloData, SpmvArgs>> = LazyLock::new(|| {
+    Codelet::<SpmvHaloData, SpmvArgs>::with_args("spmv-halo")
+        .flops(|p| spmv_flops(p.nnz))
+        .label(|p| format!("spmv-halo[{}]", p.block))
+        .cpu(|_ctx, _p, (a, own, halo, y)| {
+            check_lengths(own.len() + halo.len(), a.n_cols(), y.len(), a.n_rows())?;
+            spmv_csr_split(a.row_ptr(), a.col_idx(), a.vals(), own, halo, y);
+            Ok(())
+        })
 });

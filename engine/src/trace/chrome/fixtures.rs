@@ -1,7 +1,9 @@
 //! Test fixtures shared by the Chrome writer and reader tests: a sample trace and its JSON.
 
 use super::{write_chrome_json, ChromeOptions};
-use crate::trace::model::{Nanos, TaskRecord, Trace, TransferRecord, WorkerInfo};
+use crate::trace::model::{
+    MessageDir, MessageRecord, Nanos, RankInfo, TaskRecord, Trace, TransferRecord, WorkerInfo,
+};
 
 fn task(id: u64, codelet: &str, worker: u32, start: Nanos, end: Nanos) -> TaskRecord {
     TaskRecord {
@@ -78,7 +80,69 @@ pub(super) fn sample() -> Trace {
         tasks,
         transfers,
         edges,
+        ..Trace::default()
     }
+}
+
+/// Two ranks, as `tessera trace merge` makes them: rank 0 has the sample's
+/// three workers and three transfers, rank 1 two workers and one transfer,
+/// and both record messages (overlapping ones on one pair need two lanes).
+pub(super) fn sample_ranks() -> Trace {
+    let mut t = sample();
+    t.workers.push(WorkerInfo {
+        name: "cpu0".into(),
+        memory_node: 0,
+    });
+    t.workers.push(WorkerInfo {
+        name: "cpu1".into(),
+        memory_node: 0,
+    });
+    for (k, task) in t.tasks.iter_mut().enumerate().filter(|(k, _)| k % 5 == 0) {
+        task.worker = 3 + (k % 2) as u32;
+        task.id |= 1 << crate::trace::model::RANK_ID_SHIFT;
+    }
+    t.edges
+        .retain(|&(a, b)| (a >> 40) == 0 && (b >> 40) == 0 && a % 5 != 0 && b % 5 != 0);
+    t.transfers.push(TransferRecord {
+        handle: 1,
+        from_node: 0,
+        to_node: 1,
+        bytes: 64,
+        start: 10,
+        end: 20,
+    });
+    t.ranks = vec![
+        RankInfo {
+            rank: 0,
+            workers: 3,
+            transfers: 3,
+            epoch_unix_ns: 1_700_000_000_000_000_000,
+        },
+        RankInfo {
+            rank: 1,
+            workers: 2,
+            transfers: 1,
+            epoch_unix_ns: 1_700_000_000_000_000_000,
+        },
+    ];
+    let msg = |rank, peer, dir, bytes, start, end| MessageRecord {
+        rank,
+        peer,
+        dir,
+        kind: if bytes > 100 { "halo" } else { "edge" }.into(),
+        bytes,
+        start,
+        end,
+    };
+    t.messages = vec![
+        msg(0, 1, MessageDir::Send, 4096, 100, 150),
+        msg(0, 1, MessageDir::Send, 8, 120, 130),
+        msg(1, 0, MessageDir::Recv, 4096, 90, 160),
+        msg(1, 0, MessageDir::Recv, 8, 170, 170),
+        msg(1, 0, MessageDir::Send, 12, 5_000, 5_001),
+        msg(0, 1, MessageDir::Recv, 12, 4_000, 5_050),
+    ];
+    t
 }
 
 pub(super) fn to_json(trace: &Trace, flows: bool) -> String {

@@ -4,15 +4,22 @@
 //!
 //! ```text
 //! {"traceEvents":[
-//! {"ph":"M","name":"process_name",...}          process "tessera", its tracks' names
+//! {"ph":"M","name":"process_name",...}          process "tessera" (one per rank: "tessera rank 1"), its tracks' names
 //! {"ph":"X","name":"gemm(3,4,5)","cat":"gemm",...}   one complete event per task
 //! {"ph":"X","name":"handle 7","cat":"transfer",...}  one per transfer, on "transfer 0→1" tracks
+//! {"ph":"X","name":"halo 176 KiB","cat":"message",...}  one per message, on "send → rank 1" / "recv ← rank 1" tracks
 //! {"ph":"s",...} {"ph":"f","bp":"e",...}         dependency arrows, only with `ChromeOptions::flows`
 //! ],
 //! "displayTimeUnit":"ns",
-//! "tessera":{"format":"tessera-trace","version":1,"tasks":N,"transfers":M,
-//!            "workers":[{"name":"cpu0","memory_node":0},...],"edges":[[1,2],...]}}
+//! "tessera":{"format":"tessera-trace","version":2,"tasks":N,"transfers":M,"messages":K,
+//!            "workers":[{"name":"cpu0","memory_node":0},...],
+//!            "ranks":[{"rank":0,"workers":2,"transfers":0,"epoch_unix_ns":...},...],
+//!            "edges":[[1,2],...]}}
 //! ```
+//!
+//! Rank `r` is process `pid = r + 1` (a one-process trace keeps pid 1, as in
+//! version 1 files); its tracks are its workers, its transfer tracks and its
+//! message tracks. Version 1 files (no messages, no ranks) are still read.
 //!
 //! `traceEvents` comes first and our own `tessera` key last on purpose: Perfetto's
 //! JSON tokenizer stops reading at the first top-level key it does not know, so
@@ -45,8 +52,10 @@ pub use write::write_chrome_json;
 /// Value of `tessera.format`: marks a file as written by [`write_chrome_json`].
 const FORMAT_NAME: &str = "tessera-trace";
 /// Version of the layout described in the module docs.
-const FORMAT_VERSION: u64 = 1;
-/// The single process every track belongs to.
+const FORMAT_VERSION: u64 = 2;
+/// Oldest version the reader accepts (1: no messages, no ranks).
+const MIN_FORMAT_VERSION: u64 = 1;
+/// The process of rank 0 (rank `r` is `PID + r`).
 const PID: u64 = 1;
 /// Worker `i` is drawn on thread id `TID_BASE + i`; transfer tracks follow the workers.
 /// Not 0 or 1: some viewers give tid 0 and tid == pid special meaning.
@@ -59,6 +68,34 @@ pub struct ChromeOptions {
     /// 10^6-task graph the arrows hide the timeline and slow the viewers.
     /// The edges are stored in the file's metadata either way.
     pub flows: bool,
+}
+
+/// The ranks' worker and transfer counts must cover the lists exactly, and
+/// no rank may appear twice (the reader and the writer both check it).
+pub(crate) fn check_ranks(trace: &Trace) -> Result<(), String> {
+    if trace.ranks.is_empty() {
+        return Ok(());
+    }
+    let workers: u64 = trace.ranks.iter().map(|r| u64::from(r.workers)).sum();
+    if workers != trace.workers.len() as u64 {
+        return Err(format!(
+            "the ranks list {workers} workers but the trace has {}",
+            trace.workers.len()
+        ));
+    }
+    let transfers: u64 = trace.ranks.iter().map(|r| u64::from(r.transfers)).sum();
+    if transfers != trace.transfers.len() as u64 {
+        return Err(format!(
+            "the ranks list {transfers} transfers but the trace has {}",
+            trace.transfers.len()
+        ));
+    }
+    let mut seen: Vec<u32> = trace.ranks.iter().map(|r| r.rank).collect();
+    seen.sort_unstable();
+    if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("rank {} appears twice in the ranks list", w[0]));
+    }
+    Ok(())
 }
 
 /// Writes `trace` to the file at `path`, atomically (a temporary file
@@ -95,12 +132,17 @@ pub fn load(path: impl AsRef<Path>) -> Result<Trace, FileError> {
 mod tests {
     // Proves that a trace survives write → read unchanged, through memory and
     // through a file, and that file errors name the path.
-    use super::fixtures::{sample, to_json};
+    use super::fixtures::{sample, sample_ranks, to_json};
     use super::*;
     use crate::trace::model::Trace;
 
     #[test]
     fn round_trip() {
+        let ranks = sample_ranks();
+        for flows in [false, true] {
+            let json = to_json(&ranks, flows);
+            assert_eq!(read_chrome_json_slice(json.as_bytes()).unwrap(), ranks);
+        }
         let trace = sample();
         for flows in [false, true] {
             let json = to_json(&trace, flows);
@@ -112,6 +154,109 @@ mod tests {
             read_chrome_json(to_json(&empty, true).as_bytes()).unwrap(),
             empty
         );
+    }
+
+    #[test]
+    fn a_process_per_rank() {
+        let trace = sample_ranks();
+        let doc: serde_json::Value = serde_json::from_str(&to_json(&trace, true)).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let procs: Vec<(u64, &str)> = events
+            .iter()
+            .filter(|e| e["name"] == "process_name")
+            .map(|e| {
+                (
+                    e["pid"].as_u64().unwrap(),
+                    e["args"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(procs, [(1, "tessera rank 0"), (2, "tessera rank 1")]);
+        // Every task sits in its rank's process; messages in the recording rank's.
+        let wranks = trace.worker_ranks();
+        for e in events.iter().filter(|e| e["ph"] == "X") {
+            let pid = e["pid"].as_u64().unwrap();
+            let args = &e["args"];
+            let rank = if let Some(w) = args["worker"].as_u64() {
+                wranks[w as usize]
+            } else if let Some(r) = args["rank"].as_u64() {
+                r as u32
+            } else {
+                continue; // a transfer: checked through the track names below
+            };
+            assert_eq!(pid, u64::from(rank) + 1, "{e}");
+        }
+        let tracks = |pid: u64| -> Vec<&str> {
+            events
+                .iter()
+                .filter(|e| e["name"] == "thread_name" && e["pid"] == pid)
+                .map(|e| e["args"]["name"].as_str().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            tracks(2),
+            [
+                "cpu0",
+                "cpu1",
+                "transfer 0→1",
+                "send → rank 0",
+                "recv ← rank 0"
+            ]
+        );
+        assert!(tracks(1).contains(&"send → rank 1 #2"), "{:?}", tracks(1));
+        // Thread ids are distinct within a process.
+        for pid in [1, 2] {
+            let mut tids: Vec<u64> = events
+                .iter()
+                .filter(|e| e["name"] == "thread_name" && e["pid"] == pid)
+                .map(|e| e["tid"].as_u64().unwrap())
+                .collect();
+            let n = tids.len();
+            tids.sort_unstable();
+            tids.dedup();
+            assert_eq!(tids.len(), n);
+        }
+    }
+
+    #[test]
+    fn inconsistent_ranks_are_refused() {
+        let mut t = sample_ranks();
+        t.ranks[1].workers = 5;
+        let e = write_chrome_json(&t, std::io::sink(), &ChromeOptions::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the ranks list 8 workers but the trace has 5"),
+            "{e}"
+        );
+        let mut t = sample_ranks();
+        t.ranks[1].rank = 0;
+        let e = write_chrome_json(&t, std::io::sink(), &ChromeOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("rank 0 appears twice"), "{e}");
+        // The reader checks the same on a file edited by hand.
+        let json = to_json(&sample_ranks(), false).replace("\"workers\":2,", "\"workers\":1,");
+        let e = read_chrome_json_slice(json.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the ranks list 4 workers but the trace has 5"),
+            "{e}"
+        );
+        let json =
+            to_json(&sample_ranks(), false).replace("\"dir\":\"recv\"", "\"dir\":\"sideways\"");
+        let e = read_chrome_json_slice(json.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("must be \"send\" or \"recv\""), "{e}");
+    }
+
+    #[test]
+    fn version_1_files_are_read() {
+        let json = to_json(&sample(), false)
+            .replace("\"version\":2", "\"version\":1")
+            .replace(",\"messages\":0", "")
+            .replace("\n\"ranks\":[],", "");
+        assert!(!json.contains("ranks"), "{json}");
+        assert_eq!(read_chrome_json_slice(json.as_bytes()).unwrap(), sample());
     }
 
     #[test]

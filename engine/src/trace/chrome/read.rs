@@ -8,8 +8,10 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{FORMAT_NAME, FORMAT_VERSION};
-use crate::trace::model::{TaskRecord, Trace, TransferRecord, WorkerInfo};
+use super::{FORMAT_NAME, FORMAT_VERSION, MIN_FORMAT_VERSION};
+use crate::trace::model::{
+    MessageDir, MessageRecord, RankInfo, TaskRecord, Trace, TransferRecord, WorkerInfo,
+};
 use crate::{FileError, FileErrorKind};
 
 /// The `tessera` top-level object.
@@ -20,7 +22,13 @@ struct Meta {
     version: u64,
     tasks: u64,
     transfers: u64,
+    /// Version 2 on.
+    #[serde(default)]
+    messages: u64,
     workers: Vec<WorkerInfo>,
+    /// Version 2 on.
+    #[serde(default)]
+    ranks: Vec<RankInfo>,
     edges: Vec<(u64, u64)>,
 }
 
@@ -29,6 +37,7 @@ struct Meta {
 struct Builder {
     tasks: Vec<TaskRecord>,
     transfers: Vec<TransferRecord>,
+    messages: Vec<MessageRecord>,
     meta: Option<Meta>,
     saw_events: bool,
     /// Set when an event is rejected: (index, message). The serde error that
@@ -156,7 +165,26 @@ impl Builder {
                 "args.end_ns {end} is past any run: more than {MAX_EVENT_NS} ns (2^53, 104 days) after the trace's start"
             ));
         }
-        if args.map.contains_key("handle") && !args.map.contains_key("codelet") {
+        if args.map.contains_key("dir") && !args.map.contains_key("codelet") {
+            let dir = match args.str("dir")? {
+                "send" => MessageDir::Send,
+                "recv" => MessageDir::Recv,
+                other => {
+                    return Err(format!(
+                        "field `args.dir` must be \"send\" or \"recv\", found {other:?}"
+                    ))
+                }
+            };
+            self.messages.push(MessageRecord {
+                rank: args.u32("rank")?,
+                peer: args.u32("peer")?,
+                dir,
+                kind: args.str("kind")?.to_owned(),
+                bytes: args.u64("bytes")?,
+                start,
+                end,
+            });
+        } else if args.map.contains_key("handle") && !args.map.contains_key("codelet") {
             self.transfers.push(TransferRecord {
                 handle: args.u64("handle")?,
                 from_node: args.u32("from_node")?,
@@ -207,9 +235,9 @@ impl Builder {
                 meta.format
             )));
         }
-        if meta.version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&meta.version) {
             return Err(FileError::format(format!(
-                "unsupported trace version {} (this build reads version {FORMAT_VERSION})",
+                "unsupported trace version {} (this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})",
                 meta.version
             )));
         }
@@ -227,6 +255,13 @@ impl Builder {
                 self.transfers.len()
             )));
         }
+        if meta.messages != self.messages.len() as u64 {
+            return Err(FileError::format(format!(
+                "the metadata declares {} messages but the file holds {} message events",
+                meta.messages,
+                self.messages.len()
+            )));
+        }
         let nworkers = meta.workers.len();
         if let Some(t) = self.tasks.iter().find(|t| t.worker as usize >= nworkers) {
             return Err(FileError::format(format!(
@@ -234,12 +269,16 @@ impl Builder {
                 t.id, t.worker
             )));
         }
-        Ok(Trace {
+        let trace = Trace {
             workers: meta.workers,
             tasks: self.tasks,
             transfers: self.transfers,
             edges: meta.edges,
-        })
+            messages: self.messages,
+            ranks: meta.ranks,
+        };
+        super::check_ranks(&trace).map_err(FileError::format)?;
+        Ok(trace)
     }
 }
 
@@ -452,8 +491,8 @@ mod tests {
             msg.contains("task 0 ran on worker 9 but the metadata lists 3 workers"),
             "{msg}"
         );
-        let msg = case("\"version\":1", "\"version\":2");
-        assert!(msg.contains("unsupported trace version 2"), "{msg}");
+        let msg = case("\"version\":2", "\"version\":3");
+        assert!(msg.contains("unsupported trace version 3"), "{msg}");
         let msg = case("\"memory_node\":0", "\"memory_node\":\"zero\"");
         assert!(msg.starts_with("`tessera` metadata at line"), "{msg}");
         assert!(msg.contains("invalid type: string \"zero\""), "{msg}");

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 
 use super::{ChromeOptions, FORMAT_NAME, FORMAT_VERSION, PID, TID_BASE};
 use crate::trace::colors::CodeletColors;
-use crate::trace::model::{Nanos, Trace, TransferRecord};
+use crate::trace::model::{MessageDir, MessageRecord, Nanos, Trace, TransferRecord};
 
 /// Writes `ns` as microseconds with an exact three-digit fraction.
 fn write_us(w: &mut impl Write, ns: Nanos) -> io::Result<()> {
@@ -55,66 +55,201 @@ fn check_writable(trace: &Trace) -> io::Result<()> {
             )));
         }
     }
-    Ok(())
+    for (i, m) in trace.messages.iter().enumerate() {
+        if m.end < m.start {
+            return Err(invalid_input(format!(
+                "message {i} (rank {} {} rank {}) ends before it starts (start {} ns, end {} ns)",
+                m.rank,
+                m.dir.name(),
+                m.peer,
+                m.start,
+                m.end
+            )));
+        }
+    }
+    super::check_ranks(trace).map_err(invalid_input)
 }
 
-/// One track of transfers: a `(from, to)` node pair, and a lane number so that
-/// overlapping transfers between the same pair go to separate tracks (viewers
-/// drop or mis-nest complete events that overlap on one track).
+/// One track of transfers or messages: a group (rank, then a `(from, to)`
+/// node pair for transfers, a `(direction, peer)` for messages), and a lane
+/// number so that overlapping events of one group go to separate tracks
+/// (viewers drop or mis-nest complete events that overlap on one track).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct TransferTrack {
-    from: u32,
-    to: u32,
+struct Track<G> {
+    group: G,
     lane: u32,
 }
 
-/// Assigns each transfer to a track; returns the tracks (sorted) and, per
-/// transfer, the index of its track. O(M log M).
-fn transfer_tracks(transfers: &[TransferRecord]) -> (Vec<TransferTrack>, Vec<usize>) {
-    // Per pair, transfers by start time; a min-heap of (lane end, lane) reuses
+/// Assigns each event (its group and `(start, end)`) to a track; returns the
+/// tracks (sorted) and, per event, the index of its track. O(M log M).
+fn lanes<G: Copy + Ord + std::hash::Hash>(
+    events: impl ExactSizeIterator<Item = (G, Nanos, Nanos)>,
+) -> (Vec<Track<G>>, Vec<usize>) {
+    let events: Vec<(G, Nanos, Nanos)> = events.collect();
+    // Per group, events by start time; a min-heap of (lane end, lane) reuses
     // the lane that frees up first (interval partitioning, optimal lane count).
-    let mut by_pair: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
-    for (i, x) in transfers.iter().enumerate() {
-        by_pair.entry((x.from_node, x.to_node)).or_default().push(i);
+    let mut by_group: HashMap<G, Vec<usize>> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        by_group.entry(e.0).or_default().push(i);
     }
-    let mut lane_of = vec![0u32; transfers.len()];
+    let mut lane_of = vec![0u32; events.len()];
     let mut tracks = Vec::new();
-    for (&(from, to), idx) in by_pair.iter_mut() {
-        idx.sort_unstable_by_key(|&i| (transfers[i].start, transfers[i].end));
+    for (&group, idx) in by_group.iter_mut() {
+        idx.sort_unstable_by_key(|&i| (events[i].1, events[i].2));
         let mut heap: BinaryHeap<std::cmp::Reverse<(Nanos, u32)>> = BinaryHeap::new();
-        let mut lanes = 0u32;
+        let mut n = 0u32;
         for &i in idx.iter() {
-            let x = &transfers[i];
+            let (_, start, end) = events[i];
             let lane = match heap.peek() {
-                Some(&std::cmp::Reverse((end, lane))) if end <= x.start => {
+                Some(&std::cmp::Reverse((free, lane))) if free <= start => {
                     heap.pop();
                     lane
                 }
                 _ => {
-                    lanes += 1;
-                    lanes - 1
+                    n += 1;
+                    n - 1
                 }
             };
-            heap.push(std::cmp::Reverse((x.end, lane)));
+            heap.push(std::cmp::Reverse((end, lane)));
             lane_of[i] = lane;
         }
-        tracks.extend((0..lanes).map(|lane| TransferTrack { from, to, lane }));
+        tracks.extend((0..n).map(|lane| Track { group, lane }));
     }
     tracks.sort_unstable();
-    let index: HashMap<TransferTrack, usize> =
-        tracks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
-    let track_of = transfers
+    let index: HashMap<Track<G>, usize> = tracks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let track_of = events
         .iter()
         .zip(&lane_of)
-        .map(|(x, &lane)| {
-            index[&TransferTrack {
-                from: x.from_node,
-                to: x.to_node,
-                lane,
-            }]
-        })
+        .map(|(e, &lane)| index[&Track { group: e.0, lane }])
         .collect();
     (tracks, track_of)
+}
+
+/// Tracks of one kind, and each record's track.
+type Lanes<G> = (Vec<Track<G>>, Vec<usize>);
+
+/// Transfer tracks: group (rank, from node, to node).
+fn transfer_tracks(transfers: &[TransferRecord], ranks: &[u32]) -> Lanes<(u32, u32, u32)> {
+    lanes(
+        transfers
+            .iter()
+            .zip(ranks)
+            .map(|(x, &r)| ((r, x.from_node, x.to_node), x.start, x.end)),
+    )
+}
+
+/// Message tracks: group (rank, direction, peer).
+fn message_tracks(messages: &[MessageRecord]) -> Lanes<(u32, MessageDir, u32)> {
+    lanes(
+        messages
+            .iter()
+            .map(|m| ((m.rank, m.dir, m.peer), m.start, m.end)),
+    )
+}
+
+fn lane_suffix(lane: u32) -> String {
+    match lane {
+        0 => String::new(),
+        lane => format!(" #{}", lane + 1),
+    }
+}
+
+/// Where each rank's events go: its process id and the thread id of each of
+/// its tracks.
+struct Layout {
+    /// Rank → pid (rank + 1: a one-process trace keeps pid 1).
+    pids: Vec<(u32, u64)>,
+    /// Per worker: (pid, tid).
+    workers: Vec<(u64, u64)>,
+    /// Per transfer track: (pid, tid).
+    transfers: Vec<(u64, u64)>,
+    /// Per message track: (pid, tid).
+    messages: Vec<(u64, u64)>,
+    /// Track metadata in order: (pid, tid, sort index, name).
+    names: Vec<(u64, u64, usize, String)>,
+}
+
+fn pid_of(rank: u32) -> u64 {
+    PID + u64::from(rank)
+}
+
+/// The thread id of a process's `i`-th track: from `TID_BASE`, and above the
+/// pid, since some viewers treat tid == pid as the process's main thread.
+fn tid_of(pid: u64, i: usize) -> u64 {
+    TID_BASE.max(pid + 1) + i as u64
+}
+
+fn layout(
+    trace: &Trace,
+    ttracks: &[Track<(u32, u32, u32)>],
+    mtracks: &[Track<(u32, MessageDir, u32)>],
+) -> Layout {
+    let wranks = trace.worker_ranks();
+    let mut pids: Vec<(u32, u64)> = if trace.ranks.is_empty() {
+        vec![(0, PID)]
+    } else {
+        trace
+            .ranks
+            .iter()
+            .map(|r| (r.rank, pid_of(r.rank)))
+            .collect()
+    };
+    // Ranks seen only in messages (or workers past the ranks' counts).
+    for r in wranks
+        .iter()
+        .copied()
+        .chain(trace.messages.iter().map(|m| m.rank))
+    {
+        if !pids.iter().any(|&(k, _)| k == r) {
+            pids.push((r, pid_of(r)));
+        }
+    }
+    let mut next: HashMap<u64, usize> = HashMap::new();
+    let mut names = Vec::new();
+    let mut place = |pid: u64, name: String| {
+        let i = next.entry(pid).or_insert(0);
+        let tid = tid_of(pid, *i);
+        names.push((pid, tid, *i, name));
+        *i += 1;
+        (pid, tid)
+    };
+    let workers = trace
+        .workers
+        .iter()
+        .zip(&wranks)
+        .map(|(w, &r)| place(pid_of(r), w.name.clone()))
+        .collect();
+    let transfers = ttracks
+        .iter()
+        .map(|t| {
+            let (r, from, to) = t.group;
+            place(
+                pid_of(r),
+                format!("transfer {from}→{to}{}", lane_suffix(t.lane)),
+            )
+        })
+        .collect();
+    let messages = mtracks
+        .iter()
+        .map(|t| {
+            let (r, dir, peer) = t.group;
+            let arrow = match dir {
+                MessageDir::Send => "→",
+                MessageDir::Recv => "←",
+            };
+            place(
+                pid_of(r),
+                format!("{} {arrow} rank {peer}{}", dir.name(), lane_suffix(t.lane)),
+            )
+        })
+        .collect();
+    Layout {
+        pids,
+        workers,
+        transfers,
+        messages,
+        names,
+    }
 }
 
 /// Writes `trace` as Chrome trace event JSON (see the module docs for the layout).
@@ -127,50 +262,54 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
     check_writable(trace)?;
     let mut w = BufWriter::with_capacity(1 << 16, w);
     let colors = CodeletColors::for_trace(trace);
-    let nworkers = trace.workers.len() as u64;
-    let (tracks, track_of) = transfer_tracks(&trace.transfers);
-    let transfer_tid = |track: usize| TID_BASE + nworkers + track as u64;
+    let (ttracks, transfer_track) = transfer_tracks(&trace.transfers, &trace.transfer_ranks());
+    let (mtracks, message_track) = message_tracks(&trace.messages);
+    let lay = layout(trace, &ttracks, &mtracks);
 
     w.write_all(b"{\"traceEvents\":[\n")?;
-    write!(
-        w,
-        "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{PID},\"tid\":0,\"args\":{{\"name\":\"tessera\"}}}}"
-    )?;
-    write!(
-        w,
-        ",\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{PID},\"tid\":0,\"args\":{{\"sort_index\":0}}}}"
-    )?;
-    // Track names and order: workers first, then transfer tracks.
-    let track_names = trace
-        .workers
-        .iter()
-        .map(|wk| wk.name.clone())
-        .chain(tracks.iter().map(|t| match t.lane {
-            0 => format!("transfer {}→{}", t.from, t.to),
-            lane => format!("transfer {}→{} #{}", t.from, t.to, lane + 1),
-        }));
-    for (i, name) in track_names.enumerate() {
-        let tid = TID_BASE + i as u64;
+    // Processes: one per rank (a one-process trace: "tessera", pid 1).
+    for (i, &(rank, pid)) in lay.pids.iter().enumerate() {
+        let name = if trace.is_distributed() {
+            format!("tessera rank {rank}")
+        } else {
+            "tessera".to_owned()
+        };
+        if i > 0 {
+            w.write_all(b",\n")?;
+        }
         write!(
             w,
-            ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{PID},\"tid\":{tid},\"args\":{{\"name\":"
+            "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":"
         )?;
         write_str(&mut w, &name)?;
         write!(
             w,
-            "}}}},\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{PID},\"tid\":{tid},\"args\":{{\"sort_index\":{i}}}}}"
+            "}}}},\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{pid},\"tid\":0,\"args\":{{\"sort_index\":{rank}}}}}"
+        )?;
+    }
+    // Track names and order within each process: workers first, then
+    // transfer tracks, then message tracks.
+    for (pid, tid, i, name) in &lay.names {
+        write!(
+            w,
+            ",\n{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":"
+        )?;
+        write_str(&mut w, name)?;
+        write!(
+            w,
+            "}}}},\n{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{i}}}}}"
         )?;
     }
 
     for t in &trace.tasks {
+        let (pid, tid) = lay.workers[t.worker as usize];
         w.write_all(b",\n{\"ph\":\"X\",\"name\":")?;
         write_str(&mut w, t.label.as_deref().unwrap_or(&t.codelet))?;
         w.write_all(b",\"cat\":")?;
         write_str(&mut w, &t.codelet)?;
         write!(
             w,
-            ",\"pid\":{PID},\"tid\":{},\"cname\":\"{}\",\"ts\":",
-            TID_BASE + u64::from(t.worker),
+            ",\"pid\":{pid},\"tid\":{tid},\"cname\":\"{}\",\"ts\":",
             colors.cname(&t.codelet)
         )?;
         write_us(&mut w, t.start)?;
@@ -191,12 +330,12 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
         )?;
     }
 
-    for (x, &track) in trace.transfers.iter().zip(&track_of) {
+    for (x, &track) in trace.transfers.iter().zip(&transfer_track) {
+        let (pid, tid) = lay.transfers[track];
         write!(
             w,
-            ",\n{{\"ph\":\"X\",\"name\":\"handle {}\",\"cat\":\"transfer\",\"pid\":{PID},\"tid\":{},\"cname\":\"generic_work\",\"ts\":",
+            ",\n{{\"ph\":\"X\",\"name\":\"handle {}\",\"cat\":\"transfer\",\"pid\":{pid},\"tid\":{tid},\"cname\":\"generic_work\",\"ts\":",
             x.handle,
-            transfer_tid(track)
         )?;
         write_us(&mut w, x.start)?;
         w.write_all(b",\"dur\":")?;
@@ -208,15 +347,49 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
         )?;
     }
 
+    for (m, &track) in trace.messages.iter().zip(&message_track) {
+        let (pid, tid) = lay.messages[track];
+        w.write_all(b",\n{\"ph\":\"X\",\"name\":")?;
+        write_str(
+            &mut w,
+            &format!("{} {}", m.kind, crate::fmt::bytes(m.bytes)),
+        )?;
+        write!(
+            w,
+            ",\"cat\":\"message\",\"pid\":{pid},\"tid\":{tid},\"cname\":\"{}\",\"ts\":",
+            match m.dir {
+                MessageDir::Send => "rail_response",
+                MessageDir::Recv => "rail_load",
+            }
+        )?;
+        write_us(&mut w, m.start)?;
+        w.write_all(b",\"dur\":")?;
+        write_us(&mut w, m.end - m.start)?;
+        write!(
+            w,
+            ",\"args\":{{\"rank\":{},\"peer\":{},\"dir\":\"{}\",\"kind\":",
+            m.rank,
+            m.peer,
+            m.dir.name()
+        )?;
+        write_str(&mut w, &m.kind)?;
+        write!(
+            w,
+            ",\"bytes\":{},\"start_ns\":{},\"end_ns\":{}}}}}",
+            m.bytes, m.start, m.end
+        )?;
+    }
+
     if opts.flows {
-        write_flows(&mut w, trace)?;
+        write_flows(&mut w, trace, &lay)?;
     }
 
     write!(
         w,
-        "\n],\n\"displayTimeUnit\":\"ns\",\n\"tessera\":{{\"format\":\"{FORMAT_NAME}\",\"version\":{FORMAT_VERSION},\"tasks\":{},\"transfers\":{},\"workers\":[",
+        "\n],\n\"displayTimeUnit\":\"ns\",\n\"tessera\":{{\"format\":\"{FORMAT_NAME}\",\"version\":{FORMAT_VERSION},\"tasks\":{},\"transfers\":{},\"messages\":{},\"workers\":[",
         trace.tasks.len(),
-        trace.transfers.len()
+        trace.transfers.len(),
+        trace.messages.len()
     )?;
     for (i, wk) in trace.workers.iter().enumerate() {
         if i > 0 {
@@ -225,6 +398,17 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
         w.write_all(b"{\"name\":")?;
         write_str(&mut w, &wk.name)?;
         write!(w, ",\"memory_node\":{}}}", wk.memory_node)?;
+    }
+    w.write_all(b"],\n\"ranks\":[")?;
+    for (i, r) in trace.ranks.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        write!(
+            w,
+            "{{\"rank\":{},\"workers\":{},\"transfers\":{},\"epoch_unix_ns\":{}}}",
+            r.rank, r.workers, r.transfers, r.epoch_unix_ns
+        )?;
     }
     w.write_all(b"],\n\"edges\":[")?;
     for (i, (a, b)) in trace.edges.iter().enumerate() {
@@ -241,7 +425,7 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
 /// Flow arrows, one per edge whose both ends are known tasks. Each end sits at
 /// the middle of its task, strictly inside the slice when it has a duration, so
 /// that "enclosing slice" binding is unambiguous for back-to-back tasks.
-fn write_flows(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
+fn write_flows(w: &mut impl Write, trace: &Trace, lay: &Layout) -> io::Result<()> {
     let index: HashMap<u64, usize> = trace
         .tasks
         .iter()
@@ -255,10 +439,10 @@ fn write_flows(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
         };
         for (ph, t) in [("s", &trace.tasks[a]), ("f", &trace.tasks[b])] {
             let bind = if ph == "f" { ",\"bp\":\"e\"" } else { "" };
+            let (pid, tid) = lay.workers[t.worker as usize];
             write!(
                 w,
-                ",\n{{\"ph\":\"{ph}\"{bind},\"id\":{k},\"name\":\"dep\",\"cat\":\"dep\",\"pid\":{PID},\"tid\":{},\"ts\":",
-                TID_BASE + u64::from(t.worker)
+                ",\n{{\"ph\":\"{ph}\"{bind},\"id\":{k},\"name\":\"dep\",\"cat\":\"dep\",\"pid\":{pid},\"tid\":{tid},\"ts\":"
             )?;
             write_us(w, t.start + (t.end - t.start) / 2)?;
             w.write_all(b"}")?;

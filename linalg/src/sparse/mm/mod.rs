@@ -68,6 +68,7 @@ mod header;
 mod lex;
 mod number;
 mod read;
+mod rows;
 #[cfg(test)]
 mod testing;
 mod write;
@@ -76,4 +77,5 @@ pub use read::{
     check_regular_file, parse_matrix_market, parse_matrix_market_bytes, read_matrix_market,
     MIN_CHUNK_BYTES,
 };
+pub use rows::{scan_matrix_market, MatrixMarketRows};
 pub use write::{write_matrix_market, write_matrix_market_to};

@@ -1,0 +1,335 @@
+//! `mpirun -np 2 tessera overhead-mpi`: what a remote edge costs between two ranks, beside
+//! plain MPI measured in the same run. A regression check of the distributed engine's
+//! per-message costs (not a showcase).
+//!
+//! Tessera side: the symbolic front-end (`tessera_engine::dist::symbolic`) with empty tasks
+//! whose output (8 bytes or 1 MiB) is read by a task on the other rank:
+//! - *chain*: task `i` on rank `i mod 2` reads task `i − 1`'s output, so every edge waits for
+//!   the one before: time per edge, against MPI's one-way latency (`osu_latency`: half a
+//!   blocking ping-pong round trip);
+//! - *stream*: `n` independent tasks on rank 0, each read by one task on rank 1, all edges in
+//!   flight at once: bytes per second, against MPI's bandwidth (`osu_bw`: a window of 64
+//!   non-blocking sends, then an acknowledgement).
+//!
+//! Rounds alternate MPI and Tessera measurements; medians are printed with the ratios.
+
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Instant;
+
+use std::collections::HashMap;
+
+use tessera_engine::dist::symbolic::{self, DistClasses};
+use tessera_engine::dist::{Collectives, DataRef, Net};
+use tessera_engine::symbolic::TaskClasses;
+use tessera_engine::{Codelet, Config, DataHandle, Read, Runtime, Task, TaskBuilder, Write};
+
+use crate::ranks::Ranks;
+
+/// Options of `tessera overhead-mpi`.
+#[derive(clap::Args, Debug)]
+pub struct OverheadMpiArgs {
+    /// Edges in each chain measurement.
+    #[arg(long, default_value_t = 2000)]
+    pub chain: usize,
+    /// Edges in each stream measurement of 8-byte payloads (1 MiB ones use a sixteenth).
+    #[arg(long, default_value_t = 4096)]
+    pub stream: usize,
+    /// Rounds (each: MPI then Tessera, every measurement); medians are reported.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Worker threads per rank.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// After the rounds, run one more 8-byte chain with tracing and write each rank's trace
+    /// (`FILE` → `FILE.rank0.json`, ...; `tessera trace merge` puts them on one clock): where
+    /// a remote edge's time goes.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
+}
+
+const SMALL: usize = 8;
+const LARGE: usize = 1 << 20;
+/// Outputs in flight per rank in a stream: producers reuse `WINDOW` handles in turn.
+const WINDOW: usize = 64;
+
+/// The two shapes (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Chain,
+    Stream,
+}
+
+/// A task key: (side, index). Chain: side 0, owner `i mod 2`. Stream: side 0 on rank 0
+/// (producers), side 1 on rank 1 (consumers).
+type Key = (u8, u64);
+
+type Produce = (Vec<Read<Vec<u8>>>, Write<Vec<u8>>);
+
+static PRODUCE: LazyLock<Codelet<Produce>> =
+    LazyLock::new(|| Codelet::<Produce>::new("edge").cpu(|_, _, _| Ok(())));
+static CONSUME: LazyLock<Codelet<Read<Vec<u8>>>> =
+    LazyLock::new(|| Codelet::<Read<Vec<u8>>>::new("sink").cpu(|_, _, _| Ok(())));
+
+struct EdgeBench {
+    shape: Shape,
+    n: u64,
+    register: Box<dyn Fn(u64) -> DataHandle<Vec<u8>> + Send + Sync>,
+    /// This rank's handle per data key: its outputs and its copies of the other rank's.
+    handles: Mutex<HashMap<u64, DataHandle<Vec<u8>>>>,
+}
+
+impl EdgeBench {
+    fn new(rt: &Runtime, shape: Shape, n: usize, bytes: usize) -> EdgeBench {
+        let reg = rt.registrar();
+        EdgeBench {
+            shape,
+            n: n as u64,
+            register: Box::new(move |k| {
+                reg.register_replicable_named(vec![0u8; bytes], format!("out{k}"))
+                    .expect("the runtime is alive during the run")
+            }),
+            handles: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The data key task `key` writes.
+    fn output(&self, key: &Key) -> u64 {
+        match self.shape {
+            // Two handles, one per rank, written in turn.
+            Shape::Chain => key.1 % 2,
+            Shape::Stream => key.1 % WINDOW as u64,
+        }
+    }
+
+    fn handle(&self, k: u64) -> DataHandle<Vec<u8>> {
+        let mut h = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        h.entry(k).or_insert_with(|| (self.register)(k)).clone()
+    }
+
+    fn release(&self, rt: &Runtime) -> Result<(), String> {
+        let h = std::mem::take(&mut *self.handles.lock().unwrap_or_else(|e| e.into_inner()));
+        for (_, d) in h {
+            rt.unregister(d).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+impl TaskClasses for EdgeBench {
+    type Key = Key;
+
+    fn roots(&self) -> Vec<Key> {
+        match self.shape {
+            Shape::Chain => vec![(0, 0)],
+            Shape::Stream => (0..self.n).map(|i| (0, i)).collect(),
+        }
+    }
+
+    fn predecessor_count(&self, key: &Key) -> usize {
+        match (self.shape, key) {
+            (Shape::Chain, (_, 0)) | (Shape::Stream, (0, _)) => 0,
+            _ => 1,
+        }
+    }
+
+    fn successors(&self, key: &Key, out: &mut Vec<Key>) {
+        match (self.shape, *key) {
+            (Shape::Chain, (_, i)) if i + 1 < self.n => out.push((0, i + 1)),
+            (Shape::Stream, (0, i)) => out.push((1, i)),
+            _ => {}
+        }
+    }
+
+    fn task(&self, key: &Key) -> TaskBuilder {
+        match (self.shape, *key) {
+            (Shape::Chain, (_, i)) => {
+                let inputs = if i == 0 {
+                    vec![]
+                } else {
+                    vec![self.handle((i - 1) % 2).r()]
+                };
+                Task::new(&PRODUCE, (inputs, self.handle(self.output(key)).w())).into()
+            }
+            (Shape::Stream, (0, _)) => {
+                Task::new(&PRODUCE, (vec![], self.handle(self.output(key)).w())).into()
+            }
+            (Shape::Stream, (_, i)) => {
+                Task::new(&CONSUME, self.handle(i % WINDOW as u64).r()).into()
+            }
+        }
+    }
+
+    fn owner(&self, key: &Key) -> usize {
+        match self.shape {
+            Shape::Chain => (key.1 % 2) as usize,
+            Shape::Stream => key.0 as usize,
+        }
+    }
+}
+
+impl DistClasses for EdgeBench {
+    fn flows(&self, from: &Key, _to: &Key, out: &mut Vec<u64>) {
+        out.push(self.output(from));
+    }
+
+    fn data(&self, key: u64) -> DataRef {
+        DataRef::of(&self.handle(key))
+    }
+
+    fn owned(&self, rank: usize) -> usize {
+        let n = self.n as usize;
+        match (self.shape, rank) {
+            (Shape::Chain, 0) => n.div_ceil(2),
+            (Shape::Chain, 1) => n / 2,
+            (Shape::Stream, 0 | 1) => n,
+            _ => 0,
+        }
+    }
+}
+
+/// One Tessera measurement: seconds from a barrier to every rank's end (the slowest rank's).
+fn tessera_run(
+    net: &Arc<Net>,
+    coll: &Collectives,
+    workers: usize,
+    shape: Shape,
+    n: usize,
+    bytes: usize,
+) -> Result<f64, String> {
+    tessera_run_traced(net, coll, workers, shape, n, bytes, None)
+}
+
+/// [`tessera_run`], writing this rank's trace to `trace` if given.
+fn tessera_run_traced(
+    net: &Arc<Net>,
+    coll: &Collectives,
+    workers: usize,
+    shape: Shape,
+    n: usize,
+    bytes: usize,
+    trace: Option<&std::path::Path>,
+) -> Result<f64, String> {
+    let config = Config::with_workers(workers).trace(trace.is_some());
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let bench = Arc::new(EdgeBench::new(&rt, shape, n, bytes));
+    coll.barrier()?;
+    let t0 = Instant::now();
+    symbolic::run(&rt, net, Arc::clone(&bench)).map_err(|e| e.to_string())?;
+    let t = t0.elapsed().as_secs_f64();
+    bench.release(&rt)?;
+    if let Some(path) = trace {
+        crate::save_trace(&rt, path)?;
+    }
+    let slowest = coll.allreduce_max(t.to_bits())?;
+    Ok(f64::from_bits(slowest))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs the benchmark (see the module doc); under mpirun with at least 2 ranks.
+pub fn run(args: OverheadMpiArgs) -> Result<(), String> {
+    let ranks = Ranks::join()?;
+    if ranks.size < 2 {
+        return Err(
+            "overhead-mpi measures between two ranks: run it as `mpirun -np 2 tessera overhead-mpi` (a build with --features mpi)"
+                .into(),
+        );
+    }
+    match run_ranks(&args, &ranks) {
+        Ok(()) => Ok(()),
+        Err(e) => ranks.fail(&e),
+    }
+}
+
+// `drop(raw)` ends the raw MPI measurements (its buffers) before the traced
+// run; without the mpi feature `RawMpi` is an empty stand-in with no `Drop`.
+#[allow(clippy::drop_non_drop)]
+fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
+    let (net, coll) = ranks.net.as_ref().ok_or("no network")?;
+    ranks.check_same(
+        "the overhead-mpi parameters",
+        &format!("{} {} {}", args.chain, args.stream, args.rounds),
+    )?;
+    if args.chain < 2 || args.stream < 16 || args.rounds == 0 || args.workers == 0 {
+        return Err(
+            "--chain must be at least 2, --stream at least 16, --rounds and --workers at least 1"
+                .into(),
+        );
+    }
+    let raw = ranks.raw_mpi()?;
+    let root = ranks.is_root();
+    let large_stream = (args.stream / 16).max(WINDOW);
+    // Per measurement, its values over the rounds.
+    let mut mpi_lat = [Vec::new(), Vec::new()];
+    let mut mpi_bw = [Vec::new(), Vec::new()];
+    let mut chain = [Vec::new(), Vec::new()];
+    let mut stream = [Vec::new(), Vec::new()];
+    for round in 0..args.rounds {
+        for (k, bytes) in [SMALL, LARGE].into_iter().enumerate() {
+            let lat_iters = if bytes == SMALL { 20_000 } else { 400 };
+            mpi_lat[k].push(raw.latency(bytes, lat_iters));
+            let bw_iters = if bytes == SMALL { 200 } else { 8 };
+            mpi_bw[k].push(raw.bandwidth(bytes, WINDOW, bw_iters));
+            let n_chain = if bytes == SMALL {
+                args.chain
+            } else {
+                (args.chain / 8).max(2)
+            };
+            let t = tessera_run(net, coll, args.workers, Shape::Chain, n_chain, bytes)?;
+            chain[k].push(t / (n_chain - 1) as f64);
+            let n_stream = if bytes == SMALL {
+                args.stream
+            } else {
+                large_stream
+            };
+            let t = tessera_run(net, coll, args.workers, Shape::Stream, n_stream, bytes)?;
+            stream[k].push(t / n_stream as f64);
+        }
+        if root {
+            eprintln!("round {}/{} done", round + 1, args.rounds);
+        }
+    }
+    drop(raw);
+    if let Some(path) = &args.trace {
+        let mine = super::spmv_dist::rank_trace_path(path, ranks.rank);
+        tessera_run_traced(
+            net,
+            coll,
+            args.workers,
+            Shape::Chain,
+            200,
+            SMALL,
+            Some(&mine),
+        )?;
+    }
+    if root {
+        println!(
+            "remote edges between 2 ranks ({} worker(s) each), medians of {} alternating rounds; MPI measured in the same processes",
+            args.workers, args.rounds
+        );
+        for (k, (bytes, name)) in [(SMALL, "8 B"), (LARGE, "1 MiB")].into_iter().enumerate() {
+            let lat = median(mpi_lat[k].clone());
+            let bw = median(mpi_bw[k].clone());
+            let per_edge = median(chain[k].clone());
+            let per_stream_edge = median(stream[k].clone());
+            println!(
+                "{name:>6}: MPI one-way latency {:>9.2} µs | chain: {:>9.2} µs per remote edge = {:.2}x MPI latency",
+                lat * 1e6,
+                per_edge * 1e6,
+                per_edge / lat
+            );
+            println!(
+                "{name:>6}: MPI bandwidth {:>9.3} GB/s ({:>10.0} msg/s) | stream: {:>9.3} GB/s ({:>10.0} edges/s) = {:.1} % of MPI bandwidth",
+                bw / 1e9,
+                bw / bytes as f64,
+                bytes as f64 / per_stream_edge / 1e9,
+                1.0 / per_stream_edge,
+                100.0 * (bytes as f64 / per_stream_edge) / bw
+            );
+        }
+    }
+    coll.barrier()
+}

@@ -1,0 +1,258 @@
+//! `mpirun -np R tessera spmv ...`: the SpMV driver across ranks (`tessera_linalg::spmv_dist`).
+//! Each rank generates or reads only its rows; the parameters are checked to be the same on
+//! every rank before anything else; every rank's line is printed by rank 0 in rank order,
+//! then one summary line: GFLOP/s and effective GB/s over the slowest rank's time, and the
+//! halo bytes per iteration, measured on the transports and as the partition predicts.
+//!
+//! Any error after the start ends every rank (`Ranks::fail`: MPI_Abort after printing), so
+//! no rank is left waiting for one that stopped.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tessera_engine::Runtime;
+use tessera_linalg::sparse::gen::GenSpec;
+use tessera_linalg::sparse::mm::scan_matrix_market;
+use tessera_linalg::spmv_dist::{self, DistMatrix, MatrixSource};
+use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
+
+use super::spmv::SpmvArgs;
+use crate::ranks::Ranks;
+
+/// The parameters every rank must agree on, as one string.
+pub fn agreed_parameters(args: &SpmvArgs) -> String {
+    let matrix = match &args.matrix {
+        Some(p) => format!("--matrix {}", p.display()),
+        None => format!("--gen {}", args.gen.trim()),
+    };
+    format!(
+        "{matrix} --iters {} --solver {} --tol {:e} --balance {} --on-device {}",
+        args.iters, args.solver, args.tol, args.balance, args.on_device
+    )
+}
+
+/// `out.json` → `out.rank3.json`: the trace file of one rank.
+pub fn rank_trace_path(path: &Path, rank: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "trace".to_owned(), |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Run `tessera spmv` as one rank of several; never returns on error (every rank ends).
+pub fn run(args: SpmvArgs, ranks: Ranks) -> Result<(), String> {
+    match run_inner(&args, &ranks) {
+        Ok(()) => Ok(()),
+        Err(e) => ranks.fail(&e),
+    }
+}
+
+fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
+    let (net, coll) = ranks.net.as_ref().ok_or("no network")?;
+    // First, before anything a rank could do differently.
+    ranks.check_same("the spmv parameters", &agreed_parameters(args))?;
+    if args.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    if args.balance || args.on_device {
+        return Err(
+            "--balance and --on-device are single-process options (one node's CPU and device); \
+             run without mpirun for them"
+                .into(),
+        );
+    }
+    let config = crate::placement::runtime_config(
+        &args.placement,
+        &args.sched,
+        tessera_engine::Scheduler::Ws,
+    )?
+    .trace(args.trace.is_some());
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let workers = rt.workers();
+    let (rank, size) = (ranks.rank, ranks.size);
+
+    let t_load = Instant::now();
+    let (source, name) = match &args.matrix {
+        Some(path) => (
+            MatrixSource::MatrixMarket(scan_matrix_market(path).map_err(|e| e.to_string())?),
+            path.display().to_string(),
+        ),
+        None => (
+            MatrixSource::Gen(GenSpec::parse(&args.gen)?),
+            args.gen.clone(),
+        ),
+    };
+    let mat = DistMatrix::new(
+        &rt,
+        net,
+        coll,
+        &source,
+        workers * args.blocks_per_worker.max(1),
+    )?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    let (n, m, nnz) = mat.shape();
+    let info = mat.info();
+    if ranks.is_root() {
+        println!(
+            "matrix {name}: {n} x {m}, {nnz} nonzeros, split over {size} ranks by nonzeros; each rank {} only its rows",
+            if args.matrix.is_some() { "reads" } else { "generates" }
+        );
+    }
+    let own = mat.own_rows();
+    let x_at = |i: usize| 1.0 + (i % 7) as f64 * 0.125;
+    let x_own: Vec<f64> = own.clone().map(x_at).collect();
+    let rank_bytes = spmv_bytes(info.nnz, own.len(), own.len() + info.halo_in);
+
+    let (what, st, y) = match args.solver.as_str() {
+        "spmv" => {
+            let (y, st) = spmv_dist::repeated_spmv(&rt, coll, &mat, x_own, args.iters)
+                .map_err(|e| e.to_string())?;
+            ("spmv", st, Some(y))
+        }
+        "power" => {
+            let (_, st) = spmv_dist::power_iteration(&rt, coll, &mat, x_own, args.iters)
+                .map_err(|e| e.to_string())?;
+            if ranks.is_root() {
+                for (i, l) in st.iter.history.iter().enumerate() {
+                    println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
+                }
+            }
+            ("power", st, None)
+        }
+        "cg" => {
+            let b = vec![1.0; own.len()];
+            let (xs, st) = spmv_dist::conjugate_gradient(&rt, coll, &mat, &b, args.tol, args.iters)
+                .map_err(|e| e.to_string())?;
+            // True residual ||b − A·x|| / ||b||, with one more distributed multiply.
+            let ax = mat.apply(&rt, xs).map_err(|e| e.to_string())?;
+            let mut sums = [
+                ax.iter()
+                    .zip(&b)
+                    .map(|(p, q)| (p - q) * (p - q))
+                    .sum::<f64>(),
+                b.len() as f64,
+            ];
+            coll.allreduce_sum(&mut sums)?;
+            if ranks.is_root() {
+                for (i, r) in st.iter.history.iter().enumerate() {
+                    println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
+                }
+                println!(
+                    "cg: true residual ||b - A x|| / ||b|| = {:.3e}",
+                    (sums[0] / sums[1]).sqrt()
+                );
+            }
+            ("cg", st, None)
+        }
+        other => {
+            return Err(format!(
+                "unknown --solver '{other}' (known: spmv, power, cg)"
+            ))
+        }
+    };
+    let k = st.iter.iterations as f64;
+    let t = st.iter.spmv_seconds.max(f64::MIN_POSITIVE);
+
+    // Every rank's line, printed by rank 0 in rank order.
+    let mine = format!(
+        "rank {rank}: rows {}..{} ({} rows, {} nonzeros), {workers} worker(s), blocks {} interior + {} boundary ({:.1} % of nonzeros on boundary rows), halo in {} entries from {} rank(s), out {} entries to {} rank(s); set-up {load_s:.2} s; {} iterations, {t:.3} s in SpMV: {:.2} GFLOP/s, effective {:.1} GB/s on its rows",
+        own.start,
+        own.end,
+        own.len(),
+        info.nnz,
+        info.blocks.0,
+        info.blocks.1,
+        100.0 * info.boundary_nnz as f64 / info.nnz.max(1) as f64,
+        info.halo_in,
+        info.sources,
+        info.halo_out,
+        info.destinations,
+        st.iter.iterations,
+        spmv_flops(info.nnz) * k / t / 1e9,
+        rank_bytes * k / t / 1e9,
+    );
+    let lines = coll.allgather(mine.as_bytes())?;
+    if ranks.is_root() {
+        for l in &lines {
+            println!("{}", String::from_utf8_lossy(l));
+        }
+    }
+
+    // The summary: the slowest rank's time; halo bytes measured and predicted.
+    let slowest = coll.allreduce_max(t.to_bits())?;
+    let slowest = f64::from_bits(slowest);
+    let mut halo = [
+        st.bytes_sent as f64,
+        st.messages_sent as f64,
+        info.halo_bytes_out as f64,
+        info.halo_in as f64,
+    ];
+    coll.allreduce_sum(&mut halo)?;
+    let [sent, messages, predicted, entries] = halo;
+    let flops = spmv_flops(nnz) * k;
+    let bytes = spmv_bytes(nnz, n, m) * k;
+    if ranks.is_root() {
+        println!(
+            "distributed {what}: {size} ranks x {workers} worker(s), {} iterations in {slowest:.3} s (slowest rank, SpMV part): {:.2} GFLOP/s, effective {:.1} GB/s; halo {:.0} bytes per iteration ({:.0} entries x 8 B + {:.0} messages x 12 B of headers, measured on the transports), predicted by the partition {:.0} bytes",
+            st.iter.iterations,
+            flops / slowest / 1e9,
+            bytes / slowest / 1e9,
+            sent / k.max(1.0),
+            entries,
+            messages / k.max(1.0),
+            predicted,
+        );
+        if what == "spmv" && (sent / k.max(1.0) - predicted).abs() > 0.5 {
+            eprintln!(
+                "tessera: warning: the transports sent {} bytes per iteration, the partition predicts {predicted}",
+                sent / k.max(1.0)
+            );
+        }
+    }
+
+    if let Some(path) = &args.trace {
+        let out = rank_trace_path(path, rank);
+        crate::save_trace(&rt, &out)?;
+        coll.barrier()?;
+        if ranks.is_root() {
+            let files: Vec<String> = (0..size)
+                .map(|r| rank_trace_path(path, r).display().to_string())
+                .collect();
+            println!(
+                "trace: one file per rank; merge with: tessera trace merge {} -o {}",
+                files.join(" "),
+                path.display()
+            );
+        }
+    }
+
+    // Check this rank's rows against the plain loop on the same rows, built again.
+    mat.unregister(&rt).map_err(|e| e.to_string())?;
+    if let Some(y) = y {
+        let rows = source.rows(own.clone())?;
+        let x: Vec<f64> = (0..m).map(x_at).collect();
+        let mut reference = vec![0.0; own.len()];
+        rows.spmv_reference(&x, &mut reference);
+        let err = y
+            .iter()
+            .zip(&reference)
+            .map(|(got, r)| (got - k * r).abs() / (k * r.abs()).max(1e-300))
+            .fold(0.0f64, f64::max);
+        let worst = coll.allreduce_max(err.to_bits())?;
+        let worst = f64::from_bits(worst);
+        if ranks.is_root() {
+            println!("check: max relative difference from the reference loop {worst:.1e} (every rank's rows)");
+        }
+        if worst.is_nan() || worst > 1e-10 {
+            return Err(format!(
+                "SpMV result differs from the reference ({worst:e})"
+            ));
+        }
+    }
+    // The ranks end together: no rank finalises MPI while another still sends to it.
+    coll.barrier()
+}

@@ -1,0 +1,58 @@
+//! Recording a rank's messages into its runtime's trace, on the trace clock:
+//! the network ([`Net`](super::Net)) records sends, the layers that wait for
+//! messages record receives (they know since when they waited).
+
+use std::sync::Arc;
+
+use crate::recorder::TraceLog;
+use crate::trace::model::{MessageDir, MessageRecord};
+use crate::util::lock;
+
+/// A time on a runtime's trace clock (see [`MessageLog::now`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tick(pub(crate) u64);
+
+/// Where one rank records its messages: a runtime's trace
+/// ([`Runtime::message_log`](crate::Runtime::message_log)). Cheap to clone.
+#[derive(Clone)]
+pub struct MessageLog {
+    log: Arc<TraceLog>,
+    rank: u32,
+}
+
+impl MessageLog {
+    pub(crate) fn new(log: Arc<TraceLog>, rank: u32) -> MessageLog {
+        MessageLog { log, rank }
+    }
+
+    /// Now, on the trace clock.
+    pub fn now(&self) -> Tick {
+        Tick(self.log.now())
+    }
+
+    /// A message of `bytes` to `peer`, packed since `start`, handed to the
+    /// transport now.
+    pub fn send(&self, peer: usize, kind: &str, bytes: usize, start: Tick) {
+        self.push(MessageDir::Send, peer, kind, bytes, Some(start));
+    }
+
+    /// A message of `bytes` from `peer`, here now; `waited_since`: when this
+    /// rank began waiting for it (`None`: nobody was waiting yet).
+    pub fn recv(&self, peer: usize, kind: &str, bytes: usize, waited_since: Option<Tick>) {
+        self.push(MessageDir::Recv, peer, kind, bytes, waited_since);
+    }
+
+    fn push(&self, dir: MessageDir, peer: usize, kind: &str, bytes: usize, start: Option<Tick>) {
+        let end = self.log.now();
+        let start = start.map_or(end, |t| t.0.min(end));
+        lock(&self.log.messages).push(MessageRecord {
+            rank: self.rank,
+            peer: peer as u32,
+            dir,
+            kind: kind.to_owned(),
+            bytes: bytes as u64,
+            start,
+            end,
+        });
+    }
+}

@@ -1,0 +1,201 @@
+//! One trace from the traces of the ranks of a distributed run: each rank
+//! becomes a process of its own, times are put on one clock, and task ids
+//! are made distinct across ranks.
+
+use std::collections::HashMap;
+
+use super::model::{RankInfo, Trace, RANK_ID_SHIFT};
+
+/// Merges the traces of several ranks (each written by one rank, or merged
+/// before) into one, ranks in increasing order.
+///
+/// - Times: each input is shifted by the difference between its epoch
+///   ([`RankInfo::epoch_unix_ns`]) and the earliest one, so that every time
+///   is on the earliest rank's clock (the ranks' wall clocks are assumed to
+///   agree, as on one node or under NTP). An input whose epoch is unknown is
+///   not shifted.
+/// - Task ids and edges of rank `r` become `r << RANK_ID_SHIFT | id`
+///   (idempotent: merging a merged trace again keeps its ids).
+/// - An input that names no rank counts as rank 0.
+///
+/// Errors: no input, a rank present in two inputs, an id too large to tag.
+pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
+    if inputs.is_empty() {
+        return Err("nothing to merge: no trace given".into());
+    }
+    let mut inputs: Vec<Trace> = inputs
+        .into_iter()
+        .map(|mut t| {
+            if t.ranks.is_empty() {
+                t.ranks.push(RankInfo {
+                    rank: 0,
+                    workers: t.worker_count() as u32,
+                    transfers: t.transfers.len() as u32,
+                    epoch_unix_ns: 0,
+                });
+                // A worker index past the list: give it a (nameless) entry so
+                // that the counts cover the workers exactly.
+                while t.workers.len() < t.worker_count() {
+                    t.workers.push(super::model::WorkerInfo {
+                        name: format!("#{}", t.workers.len()),
+                        memory_node: 0,
+                    });
+                }
+            }
+            t
+        })
+        .collect();
+    for t in &inputs {
+        super::chrome::check_ranks(t)?;
+    }
+    let mut seen: HashMap<u32, usize> = HashMap::new();
+    for (i, t) in inputs.iter().enumerate() {
+        for r in &t.ranks {
+            if let Some(j) = seen.insert(r.rank, i) {
+                return Err(format!(
+                    "rank {} is in trace {} and in trace {} (given the same rank's file twice?)",
+                    r.rank,
+                    j + 1,
+                    i + 1
+                ));
+            }
+        }
+    }
+    inputs.sort_by_key(|t| t.ranks.iter().map(|r| r.rank).min());
+    let epoch = inputs
+        .iter()
+        .flat_map(|t| t.ranks.iter().map(|r| r.epoch_unix_ns))
+        .filter(|&e| e > 0)
+        .min()
+        .unwrap_or(0);
+
+    let mut out = Trace::default();
+    for mut t in inputs {
+        // An input's ranks share its clock (a merged input has one epoch).
+        let own = t
+            .ranks
+            .iter()
+            .map(|r| r.epoch_unix_ns)
+            .find(|&e| e > 0)
+            .unwrap_or(0);
+        let shift = if own > 0 { own - epoch } else { 0 };
+        let wranks = t.worker_ranks();
+        let tag = |rank: u32, id: u64| -> Result<u64, String> {
+            if id >> RANK_ID_SHIFT != 0 && id >> RANK_ID_SHIFT != u64::from(rank) {
+                return Err(format!(
+                    "task id {id} of rank {rank} is too large to tag with its rank (ids must stay below 2^{RANK_ID_SHIFT})"
+                ));
+            }
+            Ok(u64::from(rank) << RANK_ID_SHIFT | id)
+        };
+        let mut rank_of_id: HashMap<u64, u32> = HashMap::with_capacity(t.tasks.len());
+        let worker_base = out.workers.len() as u32;
+        for task in &mut t.tasks {
+            let rank = wranks[task.worker as usize];
+            rank_of_id.entry(task.id).or_insert(rank);
+            task.id = tag(rank, task.id)?;
+            task.worker += worker_base;
+            task.start += shift;
+            task.end += shift;
+        }
+        let first = t.ranks[0].rank;
+        for (a, b) in &mut t.edges {
+            let rank = rank_of_id
+                .get(b)
+                .or_else(|| rank_of_id.get(a))
+                .copied()
+                .unwrap_or(first);
+            *a = tag(rank, *a)?;
+            *b = tag(rank, *b)?;
+        }
+        for x in &mut t.transfers {
+            x.start += shift;
+            x.end += shift;
+        }
+        for m in &mut t.messages {
+            m.start += shift;
+            m.end += shift;
+        }
+        for r in &mut t.ranks {
+            r.epoch_unix_ns = if r.epoch_unix_ns > 0 { epoch } else { 0 };
+        }
+        out.workers.append(&mut t.workers);
+        out.tasks.append(&mut t.tasks);
+        out.transfers.append(&mut t.transfers);
+        out.edges.append(&mut t.edges);
+        out.messages.append(&mut t.messages);
+        out.ranks.append(&mut t.ranks);
+    }
+    out.tasks.sort_by_key(|t| t.start);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    // Proves that merging keeps every rank's tasks, transfers and messages,
+    // aligns the clocks on the epochs, tags ids by rank (idempotently), and
+    // refuses a rank given twice.
+    use super::*;
+    use crate::trace::model::{MessageDir, MessageRecord, TaskRecord, WorkerInfo};
+
+    fn rank_trace(rank: u32, epoch: u64) -> Trace {
+        Trace {
+            workers: vec![WorkerInfo {
+                name: "cpu0".into(),
+                memory_node: 0,
+            }],
+            tasks: (0..3)
+                .map(|id| TaskRecord {
+                    id,
+                    codelet: "k".into(),
+                    label: None,
+                    worker: 0,
+                    priority: 0,
+                    flops: 0.0,
+                    start: 100 * id,
+                    end: 100 * id + 50,
+                })
+                .collect(),
+            edges: vec![(0, 1), (1, 2)],
+            messages: vec![MessageRecord {
+                rank,
+                peer: 1 - rank,
+                dir: MessageDir::Send,
+                kind: "edge".into(),
+                bytes: 8,
+                start: 10,
+                end: 20,
+            }],
+            ranks: vec![RankInfo {
+                rank,
+                workers: 1,
+                transfers: 0,
+                epoch_unix_ns: epoch,
+            }],
+            ..Trace::default()
+        }
+    }
+
+    #[test]
+    fn merges_two_ranks_on_one_clock() {
+        let m = merge(vec![rank_trace(1, 5_000), rank_trace(0, 1_000)]).unwrap();
+        assert_eq!(m.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [0, 1]);
+        assert!(m.ranks.iter().all(|r| r.epoch_unix_ns == 1_000));
+        assert_eq!(m.workers.len(), 2);
+        assert_eq!(m.tasks.len(), 6);
+        assert_eq!(m.worker_ranks(), [0, 1]);
+        // Rank 1 started 4 µs later: its times move by 4000 ns.
+        let r1: Vec<_> = m.tasks.iter().filter(|t| t.worker == 1).collect();
+        assert_eq!(r1[0].start, 4_000);
+        assert_eq!(r1[0].id, 1 << 40);
+        let msg1 = m.messages.iter().find(|x| x.rank == 1).unwrap();
+        assert_eq!((msg1.start, msg1.end), (4_010, 4_020));
+        assert!(m.edges.contains(&(1 << 40 | 1, 1 << 40 | 2)));
+        assert!(m.edges.contains(&(0, 1)));
+        // Merging again changes nothing.
+        assert_eq!(merge(vec![m.clone()]).unwrap(), m);
+        let e = merge(vec![rank_trace(0, 1), rank_trace(0, 2)]).unwrap_err();
+        assert!(e.contains("rank 0 is in trace 1 and in trace 2"), "{e}");
+        assert!(merge(vec![]).is_err());
+    }
+}
