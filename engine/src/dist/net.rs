@@ -89,6 +89,30 @@ impl Net {
         })
     }
 
+    /// A network end with no dispatcher thread: messages are handed in by
+    /// [`deliver`](Self::deliver) (the simulation's event loop does, in
+    /// virtual time).
+    pub(crate) fn manual(transport: Arc<dyn Transport>) -> Arc<Net> {
+        Arc::new(Net {
+            shared: Arc::new(Shared {
+                transport,
+                next_channel: AtomicU32::new(CONTROL + 1),
+                routes: Mutex::new(HashMap::new()),
+                early: Mutex::new(HashMap::new()),
+                abort: Mutex::new(None),
+                abort_cond: Condvar::new(),
+                aborted: AtomicBool::new(false),
+                stop: AtomicBool::new(false),
+            }),
+            dispatcher: Mutex::new(None),
+        })
+    }
+
+    /// Route a message that arrived from rank `from`, on this thread.
+    pub(crate) fn deliver(&self, from: usize, msg: Vec<u8>) {
+        self.shared.route(from, msg);
+    }
+
     /// This rank.
     pub fn rank(&self) -> usize {
         self.shared.transport.rank()

@@ -86,6 +86,29 @@ where
     C: DistClasses,
     C::Key: Serialize + DeserializeOwned,
 {
+    start(rt, net, classes).wait(rt, net)
+}
+
+/// A rank's run, started: its roots submitted, its channel open. (A
+/// simulation starts every rank's run in one process, plays them all in
+/// virtual time, then waits for each.)
+pub struct Started<C: DistClasses>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    unfolder: Arc<Unfolder<C>>,
+    counters: Arc<std::sync::Mutex<DistStats>>,
+    ch: super::net::Channel,
+    owned: usize,
+}
+
+/// Start the tasks this rank owns in `classes` on `rt` (see [`run`]);
+/// [`Started::wait`] waits for them.
+pub fn start<C>(rt: &Runtime, net: &Arc<Net>, classes: Arc<C>) -> Started<C>
+where
+    C: DistClasses,
+    C::Key: Serialize + DeserializeOwned,
+{
     let me = net.rank();
     let counters = Arc::new(std::sync::Mutex::new(DistStats::default()));
     // The unfolder sends through the channel, and the channel's callback
@@ -168,17 +191,37 @@ where
         }
     });
     unfolder.start();
-    let owned = classes.owned(me);
-    let wake = Arc::clone(&unfolder.wake);
-    let waited = net.wait_until(&wake, || {
-        unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
-    });
-    let result = finish(rt, net, &unfolder, owned, waited);
-    ch.close();
-    result?;
-    let mut stats = *crate::util::lock(&counters);
-    stats.unfold = unfolder.stats();
-    Ok(stats)
+    Started {
+        owned: classes.owned(me),
+        unfolder,
+        counters,
+        ch,
+    }
+}
+
+impl<C: DistClasses> Started<C>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    /// Wait until this rank's tasks are all done (or the run aborted).
+    pub fn wait(self, rt: &Runtime, net: &Net) -> Result<DistStats, Error> {
+        let Started {
+            unfolder,
+            counters,
+            ch,
+            owned,
+        } = self;
+        let wake = Arc::clone(&unfolder.wake);
+        let waited = net.wait_until(&wake, || {
+            unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
+        });
+        let result = finish(rt, net, &unfolder, owned, waited);
+        ch.close();
+        result?;
+        let mut stats = *crate::util::lock(&counters);
+        stats.unfold = unfolder.stats();
+        Ok(stats)
+    }
 }
 
 /// How a rank's run ends, once `net.wait_until` returned.

@@ -63,7 +63,10 @@ impl Dmda {
     pub(crate) fn new(kinds: Vec<WorkerKind>, memory: Arc<Memory>, perf: Arc<PerfModels>) -> Dmda {
         let mut copy_threads = Vec::new();
         let mut senders = Vec::new();
-        for k in kinds.iter().filter(|k| k.is_device()) {
+        // Simulated time: no copy threads, prefetches are made inline (they
+        // only schedule virtual transfers; see `push_to`).
+        let threads = !memory.is_virtual();
+        for k in kinds.iter().filter(|k| k.is_device() && threads) {
             let (tx, rx) = channel::<(Arc<TaskNode>, usize)>();
             let t = std::thread::Builder::new()
                 .name(format!("tessera-copy{}", k.node))
@@ -150,6 +153,14 @@ impl Shared {
                     bytes: task.footprint(),
                 })
                 .as_secs_f64(),
+            None if self.memory.is_virtual() => {
+                let v = self.memory.virtual_links.as_ref().expect("virtual");
+                v.cpu_seconds(&TaskCost {
+                    codelet: &task.codelet.name,
+                    flops: task.flops,
+                    bytes: task.footprint(),
+                })
+            }
             None if task.flops > 0.0 => task.flops / DEFAULT_CPU_FLOPS,
             None => DEFAULT_TASK.as_secs_f64(),
         }
@@ -234,7 +245,9 @@ impl Shared {
         let ws = &self.workers[w];
         ws.queued_ns.fetch_add(cost, AtomicOrdering::Relaxed);
         // Start moving inputs that are missing on the chosen worker's node.
-        if let Some(tx) = lock(&self.prefetch[w]).as_ref() {
+        if self.memory.is_virtual() {
+            prefetch_inputs(&task.0, ws.kind.node);
+        } else if let Some(tx) = lock(&self.prefetch[w]).as_ref() {
             let node = ws.kind.node;
             if task
                 .0
