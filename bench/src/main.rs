@@ -1,7 +1,7 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::cmd::{gpu_check, lu, overhead, perfmodel, spmv, topology, trace};
+use tessera_bench::cmd::{calibrate, gpu_check, lu, overhead, perfmodel, spmv, topology, trace};
 
 use std::process::ExitCode;
 
@@ -35,6 +35,8 @@ enum Command {
     /// Inspect a recorded trace: statistics, Gantt chart.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
+    /// Measure this machine (LU, SpMV, STREAM) and write a platform file for `--simulate`.
+    Calibrate(calibrate::CalibrateArgs),
     /// Check each GPU codelet against the CPU and measure the GPUs' dgemm and copy rates.
     GpuCheck(gpu_check::GpuCheckArgs),
 }
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Topology(a) => topology::run(a),
         Command::Perfmodel(c) => perfmodel::run(c),
         Command::GpuCheck(a) => gpu_check::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

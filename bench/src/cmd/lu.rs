@@ -45,6 +45,10 @@ pub struct LuArgs {
     /// Write a Chrome/Perfetto trace of the factorisation to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Predict this run on the machine described in PLATFORM (TOML, see
+    /// bench/platforms/) in simulated time instead of running it here.
+    #[arg(long, value_name = "PLATFORM")]
+    pub simulate: Option<PathBuf>,
 }
 
 /// Bytes of memory available to this process, from /proc/meminfo.
@@ -81,6 +85,9 @@ pub fn validate(n: usize, nb: usize) -> Result<(), String> {
 }
 
 pub fn run(args: LuArgs) -> Result<(), String> {
+    if let Some(platform) = &args.simulate {
+        return crate::simulate::lu(&args, platform);
+    }
     validate(args.n, args.nb)?;
     let front = match args.front.as_str() {
         "symbolic" => Front::Symbolic,
@@ -199,7 +206,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
 }
 
 /// C-style scientific notation as HPL prints it: `1.4770e+02`.
-fn sci(x: f64, digits: usize) -> String {
+pub(crate) fn sci(x: f64, digits: usize) -> String {
     let s = format!("{x:.digits$e}");
     match s.split_once('e') {
         Some((m, e)) => {

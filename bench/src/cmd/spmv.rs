@@ -67,6 +67,10 @@ pub struct SpmvArgs {
     pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
+    /// Predict this run on the machine described in PLATFORM (TOML) in
+    /// simulated time instead of running it here.
+    #[arg(long, value_name = "PLATFORM")]
+    pub simulate: Option<PathBuf>,
 }
 
 /// faer's sparse×dense product `y += A·x`, `iters` times, 2 threads when available; seconds.
@@ -96,6 +100,9 @@ fn faer_spmv_seconds(a: &Csr, x: &[f64], iters: usize, threads: usize) -> Result
 }
 
 pub fn run(args: SpmvArgs) -> Result<(), String> {
+    if let Some(platform) = &args.simulate {
+        return crate::simulate::spmv(&args, platform);
+    }
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
