@@ -126,11 +126,12 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         p.peak_gflops()
     );
     println!(
-        "simulator: {} tasks, {} transfers ({}) in {wall:.2} s wall = {:.0} tasks/s; at most {} events pending; {} over-committed allocations",
+        "simulator: {} tasks, {} transfers ({}) in {wall:.2} s wall = {:.0} tasks/s; at most {} tasks in flight and {} events pending; {} over-committed allocations",
         stats.tasks,
         stats.transfers,
         tessera_engine::fmt::bytes(stats.transfer_bytes),
         stats.tasks as f64 / wall.max(1e-9),
+        stats.peak_in_flight,
         stats.peak_events,
         stats.overcommits
     );

@@ -288,6 +288,11 @@ impl Shared {
         }
     }
 
+    /// Submitted tasks not finished yet.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// A task finished: one less in flight; wake waiters if any.
     pub(crate) fn finish_one(&self) {
         // SeqCst on both sides (here and in `wait_until`): either the waiter

@@ -60,6 +60,9 @@ pub struct SimStats {
     pub overcommits: u64,
     /// Largest number of events pending at once.
     pub peak_events: usize,
+    /// Largest number of tasks submitted and not finished at once, on one
+    /// runtime (the ready window, with the symbolic front-end).
+    pub peak_in_flight: usize,
 }
 
 #[derive(Debug)]
@@ -568,7 +571,11 @@ impl Simulation {
                 (r.secs - overhead).max(0.0),
             );
         }
-        lock(&self.state).stats.tasks += 1;
+        {
+            let mut st = lock(&self.state);
+            st.stats.tasks += 1;
+            st.stats.peak_in_flight = st.stats.peak_in_flight.max(shared.in_flight());
+        }
         shared.policy.finished(w, &ReadyTask(Arc::clone(&node)));
         worker::complete(shared, &node, outcome, &mut *q);
         sim.put_queue(w, q);
