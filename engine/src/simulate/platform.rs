@@ -16,6 +16,7 @@
 //! [node.cpu]                     # one core
 //! arch = "cpu"                   # the perf models' architecture name
 //! gflops = 40                    # default rate for tasks with a flop count
+//! peak_gflops = 48               # theoretical peak (reports in % of peak)
 //! gbs = 6                        # rate for tasks with bytes but no flops
 //! codelets = { gemm = { gflops = 45 }, swap = { gbs = 4 } }
 //!
@@ -65,6 +66,9 @@ pub struct Processor {
     pub arch: String,
     /// Default rate for tasks that declare flops, GFLOP/s.
     pub gflops: f64,
+    /// Theoretical peak, GFLOP/s (`peak_gflops`; default: `gflops`), for
+    /// reports in % of peak.
+    pub peak: f64,
     /// Flops at which the processor reaches half its rate (0: none);
     /// efficiency is `flops / (flops + half_flops)`.
     pub half_flops: f64,
@@ -139,13 +143,14 @@ impl NodeSpec {
         (self.cores.saturating_sub(reserved) / ranks.max(1)).max(1)
     }
 
-    /// Peak of one node in GFLOP/s: cores at their default rate plus accelerators.
+    /// Peak of one node in GFLOP/s: every core and accelerator at its
+    /// theoretical peak (`peak_gflops`, else its default rate).
     pub fn peak_gflops(&self) -> f64 {
-        self.cores as f64 * self.cpu.gflops
+        self.cores as f64 * self.cpu.peak
             + self
                 .accelerators
                 .iter()
-                .map(|a| a.count as f64 * a.proc.gflops)
+                .map(|a| a.count as f64 * a.proc.peak)
                 .sum::<f64>()
     }
 }
@@ -354,6 +359,7 @@ fn read_processor(
         .string("arch")?
         .unwrap_or_else(|| default_arch.to_string());
     let gflops = t.required("gflops")?;
+    let peak = t.positive("peak_gflops")?.unwrap_or(gflops);
     let half_flops = t.non_negative("half_flops")?.unwrap_or(0.0);
     let gbs = t.positive("gbs")?;
     let overhead = t.non_negative(overhead_key)?.unwrap_or(overhead_default_us) * 1e-6;
@@ -400,6 +406,7 @@ fn read_processor(
     Ok(Processor {
         arch,
         gflops,
+        peak,
         half_flops,
         gbs: gbs.map(|g| g * 1e9),
         codelets,
@@ -647,6 +654,8 @@ gbs = 12.5
             e,
             "bad.toml: node.accelerators[0].link.gbs: must be positive, got -1"
         );
+        let e = error(&GOOD.replace("gflops = 10\n", "gflops = 10\npeak_gflops = 0\n"));
+        assert_eq!(e, "bad.toml: node.cpu.peak_gflops: must be positive, got 0");
         let e = error(&GOOD.replace("cores = 4", "cores = \"four\""));
         assert_eq!(
             e,
