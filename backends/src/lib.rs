@@ -16,4 +16,5 @@ pub mod cpu;
 pub mod cuda;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod rows;
 pub mod sim;

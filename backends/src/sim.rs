@@ -68,7 +68,9 @@ impl SimConfig {
         }
         let eff = flops / (flops + self.half_speed_flops.max(0.0));
         let rate = self.speed * self.reference_gflops * 1e9 * eff;
-        self.latency + Duration::from_secs_f64(flops / rate.max(1.0))
+        // Saturating: a config built in code may hold any figures.
+        let run = Duration::try_from_secs_f64(flops / rate.max(1.0)).unwrap_or(Duration::MAX);
+        self.latency.saturating_add(run)
     }
 
     /// Parse `N[:key=value,...]` (the CLI's `--sim`): keys `speed`,
@@ -85,6 +87,7 @@ impl SimConfig {
             .parse()
             .map_err(|_| format!("--sim '{spec}': the device count '{count}' is not a number"))?;
         let mut cfg = SimConfig::default();
+        let mut seen: Vec<&str> = Vec::new();
         for kv in rest
             .into_iter()
             .flat_map(|r| r.split(','))
@@ -94,18 +97,28 @@ impl SimConfig {
                 .split_once('=')
                 .ok_or_else(|| format!("--sim '{spec}': '{kv}' is not key=value"))?;
             let bad = |what: &str| format!("--sim '{spec}': {k}={v}: {what}");
+            if seen.contains(&k.trim()) {
+                return Err(format!("--sim '{spec}': key '{}' is given twice", k.trim()));
+            }
+            seen.push(k.trim());
             match k.trim() {
                 "speed" => cfg.speed = parse_f64(v).filter(|s| *s > 0.0).ok_or_else(|| bad("expected a positive number"))?,
-                "latency" => cfg.latency = parse_duration(v).ok_or_else(|| bad("expected a time like 20us or 1ms"))?,
+                "latency" => cfg.latency = parse_duration(v).ok_or_else(|| bad("expected a time like 20us or 1ms, at most 60s"))?,
                 "link-latency" => {
-                    cfg.link.latency = parse_duration(v).ok_or_else(|| bad("expected a time like 10us"))?
+                    cfg.link.latency = parse_duration(v).ok_or_else(|| bad("expected a time like 10us, at most 60s"))?
                 }
                 "bandwidth" => {
                     cfg.link.bandwidth = parse_bytes(v)
                         .filter(|b| *b > 0)
                         .ok_or_else(|| bad("expected bytes per second like 10GB"))? as f64
                 }
-                "mem" => cfg.memory = Some(parse_bytes(v).ok_or_else(|| bad("expected a size like 256MiB"))?),
+                "mem" => {
+                    cfg.memory = Some(
+                        parse_bytes(v)
+                            .filter(|b| *b > 0)
+                            .ok_or_else(|| bad("expected a positive size like 256MiB"))?,
+                    )
+                }
                 "half" => cfg.half_speed_flops = parse_f64(v).ok_or_else(|| bad("expected flops"))?,
                 "gflops" => cfg.reference_gflops = parse_f64(v).filter(|g| *g > 0.0).ok_or_else(|| bad("expected GFLOP/s"))?,
                 "own-mem" => {
@@ -122,9 +135,19 @@ impl SimConfig {
                 }
             }
         }
+        let most = tessera_engine::memory::MAX_NODES - 1;
+        if count == 0 || count > most {
+            return Err(format!(
+                "--sim '{spec}': the device count must be between 1 and {most}"
+            ));
+        }
         Ok((count, cfg))
     }
 }
+
+/// Longest latency `--sim` accepts: a modelled wait is really slept, so a
+/// larger one would only hang the run.
+const MAX_LATENCY_SECS: f64 = 60.0;
 
 fn parse_f64(v: &str) -> Option<f64> {
     v.trim().parse::<f64>().ok().filter(|x| x.is_finite())
@@ -151,7 +174,10 @@ fn parse_duration(v: &str) -> Option<Duration> {
         "s" | "" => x,
         _ => return None,
     };
-    Some(Duration::from_secs_f64(secs))
+    if secs > MAX_LATENCY_SECS {
+        return None;
+    }
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 fn parse_bytes(v: &str) -> Option<u64> {
@@ -430,6 +456,16 @@ mod tests {
             "1:latency=3 parsecs",
             "1:colour=red",
             "1:mem=lots",
+            // Issue 17: a panic ("cannot convert float seconds to Duration"), a
+            // run that would sleep for ever, a device with no memory, a key
+            // given twice, no device or more than a runtime can hold.
+            "1:latency=1e20s",
+            "1:link-latency=1e30s",
+            "1:latency=61s",
+            "1:mem=0",
+            "1:mem=1MiB,mem=2MiB",
+            "0",
+            "64",
         ] {
             let e = SimConfig::parse_spec(bad).unwrap_err();
             assert!(

@@ -1,8 +1,10 @@
 //! The `tessera` command line's subcommands ([`cmd`]) and what they share: placement
 //! options ([`placement`]), Gantt charts ([`gantt`]) and trace files ([`save_trace`]).
 
+pub mod budget;
 pub mod cmd;
 pub mod gantt;
+pub mod interrupt;
 pub mod placement;
 pub mod ranks;
 pub mod simulate;

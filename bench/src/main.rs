@@ -1,7 +1,9 @@
 //! The `tessera` command line: drivers (`lu`), benchmarks (`overhead`) and
 //! trace tools (`trace`).
 
-use tessera_bench::cmd::{calibrate, gpu_check, lu, overhead, perfmodel, spmv, topology, trace};
+use tessera_bench::cmd::{
+    calibrate, gpu_check, lu, lu_kernels, overhead, perfmodel, spmv, topology, trace,
+};
 
 use std::process::ExitCode;
 
@@ -23,6 +25,8 @@ struct Cli {
 enum Command {
     /// Tiled LU with partial pivoting (HPL-style): factor, solve, check the residual.
     Lu(lu::LuArgs),
+    /// The LU's CPU tile kernels alone (GEMM row blocks, panel kernels), for tuning nb.
+    LuKernels(lu_kernels::LuKernelsArgs),
     /// SpMV (CSR, row blocks as tasks): repeated SpMV, power iteration or CG, with bandwidth figures.
     Spmv(spmv::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
@@ -43,8 +47,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tessera_bench::interrupt::install();
     let result = match cli.command {
         Command::Lu(a) => lu::run(a),
+        Command::LuKernels(a) => lu_kernels::run(a),
         Command::Overhead(a) => overhead::run(a),
         Command::Spmv(a) => spmv::run(a),
         Command::Trace(c) => trace::run(c),
@@ -53,6 +59,15 @@ fn main() -> ExitCode {
         Command::GpuCheck(a) => gpu_check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
     };
+    if tessera_bench::interrupt::requested() {
+        match result {
+            Err(e) => eprintln!("tessera: {e}"),
+            Ok(()) => eprintln!(
+                "tessera: interrupted (Ctrl-C) after the run had finished: what it printed and saved is complete"
+            ),
+        }
+        return ExitCode::from(tessera_bench::interrupt::EXIT_STATUS);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

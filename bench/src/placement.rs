@@ -16,7 +16,7 @@ use tessera_engine::{Config, Scheduler};
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlacementArgs {
     /// Worker threads (default: one per core of the selected CPUs).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     pub workers: Option<usize>,
     /// CPUs to run workers on, as a Linux cpu list (e.g. `0-3,8`); default:
     /// the CPUs this process may use.
@@ -35,11 +35,38 @@ pub struct PlacementArgs {
     /// GPUs to use: `none`, `all` (CPU-only, said once, when there is none),
     /// a count (`2`) or a list of indices (`0,2`). Each gets a device
     /// worker on a host core of its own.
-    #[arg(long, value_name = "SPEC", default_value = "none")]
+    #[arg(long, value_name = "SPEC", default_value = "none", value_parser = gpu_spec)]
     pub gpus: String,
     /// Load performance models from DIR and save them there at the end.
     #[arg(long, value_name = "DIR")]
     pub perfmodel_dir: Option<std::path::PathBuf>,
+}
+
+/// A count option that must be at least 1 (`--workers`, `--reps`, ...), as
+/// clap's value parser: `0` is refused at parse time, before any work.
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("'{s}' is not a count ({e})")),
+    }
+}
+
+/// The syntax of `--gpus` (`none`, `all`, a count, a list such as `0,2`),
+/// checked at parse time: `--gpus abc` is a usage error, whether or not a
+/// CUDA driver is there to say anything else.
+pub fn gpu_spec(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    if matches!(t, "none" | "all") {
+        return Ok(t.to_string());
+    }
+    let body = t.strip_suffix(',').unwrap_or(t);
+    if !body.is_empty() && body.split(',').all(|g| g.trim().parse::<usize>().is_ok()) {
+        return Ok(t.to_string());
+    }
+    Err(format!(
+        "'{s}' is not a GPU spec: expected none, all, a count such as 2 or a list such as 0,2"
+    ))
 }
 
 /// Every device the options ask for: GPUs first (`cuda0`, ...), then sim
@@ -129,7 +156,16 @@ pub fn sim_devices(specs: &[String]) -> Result<Vec<Arc<dyn Device>>, String> {
 /// Save the runtime's perf models if `--perfmodel-dir` was given.
 pub fn save_perf_models(args: &PlacementArgs, rt: &tessera_engine::Runtime) -> Result<(), String> {
     if let Some(dir) = &args.perfmodel_dir {
-        rt.perf_models().save_to(dir).map_err(|e| e.to_string())?;
+        let models = rt.perf_models();
+        if models.is_empty() {
+            println!(
+                "perf models: nothing measured in this run, nothing saved to {} (models are measured with --sched dmda and devices)",
+                dir.display()
+            );
+            return Ok(());
+        }
+        models.save_to(dir).map_err(|e| e.to_string())?;
+        println!("perf models saved to {}", dir.display());
     }
     Ok(())
 }

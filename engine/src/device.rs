@@ -51,7 +51,10 @@ pub struct Link {
 impl Link {
     /// Modelled time of one transfer.
     pub fn time(&self, bytes: u64) -> Duration {
-        self.latency + Duration::from_secs_f64(bytes as f64 / self.bandwidth.max(1.0))
+        // Saturating: a link built in code may hold any figures (NaN: zero).
+        let moving = Duration::try_from_secs_f64(bytes as f64 / self.bandwidth.max(1.0))
+            .unwrap_or(Duration::MAX);
+        self.latency.saturating_add(moving)
     }
 }
 

@@ -95,6 +95,12 @@ pub enum Error {
     },
     /// The runtime was configured wrongly.
     Config(String),
+    /// The run was stopped by [`Runtime::interrupt`](crate::Runtime::interrupt)
+    /// (Ctrl-C): what did not start was cancelled.
+    Interrupted(RunError),
+    /// A numerical method cannot go on (a zero norm, a non-positive
+    /// curvature, NaN in the data): the message says where and why.
+    Breakdown(String),
     /// Another rank of a distributed run stopped it (its message names the
     /// rank and the failed task).
     Remote(String),
@@ -109,6 +115,8 @@ impl fmt::Display for Error {
             Error::Poisoned { handle, task } => write!(f, "data '{handle}' is invalid: {task}"),
             Error::Cycle { task } => write!(f, "task graph has a cycle through task '{task}'"),
             Error::Config(m) => write!(f, "invalid runtime configuration: {m}"),
+            Error::Breakdown(m) => write!(f, "numerical breakdown: {m}"),
+            Error::Interrupted(e) => write!(f, "interrupted (e.g. by Ctrl-C): {e}"),
             Error::Remote(m) => write!(f, "distributed run stopped: {m}"),
         }
     }

@@ -145,6 +145,37 @@ impl std::error::Error for FileError {
     }
 }
 
+impl FileError {
+    /// `Ok(bytes)` when `path` is a regular file (symbolic links followed),
+    /// checked without opening it: opening a FIFO blocks until a writer
+    /// comes, and a device such as `/dev/zero` reads without end (issue 17).
+    pub fn check_regular_file(path: &Path) -> Result<u64, FileError> {
+        let meta = std::fs::metadata(path).map_err(|e| FileError::from(e).with_path(path))?;
+        if meta.is_file() {
+            return Ok(meta.len());
+        }
+        let what = if meta.is_dir() {
+            "a directory"
+        } else {
+            use std::os::unix::fs::FileTypeExt;
+            let t = meta.file_type();
+            if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            }
+        };
+        Err(FileError::format(format!(
+            "{what}, not a regular file: refused (it could block or never end)"
+        ))
+        .with_path(path))
+    }
+}
+
 impl From<io::Error> for FileError {
     fn from(e: io::Error) -> Self {
         Self::new(FileErrorKind::Io(e))

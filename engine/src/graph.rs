@@ -29,17 +29,39 @@ pub(crate) fn dot_from_entries(entries: &[GraphEntry]) -> String {
 }
 
 /// A vertex of a [`TaskGraph`]: the index of a task added to it (not the
-/// runtime's task id, nor a [`memory::NodeId`](crate::memory::NodeId)).
+/// runtime's task id, nor a [`memory::NodeId`](crate::memory::NodeId)), and
+/// which graph it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Vertex(usize);
+pub struct Vertex {
+    graph: u64,
+    index: usize,
+}
+
+/// Source of [`TaskGraph`] identities.
+static NEXT_GRAPH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A task graph given with explicit edges (Taskflow style), on top of the
 /// data dependencies its tasks declare. It is checked for cycles before any
 /// of its tasks is submitted.
-#[derive(Default)]
 pub struct TaskGraph {
+    id: u64,
     tasks: Vec<TaskBuilder>,
     graph: DiGraph<String, ()>,
+    /// The first edge given with a vertex of another graph: reported by
+    /// `check` and `submit` (it used to panic inside petgraph, or, with an
+    /// index that happened to exist here, join the wrong tasks).
+    foreign: Option<String>,
+}
+
+impl Default for TaskGraph {
+    fn default() -> Self {
+        TaskGraph {
+            id: NEXT_GRAPH.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            tasks: Vec::new(),
+            graph: DiGraph::new(),
+            foreign: None,
+        }
+    }
 }
 
 impl TaskGraph {
@@ -54,13 +76,26 @@ impl TaskGraph {
         self.tasks.push(task);
         let ix = self.graph.add_node(name);
         debug_assert_eq!(ix.index(), self.tasks.len() - 1);
-        Vertex(ix.index())
+        Vertex {
+            graph: self.id,
+            index: ix.index(),
+        }
     }
 
-    /// `to` runs after `from`.
+    /// `to` runs after `from`. A vertex of another graph is not an edge:
+    /// [`check`](Self::check) and [`submit`](Self::submit) then fail, naming it.
     pub fn edge(&mut self, from: Vertex, to: Vertex) {
+        if let Some(v) = [from, to].into_iter().find(|v| v.graph != self.id) {
+            self.foreign.get_or_insert_with(|| {
+                format!(
+                    "edge {} -> {}: vertex {} belongs to another TaskGraph",
+                    from.index, to.index, v.index
+                )
+            });
+            return;
+        }
         self.graph
-            .add_edge(NodeIndex::new(from.0), NodeIndex::new(to.0), ());
+            .add_edge(NodeIndex::new(from.index), NodeIndex::new(to.index), ());
     }
 
     /// Number of tasks.
@@ -73,12 +108,16 @@ impl TaskGraph {
         self.tasks.is_empty()
     }
 
-    /// `Err(Cycle)` naming a task on a cycle, if there is one.
+    /// `Err(Cycle)` naming a task on a cycle, if there is one; `Err(Config)`
+    /// if an edge was given a vertex of another graph.
     pub fn check(&self) -> Result<(), Error> {
         self.order().map(|_| ())
     }
 
     fn order(&self) -> Result<Vec<NodeIndex>, Error> {
+        if let Some(m) = &self.foreign {
+            return Err(Error::Config(m.clone()));
+        }
         toposort(&self.graph, None).map_err(|cycle| Error::Cycle {
             task: self.graph[cycle.node_id()].clone(),
         })

@@ -332,18 +332,29 @@ impl Memory {
     /// a change on the node (`notify`) and retry, until `RESERVE_PATIENCE`
     /// has passed; without (prefetch, best effort), give up at once. `Err`
     /// names the figures.
+    ///
+    /// `needed` is asked (without any lock held here) before each eviction
+    /// attempt and each wait: once it says no, the reservation stops and
+    /// returns `Ok(false)` with nothing reserved. The caller reserves for a
+    /// replica that is not there yet, and another thread (dmda's prefetch)
+    /// may allocate that very replica meanwhile; since `keep`'s replicas are
+    /// never evicted, waiting on would then wait for room that the caller's
+    /// own replica holds — with a working set exactly at the node's limit,
+    /// for ever (issue 17: `--sched dmda --sim 1:own-mem=1,mem=96KiB`).
+    /// That fill notifies the node, so a waiting reservation is woken to ask.
     pub(crate) fn reserve(
         &self,
         node: NodeId,
         bytes: u64,
         keep: *const (),
         wait: bool,
-    ) -> Result<(), String> {
+        needed: &dyn Fn() -> bool,
+    ) -> Result<bool, String> {
         let deadline = std::time::Instant::now() + RESERVE_PATIENCE;
         let n = &self.nodes[node];
         let Some(limit) = n.limit else {
             n.used.fetch_add(bytes, Ordering::Relaxed);
-            return Ok(());
+            return Ok(true);
         };
         if bytes > limit {
             return Err(format!(
@@ -360,9 +371,12 @@ impl Memory {
                     .compare_exchange(cur, cur + bytes, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
                 {
-                    return Ok(());
+                    return Ok(true);
                 }
                 continue;
+            }
+            if !needed() {
+                return Ok(false);
             }
             if self.evict_one(node, keep) {
                 continue;
@@ -372,7 +386,7 @@ impl Memory {
                 // are freed by later events): over-commit and count it.
                 n.used.fetch_add(bytes, Ordering::AcqRel);
                 v.overcommit(node, bytes);
-                return Ok(());
+                return Ok(true);
             }
             let now = std::time::Instant::now();
             if !wait || now >= deadline {
@@ -546,27 +560,57 @@ mod tests {
     fn reserve_within_and_above_the_limit() {
         let m = with_limit(100);
         assert!(m.fits(1, 100) && !m.fits(1, 101) && m.fits(0, u64::MAX));
-        m.reserve(1, 60, std::ptr::null(), false).unwrap();
-        let e = m.reserve(1, 50, std::ptr::null(), false).unwrap_err();
+        m.reserve(1, 60, std::ptr::null(), false, &|| true).unwrap();
+        let e = m
+            .reserve(1, 50, std::ptr::null(), false, &|| true)
+            .unwrap_err();
         assert!(e.contains("dev") && e.contains("60 of 100"), "{e}");
-        let e = m.reserve(1, 101, std::ptr::null(), true).unwrap_err();
+        let e = m
+            .reserve(1, 101, std::ptr::null(), true, &|| true)
+            .unwrap_err();
         assert!(e.contains("limit is 100"), "{e}");
         m.unreserve(1, 60);
-        m.reserve(1, 100, std::ptr::null(), false).unwrap();
+        m.reserve(1, 100, std::ptr::null(), false, &|| true)
+            .unwrap();
     }
 
     #[test]
     fn a_waiting_reservation_is_woken_by_unreserve() {
         let m = Arc::new(with_limit(100));
-        m.reserve(1, 80, std::ptr::null(), false).unwrap();
+        m.reserve(1, 80, std::ptr::null(), false, &|| true).unwrap();
         let m2 = Arc::clone(&m);
         let t0 = std::time::Instant::now();
-        let waiter = std::thread::spawn(move || m2.reserve(1, 50, std::ptr::null(), true));
+        let waiter =
+            std::thread::spawn(move || m2.reserve(1, 50, std::ptr::null(), true, &|| true));
         std::thread::sleep(std::time::Duration::from_millis(30));
         m.unreserve(1, 80);
-        waiter.join().unwrap().unwrap();
+        assert!(waiter.join().unwrap().unwrap());
         // Correctness only: it returned Ok (well before RESERVE_PATIENCE).
         assert!(t0.elapsed() < RESERVE_PATIENCE);
         assert_eq!(m.nodes[1].used.load(Ordering::SeqCst), 50);
+    }
+
+    /// The issue-17 stall in miniature: the node is full, and the replica a
+    /// reservation waits for is allocated by someone else; `notify` wakes it
+    /// and it stops at once with nothing reserved.
+    #[test]
+    fn a_reservation_no_longer_needed_stops_waiting() {
+        let m = Arc::new(with_limit(100));
+        m.reserve(1, 100, std::ptr::null(), false, &|| true)
+            .unwrap();
+        let missing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (m2, missing2) = (Arc::clone(&m), Arc::clone(&missing));
+        let t0 = std::time::Instant::now();
+        let waiter = std::thread::spawn(move || {
+            m2.reserve(1, 50, std::ptr::null(), true, &|| {
+                missing2.load(Ordering::SeqCst)
+            })
+        });
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        missing.store(false, Ordering::SeqCst);
+        m.notify(1);
+        assert!(!waiter.join().unwrap().unwrap(), "nothing was reserved");
+        assert!(t0.elapsed() < RESERVE_PATIENCE / 2);
+        assert_eq!(m.nodes[1].used.load(Ordering::SeqCst), 100);
     }
 }

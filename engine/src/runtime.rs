@@ -238,6 +238,9 @@ pub(crate) struct Shared {
     pub(crate) calibrate: bool,
     /// Flops of the tasks finished successfully (for progress reports).
     flops_done: AtomicU64,
+    /// Set by `Runtime::interrupt` (Ctrl-C): tasks not started are
+    /// cancelled as workers pop them, and submissions are refused.
+    pub(crate) interrupted: AtomicBool,
     /// Device bodies that failed and fell back to the CPU body: how many,
     /// and the first one's message.
     fallbacks: AtomicU64,
@@ -366,6 +369,9 @@ impl Shared {
         let shared = self;
         if shared.sleep.is_shutdown() {
             return Err(submit_error(&task, "the runtime is shutting down".into()));
+        }
+        if shared.interrupted.load(Ordering::Relaxed) {
+            return Err(submit_error(&task, INTERRUPTED.into()));
         }
         if let Some(reason) = &task.invalid {
             return Err(submit_error(&task, reason.clone()));
@@ -514,7 +520,9 @@ impl Shared {
                     deps.poisoned_by = None;
                 }
             } else {
-                deps.push_reader(TaskRef::new(&node));
+                node.accesses[*i]
+                    .core()
+                    .push_reader(deps, TaskRef::new(&node));
             }
         }
         drop(guards);
@@ -611,6 +619,8 @@ impl Shared {
         let e = std::mem::take(&mut *errors);
         if e.failures.is_empty() && e.cancelled.is_empty() {
             Ok(())
+        } else if self.interrupted.load(Ordering::Relaxed) {
+            Err(Error::Interrupted(e))
         } else {
             Err(Error::Failed(e))
         }
@@ -844,6 +854,7 @@ impl Runtime {
             perf,
             calibrate,
             flops_done: AtomicU64::new(0),
+            interrupted: AtomicBool::new(false),
             fallbacks: AtomicU64::new(0),
             first_fallback: std::sync::OnceLock::new(),
             sim,
@@ -1024,6 +1035,23 @@ impl Runtime {
     /// task then goes to that worker's queue).
     pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
         self.shared.submit(task.into())
+    }
+
+    /// Stop the run soon, cleanly (for Ctrl-C): bodies already running
+    /// finish; every task not started yet completes as cancelled
+    /// ("interrupted") when a worker pops it, and later submissions fail. So
+    /// waits return promptly with an error, the data stays consistent (a
+    /// cancelled task never touched it), and the trace holds what ran.
+    /// Callable from any thread, any number of times; it cannot be undone.
+    pub fn interrupt(&self) {
+        // Relaxed: a flag polled per task; a task popped just before it is
+        // seen simply runs.
+        self.shared.interrupted.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`interrupt`](Self::interrupt) was called.
+    pub fn is_interrupted(&self) -> bool {
+        self.shared.interrupted.load(Ordering::Relaxed)
     }
 
     /// Device bodies that failed so far and whose tasks ran their CPU body
@@ -1218,6 +1246,9 @@ impl Runtime {
         Some(crate::graph::dot_from_entries(&entries))
     }
 }
+
+/// Why tasks are cancelled or refused after `Runtime::interrupt`.
+pub(crate) const INTERRUPTED: &str = "interrupted (Runtime::interrupt, e.g. Ctrl-C)";
 
 fn submit_error(task: &TaskBuilder, reason: String) -> Error {
     Error::Submit {

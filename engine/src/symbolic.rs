@@ -101,9 +101,9 @@ pub struct Unfolder<C: TaskClasses> {
 }
 
 /// Called when a task finishes with its key, its task id and its successors
-/// owned by other ranks, grouped by rank (rank order). Runs on the worker
-/// that ran the task, before its local successors are released; an `Err`
-/// fails the task.
+/// owned by other ranks, grouped by rank (rank order; possibly none). Runs on
+/// the worker that ran the task, before its local successors are released;
+/// an `Err` fails the task.
 pub(crate) type RemoteEdges<K> =
     Box<dyn Fn(&K, u64, &[(usize, Vec<K>)]) -> Result<(), String> + Send + Sync>;
 
@@ -215,7 +215,7 @@ impl<C: TaskClasses> Unfolder<C> {
                 }
             }
         }
-        if let (Some(f), false) = (&self.remote, remote.is_empty()) {
+        if let Some(f) = &self.remote {
             remote.sort_by_key(|(r, _)| *r);
             f(key, id, &remote)?;
         }

@@ -36,3 +36,78 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
+
+/// The temporary file a save of `path` writes before renaming it over
+/// `path`: `.NAME.PID.tmp` beside it (hidden, never read back as data).
+pub(crate) fn tmp_path(path: &std::path::Path) -> std::path::PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// Whether `path` is the temporary file of a save of a file named `of`
+/// (`.OF.PID.tmp`, see [`tmp_path`]; `None`: of any file) whose process is
+/// gone (no `/proc/PID`), or, where that cannot be told, older than an hour.
+/// Such a file is what `kill -9` during a save leaves.
+pub(crate) fn is_stale_tmp(path: &std::path::Path, of: Option<&str>) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let Some((file, pid)) = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .and_then(|n| n.rsplit_once('.'))
+    else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    if of.is_some_and(|of| of != file) || !path.is_file() {
+        return false;
+    }
+    let proc = std::path::Path::new("/proc");
+    if proc.join("self").exists() {
+        return pid != std::process::id() && !proc.join(pid.to_string()).exists();
+    }
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(3600))
+}
+
+/// Write `path` atomically: `write` fills a temporary file beside it
+/// ([`tmp_path`]), which is synced and renamed over `path`. A failed or
+/// interrupted save leaves the previous file whole (issue 17: Ctrl-C or
+/// SIGXFSZ during `--trace` left half a file); a failed one removes its
+/// temporary file, and stale ones of killed saves of the same file go first.
+pub(crate) fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+        let dir = if dir.as_os_str().is_empty() {
+            std::path::Path::new(".")
+        } else {
+            dir
+        };
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if is_stale_tmp(&e.path(), Some(name)) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+    let tmp = tmp_path(path);
+    let result = (|| {
+        let file = std::fs::File::create(&tmp)?;
+        write(&file)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

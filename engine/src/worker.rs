@@ -123,6 +123,10 @@ fn execute(
     let node = task.0;
     // SAFETY: this worker popped the task from a ready queue.
     let once = unsafe { node.take_once() };
+    if shared.interrupted.load(Ordering::Relaxed) {
+        // Published to `cancelled`'s reader below on this same thread.
+        node.cancel(|| crate::runtime::INTERRUPTED.into());
+    }
     // Acquire pairs with the Release of the predecessor's `pending` decrement
     // that followed its store of `cancelled`.
     let outcome = if node.cancelled.load(Ordering::Acquire) {
@@ -396,6 +400,9 @@ pub(crate) fn complete(
                 shared.sleep.notify_worker(w);
             }
         }
+    }
+    for a in node.accesses.iter().filter(|a| !a.mode.writes()) {
+        a.core().reader_finished();
     }
     shared.finish_one();
 }

@@ -97,16 +97,20 @@ pub fn hpl_flops(n: usize) -> f64 {
     2.0 / 3.0 * n * n * n + 1.5 * n * n
 }
 
-/// Solves `A·x = b` from the LU factors of `A` (`P·A = L·U` as [`lu_tiled_seq`] leaves them:
-/// `L` unit lower and `U` upper in `factors`, `ipiv` dgetrf-style with global 0-based rows).
+/// Solves `A·x = b` from the LU factors of `A` in HPL's layout (as [`lu_tiled_seq`] and the
+/// task-graph LU leave them: `L` unit lower and `U` upper in `factors`, each tile column of
+/// `L` as its panel left it, `ipiv` dgetrf-style with global 0-based rows).
 ///
-/// Applies the interchanges to `b`, then forward substitution with `L` and back substitution
-/// with `U`, tile by tile (`O(n²)`).
+/// Forward substitution step by step as the factorisation went: at step `k`, the
+/// interchanges of panel `k` on `x`, then `x_k := L_kk⁻¹ x_k` and `x_i -= L_ik x_k` below;
+/// then back substitution with `U`, tile by tile (`O(n²)`). For factors in `dgetrf`'s layout
+/// (after [`to_dgetrf_layout`]) the same result comes from applying all of `ipiv` first.
 ///
 /// # Panics
 /// If `factors` is not square, or `ipiv` or `b` does not have length `n`.
 ///
 /// [`lu_tiled_seq`]: crate::lu_seq::lu_tiled_seq
+/// [`to_dgetrf_layout`]: crate::lu_seq::to_dgetrf_layout
 pub fn solve_from_factors(factors: &TileMatrix, ipiv_global: &[usize], b: &[f64]) -> Vec<f64> {
     let n = factors.n_rows();
     assert_eq!(
@@ -122,15 +126,15 @@ pub fn solve_from_factors(factors: &TileMatrix, ipiv_global: &[usize], b: &[f64]
     assert_eq!(b.len(), n, "solve_from_factors: b has the wrong length");
     let (nb, nt) = (factors.nb(), factors.nt());
     let mut x = b.to_vec();
-    for (i, &p) in ipiv_global.iter().enumerate() {
-        x.swap(i, p);
-    }
     // Vectors are handled as 1-column matrices, which every faer routine accepts.
     let block = |k: usize| (k * nb, (k * nb + nb).min(n));
 
-    // Forward: x_k := L_kk⁻¹ x_k, then x_i -= L_ik x_k below.
+    // Forward: panel k's interchanges, x_k := L_kk⁻¹ x_k, then x_i -= L_ik x_k below.
     for k in 0..nt {
         let (s, e) = block(k);
+        for (i, &p) in ipiv_global.iter().enumerate().take(e).skip(s) {
+            x.swap(i, p);
+        }
         let (head, tail) = x.split_at_mut(e);
         let xk = col_mut(&mut head[s..]);
         solve_unit_lower_triangular_in_place(factors.tile(k, k).as_ref(), xk, Par::Seq);
@@ -168,12 +172,12 @@ pub fn solve_from_factors(factors: &TileMatrix, ipiv_global: &[usize], b: &[f64]
     x
 }
 
-fn col_mut(x: &mut [f64]) -> MatMut<'_, f64> {
+pub(crate) fn col_mut(x: &mut [f64]) -> MatMut<'_, f64> {
     let len = x.len();
     MatMut::from_column_major_slice_mut(x, len, 1)
 }
 
-fn col_ref(x: &[f64]) -> MatRef<'_, f64> {
+pub(crate) fn col_ref(x: &[f64]) -> MatRef<'_, f64> {
     MatRef::from_column_major_slice(x, x.len(), 1)
 }
 

@@ -3,6 +3,7 @@
 pub mod balance;
 pub mod hpl;
 pub mod lu;
+pub mod lu_dist;
 pub mod lu_seq;
 mod lu_split;
 pub mod sparse;

@@ -4,7 +4,10 @@
 //!
 //! Tasks per step `k` (tiles `nb × nb`, `T` tile rows and columns):
 //! - `PANEL(k)`: factor tiles `(k..T, k)` with partial pivoting → `piv[k]`;
-//! - `SWAP(k, j)`, `j ≠ k`: apply `piv[k]` to tiles `(k..T, j)`;
+//! - `SWAP(k, j)`, `j > k`: apply `piv[k]` to tiles `(k..T, j)`. As in HPL,
+//!   the swaps are not applied to the `L` columns left of the panel: the
+//!   factors keep each column of `L` as its panel left it, and the solve
+//!   applies `piv[k]` to the right-hand side at step `k` (see [`LuFactors`]);
 //! - `TRSM(k, j)`, `j > k`: `A(k,j) := L(k,k)⁻¹ A(k,j)`;
 //! - `GEMM(k, i, j)`, `i, j > k`: `A(i,j) -= A(i,k) A(k,j)`.
 //!
@@ -12,8 +15,7 @@
 //! works on tile column `j` gets a priority that grows as `j` gets closer to
 //! the left, and panels rank above updates of their column, so `PANEL(k+1)`
 //! runs as soon as column `k+1` is updated while step `k`'s other updates
-//! continue. Row swaps left of the panel are off the critical path and get
-//! the lowest priority.
+//! continue.
 //!
 //! With two or more devices, tile columns are dealt to them block-cyclically
 //! (Hetero-HPL): every task that updates column `j` (its swaps, TRSM, GEMMs)
@@ -88,7 +90,6 @@ impl LuGraph {
         let t = self.t as i32;
         match task {
             LuTask::Panel(k) => 4 * (t - k as i32) + 3,
-            LuTask::Swap(k, j) if j < k => 0,
             LuTask::Swap(_, j) | LuTask::Trsm(_, j) | LuTask::Gemm(_, _, j) => {
                 4 * (t - j as i32) + 1
             }
@@ -158,11 +159,7 @@ impl LuGraph {
 /// Dependencies, for `T` tiles per side:
 /// - `PANEL(0)` is the root; `PANEL(k>0)` ← `GEMM(k-1, i, k)` for `i ≥ k`;
 /// - `SWAP(k, j>k)` ← `PANEL(k)` and `GEMM(k-1, i, j)` for `i ≥ k`;
-/// - `TRSM(k, j)` ← `SWAP(k, j)`; `GEMM(k, i, j)` ← `TRSM(k, j)`;
-/// - left swaps of column `j` run in order `k = j+1, j+2, …`: `SWAP(j+1, j)` ←
-///   `PANEL(j+1)` and every `GEMM(j, ·, ·)` (they read column `j`'s `L` tiles,
-///   which the swaps permute); `SWAP(k, j)` for `k > j+1` ← `PANEL(k)` and
-///   `SWAP(k-1, j)`.
+/// - `TRSM(k, j)` ← `SWAP(k, j)`; `GEMM(k, i, j)` ← `TRSM(k, j)`.
 struct LuClasses {
     graph: LuGraph,
 }
@@ -184,9 +181,7 @@ impl TaskClasses for LuClasses {
                     t - k
                 }
             }
-            LuTask::Swap(k, j) if j > k => 1 + if k > 0 { t - k } else { 0 },
-            LuTask::Swap(k, j) if k == j + 1 => 1 + (t - j - 1) * (t - j - 1),
-            LuTask::Swap(_, _) => 2,
+            LuTask::Swap(k, _) => 1 + if k > 0 { t - k } else { 0 },
             LuTask::Trsm(_, _) | LuTask::Gemm(_, _, _) => 1,
         }
     }
@@ -196,14 +191,8 @@ impl TaskClasses for LuClasses {
         match *key {
             LuTask::Panel(k) => {
                 out.extend((k + 1..t).map(|j| LuTask::Swap(k, j)));
-                out.extend((0..k).map(|j| LuTask::Swap(k, j)));
             }
-            LuTask::Swap(k, j) if j > k => out.push(LuTask::Trsm(k, j)),
-            LuTask::Swap(k, j) => {
-                if k + 1 < t {
-                    out.push(LuTask::Swap(k + 1, j));
-                }
-            }
+            LuTask::Swap(k, j) => out.push(LuTask::Trsm(k, j)),
             LuTask::Trsm(k, j) => out.extend((k + 1..t).map(|i| LuTask::Gemm(k, i, j))),
             LuTask::Gemm(k, _, j) => {
                 out.push(if j == k + 1 {
@@ -211,7 +200,6 @@ impl TaskClasses for LuClasses {
                 } else {
                     LuTask::Swap(k + 1, j)
                 });
-                out.push(LuTask::Swap(k + 1, k));
             }
         }
     }
@@ -222,8 +210,7 @@ impl TaskClasses for LuClasses {
 }
 
 /// Submit the LU DAG in sequential-task-flow order: for each step, the panel,
-/// then per column to its right the swap, the trsm and the gemms, then the
-/// swaps to its left.
+/// then per column to its right the swap, the trsm and the gemms.
 fn submit_stf(rt: &Runtime, g: &LuGraph) -> Result<(), Error> {
     let t = g.t;
     for k in 0..t {
@@ -235,15 +222,18 @@ fn submit_stf(rt: &Runtime, g: &LuGraph) -> Result<(), Error> {
                 rt.submit(g.task(LuTask::Gemm(k, i, j)))?;
             }
         }
-        for j in 0..k {
-            rt.submit(g.task(LuTask::Swap(k, j)))?;
-        }
     }
     rt.wait_all()
 }
 
-/// The result of a factorisation: `P·A = L·U` in `factors`, and LAPACK-style
+/// The result of a factorisation: `L` and `U` in `factors`, and LAPACK-style
 /// 0-based global pivots (`ipiv[i]`: row swapped with row `i` at step `i`).
+///
+/// HPL's layout, not `dgetrf`'s: a tile column `k` of `L` is left as
+/// `PANEL(k)` wrote it, without the interchanges of later panels
+/// ([`solve_from_factors`](crate::hpl::solve_from_factors) applies them to the
+/// right-hand side step by step). [`to_dgetrf_layout`](crate::lu_seq::to_dgetrf_layout)
+/// applies them to `L`, giving `dgetrf`'s `P·A = L·U`.
 pub struct LuFactors {
     /// `L` (unit, strictly below the diagonal) and `U` (on and above it).
     pub factors: TileMatrix,

@@ -4,8 +4,9 @@
 //! same tiles in an order the DAG allows. For each step `k`:
 //!
 //! - `PANEL(k)`: [`getrf_panel`] on tiles `(k..mt, k)` → panel-local `ipiv_k`;
-//! - `SWAP(k, j)` for every `j ≠ k`: [`laswp`] of `ipiv_k` on tiles `(k..mt, j)` (left of `k`
-//!   too, so that `L` ends up permuted as `dgetrf` leaves it);
+//! - `SWAP(k, j)` for `j > k`: [`laswp`] of `ipiv_k` on tiles `(k..mt, j)`. Not left of `k`:
+//!   as in HPL, `L`'s tile column `j` keeps the row order `PANEL(j)` left it in (HPL's
+//!   layout); [`to_dgetrf_layout`] applies the later interchanges when `dgetrf`'s is wanted;
 //! - `TRSM(k, j)` for `j > k`: [`trsm_unit_lower`] of tile `(k, j)` by tile `(k, k)`;
 //! - `GEMM(k, i, j)` for `i, j > k`: [`gemm_update`] of tile `(i, j)` by `(i, k)·(k, j)`.
 
@@ -16,9 +17,10 @@ use crate::tiled::TileMatrix;
 
 /// Factors `P·A = L·U` in place, tile by tile, for any `n_rows × n_cols` matrix.
 ///
-/// On return `a` holds `L` strictly below the diagonal (unit diagonal implicit) and `U` on and
-/// above it. Returns `ipiv` of length `min(n_rows, n_cols)`: 0-based global rows, row `i` was
-/// swapped with row `ipiv[i]` at step `i` (LAPACK `dgetrf`'s `IPIV` minus one).
+/// On return `a` holds `L` strictly below the diagonal (unit diagonal implicit, in HPL's
+/// layout: see the module doc) and `U` on and above it. Returns `ipiv` of length
+/// `min(n_rows, n_cols)`: 0-based global rows, row `i` was swapped with row `ipiv[i]` at step
+/// `i` (LAPACK `dgetrf`'s `IPIV` minus one).
 ///
 /// # Errors
 /// [`SingularColumn`] naming the global column of the first exact zero pivot. `a` then holds
@@ -28,7 +30,7 @@ pub fn lu_tiled_seq(a: &mut TileMatrix) -> Result<Vec<usize>, SingularColumn> {
     let mut ipiv = Vec::with_capacity(a.n_rows().min(a.n_cols()));
     for k in 0..mt.min(nt) {
         let local = panel(a, k)?;
-        for j in (0..nt).filter(|&j| j != k) {
+        for j in k + 1..nt {
             swap(a, k, j, &local);
         }
         for j in k + 1..nt {
@@ -42,6 +44,30 @@ pub fn lu_tiled_seq(a: &mut TileMatrix) -> Result<Vec<usize>, SingularColumn> {
         ipiv.extend(ipiv_global(k, nb, &local));
     }
     Ok(ipiv)
+}
+
+/// Turns factors in HPL's layout (as [`lu_tiled_seq`] and the task-graph LU leave them) into
+/// `dgetrf`'s: applies each step's interchanges to the tile columns of `L` left of it, after
+/// which `P·A = L·U` holds with `P` from `ipiv` (global, 0-based, as returned).
+///
+/// # Panics
+/// If `ipiv` is longer than `min(n_rows, n_cols)` or names a row outside the matrix.
+pub fn to_dgetrf_layout(a: &mut TileMatrix, ipiv: &[usize]) {
+    let nb = a.nb();
+    assert!(
+        ipiv.len() <= a.n_rows().min(a.n_cols()),
+        "to_dgetrf_layout: {} pivots for a {}x{} matrix",
+        ipiv.len(),
+        a.n_rows(),
+        a.n_cols()
+    );
+    for (k, step) in ipiv.chunks(nb).enumerate() {
+        let first_row = k * nb;
+        let local: Vec<usize> = step.iter().map(|&p| p - first_row).collect();
+        for j in 0..k {
+            swap(a, k, j, &local);
+        }
+    }
 }
 
 /// Turns the panel-local pivots of step `k` (rows counted from row `k·nb`) into global rows.
@@ -203,6 +229,7 @@ mod tests {
             let ipiv = lu_tiled_seq(&mut t).unwrap();
             assert_eq!(ipiv.len(), m.min(n));
             assert_eq!(ipiv, reference_ipiv(&a), "{m}x{n} nb={nb}");
+            to_dgetrf_layout(&mut t, &ipiv);
             let e = factorisation_error(&a, &t, &ipiv);
             assert!(e < 1.0, "{m}x{n} nb={nb}: error ratio {e}");
         }
@@ -219,6 +246,8 @@ mod tests {
         for nb in [1, 4, 7, 16] {
             let mut t = TileMatrix::from_mat(a.to_col_major().as_ref(), nb);
             assert_eq!(lu_tiled_seq(&mut t).unwrap(), ipiv_whole, "nb={nb}");
+            // Layouts differ with the tiling; dgetrf's does not.
+            to_dgetrf_layout(&mut t, &ipiv_whole);
             let f = t.to_col_major();
             let diff = (0..n)
                 .flat_map(|j| (0..n).map(move |i| (i, j)))
@@ -287,6 +316,51 @@ mod tests {
             // Backward stability: the residual check passes even though A is ill-conditioned.
             let r = scaled_residual(&tiles, &x, &b);
             assert!(r < HPL_THRESHOLD, "scaled residual {r}");
+        }
+    }
+
+    #[test]
+    fn hpl_layout_solve_is_exact() {
+        // The solve on HPL-layout factors (interchanges applied to b step by step) against
+        // the textbook solve on the same factors in dgetrf's layout (all of P first, then L,
+        // then U, dense): the same x to rounding, and A·x = b to the stated tolerance.
+        for (n, nb) in [(1, 1), (7, 2), (50, 8), (67, 16), (130, 64)] {
+            let seed = 17 + n as u64;
+            let a = generate_matrix(n, nb, seed);
+            let mut f = a.clone();
+            let ipiv = lu_tiled_seq(&mut f).unwrap();
+            let b = generate_rhs(n, seed);
+            let x = solve_from_factors(&f, &ipiv, &b);
+            let mut g = f.clone();
+            to_dgetrf_layout(&mut g, &ipiv);
+            if n > nb {
+                assert!(g != f, "n={n} nb={nb}: later interchanges must move L rows");
+            }
+            let g = g.to_col_major();
+            let mut y = b.clone();
+            for (i, &p) in ipiv.iter().enumerate() {
+                y.swap(i, p);
+            }
+            for j in 0..n {
+                for i in j + 1..n {
+                    y[i] -= g[(i, j)] * y[j];
+                }
+            }
+            for j in (0..n).rev() {
+                y[j] /= g[(j, j)];
+                for i in 0..j {
+                    y[i] -= g[(i, j)] * y[j];
+                }
+            }
+            let diff = x
+                .iter()
+                .zip(&y)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0.0, f64::max);
+            let scale = y.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            assert!(diff <= 1e-12 * scale * n as f64, "n={n} nb={nb}: {diff:e}");
+            let r = hpl_residual(n, nb, seed, &x, &b);
+            assert!(r < 1.0, "n={n} nb={nb}: scaled residual {r}");
         }
     }
 

@@ -75,6 +75,20 @@ impl SpmvMatrix {
         self.bytes
     }
 
+    /// Bytes one block task needs on its memory node, for the largest
+    /// block: the block itself, all of `x`, and its part of `y`.
+    pub fn largest_working_set(&self) -> u64 {
+        self.ranges
+            .iter()
+            .zip(&self.block_nnz)
+            .map(|(r, &nnz)| {
+                let block = nnz as u64 * 12 + (r.len() as u64 + 1) * 8;
+                block + self.n_cols as u64 * 8 + r.len() as u64 * 8
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The row range of each block.
     pub fn ranges(&self) -> &[Range<usize>] {
         &self.ranges
@@ -207,8 +221,14 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 fn power_step(y: Vec<f64>, stats: &mut IterStats) -> Result<Vec<f64>, Error> {
     let lambda = dot(&y, &y).sqrt();
     if lambda == 0.0 || !lambda.is_finite() {
-        return Err(Error::Config(format!(
-            "power iteration broke down: ||A·x|| = {lambda}"
+        return Err(Error::Breakdown(format!(
+            "power iteration broke down at iteration {}: ||A·x|| = {lambda}{}",
+            stats.iterations + 1,
+            if lambda.is_nan() {
+                " (the matrix or the start vector holds NaN or infinity)"
+            } else {
+                ""
+            }
         )));
     }
     stats.history.push(lambda);
@@ -265,9 +285,14 @@ pub fn conjugate_gradient(
         stats.spmv_seconds += ts.elapsed().as_secs_f64();
         let pq = dot(&p, &q);
         if pq <= 0.0 || !pq.is_finite() {
-            return Err(Error::Config(format!(
-                "CG broke down at iteration {}: p·Ap = {pq} (is the matrix SPD?)",
-                stats.iterations
+            return Err(Error::Breakdown(format!(
+                "CG broke down at iteration {}: p·Ap = {pq} ({})",
+                stats.iterations,
+                if pq.is_finite() {
+                    "is the matrix SPD?"
+                } else {
+                    "the matrix holds NaN or infinity, or the iteration overflowed"
+                }
             )));
         }
         let alpha = rr / pq;

@@ -208,3 +208,137 @@ fn received_data_is_cached_until_written() {
         );
     });
 }
+
+/// Factor the HPL matrix `(n, seed)` on `grid` over in-process ranks;
+/// returns every rank's factor tiles and pivots.
+#[allow(clippy::type_complexity)]
+fn dist_lu(
+    n: usize,
+    nb: usize,
+    seed: u64,
+    grid: tessera_linalg::lu_dist::Grid,
+) -> (
+    Vec<(usize, usize, tessera_tasks::tile::Tile)>,
+    Vec<(usize, Vec<usize>)>,
+    Vec<(u64, u64)>,
+) {
+    use tessera_linalg::lu_dist::DistLu;
+    let out = spmd(grid.ranks(), move |rank, net| {
+        let rt = Runtime::new(
+            Config::with_workers(1 + rank % 2).scheduler(tessera_engine::Scheduler::Prio),
+        )
+        .unwrap();
+        let lu = Arc::new(DistLu::new(&rt, n, nb, seed, grid, rank));
+        let stats = symbolic::run(&rt, &net, Arc::clone(&lu)).unwrap();
+        let predicted = lu.predicted_bytes_sent();
+        let held = lu.take_factors(&rt).unwrap();
+        // The distributed solve passes HPL's check on every rank.
+        let coll = Collectives::new(&net);
+        let (_, resid) = lu.solve_and_check(&held, &coll).unwrap();
+        assert!(
+            resid < tessera_linalg::hpl::HPL_THRESHOLD,
+            "rank {rank}: residual {resid}"
+        );
+        (held.tiles, held.pivots, (predicted, stats.bytes))
+    });
+    let mut tiles = Vec::new();
+    let mut pivs = Vec::new();
+    let mut bytes = Vec::new();
+    for (t, p, b) in out {
+        tiles.extend(t);
+        pivs.extend(p);
+        bytes.push(b);
+    }
+    (tiles, pivs, bytes)
+}
+
+#[test]
+fn distributed_lu_is_bit_identical_to_one_process() {
+    use tessera_linalg::hpl::generate_matrix;
+    use tessera_linalg::lu_dist::Grid;
+    use tessera_linalg::lu_seq::lu_tiled_seq;
+    with_timeout(LIMIT, || {
+        for (grid, nb) in [
+            ("1x1", 8),
+            ("1x2", 8),
+            ("2x1", 8),
+            ("2x2", 8),
+            ("1x3", 8),
+            ("2x2", 2),
+            ("1x2", 64),
+        ] {
+            for n in [1, nb - 1, nb + 1, 3 * nb + 5] {
+                let g = Grid::parse(grid).unwrap();
+                let (tiles, pivs, bytes) = dist_lu(n, nb, 3, g);
+                let mut a = generate_matrix(n, nb, 3);
+                let ipiv = lu_tiled_seq(&mut a).unwrap();
+                let t = n.div_ceil(nb);
+                assert_eq!(tiles.len(), t * t, "{grid} n={n}: every tile held once");
+                for (i, j, tile) in &tiles {
+                    assert!(
+                        tile.as_slice() == a.tile(*i, *j).as_slice(),
+                        "{grid} nb={nb} n={n}: tile ({i},{j}) differs"
+                    );
+                }
+                let mut got: Vec<usize> = Vec::new();
+                let mut pivs = pivs;
+                pivs.sort_by_key(|(k, _)| *k);
+                for (k, p) in &pivs {
+                    got.extend(p.iter().map(|&r| r + k * nb));
+                }
+                assert_eq!(got, ipiv, "{grid} nb={nb} n={n}: pivots differ");
+                for (rank, (predicted, sent)) in bytes.iter().enumerate() {
+                    assert_eq!(
+                        predicted, sent,
+                        "{grid} nb={nb} n={n}: rank {rank} sent {sent} bytes, model says {predicted}"
+                    );
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn distributed_lu_dag_is_consistent() {
+    use tessera_engine::dist::symbolic::DistClasses;
+    use tessera_engine::symbolic::{unroll, TaskClasses};
+    use tessera_linalg::lu_dist::{DistLu, Grid};
+    for grid in ["1x1", "1x2", "2x1", "2x2", "1x3", "3x2"] {
+        let g = Grid::parse(grid).unwrap();
+        let rt = Runtime::new(Config::with_workers(1)).unwrap();
+        let lu = DistLu::new(&rt, 8 * 7 + 3, 8, 1, g, 0);
+        let tasks = unroll(&lu).unwrap_or_else(|e| panic!("{grid}: {e}"));
+        for r in 0..g.ranks() {
+            let mine = tasks.iter().filter(|(k, _)| lu.owner(k) == r).count();
+            assert_eq!(mine, lu.owned(r), "{grid}: rank {r} owns {mine} tasks");
+        }
+    }
+}
+
+#[test]
+fn singular_matrix_names_the_column_on_every_rank() {
+    use tessera_linalg::lu_dist::{DistLu, Grid};
+    with_timeout(LIMIT, || {
+        for grid in ["1x2", "2x2", "1x3"] {
+            let g = Grid::parse(grid).unwrap();
+            let (n, nb, zero_col) = (24, 8, 13);
+            let errors = spmd(g.ranks(), move |rank, net| {
+                let rt = Runtime::new(Config::with_workers(1)).unwrap();
+                let lu = Arc::new(DistLu::from_fn(&rt, n, nb, 1, g, rank, |i, j| {
+                    let mut t = tessera_linalg::hpl::generate_tile(n, nb, 1, i, j);
+                    if j == zero_col / nb {
+                        t.col_mut(zero_col % nb).iter_mut().for_each(|v| *v = 0.0);
+                    }
+                    t
+                }));
+                symbolic::run(&rt, &net, lu).unwrap_err().to_string()
+            });
+            for (rank, e) in errors.iter().enumerate() {
+                assert!(
+                    e.contains("exact zero pivot in column 13"),
+                    "{grid}: rank {rank}: {e}"
+                );
+            }
+        }
+    });
+}

@@ -79,8 +79,9 @@ fn cluster(ranks: usize, task_s: f64, recv_s: f64, latency_s: f64) -> Platform {
 }
 
 /// Run `shape` on a simulated cluster, all ranks in this process; returns
-/// every task's output and the simulation.
-fn run_ranks(shape: &Arc<Shape>, p: Platform) -> (Vec<Option<Vec<u64>>>, Arc<Simulation>) {
+/// every task's output, the simulation, and the virtual time when the last
+/// task ended (before the ranks' end-of-run handshake).
+fn run_ranks(shape: &Arc<Shape>, p: Platform) -> (Vec<Option<Vec<u64>>>, Arc<Simulation>, f64) {
     let ranks = p.ranks();
     let sim = Simulation::with_models(p, Arc::new(PerfModels::default()), false, true);
     let nets: Vec<_> = (0..ranks).map(|r| sim.net(r)).collect();
@@ -94,14 +95,22 @@ fn run_ranks(shape: &Arc<Shape>, p: Platform) -> (Vec<Option<Vec<u64>>>, Arc<Sim
         .map(|r| symbolic::start(&rts[r], &nets[r], Arc::clone(&dags[r])))
         .collect();
     sim.run().unwrap();
+    let end = sim.now();
+    // Every rank tells the others it is done: messages too, then played.
+    let finishing: Vec<_> = started
+        .into_iter()
+        .enumerate()
+        .map(|(r, s)| s.finish(&rts[r], &nets[r]).unwrap())
+        .collect();
+    sim.run().unwrap();
     let mut got = vec![None; shape.preds.len()];
-    for (r, s) in started.into_iter().enumerate() {
-        s.wait(&rts[r], &nets[r]).unwrap();
+    for (r, f) in finishing.into_iter().enumerate() {
+        f.wait(&nets[r]).unwrap();
         for (t, v) in dags[r].outputs(&rts[r]) {
             got[t] = Some(v);
         }
     }
-    (got, sim)
+    (got, sim, end)
 }
 
 #[test]
@@ -112,7 +121,7 @@ fn simulated_ranks_give_the_sequential_result() {
             let n = 30 + (seed as usize * 41) % 200;
             let shape = Arc::new(Shape::random(seed, n, ranks));
             let expected = shape.expected();
-            let (got, sim) = run_ranks(&shape, cluster(ranks, 1e-3, 1e-4, 1e-5));
+            let (got, sim, _) = run_ranks(&shape, cluster(ranks, 1e-3, 1e-4, 1e-5));
             for t in 0..n {
                 assert_eq!(got[t].as_ref(), Some(&expected[t]), "seed {seed}: task {t}");
             }
@@ -140,11 +149,12 @@ fn a_network_hop_costs_its_latency() {
             owner: vec![0, 1],
             salt: vec![1, 2],
         });
-        let (got, sim) = run_ranks(&shape, cluster(2, 1.0, 0.5, 1.0));
+        let (got, sim, end) = run_ranks(&shape, cluster(2, 1.0, 0.5, 1.0));
         assert_eq!(got[1].as_ref(), Some(&shape.expected()[1]));
         // 136 bytes of message at 1 PB/s are below a nanosecond.
-        assert!((sim.now() - 3.5).abs() < 1e-6, "{}", sim.now());
-        assert_eq!(sim.stats().messages, 1);
+        assert!((end - 3.5).abs() < 1e-6, "{end}");
+        // The data message, then one DONE each way.
+        assert_eq!(sim.stats().messages, 3);
     });
 }
 

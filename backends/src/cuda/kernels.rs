@@ -9,7 +9,7 @@
 //! device's architecture, PTX for NVRTC's default architecture is the
 //! fallback.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
 use std::sync::{Arc, Mutex};
 
@@ -153,38 +153,6 @@ fn compile_cubin(src: &str, (major, minor): (u32, u32)) -> Result<Vec<u8>, Strin
     out
 }
 
-/// Moves that apply the interchanges `ipiv` (LAPACK `dlaswp`, forward: for
-/// i = 0.. swap rows i and `ipiv[i]`) to `total_rows` rows: `(dst, src)`
-/// means row `dst` receives the old content of row `src`. Only rows whose
-/// content changes appear, sorted by `dst`.
-pub(crate) fn laswp_moves(
-    total_rows: usize,
-    ipiv: &[usize],
-) -> Result<Vec<(usize, usize)>, String> {
-    if ipiv.len() > total_rows {
-        return Err(format!(
-            "laswp: ipiv has {} entries but the tiles hold {total_rows} rows",
-            ipiv.len()
-        ));
-    }
-    // Position -> the original row now there; absent: unmoved.
-    let mut at: BTreeMap<usize, usize> = BTreeMap::new();
-    for (i, &p) in ipiv.iter().enumerate() {
-        if p >= total_rows {
-            return Err(format!(
-                "laswp: ipiv[{i}] = {p} is out of range: the tiles hold {total_rows} rows"
-            ));
-        }
-        if p != i {
-            let ri = at.get(&i).copied().unwrap_or(i);
-            let rp = at.get(&p).copied().unwrap_or(p);
-            at.insert(i, rp);
-            at.insert(p, ri);
-        }
-    }
-    Ok(at.into_iter().filter(|&(dst, src)| dst != src).collect())
-}
-
 /// The device descriptor of `moves` over `tiles` ((address, rows), column
 /// major, ld = rows): source addresses, source lds, destination addresses,
 /// destination lds, `moves.len()` entries each.
@@ -280,7 +248,7 @@ pub unsafe fn laswp(
         .iter()
         .try_fold(0usize, |s, t| s.checked_add(t.1))
         .ok_or("laswp: the tile rows overflow")?;
-    let moves = laswp_moves(total, ipiv)?;
+    let moves = crate::rows::laswp_moves(total, ipiv)?;
     if moves.is_empty() || cols == 0 {
         return Ok(());
     }
@@ -509,95 +477,15 @@ pub fn d2d_bandwidth(dev: &CudaDevice, bytes: usize) -> Result<f64, String> {
 
 #[cfg(test)]
 mod tests {
-    //! The host side of laswp (net permutation, descriptors) and SpMV's
-    //! lanes choice, checked against direct computations.
+    //! The host side of laswp (descriptors) and SpMV's lanes choice,
+    //! checked against direct computations.
     use super::*;
-
-    /// Applies the swaps to row ids, as LAPACK's dlaswp does.
-    fn swapped(total: usize, ipiv: &[usize]) -> Vec<usize> {
-        let mut rows: Vec<usize> = (0..total).collect();
-        for (i, &p) in ipiv.iter().enumerate() {
-            rows.swap(i, p);
-        }
-        rows
-    }
-
-    /// Applies the moves as the kernels do: gather all, then scatter.
-    fn moved(total: usize, moves: &[(usize, usize)]) -> Vec<usize> {
-        let mut rows: Vec<usize> = (0..total).collect();
-        let gathered: Vec<usize> = moves.iter().map(|&(_, src)| rows[src]).collect();
-        for (&(dst, _), v) in moves.iter().zip(gathered) {
-            rows[dst] = v;
-        }
-        rows
-    }
-
-    fn check(total: usize, ipiv: &[usize]) {
-        let moves = laswp_moves(total, ipiv).unwrap();
-        assert_eq!(moved(total, &moves), swapped(total, ipiv), "ipiv {ipiv:?}");
-        assert!(moves.iter().all(|&(d, s)| d != s));
-        assert!(
-            moves.windows(2).all(|w| w[0].0 < w[1].0),
-            "sorted, unique destinations"
-        );
-    }
-
-    #[test]
-    fn identity_and_empty() {
-        assert!(laswp_moves(5, &[]).unwrap().is_empty());
-        assert!(laswp_moves(5, &[0, 1, 2]).unwrap().is_empty());
-        assert!(laswp_moves(0, &[]).unwrap().is_empty());
-    }
-
-    #[test]
-    fn fixed_cases() {
-        // Swap back and forth cancels; chains; repeated rows; ipiv[i] == i.
-        check(6, &[3, 1, 2, 3]);
-        check(6, &[3, 3, 3, 3]);
-        check(6, &[5, 5, 5, 5, 5, 5]);
-        check(4, &[1, 0]);
-        check(8, &[7, 6, 5, 4]);
-        check(3, &[2, 2, 2]);
-    }
-
-    #[test]
-    fn random_cases() {
-        let mut s = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        for _ in 0..500 {
-            let total = 1 + (next() % 40) as usize;
-            let len = (next() % (total as u64 + 1)) as usize;
-            let ipiv: Vec<usize> = (0..len)
-                .map(|i| {
-                    if next() % 4 == 0 {
-                        i
-                    } else {
-                        (next() % total as u64) as usize
-                    }
-                })
-                .collect();
-            check(total, &ipiv);
-        }
-    }
-
-    #[test]
-    fn bad_ipiv_is_named() {
-        let e = laswp_moves(4, &[1, 9]).unwrap_err();
-        assert!(e.contains("ipiv[1] = 9"), "{e}");
-        let e = laswp_moves(2, &[0, 1, 1]).unwrap_err();
-        assert!(e.contains("3 entries"), "{e}");
-    }
 
     #[test]
     fn descriptors_cross_tiles() {
         // Tiles of 3, 0 and 2 rows: global rows 0..3 in tile 0, 3..5 in tile 2.
         let tiles = [(1000u64, 3usize), (0, 0), (5000, 2)];
-        let moves = laswp_moves(5, &[4, 3]).unwrap();
+        let moves = crate::rows::laswp_moves(5, &[4, 3]).unwrap();
         // Row 0 <- 4, row 1 <- 3, row 3 <- 1, row 4 <- 0.
         assert_eq!(moves, vec![(0, 4), (1, 3), (3, 1), (4, 0)]);
         let d = laswp_descriptors(&tiles, &moves).unwrap();

@@ -55,8 +55,36 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// Task durations of the calibration runs: (codelet, flops) → seconds.
+type Samples = std::collections::BTreeMap<(String, u64), Vec<f64>>;
+
+/// Add the tasks of `rt`'s trace to `samples`.
+fn collect(rt: &Runtime, samples: &mut Samples) {
+    for t in rt.trace().tasks {
+        if t.flops > 0.0 {
+            samples
+                .entry((t.codelet, t.flops as u64))
+                .or_default()
+                .push((t.end - t.start) as f64 * 1e-9);
+        }
+    }
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
+}
+
 pub fn run(args: CalibrateArgs) -> Result<(), String> {
-    let perf = Arc::new(PerfModels::new(PerfModelConfig::default()));
+    // Every sample kept, none rejected: the simulation wants each size's
+    // typical time over the whole run (its mean, from the traces), not the
+    // recent median a scheduler wants; these models give the swaps' times
+    // (keyed by bytes), the traces the others' (keyed by flops).
+    let perf = Arc::new(PerfModels::new(PerfModelConfig {
+        history_len: 1 << 20,
+        outlier_k: 1e12,
+        ..PerfModelConfig::default()
+    }));
+    let mut samples = Samples::new();
     let base = crate::placement::runtime_config(&args.placement, "prio", Scheduler::Prio)?;
     if !base.devices.is_empty() {
         return Err("calibrate describes this machine's cores: drop --gpus/--sim".into());
@@ -67,12 +95,18 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     let mut lu_times = Vec::new();
     for &n in &args.n {
         for r in 0..args.runs.max(1) {
-            let rt = Runtime::new(base.clone().perf_models(Arc::clone(&perf)).calibrate(true))
-                .map_err(|e| e.to_string())?;
+            let rt = Runtime::new(
+                base.clone()
+                    .perf_models(Arc::clone(&perf))
+                    .calibrate(true)
+                    .trace(true),
+            )
+            .map_err(|e| e.to_string())?;
             let a = generate_matrix(n, args.nb, 1 + r as u64);
             let t0 = Instant::now();
             lu_factor_split(&rt, a, Front::Symbolic, Split::Auto).map_err(|e| e.to_string())?;
             let t = t0.elapsed().as_secs_f64();
+            collect(&rt, &mut samples);
             eprintln!(
                 "calibrate: LU n={n} nb={} run {}: {t:.2} s ({:.1} GFLOP/s)",
                 args.nb,
@@ -88,7 +122,8 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         base.clone()
             .scheduler(Scheduler::Ws)
             .perf_models(Arc::clone(&perf))
-            .calibrate(true),
+            .calibrate(true)
+            .trace(true),
     )
     .map_err(|e| e.to_string())?;
     let mat = SpmvMatrix::new(&rt, &a, workers * 16);
@@ -96,20 +131,67 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         .map(|i| 1.0 + (i % 7) as f64 * 0.125)
         .collect();
     let (_, st) = repeated_spmv(&rt, &mat, x, args.spmv_iters).map_err(|e| e.to_string())?;
+    collect(&rt, &mut samples);
     eprintln!(
         "calibrate: SpMV {} x {}: {:.3} s",
         args.spmv, args.spmv_iters, st.spmv_seconds
     );
     drop(rt);
+    // How much slower a core runs when all of them work (memory bandwidth
+    // and caches shared): one LU run on one worker, its full-tile GEMM mean
+    // against the runs above.
+    let gemm_key = |s: &Samples| {
+        s.iter()
+            .filter(|((c, _), _)| c == "gemm")
+            .max_by_key(|(_, v)| v.len())
+            .map(|((_, f), v)| (*f, mean(v)))
+    };
+    let mut slowdown = 1.0;
+    if workers > 1 {
+        let n = args.n.last().copied().unwrap_or(4096);
+        let rt = Runtime::new(base.clone().workers(1).trace(true)).map_err(|e| e.to_string())?;
+        let a = generate_matrix(n, args.nb, 99);
+        let t0 = Instant::now();
+        lu_factor_split(&rt, a, Front::Symbolic, Split::Auto).map_err(|e| e.to_string())?;
+        eprintln!(
+            "calibrate: LU n={n} on one worker: {:.2} s",
+            t0.elapsed().as_secs_f64()
+        );
+        let mut one = Samples::new();
+        collect(&rt, &mut one);
+        if let (Some((f, all)), Some((g, alone))) = (gemm_key(&samples), gemm_key(&one)) {
+            if f == g && alone > 0.0 {
+                slowdown = all / alone;
+            }
+        }
+        eprintln!("calibrate: a core is {slowdown:.3}x slower with {workers} busy");
+    }
     let triad = stream_triad(64 << 20, workers, 5);
     eprintln!("calibrate: STREAM triad {:.1} GB/s", triad / 1e9);
 
+    // The models saved: each (codelet, size) of the traces at its mean
+    // time (recorded min_samples times, so it is a history, not a guess);
+    // codelets without flops from the models measured above.
+    let saved = PerfModels::new(PerfModelConfig::default());
+    for ((c, f), v) in &samples {
+        for _ in 0..saved.config().min_samples {
+            saved.record(c, "cpu", *f, mean(v));
+        }
+    }
+    let flop_keyed: Vec<String> = samples.keys().map(|(c, _)| c.clone()).collect();
+    for r in perf.summary() {
+        if !flop_keyed.contains(&r.codelet) {
+            for _ in 0..saved.config().min_samples {
+                saved.record(&r.codelet, &r.arch, r.size, r.median);
+            }
+        }
+    }
+    let perf = saved;
     // Per-codelet rates from the models: flops-keyed codelets in GFLOP/s
     // (median over sizes of size/time), the others in GB/s of their data.
     let rows = perf.summary();
     let mut codelets: Vec<String> = rows.iter().map(|r| r.codelet.clone()).collect();
     codelets.dedup();
-    let flop_keyed = ["gemm", "panel", "trsm", "spmv"];
     let mut rates = String::new();
     let mut gemm_rate = 0.0;
     let mut gbs_default = Vec::new();
@@ -120,7 +202,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             .map(|r| r.size as f64 / r.median)
             .collect();
         let rate = median(pts) / 1e9;
-        if flop_keyed.contains(&c.as_str()) {
+        if flop_keyed.contains(c) {
             let _ = writeln!(rates, "{c} = {{ gflops = {rate:.3} }}");
             if c == "gemm" {
                 gemm_rate = rate;
@@ -185,6 +267,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
          arch = \"cpu\"\n\
          gflops = {gemm_rate:.3}   # one core's GEMM rate (tasks with flops and no model)\n\
          gbs = {gbs:.3}   # tasks without flops and no model: their data at this rate\n\
+         slowdown = [1.0, {slowdown:.4}]   # a core's time alone, and with all {workers} busy (the models' case)\n\
          \n\
          [node.cpu.codelets]\n\
          {rates}",

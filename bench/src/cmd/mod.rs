@@ -4,6 +4,7 @@
 pub mod calibrate;
 pub mod gpu_check;
 pub mod lu;
+pub mod lu_kernels;
 pub mod overhead;
 pub mod perfmodel;
 pub mod spmv;

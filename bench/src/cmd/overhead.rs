@@ -134,13 +134,13 @@ pub struct OverheadArgs {
     #[arg(long, default_value = "ws")]
     pub sched: String,
     /// Independent tasks in case (a).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = crate::placement::at_least_one)]
     pub independent: usize,
     /// Chain length in case (b), and task count in case (c).
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = crate::placement::at_least_one)]
     pub chain: usize,
     /// Repetitions; the median is printed.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::placement::at_least_one)]
     pub reps: usize,
     /// How independent and chain tasks are described: typed (a codelet with
     /// its body) or dynamic (a TaskBuilder with a closure each, as before

@@ -12,7 +12,6 @@ use faer::sparse::{SparseRowMatRef, SymbolicSparseRowMatRef};
 use faer::{Accum, Mat, Par};
 use tessera_engine::Runtime;
 use tessera_linalg::sparse::csr::Csr;
-use tessera_linalg::sparse::gen::parse_gen_spec;
 use tessera_linalg::sparse::mm::read_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{
@@ -30,7 +29,7 @@ pub struct SpmvArgs {
     #[arg(long, value_name = "SPEC", default_value = "stencil27:100")]
     pub gen: String,
     /// Iterations.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = crate::placement::at_least_one)]
     pub iters: usize,
     /// What to run: spmv (y += A·x repeated), power (power iteration), cg (conjugate gradient, SPD matrices).
     #[arg(long, default_value = "spmv")]
@@ -40,7 +39,7 @@ pub struct SpmvArgs {
     pub tol: f64,
     /// Row blocks per worker (16 measured at least as fast as 4 and 32 on
     /// stencil27:150 here: finer blocks even out the two workers' finish).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = crate::placement::at_least_one)]
     pub blocks_per_worker: usize,
     /// Scheduler: ws, prio, dmda, or auto (dmda with devices, else ws).
     #[arg(long, default_value = "auto")]
@@ -50,7 +49,7 @@ pub struct SpmvArgs {
     #[arg(long)]
     pub on_device: bool,
     /// STREAM triad array length in Mi elements (3 arrays of 8 bytes each).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::placement::at_least_one)]
     pub stream_mi: usize,
     /// With a device (--gpus or --sim): split the rows between the CPU workers and the first
     /// device, balanced at run time (Roadrunner); runs power iteration under dmda.
@@ -99,13 +98,106 @@ fn faer_spmv_seconds(a: &Csr, x: &[f64], iters: usize, threads: usize) -> Result
     Ok(t0.elapsed().as_secs_f64())
 }
 
+/// Bytes of the last-level cache of CPU 0, from sysfs.
+fn last_level_cache() -> Option<u64> {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let mut best: Option<(u32, u64)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).ok();
+        let (Some(level), Some(size)) = (read("level"), read("size")) else {
+            continue;
+        };
+        let level: u32 = level.trim().parse().ok()?;
+        let size = size.trim();
+        let bytes = match size.strip_suffix('K') {
+            Some(k) => k.parse::<u64>().ok()? << 10,
+            None => match size.strip_suffix('M') {
+                Some(m) => m.parse::<u64>().ok()? << 20,
+                None => size.parse().ok()?,
+            },
+        };
+        if best.is_none_or(|(l, _)| level > l) {
+            best = Some((level, bytes));
+        }
+    }
+    best.map(|(_, b)| b)
+}
+
+/// The STREAM array length `--stream-mi` asks for, refused when it
+/// overflows; a warning when the arrays fit in the last-level cache (then
+/// the triad measures the cache: `--stream-mi 1` printed 14,504 GB/s).
+fn stream_elems(mi: usize) -> Result<usize, String> {
+    let elems = mi
+        .checked_mul(1 << 20)
+        .filter(|e| e.checked_mul(24).is_some())
+        .ok_or_else(|| format!("--stream-mi {mi}: {mi} Mi elements overflow the address space"))?;
+    if let Some(llc) = last_level_cache() {
+        if (24 * elems as u64) < 4 * llc {
+            eprintln!(
+                "tessera: warning: --stream-mi {mi}: the triad's 3 arrays ({}) are less than 4x the last-level cache ({}), so it measures the cache, not memory; the SpMV ratios will be too low",
+                tessera_engine::fmt::bytes(24 * elems as u64),
+                tessera_engine::fmt::bytes(llc)
+            );
+        }
+    }
+    Ok(elems)
+}
+
+/// Every big buffer of a run on an `n × m` matrix of `csr` bytes, for
+/// [`crate::budget::check`].
+fn buffers(
+    args: &SpmvArgs,
+    n: u64,
+    m: u64,
+    csr: u64,
+    stream: u64,
+    sims: &[Option<u64>],
+) -> Vec<(&'static str, u64)> {
+    let vectors = 10u64.saturating_mul(n.max(m)).saturating_mul(8);
+    let replicas = sims
+        .iter()
+        .map(|l| l.map_or(csr, |l| l.min(csr)))
+        .fold(0u64, u64::saturating_add);
+    let faer = if args.no_faer || args.balance || args.solver != "spmv" {
+        0
+    } else {
+        n.saturating_mul(4) + (n + m).saturating_mul(8)
+    };
+    vec![
+        ("the matrix", csr),
+        ("its row blocks", csr),
+        ("replicas on sim devices", replicas),
+        ("vectors", vectors),
+        ("STREAM arrays", stream.saturating_mul(24)),
+        ("faer's copy", faer),
+    ]
+}
+
 pub fn run(args: SpmvArgs) -> Result<(), String> {
     if let Some(platform) = &args.simulate {
         return crate::simulate::spmv(&args, platform);
     }
+    // Every argument is checked before anything is built or measured.
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
+    if !args.balance && !matches!(args.solver.as_str(), "spmv" | "power" | "cg") {
+        return Err(format!(
+            "unknown --solver '{}' (known: spmv, power, cg)",
+            args.solver
+        ));
+    }
+    if !(args.tol.is_finite() && args.tol > 0.0) {
+        return Err(format!("--tol {}: must be a positive number", args.tol));
+    }
+    let stream_n = stream_elems(args.stream_mi)?;
+    let spec = match &args.matrix {
+        Some(path) => {
+            tessera_linalg::sparse::mm::check_regular_file(path).map_err(|e| e.to_string())?;
+            None
+        }
+        None => Some(tessera_linalg::sparse::gen::gen_spec(&args.gen)?),
+    };
     let sched = if args.balance || args.on_device {
         "dmda"
     } else {
@@ -122,77 +214,135 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     let cpu_workers = config.workers;
     let device_peak = config.devices.first().map(|d| d.peak_flops());
     let device_name = config.devices.first().map(|d| d.name());
+    let device_limit = config.devices.first().and_then(|d| d.memory_limit());
+    let sims: Vec<Option<u64>> = config
+        .devices
+        .iter()
+        .filter(|d| d.arch() == "sim")
+        .map(|d| d.memory_limit())
+        .collect();
+    let threads = config.workers + config.devices.len() + 2;
+    let budget = |what: &str, n: u64, m: u64, csr: u64| {
+        crate::budget::check(
+            what,
+            &buffers(&args, n, m, csr, stream_n as u64, &sims),
+            threads,
+        )
+    };
+    match (&spec, &args.matrix) {
+        (Some(g), _) => {
+            let (n, csr) = (g.rows() as u64, g.csr_bytes().min(u64::MAX as u128) as u64);
+            budget(&format!("spmv --gen {}", args.gen), n, n, csr)?;
+        }
+        (None, Some(path)) => {
+            // The file is read whole, then its entries parsed beside it.
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            crate::budget::check(
+                &format!("reading {}", path.display()),
+                &[("the file", size), ("its entries", size)],
+                threads,
+            )?;
+        }
+        (None, None) => unreachable!("--gen has a default"),
+    }
     let d2d = device_copy_rate(config.devices.first());
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
-    // The first device's memory node (checked above that there is a device
-    // when it is used).
-    let device_node = rt.device_nodes().first().copied().unwrap_or(1);
-    let workers = rt.workers();
+    let result = crate::interrupt::watch(&rt, || {
+        // The first device's memory node (checked above that there is a device
+        // when it is used).
+        let device_node = rt.device_nodes().first().copied().unwrap_or(1);
+        let workers = rt.workers();
 
-    let t_load = Instant::now();
-    let (a, source) = match &args.matrix {
-        Some(path) => (
-            read_matrix_market(path).map_err(|e| e.to_string())?,
-            path.display().to_string(),
-        ),
-        None => (parse_gen_spec(&args.gen)?, args.gen.clone()),
-    };
-    let load_s = t_load.elapsed().as_secs_f64();
-    let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
-    println!(
-        "matrix {source}: {n} x {m}, {nnz} nonzeros, {:.1} MiB, {} in {load_s:.2} s",
-        a.bytes() as f64 / (1 << 20) as f64,
+        let t_load = Instant::now();
+        let (a, source) = match (&args.matrix, spec) {
+            (Some(path), _) => (
+                read_matrix_market(path).map_err(|e| e.to_string())?,
+                path.display().to_string(),
+            ),
+            (None, Some(g)) => (g.build(), args.gen.clone()),
+            (None, None) => unreachable!("--gen has a default"),
+        };
+        let load_s = t_load.elapsed().as_secs_f64();
+        let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
         if args.matrix.is_some() {
-            "read"
-        } else {
-            "generated"
+            // Now with the real sizes: the vectors follow the columns, which a
+            // 60-byte file can declare by the billion.
+            let mut items = buffers(
+                &args,
+                n as u64,
+                m as u64,
+                a.bytes() as u64,
+                stream_n as u64,
+                &sims,
+            );
+            items.retain(|(what, _)| *what != "the matrix"); // read already
+            crate::budget::check(&format!("spmv on {source}"), &items, threads)?;
         }
-    );
-
-    let stream = stream_triad(args.stream_mi << 20, workers, 5) / 1e9;
-    println!(
-        "STREAM triad ({workers} threads, 3 x {} MiB): {stream:.1} GB/s",
-        args.stream_mi * 8
-    );
-
-    // Balancing moves whole blocks between host and device: finer blocks, finer splits.
-    let blocks = if args.balance {
-        64
-    } else {
-        workers * args.blocks_per_worker.max(1)
-    };
-    // On one device alone, its copy rate is the physical limit to compare with.
-    let limit = d2d
-        .filter(|_| args.on_device)
-        .map(|r| (r / 1e9, device_name.clone().unwrap_or_default()));
-    let limit = limit.as_ref().map(|(r, n)| (*r, n.as_str()));
-    let mut mat = SpmvMatrix::new(&rt, &a, blocks);
-    if args.on_device {
-        mat.set_home(Some(device_node));
-    }
-    let x: Vec<f64> = (0..m).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
-    let per_iter_bytes = spmv_bytes(nnz, n, m);
-    let per_iter_flops = spmv_flops(nnz);
-
-    if let Some(peak_device) = device_peak.filter(|_| args.balance) {
-        let peak_host = args.host_peak_gflops.unwrap_or(50.0 * cpu_workers as f64) * 1e9;
-        let (_, stats, log) = balanced_power_iteration(
-            &rt,
-            &mat,
-            x,
-            args.iters,
-            device_node,
-            peak_host,
-            peak_device,
-        )
-        .map_err(|e| e.to_string())?;
         println!(
-            "balanced power iteration: host {cpu_workers} CPU worker(s) vs device {}",
-            device_name.as_deref().unwrap_or("?")
+            "matrix {source}: {n} x {m}, {nnz} nonzeros, {:.1} MiB, {} in {load_s:.2} s",
+            a.bytes() as f64 / (1 << 20) as f64,
+            if args.matrix.is_some() {
+                "read"
+            } else {
+                "generated"
+            }
         );
-        for (i, it) in log.iter().enumerate() {
-            let t = &it.times;
+
+        let stream = stream_triad(stream_n, workers, 5) / 1e9;
+        println!(
+            "STREAM triad ({workers} threads, 3 x {} MiB): {stream:.1} GB/s",
+            args.stream_mi * 8
+        );
+
+        // Balancing moves whole blocks between host and device: finer blocks, finer splits.
+        let blocks = if args.balance {
+            64
+        } else {
+            workers * args.blocks_per_worker.max(1)
+        };
+        // On one device alone, its copy rate is the physical limit to compare with.
+        let limit = d2d
+            .filter(|_| args.on_device)
+            .map(|r| (r / 1e9, device_name.clone().unwrap_or_default()));
+        let limit = limit.as_ref().map(|(r, n)| (*r, n.as_str()));
+        let mut mat = SpmvMatrix::new(&rt, &a, blocks);
+        if args.on_device {
+            let need = mat.largest_working_set();
+            if let Some(limit) = device_limit.filter(|&l| need > l) {
+                // Admission control would run such blocks on the host, and the
+                // "device" rates printed would be the host's.
+                return Err(format!(
+                "--on-device: the largest block's task needs {} on {} (its block, all of x and its part of y), more than the device's {}: it would run on the host; give the device more memory (mem=) or, when the blocks are the bulk, more --blocks-per-worker",
+                tessera_engine::fmt::bytes(need),
+                device_name.as_deref().unwrap_or("the device"),
+                tessera_engine::fmt::bytes(limit)
+            ));
+            }
+            mat.set_home(Some(device_node));
+        }
+        let x: Vec<f64> = (0..m).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
+        let per_iter_bytes = spmv_bytes(nnz, n, m);
+        let per_iter_flops = spmv_flops(nnz);
+
+        if let Some(peak_device) = device_peak.filter(|_| args.balance) {
+            let peak_host = args.host_peak_gflops.unwrap_or(50.0 * cpu_workers as f64) * 1e9;
+            let (_, stats, log) = balanced_power_iteration(
+                &rt,
+                &mat,
+                x,
+                args.iters,
+                device_node,
+                peak_host,
+                peak_device,
+            )
+            .map_err(|e| e.to_string())?;
             println!(
+                "balanced power iteration: host {cpu_workers} CPU worker(s) vs device {}",
+                device_name.as_deref().unwrap_or("?")
+            );
+            for (i, it) in log.iter().enumerate() {
+                let t = &it.times;
+                println!(
                 "iter {:>3}: device share {:>5.1} %  host {:>8.3} ms  device {:>8.3} ms  transfer {:>8.3} ms  iteration {:>8.3} ms  | {}",
                 i + 1,
                 it.fraction * 100.0,
@@ -202,117 +352,124 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                 t.total * 1e3,
                 it.log
             );
-        }
-        report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
-        print!("{}", rt.memory_stats());
-        crate::report_fallbacks(&rt);
-        return Ok(());
-    }
-    match args.solver.as_str() {
-        "spmv" => {
-            let (y, stats) =
-                repeated_spmv(&rt, &mat, x.clone(), args.iters).map_err(|e| e.to_string())?;
-            let t = stats.spmv_seconds;
-            let gbs = per_iter_bytes * args.iters as f64 / t / 1e9;
-            println!(
-                "spmv: {} iterations in {t:.3} s: {:.2} GFLOP/s",
-                args.iters,
-                per_iter_flops * args.iters as f64 / t / 1e9
-            );
-            println!(
-                "effective {gbs:.1} GB/s = {:.0} % of STREAM triad ({stream:.1} GB/s)",
-                gbs / stream * 100.0
-            );
-            // This VM's memory bandwidth drifts by up to 2x within a minute,
-            // so also alternate short triad and SpMV rounds and report the
-            // median of the per-round ratios.
-            let rounds = 5;
-            let per_round = (args.iters / rounds).max(1);
-            let mut ratios = Vec::new();
-            for _ in 0..rounds {
-                let tri = stream_triad(args.stream_mi << 20, workers, 2) / 1e9;
-                let (_, st) =
-                    repeated_spmv(&rt, &mat, x.clone(), per_round).map_err(|e| e.to_string())?;
-                let g = per_iter_bytes * per_round as f64 / st.spmv_seconds / 1e9;
-                ratios.push((g / tri, g, tri));
             }
-            let in_order = ratios
-                .iter()
-                .map(|(r, g, t)| format!("{:.0} % ({g:.1}/{t:.1})", r * 100.0))
-                .collect::<Vec<_>>()
-                .join(", ");
-            ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let (r, g, tri) = ratios[rounds / 2];
-            println!(
+            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
+            print!("{}", rt.memory_stats());
+            crate::report_fallbacks(&rt);
+            return Ok(());
+        }
+        match args.solver.as_str() {
+            "spmv" => {
+                let (y, stats) =
+                    repeated_spmv(&rt, &mat, x.clone(), args.iters).map_err(|e| e.to_string())?;
+                let t = stats.spmv_seconds;
+                let gbs = per_iter_bytes * args.iters as f64 / t / 1e9;
+                println!(
+                    "spmv: {} iterations in {t:.3} s: {:.2} GFLOP/s",
+                    args.iters,
+                    per_iter_flops * args.iters as f64 / t / 1e9
+                );
+                println!(
+                    "effective {gbs:.1} GB/s = {:.0} % of STREAM triad ({stream:.1} GB/s)",
+                    gbs / stream * 100.0
+                );
+                // This VM's memory bandwidth drifts by up to 2x within a minute,
+                // so also alternate short triad and SpMV rounds and report the
+                // median of the per-round ratios.
+                let rounds = 5;
+                let per_round = (args.iters / rounds).max(1);
+                let mut ratios = Vec::new();
+                for _ in 0..rounds {
+                    let tri = stream_triad(stream_n, workers, 2) / 1e9;
+                    let (_, st) = repeated_spmv(&rt, &mat, x.clone(), per_round)
+                        .map_err(|e| e.to_string())?;
+                    let g = per_iter_bytes * per_round as f64 / st.spmv_seconds / 1e9;
+                    ratios.push((g / tri, g, tri));
+                }
+                let in_order = ratios
+                    .iter()
+                    .map(|(r, g, t)| format!("{:.0} % ({g:.1}/{t:.1})", r * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let (r, g, tri) = ratios[rounds / 2];
+                println!(
                 "alternating rounds ({rounds} x {per_round} iterations): median effective {g:.1} GB/s = {:.0} % of the triad of its round ({tri:.1} GB/s); in order, ratio (SpMV/triad GB/s): {in_order}",
                 r * 100.0
             );
-            // Check one result against the plain reference loop.
-            let mut reference = vec![0.0; n];
-            a.spmv_reference(&x, &mut reference);
-            let k = args.iters as f64;
-            let err = y
-                .iter()
-                .zip(&reference)
-                .map(|(got, r)| (got - k * r).abs() / (k * r.abs()).max(1e-300))
-                .fold(0.0f64, f64::max);
-            println!("check: max relative difference from the reference loop {err:.1e}");
-            if err > 1e-10 {
-                return Err(format!("SpMV result differs from the reference ({err:e})"));
-            }
-            if !args.no_faer {
-                let tf = faer_spmv_seconds(&a, &x, args.iters, workers)?;
-                println!(
+                // Check one result against the plain reference loop.
+                let mut reference = vec![0.0; n];
+                a.spmv_reference(&x, &mut reference);
+                let k = args.iters as f64;
+                let err = y
+                    .iter()
+                    .zip(&reference)
+                    .map(|(got, r)| (got - k * r).abs() / (k * r.abs()).max(1e-300))
+                    // Not `f64::max`, which skips NaN: one NaN must show.
+                    .fold(0.0f64, |m, e| {
+                        if e.is_nan() || m.is_nan() {
+                            f64::NAN
+                        } else {
+                            m.max(e)
+                        }
+                    });
+                println!("check: max relative difference from the reference loop {err:.1e}");
+                if err.is_nan() || err > 1e-10 {
+                    return Err(format!("SpMV result differs from the reference ({err:e})"));
+                }
+                if !args.no_faer {
+                    let tf = faer_spmv_seconds(&a, &x, args.iters, workers)?;
+                    println!(
                     "faer sparse x dense ({workers} threads): {tf:.3} s, {:.2} GFLOP/s; tessera/faer = {:.2}x",
                     per_iter_flops * args.iters as f64 / tf / 1e9,
                     tf / t
                 );
+                }
             }
-        }
-        "power" => {
-            let (_, stats) =
-                power_iteration(&rt, &mat, x, args.iters).map_err(|e| e.to_string())?;
-            for (i, l) in stats.history.iter().enumerate() {
-                println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
+            "power" => {
+                let (_, stats) =
+                    power_iteration(&rt, &mat, x, args.iters).map_err(|e| e.to_string())?;
+                for (i, l) in stats.history.iter().enumerate() {
+                    println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
+                }
+                report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
             }
-            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
-        }
-        "cg" => {
-            let b = vec![1.0; n];
-            let (xs, stats) = conjugate_gradient(&rt, &mat, &b, args.tol, args.iters)
-                .map_err(|e| e.to_string())?;
-            for (i, r) in stats.history.iter().enumerate() {
-                println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
+            "cg" => {
+                let b = vec![1.0; n];
+                let (xs, stats) = conjugate_gradient(&rt, &mat, &b, args.tol, args.iters)
+                    .map_err(|e| e.to_string())?;
+                for (i, r) in stats.history.iter().enumerate() {
+                    println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
+                }
+                let mut ax = vec![0.0; n];
+                a.spmv_reference(&xs, &mut ax);
+                let res = ax
+                    .iter()
+                    .zip(&b)
+                    .map(|(p, q)| (p - q) * (p - q))
+                    .sum::<f64>()
+                    .sqrt()
+                    / (n as f64).sqrt();
+                println!("cg: true residual ||b - A x|| / ||b|| = {res:.3e}");
+                report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
             }
-            let mut ax = vec![0.0; n];
-            a.spmv_reference(&xs, &mut ax);
-            let res = ax
-                .iter()
-                .zip(&b)
-                .map(|(p, q)| (p - q) * (p - q))
-                .sum::<f64>()
-                .sqrt()
-                / (n as f64).sqrt();
-            println!("cg: true residual ||b - A x|| / ||b|| = {res:.3e}");
-            report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
+            other => unreachable!("--solver '{other}' was checked first"),
         }
-        other => {
-            return Err(format!(
-                "unknown --solver '{other}' (known: spmv, power, cg)"
-            ))
+        if let Some(path) = &args.trace {
+            crate::save_trace(&rt, path)?;
         }
+        if rt.memory_stats().nodes.len() > 1 {
+            print!("{}", rt.memory_stats());
+            crate::report_fallbacks(&rt);
+        }
+        crate::placement::save_perf_models(&args.placement, &rt)?;
+        Ok(())
+    });
+    match result {
+        Err(_) if rt.is_interrupted() => crate::interrupt::stopped(&rt, args.trace.as_deref()),
+        r => r,
     }
-    if let Some(path) = &args.trace {
-        crate::save_trace(&rt, path)?;
-    }
-    if rt.memory_stats().nodes.len() > 1 {
-        print!("{}", rt.memory_stats());
-        crate::report_fallbacks(&rt);
-    }
-    crate::placement::save_perf_models(&args.placement, &rt)?;
-    Ok(())
 }
-
 /// A GPU's device-to-device copy rate in bytes/s (SpMV's physical limit on
 /// it); `None` for other devices.
 #[cfg(feature = "cuda")]

@@ -433,11 +433,24 @@ impl<T> Replicas<T> {
             let need_alloc = node != HOST && st.present & b == 0;
             if need_alloc && !reserved {
                 // Reserving may evict other handles' replicas and wait for
-                // room: never with this handle's lock held.
+                // room: never with this handle's lock held. It stops when
+                // another thread starts or finishes allocating this very
+                // replica (a prefetch): this handle is never evicted to make
+                // room for itself, so the room it waited for might never come.
                 drop(st);
-                mem.reserve(node, self.bytes, Arc::as_ptr(me) as *const (), pin)
+                let still_missing = || {
+                    let st = lock(&self.state);
+                    st.present & b == 0 && st.filling & b == 0
+                };
+                reserved = mem
+                    .reserve(
+                        node,
+                        self.bytes,
+                        Arc::as_ptr(me) as *const (),
+                        pin,
+                        &still_missing,
+                    )
                     .map_err(|e| format!("data '{name}': {e}"))?;
-                reserved = true;
                 st = lock(&self.state);
                 continue;
             }

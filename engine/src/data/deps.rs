@@ -39,18 +39,12 @@ pub(crate) struct DepState {
     pub(crate) unregistered: bool,
 }
 
-/// Readers kept before finished ones are pruned. Each dead `Weak` keeps its
-/// task's allocation (~400 B) alive, and data read by many tasks and never
-/// written again (LU's U tiles) keeps its list to the end: chosen because at
-/// 64 an N = 10^6 simulated LU held 2.4 GB, mostly such allocations.
-const PRUNE_MIN: usize = 8;
-
 impl DepState {
     pub(crate) fn new() -> DepState {
         DepState {
             last_writer: None,
             readers: Vec::new(),
-            prune_at: PRUNE_MIN,
+            prune_at: 64,
             poisoned_by: None,
             unregistered: false,
         }
@@ -61,7 +55,7 @@ impl DepState {
             // Pruned readers are finished; only their (untraced) WAR edges are lost.
             self.readers
                 .retain(|r| r.node.upgrade().is_some_and(|t| !t.is_done()));
-            self.prune_at = (self.readers.len() * 2).max(PRUNE_MIN);
+            self.prune_at = (self.readers.len() * 2).max(64);
         }
         self.readers.push(reader);
     }

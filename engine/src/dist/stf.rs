@@ -78,6 +78,11 @@ struct Entry {
 /// Received bytes for a held receive task: filled before it is released.
 type Slot = Arc<OnceLock<Vec<u8>>>;
 
+/// Message kinds on the runtime's channel.
+const DATA: u32 = 0;
+/// "This rank's `wait_all` is done": see `DistRuntime::wait_all`.
+const DONE: u32 = 1;
+
 #[derive(Default)]
 struct State {
     entries: Vec<Entry>,
@@ -87,6 +92,10 @@ struct State {
     waiting: HashMap<(u64, u64), (Slot, Hold)>,
     /// Messages that came before their receive: (gid, version) → bytes.
     arrived: HashMap<(u64, u64), Vec<u8>>,
+    /// `DONE`s received from other ranks (all `wait_all` rounds).
+    done_peers: u64,
+    /// `wait_all` rounds this rank finished.
+    rounds: u64,
     /// Counters.
     sends: u64,
     receives: u64,
@@ -112,6 +121,8 @@ pub struct DistRuntime {
     net: Arc<Net>,
     ch: Channel,
     state: Arc<Mutex<State>>,
+    /// Notified when a `DONE` arrives.
+    wake: Arc<(Mutex<()>, std::sync::Condvar)>,
     recv: Codelet,
     send: Codelet,
 }
@@ -120,12 +131,20 @@ impl DistRuntime {
     /// Take part in the distributed run over `net` with the runtime `rt`.
     pub fn new(rt: Runtime, net: Arc<Net>) -> DistRuntime {
         let state: Arc<Mutex<State>> = Arc::default();
+        let wake: Arc<(Mutex<()>, std::sync::Condvar)> = Arc::default();
         let ch = net.channel();
         let st = Arc::clone(&state);
+        let wake2 = Arc::clone(&wake);
         let net2 = Arc::clone(&net);
         ch.on_message(move |from, body| {
             let r = (|| -> Result<(), String> {
                 let mut r = Reader::new(body);
+                if r.u32()? == DONE {
+                    lock(&st).done_peers += 1;
+                    let _g = lock(&wake2.0);
+                    wake2.1.notify_all();
+                    return Ok(());
+                }
                 let (gid, version) = (r.u64()?, r.u64()?);
                 let bytes = r.bytes()?.to_vec();
                 let mut s = lock(&st);
@@ -150,6 +169,7 @@ impl DistRuntime {
             net,
             ch,
             state,
+            wake,
             recv: Codelet::new("recv"),
             send: Codelet::new("send"),
         }
@@ -210,8 +230,8 @@ impl DistRuntime {
             .access_erased(Arc::clone(&data.handle), AccessMode::R)
             .cpu_only()
             .body(move |_| {
-                let mut w = Writer::with_capacity(24 + data.bytes() as usize);
-                w.u64(gid).u64(version);
+                let mut w = Writer::with_capacity(28 + data.bytes() as usize);
+                w.u32(DATA).u64(gid).u64(version);
                 data.pack(&mut w)?;
                 ch.send_bytes(to, &w.finish());
                 Ok(())
@@ -250,9 +270,32 @@ impl DistRuntime {
         Ok(())
     }
 
-    /// Wait for every task of this rank and every send to finish; `Err` if a
-    /// task failed here (the other ranks are told) or another rank aborted.
+    /// Wait for every task of this rank and every send to finish, then for
+    /// every other rank to get there too; `Err` if a task failed here (the
+    /// other ranks are told) or another rank aborted — so no rank reports
+    /// success while the run failed elsewhere. Every rank calls it the same
+    /// number of times.
     pub fn wait_all(&self) -> Result<(), Error> {
+        self.wait_local()?;
+        let round = {
+            let mut s = lock(&self.state);
+            s.rounds += 1;
+            s.rounds
+        };
+        let me = self.net.rank();
+        for to in (0..self.net.size()).filter(|&r| r != me) {
+            let mut w = self.ch.writer(4);
+            w.u32(DONE);
+            self.ch.send(to, w);
+        }
+        let need = round * (self.net.size() as u64 - 1);
+        self.net
+            .wait_until(&self.wake, || lock(&self.state).done_peers >= need)
+            .map_err(Error::Remote)
+    }
+
+    /// This rank's tasks and sends.
+    fn wait_local(&self) -> Result<(), Error> {
         loop {
             match self.rt.wait_all_timeout(Duration::from_millis(20)) {
                 Ok(()) => break,

@@ -46,6 +46,11 @@ where
 
     /// How many tasks `rank` owns.
     fn owned(&self, rank: usize) -> usize;
+
+    /// Task `key` of this rank finished and the data its remote successors
+    /// read has been packed into messages: the application may now drop
+    /// copies of other ranks' data that no later task of this rank reads.
+    fn finished(&self, _key: &Self::Key) {}
 }
 
 /// What a rank did in a distributed symbolic run.
@@ -61,8 +66,15 @@ pub struct DistStats {
     pub bytes: u64,
 }
 
-/// Message layout: key (JSON), predecessor task id, item count, then per
-/// item its data key and bytes.
+/// Message kinds on a run's channel.
+const EDGE: u32 = 0;
+/// "This rank's tasks are all done": a rank ends its run only once every
+/// other rank said so (or one aborted), so no rank reports success while the
+/// run failed elsewhere; it comes after the rank's last edge (FIFO).
+const DONE: u32 = 1;
+
+/// Message layout: kind, key (JSON), predecessor task id, item count, then
+/// per item its data key and bytes.
 fn encode_items<K: Serialize>(
     key: &K,
     id: u64,
@@ -71,7 +83,7 @@ fn encode_items<K: Serialize>(
     let k = serde_json::to_vec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
     let bytes: u64 = items.iter().map(|(_, d)| d.bytes()).sum();
     let mut w = Writer::with_capacity(k.len() + 32 + bytes as usize + 16 * items.len());
-    w.bytes(&k).u64(id).u32(items.len() as u32);
+    w.u32(EDGE).bytes(&k).u64(id).u32(items.len() as u32);
     for (dk, d) in items {
         w.u64(*dk);
         d.pack(&mut w)?;
@@ -89,9 +101,11 @@ where
     start(rt, net, classes).wait(rt, net)
 }
 
-/// A rank's run, started: its roots submitted, its channel open. (A
-/// simulation starts every rank's run in one process, plays them all in
-/// virtual time, then waits for each.)
+/// A rank's run, started: its roots submitted, its channel open. A real run
+/// calls [`wait`](Self::wait); a simulation, which plays every rank in one
+/// process, starts them all, runs, calls [`finish`](Self::finish) on each
+/// (their DONE messages are events too), runs again, then
+/// [`Finishing::wait`] on each.
 pub struct Started<C: DistClasses>
 where
     C::Key: Serialize + DeserializeOwned,
@@ -100,10 +114,19 @@ where
     counters: Arc<std::sync::Mutex<DistStats>>,
     ch: super::net::Channel,
     owned: usize,
+    done_peers: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-/// Start the tasks this rank owns in `classes` on `rt` (see [`run`]);
-/// [`Started::wait`] waits for them.
+/// A rank whose own tasks are done and that told the others so; it waits
+/// for theirs ([`Finishing::wait`]).
+pub struct Finishing<C: DistClasses>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    run: Started<C>,
+}
+
+/// Start the tasks this rank owns in `classes` on `rt` (see [`run`]).
 pub fn start<C>(rt: &Runtime, net: &Arc<Net>, classes: Arc<C>) -> Started<C>
 where
     C: DistClasses,
@@ -143,9 +166,12 @@ where
             c.items += items.len() as u64;
             c.bytes += bytes;
         }
+        classes3.finished(key);
         Ok(())
     });
     let unfolder = Unfolder::new(rt, Arc::clone(&classes), me, Some(remote));
+    let done_peers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (peers2, wake2) = (Arc::clone(&done_peers), Arc::clone(&unfolder.wake));
     let recv = Codelet::new("recv");
     let (u2, classes2, net2, submitter) = (
         Arc::clone(&unfolder),
@@ -156,8 +182,15 @@ where
     let ch = net.channel();
     let _ = send_slot.set(ch.clone());
     ch.on_message(move |from, body| {
+        let (done_peers, wake2) = (&peers2, &wake2);
         let result = (|| -> Result<(), String> {
             let mut r = Reader::new(body);
+            if r.u32()? == DONE {
+                done_peers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _g = crate::util::lock(&wake2.0);
+                wake2.1.notify_all();
+                return Ok(());
+            }
             let key: C::Key = serde_json::from_slice(r.bytes()?)
                 .map_err(|e| format!("undecodable task key from rank {from}: {e}"))?;
             let pred = r.u64()?;
@@ -196,6 +229,7 @@ where
         unfolder,
         counters,
         ch,
+        done_peers,
     }
 }
 
@@ -203,23 +237,51 @@ impl<C: DistClasses> Started<C>
 where
     C::Key: Serialize + DeserializeOwned,
 {
-    /// Wait until this rank's tasks are all done (or the run aborted).
+    /// Wait until this rank's tasks are all done and every other rank's too
+    /// (or the run aborted).
     pub fn wait(self, rt: &Runtime, net: &Net) -> Result<DistStats, Error> {
-        let Started {
-            unfolder,
-            counters,
-            ch,
-            owned,
-        } = self;
-        let wake = Arc::clone(&unfolder.wake);
+        self.finish(rt, net)?.wait(net)
+    }
+
+    /// Wait until this rank's own tasks are done, then tell every rank.
+    pub fn finish(self, rt: &Runtime, net: &Net) -> Result<Finishing<C>, Error> {
+        let me = net.rank();
+        let wake = Arc::clone(&self.unfolder.wake);
+        let (unfolder, owned) = (&self.unfolder, self.owned);
         let waited = net.wait_until(&wake, || {
             unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
         });
-        let result = finish(rt, net, &unfolder, owned, waited);
-        ch.close();
+        if let Err(e) = finish(rt, net, unfolder, owned, waited) {
+            self.ch.close();
+            return Err(e);
+        }
+        for to in (0..net.size()).filter(|&r| r != me) {
+            let mut w = self.ch.writer(4);
+            w.u32(DONE);
+            self.ch.send(to, w);
+        }
+        Ok(Finishing { run: self })
+    }
+}
+
+impl<C: DistClasses> Finishing<C>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    /// Wait for every other rank's DONE.
+    pub fn wait(self, net: &Net) -> Result<DistStats, Error> {
+        let r = self.run;
+        let others = net.size() - 1;
+        let wake = Arc::clone(&r.unfolder.wake);
+        let result = net
+            .wait_until(&wake, || {
+                r.done_peers.load(std::sync::atomic::Ordering::SeqCst) >= others
+            })
+            .map_err(Error::Remote);
+        r.ch.close();
         result?;
-        let mut stats = *crate::util::lock(&counters);
-        stats.unfold = unfolder.stats();
+        let mut stats = *crate::util::lock(&r.counters);
+        stats.unfold = r.unfolder.stats();
         Ok(stats)
     }
 }

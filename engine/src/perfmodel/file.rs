@@ -23,6 +23,11 @@ use crate::{FileError, FileErrorKind};
 const FORMAT: &str = "tessera-perfmodel";
 const VERSION: u64 = 1;
 
+/// Longest execution time a model file may hold for one task, in seconds
+/// (a day): anything longer is a corrupted or hand-made file, and once
+/// loaded it would dominate `dmda`'s estimates.
+pub const MAX_SAMPLE_SECONDS: f64 = 86_400.0;
+
 /// Environment variable naming the model directory (see [`default_dir`]).
 pub const DIR_ENV: &str = "TESSERA_PERFMODEL_DIR";
 
@@ -69,6 +74,12 @@ impl PerfModels {
             let path = entry
                 .map_err(|e| FileError::from(e).with_path(&dir))?
                 .path();
+            if crate::util::is_stale_tmp(&path, None) && path.to_string_lossy().contains(".json.") {
+                // A save killed before its rename (kill -9): nobody will
+                // finish it. Best effort; the models load either way.
+                let _ = fs::remove_file(&path);
+                continue;
+            }
             if path.extension().is_some_and(|x| x == "json") && path.is_file() {
                 files.push(path);
             }
@@ -213,6 +224,15 @@ fn write_file(path: &Path, codelet: &str, entries: &[Entry]) -> io::Result<()> {
     result
 }
 
+/// An architecture name as devices give them (`cpu`, `sim`, `cuda`): 1 to 32
+/// lowercase ASCII letters, digits, `-` or `_`.
+fn valid_arch(arch: &str) -> bool {
+    (1..=32).contains(&arch.len())
+        && arch
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
 /// Reads and checks one model file.
 fn read_file(path: &Path) -> Result<File, FileError> {
     let text = fs::read_to_string(path).map_err(|e| FileError::from(e).with_path(path))?;
@@ -233,16 +253,32 @@ fn read_file(path: &Path) -> Result<File, FileError> {
     }
     let mut keys = std::collections::BTreeSet::new();
     for (i, e) in file.entries.iter().enumerate() {
-        let what = || format!("entry {i} (arch '{}', size {})", e.arch, e.size);
+        let what = || {
+            format!(
+                "codelet '{}', entry {i} (arch '{}', size {})",
+                file.codelet, e.arch, e.size
+            )
+        };
+        let bad = |m: String| Err(FileError::format(format!("{}: {m}", what())).with_path(path));
         if !keys.insert((&e.arch, e.size)) {
-            return Err(FileError::format(format!("{} is a duplicate", what())).with_path(path));
+            return bad("is a duplicate".into());
+        }
+        if !valid_arch(&e.arch) {
+            return bad(
+                "the architecture must be 1 to 32 of a-z, 0-9, '-', '_' (cpu, sim, cuda, ...)"
+                    .into(),
+            );
+        }
+        if e.samples.is_empty() {
+            return bad("has no samples".into());
         }
         if let Some(x) = e.samples.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
-            return Err(FileError::format(format!(
-                "{}: sample {x} is not a time in seconds",
-                what()
-            ))
-            .with_path(path));
+            return bad(format!("sample {x} is not a time in seconds"));
+        }
+        if let Some(x) = e.samples.iter().find(|x| **x > MAX_SAMPLE_SECONDS) {
+            return bad(format!(
+                "sample {x:e} s is not a plausible task time (more than {MAX_SAMPLE_SECONDS} s)"
+            ));
         }
     }
     Ok(file)
@@ -291,6 +327,38 @@ mod tests {
         // Saving again overwrites in place.
         back.save().unwrap();
         assert_eq!(PerfModels::load(&tmp.0).unwrap().summary(), m.summary());
+    }
+
+    /// Issue 17: kill -9 during a save left `.NAME.json.PID.tmp` for ever.
+    #[test]
+    fn stale_temporary_files_are_removed_on_load() {
+        let tmp = TempDir::new("stale");
+        let m = PerfModels::default();
+        m.record("gemm", "cpu", 8, 1.0);
+        m.save_to(&tmp.0).unwrap();
+        // No process has pid u32::MAX - 1 (Linux caps pids at 2^22).
+        let dead = tmp.0.join(format!(".gemm.json.{}.tmp", u32::MAX - 1));
+        let mine = tmp.0.join(format!(".trsm.json.{}.tmp", std::process::id()));
+        let other = tmp.0.join(".notes.tmp");
+        for f in [&dead, &mine, &other] {
+            fs::write(f, "{").unwrap();
+        }
+        let back = PerfModels::load(&tmp.0).unwrap();
+        assert_eq!(back.summary(), m.summary());
+        assert!(!dead.exists(), "a dead process's save is removed");
+        assert!(
+            mine.exists() && other.exists(),
+            "live saves and other files stay"
+        );
+    }
+
+    /// Issue 17: samples of 1e308 printed "inf s (NaN%)": the median of two
+    /// huge samples overflowed. Recorded in code (loading refuses them).
+    #[test]
+    fn median_of_huge_samples_does_not_overflow() {
+        let (m, mad) = super::super::history::median_mad_for_tests(&[1e308, 1.2e308]);
+        assert!(m.is_finite() && mad.is_finite(), "{m} {mad}");
+        assert_eq!(m, 1.1e308);
     }
 
     #[test]
@@ -357,11 +425,18 @@ mod tests {
             ("\"samples\":[1.0]", "\"samples\":[-1.0]", "sample -1"),
             ("\"size\":16", "\"size\":8", "duplicate"),
             ("\"outliers\":0", "\"outlier\":0", "unknown field"),
+            // Issue 17: overflowing medians, absurd and missing samples, odd arches.
+            ("\"samples\":[1.0]", "\"samples\":[1e308]", "sample 1e308"),
+            ("\"samples\":[1.0]", "\"samples\":[]", "no samples"),
+            ("\"arch\":\"cpu\"", "\"arch\":\"\"", "architecture"),
+            ("\"arch\":\"cpu\"", "\"arch\":\"CPU 1\"", "architecture"),
         ] {
             assert!(good.contains(from), "{good}");
             fs::write(&path, good.replacen(from, to, 1)).unwrap();
             let msg = PerfModels::load(&tmp.0).unwrap_err().to_string();
+            let entry = from.contains("samples") || from.contains("arch");
             assert!(msg.contains("gemm.json") && msg.contains(want), "{msg}");
+            assert!(!entry || msg.contains("codelet 'gemm'"), "{msg}");
         }
 
         // The same codelet in two files.

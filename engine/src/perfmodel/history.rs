@@ -125,7 +125,8 @@ fn sorted_median_mad(v: &[f64]) -> (f64, f64) {
     if n == 0 {
         return (0.0, 0.0);
     }
-    let m = 0.5 * (v[(n - 1) / 2] + v[n / 2]);
+    // Halves first: `0.5 * (a + b)` overflows to inf for samples near f64::MAX.
+    let m = 0.5 * v[(n - 1) / 2] + 0.5 * v[n / 2];
     // v[..p] < m ≤ v[p..]
     let p = v.partition_point(|&y| y < m);
     let (mut l, mut r) = (p, p);
@@ -155,6 +156,12 @@ fn sorted_median_mad(v: &[f64]) -> (f64, f64) {
 fn within(x: f64, median: f64, mad: f64, k: f64) -> bool {
     let band = mad.max(REL_FLOOR * median).max(ABS_FLOOR);
     (x - median).abs() <= k * band
+}
+
+/// [`median_mad`], for the file tests.
+#[cfg(test)]
+pub(super) fn median_mad_for_tests(xs: &[f64]) -> (f64, f64) {
+    median_mad(xs)
 }
 
 /// Median and median absolute deviation of `xs` (0, 0 for none).

@@ -19,6 +19,7 @@
 //! peak_gflops = 48               # theoretical peak (reports in % of peak)
 //! gbs = 6                        # rate for tasks with bytes but no flops
 //! codelets = { gemm = { gflops = 45 }, swap = { gbs = 4 } }
+//! slowdown = [1.0, 1.15]        # a core's time with 1, 2.. cores busy (rates: the last)
 //!
 //! [[node.accelerators]]
 //! name = "h100"
@@ -79,6 +80,10 @@ pub struct Processor {
     /// Cost added to every task: runtime overhead on a core, launch latency
     /// on an accelerator; seconds.
     pub overhead: f64,
+    /// Cores only: a task's relative time when `i + 1` cores of the node
+    /// are busy (shared memory bandwidth and caches); the models and rates
+    /// hold for the last entry's count. Empty: no such effect.
+    pub slowdown: Vec<f64>,
 }
 
 /// Host ↔ accelerator link (or a NIC): `latency + bytes / bandwidth`.
@@ -363,6 +368,22 @@ fn read_processor(
     let half_flops = t.non_negative("half_flops")?.unwrap_or(0.0);
     let gbs = t.positive("gbs")?;
     let overhead = t.non_negative(overhead_key)?.unwrap_or(overhead_default_us) * 1e-6;
+    let slowdown = match t.get("slowdown") {
+        None => Vec::new(),
+        Some(Value::Array(l)) => l
+            .iter()
+            .map(|x| match x.as_f64() {
+                Some(v) if v > 0.0 && v.is_finite() => Ok(v),
+                _ => Err(t.err("slowdown", "expected a list of positive numbers")),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(other) => {
+            return Err(t.err(
+                "slowdown",
+                format!("expected a list of positive numbers, got {}", kind(other)),
+            ))
+        }
+    };
     let mut codelets = BTreeMap::new();
     if let Some(v) = t.get("codelets") {
         let path = t.key("codelets");
@@ -411,6 +432,7 @@ fn read_processor(
         gbs: gbs.map(|g| g * 1e9),
         codelets,
         overhead,
+        slowdown,
     })
 }
 

@@ -471,7 +471,18 @@ impl Simulation {
                 }
             }
         }
-        let secs = self.task_seconds(shared, w, &node);
+        let mut secs = self.task_seconds(shared, w, &node);
+        let slowdown = &self.platform.node.cpu.slowdown;
+        if !kind.is_device() && !slowdown.is_empty() {
+            // Shared memory bandwidth: the cores busy now, this one included.
+            let running = lock(&sim.running);
+            let busy = 1
+                + (0..running.len())
+                    .filter(|&v| running[v].is_some() && !shared.kinds[v].is_device())
+                    .count();
+            let at = |b: usize| slowdown[b.min(slowdown.len()) - 1];
+            secs *= at(busy) / at(slowdown.len());
+        }
         let end = start + (secs * 1e9).round() as u64;
         lock(&sim.running)[w] = Some(Running {
             node,

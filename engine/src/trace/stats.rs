@@ -132,7 +132,7 @@ pub fn stats(trace: &Trace) -> TraceStats {
     let first_start = tasks.iter().map(|t| t.start).min().unwrap_or(0);
     let last_end = tasks.iter().map(|t| t.end).max().unwrap_or(0);
     let makespan = last_end.saturating_sub(first_start);
-    let total_work: Nanos = (0..tasks.len()).map(dur).sum();
+    let total_work: Nanos = (0..tasks.len()).map(dur).fold(0, Nanos::saturating_add);
 
     let workers = worker_stats(trace, makespan);
     let codelets = codelet_stats(trace);
@@ -193,13 +193,13 @@ fn worker_stats(trace: &Trace, makespan: Nanos) -> Vec<WorkerStats> {
                 cur = match cur {
                     Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
                     Some((cs, ce)) => {
-                        busy += ce - cs;
+                        busy = busy.saturating_add(ce - cs);
                         Some((s, e))
                     }
                     None => Some((s, e)),
                 };
             }
-            busy += cur.map_or(0, |(s, e)| e - s);
+            busy = busy.saturating_add(cur.map_or(0, |(s, e)| e - s));
             let busy_pct = pct(busy, makespan);
             WorkerStats {
                 name: trace
@@ -220,7 +220,7 @@ fn codelet_stats(trace: &Trace) -> Vec<CodeletStats> {
     for t in &trace.tasks {
         let e = by_name.entry(&t.codelet).or_default();
         e.0 += 1;
-        e.1 += t.end.saturating_sub(t.start);
+        e.1 = e.1.saturating_add(t.end.saturating_sub(t.start));
         if t.flops.is_finite() {
             e.2 += t.flops;
         }
@@ -246,12 +246,16 @@ fn codelet_stats(trace: &Trace) -> Vec<CodeletStats> {
 }
 
 fn transfer_stats(trace: &Trace) -> TransferStats {
-    let bytes = trace.transfers.iter().map(|x| x.bytes).sum();
+    let bytes = trace
+        .transfers
+        .iter()
+        .map(|x| x.bytes)
+        .fold(0, u64::saturating_add);
     let time = trace
         .transfers
         .iter()
         .map(|x| x.end.saturating_sub(x.start))
-        .sum();
+        .fold(0, u64::saturating_add);
     TransferStats {
         count: trace.transfers.len(),
         bytes,
@@ -330,7 +334,7 @@ fn critical_path(trace: &Trace) -> PathResult {
         let u = queue[head];
         head += 1;
         for &v in &succ[offsets[u]..offsets[u + 1]] {
-            let through_u = dist[u] + dur(v);
+            let through_u = dist[u].saturating_add(dur(v));
             if through_u > dist[v] || pred[v] == usize::MAX && through_u == dist[v] {
                 dist[v] = through_u;
                 pred[v] = u;

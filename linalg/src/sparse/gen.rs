@@ -287,6 +287,57 @@ const SPEC_FORMS: &str =
 /// `powerlaw:100000:16:2.2`, `banded:1000000:8`, `dense:4000`. Errors name the spec and the
 /// bad part; sizes are checked before anything is allocated.
 pub fn parse_gen_spec(spec: &str) -> Result<Csr, String> {
+    Ok(gen_spec(spec)?.build())
+}
+
+/// A checked generator spec, not built yet: its size is known first, so a
+/// driver can check that the matrix fits in memory before allocating it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenSpec {
+    kind: GenKind,
+    rows: usize,
+    nnz: u128,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum GenKind {
+    Stencil7(usize),
+    Stencil27(usize),
+    Banded(usize, usize),
+    Powerlaw(usize, f64, f64, u64),
+    Dense(usize, u64),
+}
+
+impl GenSpec {
+    /// Rows (= columns) of the matrix.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Entries of the matrix (for `powerlaw`, the expected count).
+    pub fn nnz(&self) -> u128 {
+        self.nnz
+    }
+
+    /// Bytes of the CSR matrix (values, 32-bit column indices, row pointers).
+    pub fn csr_bytes(&self) -> u128 {
+        self.nnz * 12 + (self.rows as u128 + 1) * 8
+    }
+
+    /// The matrix.
+    pub fn build(&self) -> Csr {
+        match self.kind {
+            GenKind::Stencil7(n) => stencil7(n),
+            GenKind::Stencil27(n) => stencil27(n),
+            GenKind::Banded(n, hb) => banded(n, hb),
+            GenKind::Powerlaw(n, avg, alpha, seed) => powerlaw(n, avg, alpha, seed),
+            GenKind::Dense(n, seed) => dense_as_sparse(n, seed),
+        }
+    }
+}
+
+/// Parses and checks a spec (see [`parse_gen_spec`]) without building it.
+pub fn gen_spec(spec: &str) -> Result<GenSpec, String> {
     let mut parts = spec.trim().split(':');
     let name = parts.next().unwrap_or("");
     let args: Vec<&str> = parts.collect();
@@ -339,19 +390,30 @@ pub fn parse_gen_spec(spec: &str) -> Result<Csr, String> {
             arity(1, 1, &format!("{name}:N"))?;
             let n = int(0, "N")?;
             let rows = (n as u128).pow(3);
-            order(n, rows, rows * if name == "stencil7" { 7 } else { 27 })?;
-            Ok(if name == "stencil7" {
-                stencil7(n)
+            let nnz = rows * if name == "stencil7" { 7 } else { 27 };
+            order(n, rows, nnz)?;
+            let kind = if name == "stencil7" {
+                GenKind::Stencil7(n)
             } else {
-                stencil27(n)
+                GenKind::Stencil27(n)
+            };
+            Ok(GenSpec {
+                kind,
+                rows: rows as usize,
+                nnz,
             })
         }
         "banded" => {
             arity(2, 2, "banded:N:HALFBW")?;
             let n = int(0, "N")?;
             let hb = int(1, "HALFBW")?;
-            order(n, n as u128, n as u128 * (2 * hb.min(n) as u128 + 1))?;
-            Ok(banded(n, hb))
+            let nnz = n as u128 * (2 * hb.min(n) as u128 + 1);
+            order(n, n as u128, nnz)?;
+            Ok(GenSpec {
+                kind: GenKind::Banded(n, hb),
+                rows: n,
+                nnz,
+            })
         }
         "powerlaw" => {
             arity(1, 4, "powerlaw:N[:AVG[:ALPHA[:SEED]]]")?;
@@ -383,7 +445,11 @@ pub fn parse_gen_spec(spec: &str) -> Result<Csr, String> {
                      finite total)"
                 ));
             }
-            Ok(powerlaw(n, avg, alpha, seed))
+            Ok(GenSpec {
+                kind: GenKind::Powerlaw(n, avg, alpha, seed),
+                rows: n,
+                nnz: (avg * n as f64) as u128,
+            })
         }
         "dense" => {
             arity(1, 2, "dense:N[:SEED]")?;
@@ -394,7 +460,11 @@ pub fn parse_gen_spec(spec: &str) -> Result<Csr, String> {
                 1
             };
             order(n, n as u128, n as u128 * n as u128)?;
-            Ok(dense_as_sparse(n, seed))
+            Ok(GenSpec {
+                kind: GenKind::Dense(n, seed),
+                rows: n,
+                nnz: n as u128 * n as u128,
+            })
         }
         _ => Err(format!(
             "matrix spec '{spec}': unknown generator '{name}' (expected {SPEC_FORMS})"

@@ -3,14 +3,12 @@
 
 use std::sync::LazyLock;
 
-use faer::Par;
 use tessera_backends::sim::SimDevice;
 use tessera_engine::{Codelet, Read, ReadWrite, Write};
 
 use super::{sim_tile, sim_tile_mut, store};
 use crate::kernels::{
-    gemm_flops, gemm_update, getrf_panel, getrf_panel_flops, getrf_panel_par, laswp, trsm_flops,
-    trsm_unit_lower,
+    gemm_flops, gemm_update, getrf_panel, getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
 };
 use crate::tile::Tile;
 
@@ -34,14 +32,6 @@ pub struct PanelArgs {
     pub rows: usize,
     /// Columns of the panel.
     pub cols: usize,
-}
-
-impl PanelArgs {
-    /// A tall panel (at least 4× as tall as wide) on the critical path
-    /// borrows the cores of idle workers.
-    fn tall(&self) -> bool {
-        self.rows >= 4 * self.cols
-    }
 }
 
 /// Arguments of `SWAP(k, j)`.
@@ -84,14 +74,10 @@ pub static PANEL: LazyLock<Codelet<PanelData, PanelArgs>> = LazyLock::new(|| {
     let cl = Codelet::<PanelData, PanelArgs>::with_args("panel")
         .flops(|p| getrf_panel_flops(p.rows, p.cols))
         .label(|p| format!("panel({})", p.k))
-        .cpu(|ctx, p, (piv, mut col)| {
-            let idle = ctx.idle_workers();
-            let par = if idle > 0 && p.tall() {
-                Par::rayon(idle + 1)
-            } else {
-                Par::Seq
-            };
-            *piv = getrf_panel_par(&mut col, p.col0, par)?;
+        // The sequential panel kernel on this worker's core: no threads
+        // outside the engine's workers.
+        .cpu(|_ctx, p, (piv, mut col)| {
+            *piv = getrf_panel(&mut col, p.col0)?;
             Ok(())
         })
         .device::<SimDevice, _>(|dev, p, (piv, col)| {
@@ -210,4 +196,151 @@ pub static GEMM: LazyLock<Codelet<GemmData, GemmArgs>> = LazyLock::new(|| {
         )?)
     });
     cl
+});
+
+/// Data of `BCAST(k, r)`: the pivots and the tile column `k..T` of panel `k`,
+/// as this rank received them (its task forwards them down the ring).
+pub type BcastData = (Read<Vec<usize>>, Vec<Read<Tile>>);
+
+/// `BCAST(k, r)`: a rank's step in the ring broadcast of panel `k` (1×Q
+/// grids). The body does nothing: declaring the panel's data orders it after
+/// the receives, and the distributed layer forwards that data to the next
+/// rank of the ring when it finishes.
+pub static BCAST: LazyLock<Codelet<BcastData, usize>> = LazyLock::new(|| {
+    Codelet::<BcastData, usize>::with_args("bcast")
+        .label(|k| format!("bcast({k})"))
+        .cpu(|_, _, _| Ok(()))
+});
+
+/// Arguments of the row-exchange tasks of a distributed swap: the panel's
+/// step and width, the swapped column, the process row `p` of the tiles
+/// handled, and the process-grid height `P`.
+#[derive(Clone, Copy, Debug)]
+pub struct RowsArgs {
+    /// Step.
+    pub k: usize,
+    /// Tile column swapped.
+    pub j: usize,
+    /// Process row whose tiles this task handles (`SWAPOUT`, `SWAPIN`).
+    pub p: usize,
+    /// Process rows of the grid.
+    pub grid_p: usize,
+    /// Tile size.
+    pub nb: usize,
+    /// Rows of the top tile `(k, j)` (the panel's width).
+    pub w: usize,
+    /// Columns of tile column `j`.
+    pub cols: usize,
+    /// Rows of the whole tile column from row `k·nb` (the pivots' range).
+    pub m: usize,
+    /// Bit `p`: process row `p` holds tiles below the top one (a `SWAPOUT`
+    /// and a buffer of rows sent up, in `SWAPTOP`'s list in process-row order).
+    pub prows: u64,
+}
+
+impl RowsArgs {
+    /// The tile (index from `k`) and local row of panel-relative row `row`.
+    fn locate(&self, row: usize) -> (usize, usize) {
+        (row / self.nb, row % self.nb)
+    }
+
+    /// The moves of panel `k`'s interchanges (`(dst, src)`: row `dst`
+    /// receives row `src`'s old content), panel-relative rows.
+    fn moves(&self, ipiv: &[usize]) -> Result<Vec<(usize, usize)>, String> {
+        tessera_backends::rows::laswp_moves(self.m, ipiv)
+    }
+
+    /// Whether panel-relative row `row` lies in a tile of process row `p`
+    /// (tiles `k + t` for `t ≥ 1` are on process row `(k + t) mod P`).
+    fn on(&self, row: usize, p: usize) -> bool {
+        let (t, _) = self.locate(row);
+        t >= 1 && (self.k + t) % self.grid_p == p
+    }
+}
+
+/// Data of `SWAPOUT(k, j, p)`: the pivots, the tiles `(i, j)`, `i > k`,
+/// `i mod P = p`, top to bottom, and the buffer of rows they send up.
+pub type SwapOutData = (Read<Vec<usize>>, Vec<Read<Tile>>, Write<Vec<f64>>);
+/// Data of `SWAPTOP(k, j)`: the pivots, the top tile `(k, j)`, every process
+/// row's buffer of rows sent up (by process row), and the buffer of the top
+/// rows sent down.
+pub type SwapTopData = (
+    Read<Vec<usize>>,
+    ReadWrite<Tile>,
+    Vec<Read<Vec<f64>>>,
+    Write<Vec<f64>>,
+);
+/// Data of `SWAPIN(k, j, p)`: the pivots, the rows sent down, and the tiles
+/// `(i, j)`, `i > k`, `i mod P = p`, that receive them.
+pub type SwapInData = (Read<Vec<usize>>, Read<Vec<f64>>, Vec<ReadWrite<Tile>>);
+
+/// The local tile (in a process row's list, from `k + 1` every `P`) and row
+/// of panel-relative row `row`.
+fn in_list(a: &RowsArgs, row: usize) -> (usize, usize) {
+    let (t, r) = a.locate(row);
+    ((t - 1) / a.grid_p, r)
+}
+
+/// `SWAPOUT(k, j, p)`: the rows of process row `p`'s tiles that the panel's
+/// interchanges move into the top tile, into buffer row = destination row.
+pub static SWAPOUT: LazyLock<Codelet<SwapOutData, RowsArgs>> = LazyLock::new(|| {
+    Codelet::<SwapOutData, RowsArgs>::with_args("swapout")
+        .label(|a| format!("swapout({},{},{})", a.k, a.j, a.p))
+        .cpu(|_, a, (ipiv, tiles, up)| {
+            for (dst, src) in a.moves(ipiv)? {
+                if dst < a.w && a.on(src, a.p) {
+                    let (t, r) = in_list(a, src);
+                    let tile = tiles[t];
+                    for c in 0..a.cols {
+                        up[dst + c * a.w] = tile.col(c)[r];
+                    }
+                }
+            }
+            Ok(())
+        })
+});
+
+/// `SWAPTOP(k, j)`: the new top tile from its own rows and the rows sent up,
+/// and the top rows the interchanges move down, into buffer row = source row.
+pub static SWAPTOP: LazyLock<Codelet<SwapTopData, RowsArgs>> = LazyLock::new(|| {
+    Codelet::<SwapTopData, RowsArgs>::with_args("swaptop")
+        .label(|a| format!("swaptop({},{})", a.k, a.j))
+        .cpu(|_, a, (ipiv, top, ups, down)| {
+            let old = top.clone();
+            for (dst, src) in a.moves(ipiv)? {
+                for c in 0..a.cols {
+                    if dst < a.w {
+                        top.col_mut(c)[dst] = if src < a.w {
+                            old.col(c)[src]
+                        } else {
+                            let (t, _) = a.locate(src);
+                            let p = (a.k + t) % a.grid_p;
+                            let at = (a.prows & ((1u64 << p) - 1)).count_ones() as usize;
+                            ups[at][dst + c * a.w]
+                        };
+                    } else if src < a.w {
+                        down[src + c * a.w] = old.col(c)[src];
+                    }
+                }
+            }
+            Ok(())
+        })
+});
+
+/// `SWAPIN(k, j, p)`: write the top rows sent down into the rows of process
+/// row `p`'s tiles that receive them.
+pub static SWAPIN: LazyLock<Codelet<SwapInData, RowsArgs>> = LazyLock::new(|| {
+    Codelet::<SwapInData, RowsArgs>::with_args("swapin")
+        .label(|a| format!("swapin({},{},{})", a.k, a.j, a.p))
+        .cpu(|_, a, (ipiv, down, mut tiles)| {
+            for (dst, src) in a.moves(ipiv)? {
+                if src < a.w && a.on(dst, a.p) {
+                    let (t, r) = in_list(a, dst);
+                    for c in 0..a.cols {
+                        tiles[t].col_mut(c)[r] = down[src + c * a.w];
+                    }
+                }
+            }
+            Ok(())
+        })
 });

@@ -10,8 +10,8 @@ mod laswp;
 pub mod spmv;
 mod trsm;
 
-pub use gemm::{gemm_flops, gemm_update};
-pub use getrf_panel::{getrf_panel, getrf_panel_flops, getrf_panel_par, SingularColumn};
+pub use gemm::{gemm_flops, gemm_minus_blocked, gemm_row_block, gemm_update, l2_bytes};
+pub use getrf_panel::{getrf_panel, getrf_panel_faer, getrf_panel_flops, SingularColumn, LEAF};
 pub use laswp::{laswp, laswp_bytes, laswp_flops};
 pub use spmv::{spmv_bytes, spmv_csr, spmv_csr_unchecked, spmv_flops};
 pub use trsm::{trsm_flops, trsm_unit_lower};

@@ -61,19 +61,33 @@ pub struct ChromeOptions {
     pub flows: bool,
 }
 
-/// Writes `trace` to the file at `path`; errors name the file.
+/// Writes `trace` to the file at `path`, atomically (a temporary file
+/// beside it, renamed over it: an interrupted or failed save leaves the
+/// previous file whole); errors name the file.
 pub fn save(trace: &Trace, path: impl AsRef<Path>, opts: &ChromeOptions) -> Result<(), FileError> {
     let path = path.as_ref();
-    let with_path = |e: io::Error| FileError::from(e).with_path(path);
-    let file = File::create(path).map_err(with_path)?;
-    write_chrome_json(trace, &file, opts).map_err(with_path)?;
-    file.sync_all().map_err(with_path)
+    crate::util::write_atomically(path, |file| write_chrome_json(trace, file, opts))
+        .map_err(|e: io::Error| FileError::from(e).with_path(path))
 }
 
-/// Reads the trace file at `path`; errors name the file.
+/// Reads the trace file at `path`; errors name the file. Only a regular
+/// file is read (a FIFO or `/dev/zero` is refused, see
+/// [`FileError::check_regular_file`]), and only as many bytes as it had when
+/// it was checked, plus one to notice growth.
 pub fn load(path: impl AsRef<Path>) -> Result<Trace, FileError> {
+    use std::io::Read;
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| FileError::from(e).with_path(path))?;
+    let size = FileError::check_regular_file(path)?;
+    let with_path = |e: io::Error| FileError::from(e).with_path(path);
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size as usize).map_err(|e| {
+        FileError::format(format!("cannot allocate {size} bytes to read it: {e}")).with_path(path)
+    })?;
+    File::open(path)
+        .map_err(with_path)?
+        .take(size.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(with_path)?;
     read_chrome_json_slice(&bytes).map_err(|e| e.with_path(path))
 }
 

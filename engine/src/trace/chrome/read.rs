@@ -123,6 +123,12 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Latest time an event may have, in ns from the trace's start: 2^53 (104
+/// days), where f64 microseconds (the `ts` viewers read) stop being exact,
+/// and far enough from u64's end that sums over millions of tasks stay
+/// meaningful (they saturate beyond it).
+const MAX_EVENT_NS: u64 = 1 << 53;
+
 impl Builder {
     /// Takes in one element of `traceEvents`. Only complete events (`X`)
     /// carry data; metadata and flow events are for viewers and are skipped.
@@ -141,6 +147,13 @@ impl Builder {
         if end < start {
             return Err(format!(
                 "ends before it starts (args.start_ns {start}, args.end_ns {end})"
+            ));
+        }
+        if end > MAX_EVENT_NS {
+            // Sums of such times wrap u64 ("total work 6.956 ms, efficiency
+            // 100.0 %" for an end_ns of 2^64-1, issue 17).
+            return Err(format!(
+                "args.end_ns {end} is past any run: more than {MAX_EVENT_NS} ns (2^53, 104 days) after the trace's start"
             ));
         }
         if args.map.contains_key("handle") && !args.map.contains_key("codelet") {
@@ -444,6 +457,12 @@ mod tests {
         let msg = case("\"memory_node\":0", "\"memory_node\":\"zero\"");
         assert!(msg.starts_with("`tessera` metadata at line"), "{msg}");
         assert!(msg.contains("invalid type: string \"zero\""), "{msg}");
+        // Issue 17: an end_ns of 2^64-1 made sums wrap.
+        let msg = case("\"end_ns\":", "\"end_ns\":18446744073709551615,\"x\":");
+        assert!(
+            msg.contains("args.end_ns 18446744073709551615 is past any run"),
+            "{msg}"
+        );
         let msg = case("{\"ph\":\"X\"", "3,{\"ph\":\"X\"");
         assert!(
             msg.starts_with("event 14: expected an object, found number 3"),

@@ -100,6 +100,16 @@ pub(super) fn store(
     v: f64,
     symmetry: Symmetry,
 ) -> Result<(), String> {
+    if !v.is_finite() {
+        // NaN or an infinity (written so, or a value past f64's range) makes
+        // every product with its row NaN or infinite, and checks that fold
+        // with `max` would not see it: refused here, with its line.
+        return Err(format!(
+            "entry ({}, {}) is {v}: not a finite number",
+            i + 1,
+            j + 1
+        ));
+    }
     let mut push = |i: usize, j: usize, v: f64| {
         piece.rows.push(i);
         piece.cols.push(j as u32);

@@ -24,8 +24,11 @@
 //!   specification asks for the lower triangle only; an entry above the diagonal is mirrored
 //!   the same way, so a file listing both `(i, j)` and `(j, i)` gets both twice.
 //! - Repeated positions are summed (in file order), explicit zeros are kept as entries.
-//! - Values are parsed like Rust's `f64::from_str`, so `nan`, `inf` and `infinity` (any
-//!   case, with a sign) are accepted as those values; checking them is the caller's business.
+//! - Values are parsed like Rust's `f64::from_str`; a value that is not finite (`nan`,
+//!   `inf`, `infinity` in any case, or a number past f64's range such as `1e400`) is an
+//!   error naming its line: one such entry makes every product with its row NaN or
+//!   infinite, and a result check would not see it.
+//! - Only regular files are read: a FIFO or a device (`/dev/zero`) is refused unopened.
 //!
 //! # Why not `sprs`
 //!
@@ -70,6 +73,7 @@ mod testing;
 mod write;
 
 pub use read::{
-    parse_matrix_market, parse_matrix_market_bytes, read_matrix_market, MIN_CHUNK_BYTES,
+    check_regular_file, parse_matrix_market, parse_matrix_market_bytes, read_matrix_market,
+    MIN_CHUNK_BYTES,
 };
 pub use write::{write_matrix_market, write_matrix_market_to};

@@ -114,12 +114,26 @@ mod tests {
     use super::super::testing::{parse, H};
     use super::*;
 
+    /// Issue 17: a NaN matrix printed "max relative difference 0.0e0".
+    /// Special values parse, and are then refused with their line.
     #[test]
-    fn special_values_accepted() {
-        let a = parse(&format!("{H}1 3 3\n1 1 nan\n1 2 -inf\n1 3 Infinity\n")).unwrap();
-        assert!(a.vals()[0].is_nan());
-        assert_eq!(a.vals()[1], f64::NEG_INFINITY);
-        assert_eq!(a.vals()[2], f64::INFINITY);
+    fn special_values_refused_by_line() {
+        for (text, line, shown) in [
+            ("1 1 nan", 3, "NaN"),
+            ("1 2 -inf", 3, "-inf"),
+            ("1 3 Infinity", 3, "inf"),
+            ("1 1 1e400", 3, "inf"),
+        ] {
+            let e = parse(&format!("{H}1 3 2\n1 2 1.0\n{text}\n")).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!(":{}:", line + 1))
+                    && msg.contains(shown)
+                    && msg.contains("not a finite"),
+                "{text}: {msg}"
+            );
+        }
+        assert!(parse_real(b"nan").is_some_and(f64::is_nan));
     }
 
     #[test]

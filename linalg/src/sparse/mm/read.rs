@@ -11,11 +11,35 @@ use super::header::{parse_banner, parse_size_line, Symmetry, BANNER_FORM};
 use super::lex::{Lines, Tokens};
 use crate::sparse::csr::Csr;
 
-/// Reads the Matrix Market file at `path` into CSR.
+/// Reads the Matrix Market file at `path` into CSR. Only a regular file is
+/// read ([`check_regular_file`]), and only as many bytes as it had then.
 pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, FileError> {
+    use std::io::Read;
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| FileError::from(e).with_path(path))?;
+    let size = check_regular_file(path)?;
+    let io_err = |e: std::io::Error| FileError::from(e).with_path(path);
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size as usize).map_err(|e| {
+        in_file(
+            FileError::new(FileErrorKind::Io(std::io::Error::other(format!(
+                "cannot allocate {size} bytes to read it: {e}"
+            )))),
+            Some(path),
+        )
+    })?;
+    std::fs::File::open(path)
+        .map_err(io_err)?
+        .take(size.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
     parse_matrix_market_bytes(&bytes, Some(path))
+}
+
+/// `Ok(bytes)` when `path` is a regular file; a FIFO (whose open blocks
+/// until a writer comes), a device such as `/dev/zero` (which never ends) or
+/// a directory is refused by name, without being opened.
+pub fn check_regular_file(path: impl AsRef<Path>) -> Result<u64, FileError> {
+    FileError::check_regular_file(path.as_ref())
 }
 
 /// Reads Matrix Market text from `reader` (all of it, then parses); `name` labels errors.

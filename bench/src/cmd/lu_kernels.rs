@@ -1,0 +1,345 @@
+//! `tessera lu-kernels`: the LU's CPU tile kernels alone, as the LU runs them
+//! (cold tiles, one per core, both cores busy), to choose `nb`, the GEMM row
+//! blocks and the panel kernel from measurements. A showcase and tuning aid,
+//! not a regression check: `bench/peers/lu_kernels.sh` runs it alternated
+//! with OpenBLAS `dgetrf` on the same panel and prints same-run ratios.
+//!
+//! Measured here (2 cores, AVX-512, 2 MiB L2 per core), while other sessions
+//! compiled on the same 2 cores (load averages 3–6, stated per row): compare
+//! figures within a row only.
+//!
+//! GEMM per tile, 2 threads, cold tiles, GFLOP/s (`--what gemm --nb
+//! 256,320,384,448,512 --rows whole,auto --rounds 3`, run twice, load 3.1–3.3):
+//!
+//! | nb  | one call (whole) | row blocks (auto)   |
+//! |-----|------------------|---------------------|
+//! | 256 | 65.8, 63.9       | 67.5, 67.4 (256)    |
+//! | 320 | 73.6, 70.7       | 73.1, 73.5 (320)    |
+//! | 384 | 68.3, 74.6       | 72.3, 77.9 (192)    |
+//! | 448 | 66.8, 58.0       | 58.4, 75.4 (224)    |
+//! | 512 | 63.7, 58.0       | 65.0, 70.2 (256)    |
+//!
+//! At nb=448 alone (`--nb 448 --rows whole,224,160,112` twice, load 3.5):
+//! whole 59.8 / 64.8, 224 rows 76.5 / 76.5, 160 rows 78.2 / 71.9, 112 rows
+//! 79.6 / 66.9: blocks of 112–224 rows all clear the cliff; the kernel takes
+//! the largest that fits half the L2 (224 here).
+//!
+//! Panel `8192 × 448`, GFLOP/s (`--what panel --nb 448 --rounds 1`, three
+//! runs, core 1 idle, load 4.6–5): tessera 45.9 / 39.8 / 41.0, faer's
+//! `lu_in_place` 21.2 / 28.8 / 21.7. Leaf width (same runs with the leaf as a
+//! parameter, before the panel worked in place): 8 → 33.4–34.6, 12 → 33.7–34.0,
+//! 16 → 28.9–32.9, 24 → 21.6–32.6. Against OpenBLAS `dgetrf` on a panel of
+//! the same shape (`bash bench/peers/lu_kernels.sh 8192 448 3`, load 6.2–6.4,
+//! medians): tessera 32.8, OpenBLAS 1 thread 32.4 (1.01×), 2 threads 24.9
+//! (1.32×), faer 17.4 (tessera 1.88×); with core 1 running GEMMs, tessera 16.2.
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+use tessera_backends::cpu::bind_current_thread;
+use tessera_linalg::hpl::generate_tile;
+use tessera_tasks::kernels::{
+    gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
+    getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
+};
+use tessera_tasks::tile::Tile;
+
+/// Options of `tessera lu-kernels`.
+#[derive(clap::Args, Debug)]
+pub struct LuKernelsArgs {
+    /// Tile sizes to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "256,384,448,512")]
+    pub nb: Vec<usize>,
+    /// GEMM row blocks per call: `auto` (the kernel's choice), `whole` (one
+    /// call per tile) or a row count; comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "whole,auto")]
+    pub rows: Vec<String>,
+    /// Consecutive GEMM calls that share their `B` tile, as the updates of
+    /// one tile column do (1: every call has its own tiles); comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub share_b: Vec<usize>,
+    /// Threads running GEMMs at once, each bound to its own core.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Matrix order whose first panel (`N × nb`) the panel kernels factor.
+    #[arg(long, default_value_t = 8192)]
+    pub n: usize,
+    /// What to measure: gemm, panel, trsm, swap (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "gemm,panel,trsm,swap")]
+    pub what: Vec<String>,
+    /// While a panel is factored on core 0, core 1 runs GEMMs on cold tiles
+    /// as in the LU (`gemm`) or idles (`none`).
+    #[arg(long, default_value = "gemm")]
+    pub companion: String,
+    /// Rounds per figure (the median is printed).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+}
+
+/// How many rows one GEMM call gets.
+#[derive(Clone, Copy, Debug)]
+enum Rows {
+    Auto,
+    Whole,
+    Fixed(usize),
+}
+
+fn parse_rows(s: &str) -> Result<Rows, String> {
+    match s {
+        "auto" => Ok(Rows::Auto),
+        "whole" => Ok(Rows::Whole),
+        n => n
+            .parse()
+            .map(Rows::Fixed)
+            .map_err(|_| format!("--rows: '{n}' is not auto, whole or a row count")),
+    }
+}
+
+pub fn run(args: LuKernelsArgs) -> Result<(), String> {
+    let rows = args
+        .rows
+        .iter()
+        .map(|s| parse_rows(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let busy = match args.companion.as_str() {
+        "gemm" => true,
+        "none" => false,
+        other => return Err(format!("--companion: unknown '{other}' (gemm, none)")),
+    };
+    if args.threads == 0 || args.rounds == 0 {
+        return Err("--threads and --rounds must be at least 1".into());
+    }
+    for what in &args.what {
+        match what.as_str() {
+            "gemm" => {
+                for &nb in &args.nb {
+                    for (&r, &share) in rows
+                        .iter()
+                        .flat_map(|r| args.share_b.iter().map(move |s| (r, s)))
+                    {
+                        let rates: Vec<f64> = (0..args.rounds)
+                            .map(|_| gemm_rate(nb, r, share.max(1), args.threads))
+                            .collect();
+                        let label = match r {
+                            Rows::Auto => format!("auto({})", gemm_row_block(nb, nb)),
+                            Rows::Whole => "whole".into(),
+                            Rows::Fixed(n) => n.to_string(),
+                        };
+                        println!(
+                            "gemm nb={nb} rows={label} share_b={share} threads={} {:.2} GFLOP/s",
+                            args.threads,
+                            median(rates)
+                        );
+                    }
+                }
+            }
+            "panel" => {
+                for &nb in &args.nb {
+                    for (name, kernel) in [
+                        ("tessera", getrf_panel as PanelFn),
+                        ("faer", getrf_panel_faer as PanelFn),
+                    ] {
+                        let rates: Vec<f64> = (0..args.rounds)
+                            .map(|_| panel_rate(args.n, nb, kernel, busy))
+                            .collect::<Result<_, _>>()?;
+                        println!(
+                            "panel {name} m={} w={nb} companion={} {:.2} GFLOP/s",
+                            args.n,
+                            args.companion,
+                            median(rates)
+                        );
+                    }
+                }
+            }
+            "trsm" => {
+                for &nb in &args.nb {
+                    let rates: Vec<f64> = (0..args.rounds)
+                        .map(|_| trsm_rate(nb, args.threads))
+                        .collect();
+                    println!(
+                        "trsm nb={nb} threads={} {:.2} GFLOP/s",
+                        args.threads,
+                        median(rates)
+                    );
+                }
+            }
+            "swap" => {
+                for &nb in &args.nb {
+                    let ms: Vec<f64> = (0..args.rounds).map(|_| swap_ms(args.n, nb)).collect();
+                    println!(
+                        "swap m={} w={nb} (pivots of the first panel) {:.3} ms",
+                        args.n,
+                        median(ms)
+                    );
+                }
+            }
+            other => {
+                return Err(format!(
+                    "--what: unknown '{other}' (gemm, panel, trsm, swap)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+type PanelFn =
+    fn(&mut [&mut Tile], usize) -> Result<Vec<usize>, tessera_tasks::kernels::SingularColumn>;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn random_tile(nb: usize, seed: u64) -> Tile {
+    generate_tile(nb * 64, nb, seed, 0, 0)
+}
+
+/// GFLOP/s of `threads` threads each running `C -= A·B` on its own ring of
+/// tiles, large enough (≥ 48 MB) that every call starts with cold tiles, as
+/// the LU's GEMMs do; `share` consecutive calls use the same `B`.
+fn gemm_rate(nb: usize, rows: Rows, share: usize, threads: usize) -> f64 {
+    let set_bytes = 3 * nb * nb * 8;
+    let sets = (48usize << 20).div_ceil(set_bytes).max(2);
+    let calls = (4e9 / gemm_flops(nb, nb, nb)).ceil() as usize;
+    let barrier = Barrier::new(threads);
+    let secs: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let _ = bind_current_thread(&[t]);
+                    let bs: Vec<Tile> = (0..sets.div_ceil(share))
+                        .map(|i| random_tile(nb, (t * 1000 + 999 - i) as u64))
+                        .collect();
+                    let mut ring: Vec<(Tile, Tile, Tile)> = (0..sets)
+                        .map(|i| {
+                            let s = (t * 1000 + 3 * i) as u64;
+                            (
+                                random_tile(nb, s),
+                                random_tile(nb, s + 1),
+                                random_tile(nb, s + 2),
+                            )
+                        })
+                        .collect();
+                    let r = match rows {
+                        Rows::Auto => gemm_row_block(nb, nb),
+                        Rows::Whole => 0,
+                        Rows::Fixed(r) => r,
+                    };
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    for i in 0..calls {
+                        let (a, b, c) = &mut ring[i % sets];
+                        let b = if share > 1 {
+                            &bs[(i % sets) / share]
+                        } else {
+                            &*b
+                        };
+                        gemm_minus_blocked(c.as_mut(), a.as_ref(), b.as_ref(), r);
+                    }
+                    t0.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let wall = secs.iter().fold(0.0f64, |m, &s| m.max(s));
+    threads as f64 * calls as f64 * gemm_flops(nb, nb, nb) / wall / 1e9
+}
+
+/// GFLOP/s of `threads` threads each solving `B := L⁻¹·B` on its own ring of
+/// cold tiles.
+fn trsm_rate(nb: usize, threads: usize) -> f64 {
+    let sets = (48usize << 20).div_ceil(2 * nb * nb * 8).max(2);
+    let calls = (2e9 / trsm_flops(nb, nb)).ceil() as usize;
+    let barrier = Barrier::new(threads);
+    let secs: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let _ = bind_current_thread(&[t]);
+                    let mut ring: Vec<(Tile, Tile)> = (0..sets)
+                        .map(|i| {
+                            let s = (t * 1000 + 2 * i) as u64;
+                            (random_tile(nb, s), random_tile(nb, s + 1))
+                        })
+                        .collect();
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    for i in 0..calls {
+                        let (l, b) = &mut ring[i % sets];
+                        trsm_unit_lower(l, b);
+                    }
+                    t0.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let wall = secs.iter().fold(0.0f64, |m, &s| m.max(s));
+    threads as f64 * calls as f64 * trsm_flops(nb, nb) / wall / 1e9
+}
+
+/// Milliseconds of `SWAP(0, 1)`: the first panel's interchanges applied to
+/// the second tile column of the HPL matrix of order `n` (fresh tiles).
+fn swap_ms(n: usize, nb: usize) -> f64 {
+    let t = n.div_ceil(nb);
+    let mut panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
+    let mut refs: Vec<&mut Tile> = panel.iter_mut().collect();
+    let ipiv = getrf_panel(&mut refs, 0).expect("the HPL matrix is regular");
+    let mut col: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 1)).collect();
+    let mut refs: Vec<&mut Tile> = col.iter_mut().collect();
+    let t0 = Instant::now();
+    laswp(&mut refs, &ipiv);
+    t0.elapsed().as_secs_f64() * 1e3
+}
+
+/// GFLOP/s of one panel kernel on the first `n × nb` panel of the HPL matrix
+/// of order `n` (best of 3 on fresh copies), on core 0 while core 1 runs
+/// GEMMs on cold tiles, as in the LU (`busy`), or idles.
+fn panel_rate(n: usize, nb: usize, kernel: PanelFn, busy: bool) -> Result<f64, String> {
+    let t = n.div_ceil(nb);
+    let panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let best = std::thread::scope(|s| {
+        let stop = &stop;
+        s.spawn(move || {
+            if !busy {
+                return;
+            }
+            let _ = bind_current_thread(&[1]);
+            let mut ring: Vec<(Tile, Tile, Tile)> = (0..16)
+                .map(|i| {
+                    (
+                        random_tile(nb, i),
+                        random_tile(nb, i + 1),
+                        random_tile(nb, i + 2),
+                    )
+                })
+                .collect();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (a, b, c) = &mut ring[i % 16];
+                gemm_minus_blocked(c.as_mut(), a.as_ref(), b.as_ref(), 0);
+                i += 1;
+            }
+        });
+        let _ = bind_current_thread(&[0]);
+        let mut best = f64::INFINITY;
+        let mut result = Ok(());
+        for _ in 0..3 {
+            let mut tiles = panel.clone();
+            let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+            let t0 = Instant::now();
+            if let Err(e) = kernel(&mut refs, 0) {
+                result = Err(e.to_string());
+            }
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        result.map(|()| best)
+    })?;
+    Ok(getrf_panel_flops(n, nb) / best / 1e9)
+}

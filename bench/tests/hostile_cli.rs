@@ -1,0 +1,470 @@
+//! Proves the `tessera` binary answers hostile or careless input (issue 17)
+//! with a clear error or a warning, never a panic, an abort or a hang: bad
+//! option values, sizes that cannot fit in memory (also under `ulimit -v`),
+//! files that are not regular, NaN matrices, corrupt traces and perf models,
+//! and Ctrl-C during a traced run, which leaves the trace file whole.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tessera");
+
+/// What a run of the binary gave.
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    /// Failed cleanly (exit 1 from the driver, or 2 from the parser), with
+    /// `want` in the message and no panic or abort.
+    fn refused(&self, want: &str) {
+        assert!(
+            matches!(self.code, Some(1 | 2)),
+            "exit {:?}, expected 1 or 2\nstdout: {}\nstderr: {}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        self.no_panic();
+        assert!(
+            self.stderr.contains(want),
+            "stderr lacks {want:?}:\n{}",
+            self.stderr
+        );
+    }
+
+    fn ok(&self) {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "stdout: {}\nstderr: {}",
+            self.stdout,
+            self.stderr
+        );
+        self.no_panic();
+    }
+
+    fn no_panic(&self) {
+        for bad in [
+            "panicked",
+            "memory allocation",
+            "RUST_BACKTRACE",
+            "capacity overflow",
+        ] {
+            assert!(!self.stderr.contains(bad), "{bad}:\n{}", self.stderr);
+        }
+    }
+}
+
+/// Wait for `child` at most `limit` (killed then, and the test fails).
+fn finish(mut child: Child, limit: Duration, what: &str) -> Out {
+    // Drained while it runs: a full pipe would block the child.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut text);
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`{what}` did not finish within {limit:?} (a hang)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = child.wait().unwrap();
+    Out {
+        code: status.code(),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Run the binary with `args`, at most 60 s.
+fn tessera(args: &[&str]) -> Out {
+    finish(spawn(args), Duration::from_secs(60), &args.join(" "))
+}
+
+/// Run it through `sh` after `ulimit -v kib` (the address-space limit).
+fn tessera_under_ulimit_v(kib: u64, args: &[&str]) -> Out {
+    let cmd = format!("ulimit -v {kib} && exec \"$0\" \"$@\"");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .arg(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    finish(child, Duration::from_secs(60), &args.join(" "))
+}
+
+/// A fresh directory for one test, removed at the end.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("tessera-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+    fn s(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small, fast spmv command line.
+fn spmv(extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = ["spmv", "--iters", "2", "--no-faer"]
+        .map(String::from)
+        .to_vec();
+    if !extra.contains(&"--stream-mi") {
+        v.extend(["--stream-mi".to_string(), "4".to_string()]);
+    }
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn run_spmv(extra: &[&str]) -> Out {
+    let args = spmv(extra);
+    tessera(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn huge_sim_latencies_are_refused_not_panics() {
+    for spec in ["1:latency=1e20s", "1:link-latency=1e30s", "1:latency=1e300"] {
+        tessera(&["lu", "--n", "256", "--nb", "64", "--sim", spec]).refused("at most 60s");
+    }
+}
+
+#[test]
+fn sim_memory_of_zero_and_duplicate_keys_are_refused() {
+    tessera(&["lu", "--n", "64", "--nb", "32", "--sim", "1:mem=0"]).refused("positive size");
+    tessera(&[
+        "lu",
+        "--n",
+        "64",
+        "--nb",
+        "32",
+        "--sim",
+        "1:mem=1MiB,mem=2MiB",
+    ])
+    .refused("key 'mem' is given twice");
+}
+
+#[test]
+fn too_many_workers_is_a_clean_error() {
+    let t0 = Instant::now();
+    tessera(&["lu", "--n", "256", "--nb", "64", "--workers", "100000"]).refused("at most");
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn zero_counts_are_refused_at_parse() {
+    tessera(&["topology", "--workers", "0"]).refused("must be at least 1");
+    tessera(&["overhead", "--reps", "0"]).refused("must be at least 1");
+    run_spmv(&["--stream-mi", "0"]).refused("must be at least 1");
+}
+
+#[test]
+fn stream_sizes_that_overflow_or_cannot_fit_are_refused() {
+    run_spmv(&["--stream-mi", "18446744073709551615"]).refused("overflow the address space");
+    run_spmv(&["--stream-mi", "100000000"]).refused("STREAM arrays");
+}
+
+#[test]
+fn stream_arrays_inside_the_cache_are_warned_about() {
+    let out = run_spmv(&["--gen", "stencil7:8", "--stream-mi", "1"]);
+    out.ok();
+    if Path::new("/sys/devices/system/cpu/cpu0/cache/index0/size").exists() {
+        assert!(out.stderr.contains("measures the cache"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn spmv_matrices_that_cannot_fit_name_the_size_needed() {
+    run_spmv(&["--gen", "dense:100000"]).refused("needs about");
+    run_spmv(&["--gen", "stencil27:800"]).refused("needs about");
+    let d = Dir::new("bigmtx");
+    let f = d.file(
+        "big.mtx",
+        "%%MatrixMarket matrix coordinate real general\n4 4000000000 1\n1 1 1.0\n",
+    );
+    let out = run_spmv(&["--matrix", f.to_str().unwrap()]);
+    out.refused("needs about");
+    assert!(out.stderr.contains("vectors"), "{}", out.stderr);
+}
+
+#[test]
+fn lu_memory_check_honours_the_address_space_limit() {
+    // 512 MiB of matrix under a 400 MiB address space: refused before any
+    // allocation, naming the limit.
+    tessera_under_ulimit_v(400 << 10, &["lu", "--n", "8192", "--nb", "256"]).refused("ulimit -v");
+    // Each computing thread reserves about 600 MiB of address space (faer's
+    // GEMM scratch, an arena, a stack): 1 GiB for 2 workers is refused
+    // (it used to pass the check, then abort in faer) ...
+    tessera_under_ulimit_v(
+        1 << 20,
+        &["lu", "--n", "256", "--nb", "64", "--workers", "2"],
+    )
+    .refused("ulimit -v");
+    // ... and a run that passes the check completes under its limit.
+    tessera_under_ulimit_v(
+        4 << 20,
+        &["lu", "--n", "256", "--nb", "64", "--workers", "2"],
+    )
+    .ok();
+}
+
+#[test]
+fn unknown_solver_is_refused_before_any_work() {
+    let out = run_spmv(&["--solver", "foo"]);
+    out.refused("unknown --solver 'foo'");
+    assert!(
+        !out.stdout.contains("STREAM") && !out.stdout.contains("matrix"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// Fixed by the redesign (`resolve_sched`): kept honest here.
+#[test]
+fn unknown_scheduler_is_refused() {
+    tessera(&["lu", "--n", "64", "--nb", "32", "--sched", "fifo"]).refused("--sched");
+}
+
+#[test]
+fn gpu_spec_syntax_is_a_parse_error() {
+    tessera(&["lu", "--n", "64", "--nb", "32", "--gpus", "abc"]).refused("not a GPU spec");
+}
+
+#[test]
+fn fifos_and_devices_are_refused_unopened() {
+    let d = Dir::new("fifo");
+    let fifo = d.0.join("m.mtx");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    run_spmv(&["--matrix", fifo.to_str().unwrap()]).refused("a FIFO");
+    run_spmv(&["--matrix", "/dev/zero"]).refused("a device");
+    tessera(&["trace", "summary", "/dev/zero"]).refused("a device");
+    tessera(&["trace", "summary", fifo.to_str().unwrap()]).refused("a FIFO");
+}
+
+#[test]
+fn nan_and_infinite_entries_are_refused_by_line() {
+    let d = Dir::new("nan");
+    let f = d.file(
+        "nan.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n2 2 nan\n",
+    );
+    run_spmv(&["--matrix", f.to_str().unwrap()]).refused("nan.mtx:4: entry (2, 2) is NaN");
+    let f = d.file(
+        "inf.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1e400\n2 2 1\n",
+    );
+    let out = run_spmv(&["--matrix", f.to_str().unwrap(), "--solver", "cg"]);
+    out.refused("inf.mtx:3");
+}
+
+#[test]
+fn on_device_with_too_little_device_memory_is_refused() {
+    // x alone (256 KiB for stencil7:32) is more than the device holds.
+    for mem in ["64KiB", "1KiB"] {
+        let sim = format!("1:own-mem=1,mem={mem}");
+        run_spmv(&["--gen", "stencil7:32", "--on-device", "--sim", &sim])
+            .refused("would run on the host");
+    }
+}
+
+#[test]
+fn traces_with_huge_names_summarise_and_absurd_times_are_refused() {
+    use tessera_engine::trace::{save, ChromeOptions, TaskRecord, Trace, WorkerInfo};
+    let d = Dir::new("trace");
+    let long = "g".repeat(70_000);
+    let trace = |end: u64| Trace {
+        workers: vec![WorkerInfo {
+            name: "w".repeat(70_000),
+            memory_node: 0,
+        }],
+        tasks: vec![TaskRecord {
+            id: 0,
+            codelet: long.clone(),
+            label: Some(long.clone()),
+            worker: 0,
+            priority: 0,
+            flops: 1e6,
+            start: 0,
+            end,
+        }],
+        transfers: vec![],
+        edges: vec![],
+    };
+    let f = d.0.join("long.json");
+    save(&trace(1000), &f, &ChromeOptions::default()).unwrap();
+    let out = tessera(&["trace", "summary", f.to_str().unwrap()]);
+    out.ok();
+    assert!(out.stdout.contains(&long), "the name is printed whole");
+    let f = d.0.join("end.json");
+    save(&trace(u64::MAX), &f, &ChromeOptions::default()).unwrap();
+    tessera(&["trace", "summary", f.to_str().unwrap()]).refused("is past any run");
+}
+
+#[test]
+fn absurd_perf_model_samples_are_refused_naming_file_and_codelet() {
+    let d = Dir::new("perf");
+    let file = d.file(
+        "gemm.json",
+        "{\"format\":\"tessera-perfmodel\",\"version\":1,\"codelet\":\"gemm\",\"entries\":[\n{\"arch\":\"cpu\",\"size\":8,\"outliers\":0,\"samples\":[1e308,1e308]}\n]}\n",
+    );
+    let out = tessera(&["perfmodel", "show", "--dir", &d.s("")]);
+    out.refused("codelet 'gemm'");
+    assert!(
+        out.stderr.contains(file.to_str().unwrap()),
+        "{}",
+        out.stderr
+    );
+    std::fs::write(
+        &file,
+        "{\"format\":\"tessera-perfmodel\",\"version\":1,\"codelet\":\"gemm\",\"entries\":[\n{\"arch\":\"cpu\",\"size\":8,\"outliers\":0,\"samples\":[]}\n]}\n",
+    )
+    .unwrap();
+    tessera(&["perfmodel", "show", "--dir", &d.s("")]).refused("no samples");
+}
+
+#[test]
+fn stale_perf_model_temporaries_are_cleaned_and_empty_saves_said() {
+    let d = Dir::new("stale");
+    // What kill -9 during a save leaves: no process has this pid.
+    let stale = d.file(&format!(".gemm.json.{}.tmp", u32::MAX - 1), "{\"format\"");
+    let out = tessera(&[
+        "lu",
+        "--n",
+        "64",
+        "--nb",
+        "32",
+        "--sched",
+        "prio",
+        "--perfmodel-dir",
+        &d.s(""),
+    ]);
+    out.ok();
+    assert!(!stale.exists(), "stale temporary file left");
+    assert!(out.stdout.contains("nothing saved"), "{}", out.stdout);
+}
+
+#[test]
+fn tiny_tiles_warn_that_the_run_is_overhead_bound() {
+    let out = tessera(&["lu", "--n", "24", "--nb", "1", "--workers", "2"]);
+    out.ok();
+    assert!(out.stderr.contains("per-task overhead"), "{}", out.stderr);
+}
+
+/// A traced LU long enough to be interrupted, on a machine with 2 cores.
+fn traced_lu(trace: &Path) -> Child {
+    spawn(&[
+        "lu",
+        "--n",
+        "6144",
+        "--nb",
+        "128",
+        "--workers",
+        "2",
+        "--trace",
+        trace.to_str().unwrap(),
+    ])
+}
+
+/// Issue 17: 2 of 13 SIGINTs landed in the trace's save and left half a
+/// file, the previous one gone. Now Ctrl-C stops the run cleanly (exit 130,
+/// workers joined) and the file is either the previous trace, untouched, or
+/// a complete new one, whenever the signal comes; no temporary file stays.
+#[test]
+fn ctrl_c_leaves_the_trace_whole() {
+    let d = Dir::new("sigint");
+    let trace = d.0.join("run.json");
+    // The previous trace.
+    tessera(&[
+        "lu",
+        "--n",
+        "64",
+        "--nb",
+        "32",
+        "--trace",
+        trace.to_str().unwrap(),
+    ])
+    .ok();
+    let previous = std::fs::read(&trace).unwrap();
+    for delay_ms in [300u64, 1500, 3000] {
+        let child = traced_lu(&trace);
+        let pid = child.id() as libc::pid_t;
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let out = finish(child, Duration::from_secs(120), "traced lu");
+        out.no_panic();
+        assert!(
+            matches!(out.code, Some(0 | 130)),
+            "exit {:?}: {}",
+            out.code,
+            out.stderr
+        );
+        if out.code == Some(130) {
+            assert!(
+                out.stderr.contains("interrupted (Ctrl-C)"),
+                "{}",
+                out.stderr
+            );
+        }
+        let now = std::fs::read(&trace).unwrap();
+        if now != previous {
+            tessera_engine::trace::load(&trace)
+                .unwrap_or_else(|e| panic!("after SIGINT at {delay_ms} ms: {e}"));
+        }
+        let left: Vec<_> = std::fs::read_dir(&d.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    std::io::stderr().flush().unwrap();
+}
