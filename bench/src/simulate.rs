@@ -67,10 +67,14 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
     };
     let split: Split = args.split.parse().map_err(|e| format!("--split: {e}"))?;
+    if let Some(g) = &args.grid {
+        return lu_grid(args, path, &sim, g, front);
+    }
     if p.ranks() > 1 {
         return Err(format!(
-            "{}: {} ranks; the simulated LU runs one rank until the distributed LU (--grid) is wired in (use a platform with nodes = 1 and ranks_per_node = 1)",
+            "{}: {} ranks: give the process grid (--grid PxQ with P·Q = {})",
             path.display(),
+            p.ranks(),
             p.ranks()
         ));
     }
@@ -147,6 +151,168 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
     }
     if rt.memory_stats().nodes.len() > 1 {
         print!("{}", rt.memory_stats());
+    }
+    Ok(())
+}
+
+/// `tessera lu --simulate PLATFORM --grid PxQ`: the distributed LU
+/// (`linalg::lu_dist`, the same DAG, owners and remote edges as under
+/// mpirun), every rank a simulated runtime of this process, messages on the
+/// simulated network.
+fn lu_grid(
+    args: &LuArgs,
+    path: &Path,
+    sim: &Arc<Simulation>,
+    grid: &str,
+    front: Front,
+) -> Result<(), String> {
+    use tessera_engine::dist::symbolic;
+    use tessera_linalg::lu_dist::{DistLu, Grid};
+    let p = sim.platform().clone();
+    let grid = Grid::parse(grid).map_err(|e| format!("--grid: {e}"))?;
+    if grid.ranks() != p.ranks() {
+        return Err(format!(
+            "--grid {}x{} has {} ranks but {} has {} (nodes {} x ranks_per_node {})",
+            grid.p,
+            grid.q,
+            grid.ranks(),
+            path.display(),
+            p.ranks(),
+            p.nodes,
+            p.ranks_per_node
+        ));
+    }
+    if front != Front::Symbolic {
+        return Err("--grid runs the symbolic front-end (--front symbolic)".into());
+    }
+    let (n, nb) = (args.n, args.nb);
+    let ranks = grid.ranks();
+    let nets: Vec<_> = (0..ranks).map(|r| sim.net(r)).collect();
+    let mut rts = Vec::with_capacity(ranks);
+    for r in 0..ranks {
+        let c = config(
+            sim,
+            r,
+            args.placement.workers,
+            &args.sched,
+            Scheduler::Prio,
+            args.trace.is_some(),
+        )?;
+        rts.push(Runtime::new(c).map_err(|e| e.to_string())?);
+    }
+    let wall = Instant::now();
+    let mut lus = Vec::with_capacity(ranks);
+    for (r, rt) in rts.iter().enumerate() {
+        lus.push(Arc::new(
+            DistLu::new_virtual(rt, n, nb, grid, r).map_err(|e| e.to_string())?,
+        ));
+    }
+    let started: Vec<_> = (0..ranks)
+        .map(|r| symbolic::start(&rts[r], &nets[r], Arc::clone(&lus[r])))
+        .collect();
+    sim.run().map_err(|e| format!("LU failed: {e}"))?;
+    let factor = sim.now();
+    let mut finishing = Vec::with_capacity(ranks);
+    for (r, s) in started.into_iter().enumerate() {
+        finishing.push(
+            s.finish(&rts[r], &nets[r])
+                .map_err(|e| format!("LU failed: {e}"))?,
+        );
+    }
+    sim.run().map_err(|e| format!("LU failed: {e}"))?;
+    for (r, f) in finishing.into_iter().enumerate() {
+        f.wait(&nets[r]).map_err(|e| format!("LU failed: {e}"))?;
+    }
+    let wall = wall.elapsed().as_secs_f64();
+    // The solve reads each rank's share of the factors once, all ranks at once.
+    let solve = solve_seconds(&p, n) / ranks as f64;
+    let time = factor + solve;
+    let gflops = hpl_flops(n) / time / 1e9;
+    let stats = sim.stats();
+    let line = "=".repeat(80);
+    let dash = "-".repeat(80);
+    println!("{line}");
+    println!("T/V                N    NB     P     Q               Time                 Gflops");
+    println!("{dash}");
+    let tv = format!(
+        "SIM{}{}",
+        rts[0].scheduler_name().to_uppercase(),
+        rts[0].workers()
+    );
+    println!(
+        "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
+        grid.p,
+        grid.q,
+        crate::cmd::lu::sci(gflops, 4)
+    );
+    println!("{dash}");
+    println!(
+        "SIMULATED on '{}' ({}): predicted, not run; no residual check",
+        p.name,
+        path.display()
+    );
+    println!("{line}");
+    println!(
+        "ranks {ranks} ({} nodes x {})  workers per rank {}  scheduler {}  tiles {}x{}",
+        p.nodes,
+        p.ranks_per_node,
+        rts[0].workers(),
+        rts[0].scheduler_name(),
+        n.div_ceil(nb),
+        n.div_ceil(nb)
+    );
+    println!(
+        "simulated: factorisation {factor:.3} s + solve {solve:.3} s (modelled); {:.1} % of the platform's peak ({:.1} GFLOP/s)",
+        gflops / p.peak_gflops() * 100.0,
+        p.peak_gflops()
+    );
+    println!(
+        "simulator: {} tasks, {} transfers ({}), {} messages ({}) in {wall:.2} s wall = {:.0} tasks/s; at most {} tasks in flight on a rank and {} events pending; {} over-committed allocations",
+        stats.tasks,
+        stats.transfers,
+        tessera_engine::fmt::bytes(stats.transfer_bytes),
+        stats.messages,
+        tessera_engine::fmt::bytes(stats.message_bytes),
+        stats.tasks as f64 / wall.max(1e-9),
+        stats.peak_in_flight,
+        stats.peak_events,
+        stats.overcommits
+    );
+    if let Some(path) = &args.trace {
+        // One trace for the whole run: rank r's workers as `r<r> <name>`.
+        let mut all = tessera_engine::trace::Trace::default();
+        for (r, rt) in rts.iter().enumerate() {
+            let t = rt.trace();
+            let base = all.workers.len() as u32;
+            all.workers.extend(t.workers.into_iter().map(|mut w| {
+                w.name = format!("r{r} {}", w.name);
+                w
+            }));
+            // Task ids are per rank: offset them, and keep the edges within
+            // a rank (a remote predecessor's id names a task of another rank).
+            let off = (r as u64) << 40;
+            let ids: std::collections::HashSet<u64> = t.tasks.iter().map(|x| x.id).collect();
+            all.edges.extend(
+                t.edges
+                    .iter()
+                    .filter(|(a, b)| ids.contains(a) && ids.contains(b))
+                    .map(|(a, b)| (a + off, b + off)),
+            );
+            all.tasks.extend(t.tasks.into_iter().map(|mut x| {
+                x.worker += base;
+                x.id += off;
+                x
+            }));
+            all.transfers.extend(t.transfers);
+        }
+        all.tasks.sort_by_key(|x| x.start);
+        tessera_engine::trace::chrome::save(&all, path, &Default::default())
+            .map_err(|e| e.to_string())?;
+        println!(
+            "trace: {} tasks written to {}",
+            all.tasks.len(),
+            path.display()
+        );
     }
     Ok(())
 }

@@ -685,6 +685,32 @@ impl Registrar {
         Ok(DataHandle::new(value, id, s.id, Some(name.into())))
     }
 
+    /// Like [`Runtime::register_virtual`] (a simulated runtime's copy of
+    /// another rank's virtual data, say).
+    pub fn register_virtual<T: Replicate>(
+        &self,
+        bytes: u64,
+        dims: [usize; 4],
+        name: impl Into<String>,
+    ) -> Result<DataHandle<T>, Error> {
+        let s = self.shared()?;
+        let name = name.into();
+        if s.sim.is_none() {
+            return Err(Error::Config(format!(
+                "cannot register virtual data '{name}' with a real runtime"
+            )));
+        }
+        let id = s.next_handle.fetch_add(1, Ordering::Relaxed);
+        Ok(DataHandle::new_virtual(
+            bytes,
+            dims,
+            id,
+            s.id,
+            Some(name),
+            Arc::clone(&s.memory),
+        ))
+    }
+
     /// Like [`Runtime::register_replicable_named`].
     pub fn register_replicable_named<T: Replicate>(
         &self,

@@ -149,7 +149,11 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     let mut slowdown = 1.0;
     if workers > 1 {
         let n = args.n.last().copied().unwrap_or(4096);
-        let rt = Runtime::new(base.clone().workers(1).trace(true)).map_err(|e| e.to_string())?;
+        let mut one = base.clone().workers(1).trace(true);
+        // The placement's per-worker lists are for all the workers.
+        one.steal_order = None;
+        one.worker_numa = None;
+        let rt = Runtime::new(one).map_err(|e| e.to_string())?;
         let a = generate_matrix(n, args.nb, 99);
         let t0 = Instant::now();
         lu_factor_split(&rt, a, Front::Symbolic, Split::Auto).map_err(|e| e.to_string())?;

@@ -53,6 +53,10 @@ pub struct LuArgs {
     /// bench/platforms/) in simulated time instead of running it here.
     #[arg(long, value_name = "PLATFORM")]
     pub simulate: Option<PathBuf>,
+    /// Process grid PxQ of a distributed LU (with --simulate: every rank is
+    /// simulated in this process; the platform must have P·Q ranks).
+    #[arg(long, value_name = "PxQ")]
+    pub grid: Option<String>,
 }
 
 /// Check the sizes before allocating anything.
@@ -104,6 +108,9 @@ fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static st
 pub fn run(args: LuArgs) -> Result<(), String> {
     if let Some(platform) = &args.simulate {
         return crate::simulate::lu(&args, platform);
+    }
+    if args.grid.is_some() {
+        return Err("--grid is simulated here (add --simulate PLATFORM); real distributed runs go through mpirun and linalg::lu_dist".into());
     }
     validate(args.n, args.nb)?;
     let front = match args.front.as_str() {

@@ -302,7 +302,12 @@ impl Channel {
 
     /// Send a message made by [`writer`](Self::writer) to rank `to`.
     pub(crate) fn send(&self, to: usize, w: Writer) {
-        self.shared.transport.send(to, w.finish());
+        let charged = w.1;
+        if charged > 0 {
+            self.shared.transport.send_charged(to, w.finish(), charged);
+        } else {
+            self.shared.transport.send(to, w.finish());
+        }
     }
 
     /// Stop routing this channel's messages here (later ones are kept as if

@@ -160,6 +160,7 @@ where
             let (mut w, bytes) = encode_items(key, id, &items)?;
             let mut msg = ch.writer(w.0.len());
             msg.0.append(&mut w.0);
+            msg.1 += w.1;
             ch.send(*rank, msg);
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;

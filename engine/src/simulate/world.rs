@@ -609,11 +609,19 @@ impl Simulation {
     fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode) -> f64 {
         let proc = self.processor(shared, w);
         if self.use_models {
-            if let Some(p) =
-                self.perf
-                    .predict(&node.codelet.name, shared.kinds[w].arch, node.size_key)
-            {
-                return p.seconds + proc.overhead;
+            let (codelet, arch) = (&node.codelet.name, shared.kinds[w].arch);
+            if let Some(p) = self.perf.predict(codelet, arch, node.size_key) {
+                // A fit over sizes too close together can be absurd (an
+                // exponent of 678 over sizes within 0.01 %): trust a
+                // regression only with a plausible exponent, else the rates.
+                let plausible = p.source != crate::perfmodel::PredictionSource::Regression
+                    || self
+                        .perf
+                        .fit(codelet, arch)
+                        .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
+                if plausible {
+                    return p.seconds + proc.overhead;
+                }
             }
         }
         model_seconds(proc, &node.codelet.name, node.flops, node.footprint())
