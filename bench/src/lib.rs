@@ -7,6 +7,7 @@ pub mod gantt;
 pub mod interrupt;
 pub mod placement;
 pub mod ranks;
+pub mod simulate;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.
 pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Result<(), String> {

@@ -2,7 +2,7 @@
 //! trace tools (`trace`).
 
 use tessera_bench::cmd::{
-    gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, spmv, topology, trace,
+    calibrate, gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, spmv, topology, trace,
 };
 
 use std::process::ExitCode;
@@ -42,6 +42,8 @@ enum Command {
     /// Inspect a recorded trace: statistics, Gantt chart.
     #[command(subcommand)]
     Trace(trace::TraceCmd),
+    /// Measure this machine (LU, SpMV, STREAM) and write a platform file for `--simulate`.
+    Calibrate(calibrate::CalibrateArgs),
     /// Check each GPU codelet against the CPU and measure the GPUs' dgemm and copy rates.
     GpuCheck(gpu_check::GpuCheckArgs),
 }
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Topology(a) => topology::run(a),
         Command::Perfmodel(c) => perfmodel::run(c),
         Command::GpuCheck(a) => gpu_check::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
     };
     if tessera_bench::interrupt::requested() {
         match result {

@@ -95,6 +95,13 @@ pub trait Device: Send + Sync {
         None
     }
 
+    /// Whether tasks of `codelet` may run on this device at all (default:
+    /// all; a simulated accelerator that only offloads DGEMM, like
+    /// TSUBAME's ClearSpeed boards, says no to the rest).
+    fn runs(&self, _codelet: &str) -> bool {
+        true
+    }
+
     /// For device bodies that need the concrete device (a CUDA body gets its
     /// stream and cuBLAS handle this way).
     fn as_any(&self) -> &dyn Any;

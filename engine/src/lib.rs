@@ -28,6 +28,7 @@ mod preds;
 mod recorder;
 mod runtime;
 pub mod sched;
+pub mod simulate;
 mod sleep;
 pub mod symbolic;
 mod sync;

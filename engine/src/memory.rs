@@ -172,6 +172,26 @@ pub(crate) struct Memory {
     /// Transfers, when tracing: (record with `Instant`-based times converted by the caller).
     pub(crate) transfers: Option<Mutex<Vec<TransferRecord>>>,
     pub(crate) clock: Option<Arc<crate::recorder::TraceLog>>,
+    /// Simulated time (`crate::simulate`): transfers move no bytes and take
+    /// the virtual time the link model gives; reservations never wait (an
+    /// allocation that finds no evictable replica over-commits the node and
+    /// is counted). `None` on a real runtime.
+    pub(crate) virtual_links: Option<Arc<dyn VirtualLinks>>,
+}
+
+/// Where a simulated runtime's transfers go (`crate::simulate` implements
+/// it): the link model schedules the copy in virtual time.
+pub(crate) trait VirtualLinks: Send + Sync {
+    /// A copy of `bytes` of handle `handle` from node `from` to node `to`
+    /// starts now (virtual time) or as soon as its links and its source
+    /// allow; the link model remembers when the replica on `to` is ready.
+    /// Returns the copy's virtual duration in ns.
+    fn transfer(&self, handle: u64, from: NodeId, to: NodeId, bytes: u64) -> u64;
+    /// A reservation that had to over-commit `node` (nothing evictable).
+    fn overcommit(&self, _node: NodeId, _bytes: u64) {}
+    /// Modelled seconds of a task on one host core (`dmda`'s estimate for
+    /// CPU workers before measurements exist: the platform's, not a guess).
+    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>) -> f64;
 }
 
 /// One memory node's totals.
@@ -256,7 +276,13 @@ impl Memory {
             tick: AtomicU64::new(0),
             transfers: trace.as_ref().map(|_| Mutex::new(Vec::new())),
             clock: trace,
+            virtual_links: None,
         }
+    }
+
+    /// Whether this is a simulated runtime's memory (virtual transfers).
+    pub(crate) fn is_virtual(&self) -> bool {
+        self.virtual_links.is_some()
     }
 
     /// The device behind `node` (none for the host).
@@ -355,6 +381,13 @@ impl Memory {
             if self.evict_one(node, keep) {
                 continue;
             }
+            if let (Some(v), true) = (&self.virtual_links, wait) {
+                // Simulated time cannot wait here (the replicas in the way
+                // are freed by later events): over-commit and count it.
+                n.used.fetch_add(bytes, Ordering::AcqRel);
+                v.overcommit(node, bytes);
+                return Ok(true);
+            }
             let now = std::time::Instant::now();
             if !wait || now >= deadline {
                 return Err(format!(
@@ -446,6 +479,15 @@ impl Memory {
         bytes: u64,
         copy: &mut dyn FnMut(),
     ) {
+        if let Some(v) = &self.virtual_links {
+            // Simulated: the copy of real data (if any) is done at once, the
+            // time is the link model's; it accounts the bytes itself.
+            copy();
+            self.nodes[to].bytes_in.fetch_add(bytes, Ordering::Relaxed);
+            let ns = v.transfer(handle, from, to, bytes);
+            self.nodes[to].transfer_ns.fetch_add(ns, Ordering::Relaxed);
+            return;
+        }
         let start = self.clock.as_ref().map(|c| c.now());
         let t0 = std::time::Instant::now();
         // Device → device goes through the host: both links' times.

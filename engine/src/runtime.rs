@@ -65,6 +65,11 @@ pub struct Config {
     /// Time every task for the perf models (default: on when there are
     /// devices or the scheduler is `dmda`).
     pub calibrate: Option<bool>,
+    /// Simulated time: this runtime is one rank of a [`Simulation`]
+    /// (virtual workers, no thread; see [`Config::simulated`]).
+    ///
+    /// [`Simulation`]: crate::simulate::Simulation
+    pub simulate: Option<crate::simulate::SimNode>,
 }
 
 /// A function run on each worker thread at start-up, given the worker index.
@@ -91,6 +96,7 @@ impl Default for Config {
             worker_numa: None,
             perf_models: None,
             calibrate: None,
+            simulate: None,
         }
     }
 }
@@ -184,6 +190,20 @@ impl Config {
         self.calibrate = Some(on);
         self
     }
+
+    /// A runtime in simulated time, as rank `node.rank()` of its
+    /// simulation: its platform's CPU workers and accelerators (virtual,
+    /// no thread), its perf models; waits run the simulation's event loop.
+    /// Change the workers or the scheduler afterwards as usual.
+    pub fn simulated(node: crate::simulate::SimNode) -> Self {
+        Config {
+            workers: node.cpu_workers(),
+            devices: node.devices(),
+            perf_models: Some(std::sync::Arc::clone(node.simulation().perf_models())),
+            simulate: Some(node),
+            ..Config::default()
+        }
+    }
 }
 
 /// One recorded task for DOT export: (id, name, predecessor ids).
@@ -225,6 +245,8 @@ pub(crate) struct Shared {
     /// and the first one's message.
     fallbacks: AtomicU64,
     first_fallback: std::sync::OnceLock<String>,
+    /// The virtual workers of a simulated runtime (`crate::simulate`).
+    pub(crate) sim: Option<crate::simulate::SimRt>,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
@@ -232,6 +254,11 @@ static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
 impl Shared {
     /// Wake whoever must take a task that was just pushed (`Pushed` says where).
     pub(crate) fn wake(&self, pushed: Pushed) {
+        if let Some(sim) = &self.sim {
+            // Virtual workers poll at the event loop's next step.
+            sim.mark_dirty();
+            return;
+        }
         match pushed {
             Pushed::Worker(w) => self.sleep.notify_worker(w),
             Pushed::Local | Pushed::Shared => self.sleep.notify_one(),
@@ -262,6 +289,11 @@ impl Shared {
             ))),
             None => Ok(()),
         }
+    }
+
+    /// Submitted tasks not finished yet.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
     }
 
     /// A task finished: one less in flight; wake waiters if any.
@@ -540,6 +572,11 @@ impl Shared {
         if done() {
             return Ok(());
         }
+        if let Some(sim) = &self.sim {
+            // Simulated time: waiting is running the event loop (deadlines
+            // are wall-clock and do not apply).
+            return sim.run_until(&done).map_err(Error::Config);
+        }
         // A timeout too large to add to now (`Duration::MAX`) is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         self.waiters.fetch_add(1, Ordering::SeqCst);
@@ -648,6 +685,32 @@ impl Registrar {
         Ok(DataHandle::new(value, id, s.id, Some(name.into())))
     }
 
+    /// Like [`Runtime::register_virtual`] (a simulated runtime's copy of
+    /// another rank's virtual data, say).
+    pub fn register_virtual<T: Replicate>(
+        &self,
+        bytes: u64,
+        dims: [usize; 4],
+        name: impl Into<String>,
+    ) -> Result<DataHandle<T>, Error> {
+        let s = self.shared()?;
+        let name = name.into();
+        if s.sim.is_none() {
+            return Err(Error::Config(format!(
+                "cannot register virtual data '{name}' with a real runtime"
+            )));
+        }
+        let id = s.next_handle.fetch_add(1, Ordering::Relaxed);
+        Ok(DataHandle::new_virtual(
+            bytes,
+            dims,
+            id,
+            s.id,
+            Some(name),
+            Arc::clone(&s.memory),
+        ))
+    }
+
     /// Like [`Runtime::register_replicable_named`].
     pub fn register_replicable_named<T: Replicate>(
         &self,
@@ -685,7 +748,7 @@ impl Runtime {
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cap = (WORKERS_PER_CPU * cpus).max(MIN_WORKER_CAP);
-        if config.workers > cap {
+        if config.workers > cap && config.simulate.is_none() {
             return Err(Error::Config(format!(
                 "{} workers asked for, but this machine has {cpus} CPU(s); at most {cap} workers are allowed ({WORKERS_PER_CPU} per CPU, at least {MIN_WORKER_CAP})",
                 config.workers
@@ -766,11 +829,23 @@ impl Runtime {
                     .collect(),
             ))
         });
-        let memory = Arc::new(Memory::new(
-            host_nodes,
-            config.devices.clone(),
-            trace.clone(),
-        ));
+        let mut memory = Memory::new(host_nodes, config.devices.clone(), trace.clone());
+        // Simulated time: virtual workers in a slot of the simulation, and
+        // transfers handed to its link model.
+        let sim = config.simulate.as_ref().map(|node| {
+            let world = Arc::clone(node.simulation());
+            let slot = world.reserve_slot(&config.devices);
+            let names = names
+                .iter()
+                .cloned()
+                .zip(kinds.iter().map(|k| k.node as u32))
+                .collect();
+            crate::simulate::SimRt::new(world, slot, names, config.trace)
+        });
+        if let Some(s) = &sim {
+            memory.virtual_links = Some(s.links());
+        }
+        let memory = Arc::new(memory);
         let perf = config
             .perf_models
             .clone()
@@ -808,7 +883,17 @@ impl Runtime {
             interrupted: AtomicBool::new(false),
             fallbacks: AtomicU64::new(0),
             first_fallback: std::sync::OnceLock::new(),
+            sim,
         });
+        if let Some(s) = &shared.sim {
+            s.set_queues((0..total).map(|i| policy.worker_queue(i)).collect());
+            s.world.attach(s.slot, &shared);
+            return Ok(Runtime {
+                shared,
+                threads: Vec::new(),
+                config,
+            });
+        }
         let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let mut rt = Runtime {
             shared: Arc::clone(&shared),
@@ -855,9 +940,50 @@ impl Runtime {
         &self.config
     }
 
-    /// Number of worker threads: CPU workers plus one per device.
+    /// Number of workers: CPU workers plus one per device (threads, or
+    /// virtual workers in simulated time).
     pub fn workers(&self) -> usize {
-        self.threads.len()
+        self.shared.kinds.len()
+    }
+
+    /// Whether this runtime runs in simulated time (`Config::simulated`).
+    pub fn is_simulated(&self) -> bool {
+        self.shared.sim.is_some()
+    }
+
+    /// Virtual time of a simulated runtime's simulation, in seconds (`None`
+    /// on a real runtime).
+    pub fn simulated_time(&self) -> Option<f64> {
+        self.shared.sim.as_ref().map(|s| s.world.now())
+    }
+
+    /// Register *virtual* data: `bytes` bytes shaped `dims` (as
+    /// `Replicate::dims` would give), with no value. Tasks declare it like
+    /// any data, the coherence protocol tracks its replicas and the link
+    /// model charges its transfers, but bodies never see it (they do not run
+    /// in simulated time). Only a simulated runtime takes it: an N = 10^6
+    /// LU's tiles need no memory there.
+    pub fn register_virtual<T: Replicate>(
+        &self,
+        bytes: u64,
+        dims: [usize; 4],
+        name: impl Into<String>,
+    ) -> Result<DataHandle<T>, Error> {
+        let name = name.into();
+        if self.shared.sim.is_none() {
+            return Err(Error::Config(format!(
+                "cannot register virtual data '{name}' ({bytes} bytes, no value) with a real runtime: only a simulated one (Config::simulated) can run tasks on it"
+            )));
+        }
+        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
+        Ok(DataHandle::new_virtual(
+            bytes,
+            dims,
+            id,
+            self.shared.id,
+            Some(name),
+            Arc::clone(&self.shared.memory),
+        ))
     }
 
     /// The scheduling policy's name (`ws`, `prio`, `dmda`, or a custom policy's).
@@ -1094,6 +1220,12 @@ impl Runtime {
         }
         drop(me);
         let poisoned = lock(&handle.inner.core.deps).poisoned_by.clone();
+        if crate::data::AnyHandle::is_virtual(&*handle.inner) {
+            return Err(Error::Config(format!(
+                "'{}' is virtual data: it has no value to give back",
+                handle.name()
+            )));
+        }
         // SAFETY: every task that declared the handle before `unregistered`
         // was set is done (the last writer and the readers since it; earlier
         // tasks are predecessors of those, hence done too), and no task can
@@ -1110,6 +1242,9 @@ impl Runtime {
 
     /// The timeline recorded so far (empty unless `Config::trace`).
     pub fn trace(&self) -> Trace {
+        if let Some(sim) = &self.shared.sim {
+            return sim.trace();
+        }
         match &self.shared.trace {
             Some(log) => {
                 let mut t = log.snapshot();

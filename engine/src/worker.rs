@@ -55,10 +55,10 @@ impl Current {
 }
 
 /// Clears `CURRENT` when the body is done, even if it unwinds.
-struct CurrentGuard;
+pub(crate) struct CurrentGuard;
 
 impl CurrentGuard {
-    fn set(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
+    pub(crate) fn set(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
         let queue: *mut (dyn WorkerQueue + '_) = queue;
         // SAFETY: only the lifetime is erased; the pointer is cleared by the
         // guard's drop before the borrow it came from ends.
@@ -163,14 +163,14 @@ fn execute(
 }
 
 /// Which body to run.
-enum Chosen {
+pub(crate) enum Chosen {
     /// The CPU body: the task's own, else the codelet's.
     Cpu(Option<Body>),
     /// A device body: the task's own, else the codelet's for this device.
     Device(Option<Body>),
 }
 
-fn call(
+pub(crate) fn call(
     node: &TaskNode,
     ctx: &TaskContext<'_>,
     chosen: Chosen,
@@ -341,7 +341,7 @@ fn run_with_data(
     }
 }
 
-fn release_all(node: &TaskNode, mem_node: usize) {
+pub(crate) fn release_all(node: &TaskNode, mem_node: usize) {
     for a in node.accesses.iter() {
         a.handle.release(mem_node, a.mode);
     }

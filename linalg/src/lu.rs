@@ -417,3 +417,52 @@ pub fn symbolic_dot(n: usize, nb: usize) -> Result<String, Error> {
 pub fn symbolic_task_count(n: usize, nb: usize) -> Result<usize, Error> {
     Ok(symbolic::unroll(&empty_classes(n, nb))?.len())
 }
+
+/// The LU of an `n × n` matrix in tiles of `nb` on a simulated runtime
+/// (`Config::simulated`): the same task graph as [`lu_factor_split`] (same
+/// front-ends, codelets, priorities, placement), over *virtual* tiles — a
+/// size and a shape, no value — so any `n` fits. Returns the device share
+/// per step (adaptive split only).
+pub fn lu_simulate(
+    rt: &Runtime,
+    n: usize,
+    nb: usize,
+    front: Front,
+    split: Split,
+) -> Result<Vec<(usize, f64)>, Error> {
+    if n == 0 || nb == 0 {
+        return Err(Error::Config("LU needs n >= 1 and nb >= 1".into()));
+    }
+    let t = n.div_ceil(nb);
+    let side = |i: usize| (n - i * nb).min(nb);
+    let mut tiles = Vec::with_capacity(t * t);
+    for j in 0..t {
+        for i in 0..t {
+            let (r, c) = (side(i), side(j));
+            tiles.push(rt.register_virtual::<Tile>(
+                (r * c * 8) as u64,
+                [r, c, 0, 0],
+                format!("A({i},{j})"),
+            )?);
+        }
+    }
+    let piv = (0..t)
+        .map(|k| rt.register_replicable_named(vec![0usize; side(k)], format!("piv({k})")))
+        .collect();
+    let graph = LuGraph {
+        n,
+        t,
+        nb,
+        tiles,
+        piv,
+        placement: Arc::new(ColumnPlacement::new(split, rt, n, nb)),
+    };
+    let placement = Arc::clone(&graph.placement);
+    match front {
+        Front::Stf => submit_stf(rt, &graph)?,
+        Front::Symbolic => {
+            symbolic::run(rt, Arc::new(LuClasses { graph }))?;
+        }
+    }
+    Ok(placement.history())
+}

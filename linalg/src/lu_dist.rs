@@ -160,6 +160,8 @@ pub struct DistLu {
     /// Copies of other ranks' data (and this rank's buffers): reads of them
     /// still to come by tasks of this rank; dropped at zero.
     uses: Mutex<HashMap<u64, usize>>,
+    /// Tiles and row buffers are virtual (a simulated run: sizes, no values).
+    virtual_data: bool,
 }
 
 impl DistLu {
@@ -194,6 +196,7 @@ impl DistLu {
             registrar: rt.registrar(),
             data: Mutex::new(HashMap::new()),
             uses: Mutex::new(HashMap::new()),
+            virtual_data: false,
         };
         {
             let mut d = lock(&lu.data);
@@ -207,6 +210,49 @@ impl DistLu {
             }
         }
         lu
+    }
+
+    /// Rank `rank`'s part of the LU of an `n × n` matrix on a simulated
+    /// runtime (`Config::simulated`): the same DAG, owners and messages as
+    /// [`new`](Self::new), over virtual tiles and row buffers (sizes, no
+    /// values; the simulated network charges their bytes), so any `n` fits.
+    pub fn new_virtual(
+        rt: &Runtime,
+        n: usize,
+        nb: usize,
+        grid: Grid,
+        rank: usize,
+    ) -> Result<DistLu, Error> {
+        let t = n.div_ceil(nb);
+        let lu = DistLu {
+            n,
+            nb,
+            t,
+            grid,
+            rank,
+            seed: 0,
+            registrar: rt.registrar(),
+            data: Mutex::new(HashMap::new()),
+            uses: Mutex::new(HashMap::new()),
+            virtual_data: true,
+        };
+        {
+            let mut d = lock(&lu.data);
+            for j in 0..t {
+                for i in 0..t {
+                    if grid.owner(i, j) == rank {
+                        let (r, c) = (lu.rows(i), lu.rows(j));
+                        let h = rt.register_virtual::<Tile>(
+                            (r * c * 8) as u64,
+                            [r, c, 0, 0],
+                            format!("A({i},{j})"),
+                        )?;
+                        d.insert(lu.key(Key::Tile(i, j)), Slot::Tile(h));
+                    }
+                }
+            }
+        }
+        Ok(lu)
     }
 
     /// Tile rows (and columns).
@@ -291,7 +337,25 @@ impl DistLu {
             return s.clone();
         }
         let reg = &self.registrar;
+        let virt = self.virtual_data;
+        let rows_buf = |k: usize, j: usize, name: String| {
+            let len = self.rows(k) * self.rows(j);
+            if virt {
+                reg.register_virtual::<Vec<f64>>((len * 8) as u64, [len, 0, 0, 0], name)
+            } else {
+                reg.register_replicable_named(vec![0.0f64; len], name)
+            }
+        };
         let made: Result<Slot, Error> = match self.unkey(key) {
+            Key::Tile(i, j) if virt => {
+                let (r, c) = (self.rows(i), self.rows(j));
+                reg.register_virtual::<Tile>(
+                    (r * c * 8) as u64,
+                    [r, c, 0, 0],
+                    format!("A({i},{j})"),
+                )
+                .map(Slot::Tile)
+            }
             Key::Tile(i, j) => reg
                 .register_replicable_named(
                     Tile::zeros(self.rows(i), self.rows(j)),
@@ -301,18 +365,8 @@ impl DistLu {
             Key::Piv(k) => reg
                 .register_replicable_named(vec![0usize; self.rows(k)], format!("piv({k})"))
                 .map(Slot::Piv),
-            Key::Up(k, j, p) => reg
-                .register_replicable_named(
-                    vec![0.0f64; self.rows(k) * self.rows(j)],
-                    format!("up({k},{j},{p})"),
-                )
-                .map(Slot::Rows),
-            Key::Down(k, j) => reg
-                .register_replicable_named(
-                    vec![0.0f64; self.rows(k) * self.rows(j)],
-                    format!("down({k},{j})"),
-                )
-                .map(Slot::Rows),
+            Key::Up(k, j, p) => rows_buf(k, j, format!("up({k},{j},{p})")).map(Slot::Rows),
+            Key::Down(k, j) => rows_buf(k, j, format!("down({k},{j})")).map(Slot::Rows),
         };
         let s = made.expect("the runtime outlives its LU");
         d.insert(key, s.clone());

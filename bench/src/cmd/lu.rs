@@ -50,9 +50,14 @@ pub struct LuArgs {
     /// mpirun: one file per rank, FILE with `.rankR` before its extension).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Predict this run on the machine described in PLATFORM (TOML, see
+    /// bench/platforms/) in simulated time instead of running it here.
+    #[arg(long, value_name = "PLATFORM")]
+    pub simulate: Option<PathBuf>,
     /// Process grid PxQ of a distributed run under mpirun (tiles dealt
-    /// 2-D block-cyclically; default 1xR for R ranks). Needs a tessera built
-    /// with `--features mpi`.
+    /// 2-D block-cyclically; default 1xR for R ranks; needs a tessera built
+    /// with `--features mpi`). With --simulate every rank is simulated in
+    /// this process, and the platform must have P·Q ranks.
     #[arg(long, value_name = "PxQ")]
     pub grid: Option<String>,
 }
@@ -104,6 +109,12 @@ fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static st
 }
 
 pub fn run(args: LuArgs) -> Result<(), String> {
+    if let Some(platform) = &args.simulate {
+        return crate::simulate::lu(&args, platform);
+    }
+    if args.grid.is_some() {
+        return Err("--grid is simulated here (add --simulate PLATFORM); real distributed runs go through mpirun and linalg::lu_dist".into());
+    }
     validate(args.n, args.nb)?;
     let ranks = crate::ranks::Ranks::join()?;
     if ranks.size > 1 || args.grid.is_some() {
@@ -391,7 +402,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
 }
 
 /// C-style scientific notation as HPL prints it: `1.4770e+02`.
-fn sci(x: f64, digits: usize) -> String {
+pub(crate) fn sci(x: f64, digits: usize) -> String {
     let s = format!("{x:.digits$e}");
     match s.split_once('e') {
         Some((m, e)) => {

@@ -1,6 +1,7 @@
 //! The subcommands of `tessera`, one module each; the options they share (placement) and
 //! the Gantt chart live beside this folder.
 
+pub mod calibrate;
 pub mod gpu_check;
 pub mod lu;
 pub mod lu_kernels;

@@ -67,6 +67,10 @@ pub struct SpmvArgs {
     pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
+    /// Predict this run on the machine described in PLATFORM (TOML) in
+    /// simulated time instead of running it here.
+    #[arg(long, value_name = "PLATFORM")]
+    pub simulate: Option<PathBuf>,
 }
 
 /// faer's sparse×dense product `y += A·x`, `iters` times, 2 threads when available; seconds.
@@ -171,6 +175,9 @@ fn buffers(
 }
 
 pub fn run(args: SpmvArgs) -> Result<(), String> {
+    if let Some(platform) = &args.simulate {
+        return crate::simulate::spmv(&args, platform);
+    }
     let ranks = crate::ranks::Ranks::join()?;
     if ranks.size > 1 {
         return super::spmv_dist::run(args, ranks);

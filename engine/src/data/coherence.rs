@@ -101,6 +101,10 @@ pub(crate) struct Replicas<T> {
     valid_hint: AtomicU64,
     pub(crate) bytes: u64,
     pub(crate) mem: Arc<Memory>,
+    /// Virtual data (simulated time): no replica holds a value, so
+    /// allocations and copies only change the state above and hand the
+    /// transfer to the link model (`Memory::transfer`).
+    pub(crate) is_virtual: bool,
 }
 
 impl<T> Replicas<T> {
@@ -128,6 +132,37 @@ impl<T> Replicas<T> {
             valid_hint: AtomicU64::new(1),
             bytes: value.bytes() as u64,
             mem,
+            is_virtual: false,
+        }
+    }
+
+    /// Replicas of virtual data of `bytes` bytes in one part, shaped `dims`:
+    /// the protocol runs as for real data, but nothing is allocated or copied.
+    pub(crate) fn new_virtual(bytes: u64, dims: [usize; 4], mem: Arc<Memory>) -> Self
+    where
+        T: Replicate,
+    {
+        let nodes = mem.nodes.len();
+        Replicas {
+            fns: ReplicaFns::of(),
+            slots: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
+            raw: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
+            part_bytes: Some(vec![bytes as usize]),
+            dims,
+            state: Mutex::new(ReplicaState {
+                valid: 1,
+                present: 1,
+                filling: 0,
+                pins: vec![0; nodes],
+                copies: 0,
+                writers: 0,
+                last_use: vec![0; nodes],
+            }),
+            changed: Condvar::new(),
+            valid_hint: AtomicU64::new(1),
+            bytes,
+            mem,
+            is_virtual: true,
         }
     }
 
@@ -234,6 +269,9 @@ impl<T> Replicas<T> {
         to: NodeId,
         shape: NodeId,
     ) -> Result<(), String> {
+        if self.is_virtual {
+            return Ok(());
+        }
         // SAFETY: as described above (the host value, when it is `shape`,
         // is not being filled: the caller waited for its filling bit).
         unsafe {
@@ -263,6 +301,10 @@ impl<T> Replicas<T> {
     ) -> Result<(), String> {
         let mem = &self.mem;
         let bytes = self.bytes;
+        if self.is_virtual {
+            mem.transfer(id, from, to, bytes, &mut || {});
+            return Ok(());
+        }
         let mut result = Ok(());
         // SAFETY (all blocks): `to` is ours (filling bit), `from` is pinned
         // and valid with no writer running.

@@ -97,6 +97,10 @@ pub(crate) trait AnyHandle: Send + Sync {
     /// Bytes of one replica (0 for host-only data).
     fn bytes(&self) -> u64;
 
+    /// Whether the data is virtual (a size and shape, no value: simulated
+    /// time only, see `Runtime::register_virtual`).
+    fn is_virtual(&self) -> bool;
+
     /// Whether `node` holds a valid replica (a hint: see `valid_mask`).
     fn valid_on(&self, node: NodeId) -> bool {
         self.valid_mask() & (1 << node) != 0
@@ -203,6 +207,10 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
         self.replicas.as_ref().map_or(0, |r| r.bytes)
     }
 
+    fn is_virtual(&self) -> bool {
+        self.replicas.as_ref().is_some_and(|r| r.is_virtual)
+    }
+
     fn valid_mask(&self) -> u64 {
         match &self.replicas {
             None => 1 << HOST,
@@ -262,6 +270,12 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
 
     fn with_parts(&self, f: &mut dyn FnMut(&[&[u8]])) -> Result<(), String> {
         let r = self.replicas.as_ref().ok_or_else(|| self.not_sendable())?;
+        if r.is_virtual {
+            // No value: a message carries none of its bytes (the simulated
+            // network charges them, see `dist::wire`).
+            f(&[]);
+            return Ok(());
+        }
         // SAFETY: the caller holds the host replica acquired for reading, so
         // no writer runs and the value is present.
         let v = unsafe { (*self.value.get()).as_ref() }.expect("registered");
@@ -272,6 +286,9 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
 
     unsafe fn write_parts(&self, bytes: &[u8]) -> Result<(), String> {
         let r = self.replicas.as_ref().ok_or_else(|| self.not_sendable())?;
+        if r.is_virtual {
+            return Ok(());
+        }
         // SAFETY: the caller's task holds this handle for writing on the host.
         let v = unsafe { (*self.value.get()).as_mut() }.expect("registered");
         let mut parts = r.parts_mut(v).ok_or_else(|| self.not_sendable())?;
@@ -355,6 +372,34 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
     {
         let replicas = Replicas::new(&value, mem);
         Self::with_replicas(value, id, runtime_id, name, Some(replicas))
+    }
+
+    /// A virtual handle: `bytes` bytes shaped `dims`, no value (simulated
+    /// runtimes only; bodies never see it).
+    pub(crate) fn new_virtual(
+        bytes: u64,
+        dims: [usize; 4],
+        id: u64,
+        runtime_id: u64,
+        name: Option<String>,
+        mem: Arc<Memory>,
+    ) -> Self
+    where
+        T: Replicate,
+    {
+        DataHandle {
+            inner: Arc::new(HandleInner {
+                core: HandleCore {
+                    id,
+                    runtime_id,
+                    name,
+                    deps: Mutex::new(DepState::new()),
+                    live_readers: std::sync::atomic::AtomicUsize::new(0),
+                },
+                value: UnsafeCell::new(None),
+                replicas: Some(Replicas::new_virtual(bytes, dims, mem)),
+            }),
+        }
     }
 
     fn with_replicas(

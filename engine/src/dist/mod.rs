@@ -57,6 +57,14 @@ pub trait Transport: Send + Sync {
     /// the transport sends it in the background.
     fn send(&self, to: usize, msg: Vec<u8>);
 
+    /// Like `send`, for a message that also stands for `virtual_bytes` of
+    /// virtual data it does not carry (simulated time: the network model
+    /// charges them). Real transports never see virtual data.
+    fn send_charged(&self, to: usize, msg: Vec<u8>, virtual_bytes: u64) {
+        let _ = virtual_bytes;
+        self.send(to, msg)
+    }
+
     /// The next received message `(from, bytes)`, waiting up to `timeout`.
     fn recv(&self, timeout: Duration) -> Option<(usize, Vec<u8>)>;
 

@@ -89,18 +89,7 @@ pub struct Channel {
 impl Net {
     /// Start routing `transport`'s messages.
     pub fn new(transport: Arc<dyn Transport>) -> Arc<Net> {
-        let shared = Arc::new(Shared {
-            transport,
-            next_channel: AtomicU32::new(CONTROL + 1),
-            routes: Mutex::new(HashMap::new()),
-            early: Mutex::new(HashMap::new()),
-            abort: Mutex::new(None),
-            abort_cond: Condvar::new(),
-            aborted: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            log: RwLock::new(None),
-            tracing: AtomicBool::new(false),
-        });
+        let shared = Shared::new(transport);
         let s = Arc::clone(&shared);
         let direct = shared
             .transport
@@ -126,6 +115,21 @@ impl Net {
             shared,
             dispatcher: Mutex::new(dispatcher),
         })
+    }
+
+    /// A network end with no dispatcher thread: messages are handed in by
+    /// [`deliver`](Self::deliver) (the simulation's event loop does, in
+    /// virtual time).
+    pub(crate) fn manual(transport: Arc<dyn Transport>) -> Arc<Net> {
+        Arc::new(Net {
+            shared: Shared::new(transport),
+            dispatcher: Mutex::new(None),
+        })
+    }
+
+    /// Route a message that arrived from rank `from`, on this thread.
+    pub(crate) fn deliver(&self, from: usize, msg: Vec<u8>) {
+        self.shared.route(from, msg);
     }
 
     /// This rank.
@@ -253,6 +257,21 @@ impl Drop for Net {
 }
 
 impl Shared {
+    fn new(transport: Arc<dyn Transport>) -> Arc<Shared> {
+        Arc::new(Shared {
+            transport,
+            next_channel: AtomicU32::new(CONTROL + 1),
+            routes: Mutex::new(HashMap::new()),
+            early: Mutex::new(HashMap::new()),
+            abort: Mutex::new(None),
+            abort_cond: Condvar::new(),
+            aborted: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            log: RwLock::new(None),
+            tracing: AtomicBool::new(false),
+        })
+    }
+
     fn message_log(&self) -> Option<MessageLog> {
         if !self.tracing.load(Ordering::Relaxed) {
             return None;
@@ -369,14 +388,19 @@ impl Channel {
 
     /// [`send`](Self::send), recorded as packed since `start`.
     pub(crate) fn send_since(&self, to: usize, w: Writer, start: Option<Tick>) {
+        // Virtual bytes the message stands for (simulated time only).
+        let charged = w.1;
         let msg = w.finish();
-        if let Some(log) = self.shared.message_log() {
-            let start = start.unwrap_or_else(|| log.now());
-            let bytes = msg.len();
-            self.shared.transport.send(to, msg);
-            log.send(to, self.kind, bytes, start);
+        let log = self.shared.message_log();
+        let start = log.as_ref().map(|l| start.unwrap_or_else(|| l.now()));
+        let bytes = msg.len() + charged as usize;
+        if charged > 0 {
+            self.shared.transport.send_charged(to, msg, charged);
         } else {
             self.shared.transport.send(to, msg);
+        }
+        if let (Some(log), Some(start)) = (log, start) {
+            log.send(to, self.kind, bytes, start);
         }
     }
 

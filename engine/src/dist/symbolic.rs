@@ -98,6 +98,40 @@ where
     C: DistClasses,
     C::Key: Serialize + DeserializeOwned,
 {
+    start(rt, net, classes).wait(rt, net)
+}
+
+/// A rank's run, started: its roots submitted, its channel open. A real run
+/// calls [`wait`](Self::wait); a simulation, which plays every rank in one
+/// process, starts them all, runs, calls [`finish`](Self::finish) on each
+/// (their DONE messages are events too), runs again, then
+/// [`Finishing::wait`] on each.
+pub struct Started<C: DistClasses>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    unfolder: Arc<Unfolder<C>>,
+    counters: Arc<std::sync::Mutex<DistStats>>,
+    ch: super::net::Channel,
+    owned: usize,
+    done_peers: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A rank whose own tasks are done and that told the others so; it waits
+/// for theirs ([`Finishing::wait`]).
+pub struct Finishing<C: DistClasses>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    run: Started<C>,
+}
+
+/// Start the tasks this rank owns in `classes` on `rt` (see [`run`]).
+pub fn start<C>(rt: &Runtime, net: &Arc<Net>, classes: Arc<C>) -> Started<C>
+where
+    C: DistClasses,
+    C::Key: Serialize + DeserializeOwned,
+{
     let me = net.rank();
     net.record_messages(rt.message_log(me));
     let counters = Arc::new(std::sync::Mutex::new(DistStats::default()));
@@ -128,6 +162,7 @@ where
             let (mut w, bytes) = encode_items(key, id, &items)?;
             let mut msg = ch.writer(w.0.len());
             msg.0.append(&mut w.0);
+            msg.1 += w.1;
             ch.send_since(*rank, msg, start);
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;
@@ -199,36 +234,72 @@ where
         }
     });
     let owned = classes.owned(me);
-    // Wake this thread once, when the last owned task is done (failures and
-    // aborts are polled by `wait_until`).
+    // Wake the waiting thread once, when the last owned task is done
+    // (failures and aborts are polled by `wait_until`).
     unfolder
         .wake_at
         .store(owned, std::sync::atomic::Ordering::Relaxed);
     unfolder.start();
-    let wake = Arc::clone(&unfolder.wake);
-    let waited = net.wait_until(&wake, || {
-        unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
-    });
-    let mut result = finish(rt, net, &unfolder, owned, waited);
-    if result.is_ok() {
-        // Tell every rank this one is done, and wait for theirs.
-        for to in (0..net.size()).filter(|&r| r != me) {
-            let mut w = ch.writer(4);
-            w.u32(DONE);
-            ch.send(to, w);
+    Started {
+        owned,
+        unfolder,
+        counters,
+        ch,
+        done_peers,
+    }
+}
+
+impl<C: DistClasses> Started<C>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    /// Wait until this rank's tasks are all done and every other rank's too
+    /// (or the run aborted).
+    pub fn wait(self, rt: &Runtime, net: &Net) -> Result<DistStats, Error> {
+        self.finish(rt, net)?.wait(net)
+    }
+
+    /// Wait until this rank's own tasks are done, then tell every rank.
+    pub fn finish(self, rt: &Runtime, net: &Net) -> Result<Finishing<C>, Error> {
+        let me = net.rank();
+        let wake = Arc::clone(&self.unfolder.wake);
+        let (unfolder, owned) = (&self.unfolder, self.owned);
+        let waited = net.wait_until(&wake, || {
+            unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
+        });
+        if let Err(e) = finish(rt, net, unfolder, owned, waited) {
+            self.ch.close();
+            return Err(e);
         }
+        for to in (0..net.size()).filter(|&r| r != me) {
+            let mut w = self.ch.writer(4);
+            w.u32(DONE);
+            self.ch.send(to, w);
+        }
+        Ok(Finishing { run: self })
+    }
+}
+
+impl<C: DistClasses> Finishing<C>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    /// Wait for every other rank's DONE.
+    pub fn wait(self, net: &Net) -> Result<DistStats, Error> {
+        let r = self.run;
         let others = net.size() - 1;
-        result = net
+        let wake = Arc::clone(&r.unfolder.wake);
+        let result = net
             .wait_until(&wake, || {
-                done_peers.load(std::sync::atomic::Ordering::SeqCst) >= others
+                r.done_peers.load(std::sync::atomic::Ordering::SeqCst) >= others
             })
             .map_err(Error::Remote);
+        r.ch.close();
+        result?;
+        let mut stats = *crate::util::lock(&r.counters);
+        stats.unfold = r.unfolder.stats();
+        Ok(stats)
     }
-    ch.close();
-    result?;
-    let mut stats = *crate::util::lock(&counters);
-    stats.unfold = unfolder.stats();
-    Ok(stats)
 }
 
 /// How a rank's run ends, once `net.wait_until` returned.

@@ -8,13 +8,15 @@ use crate::access::AccessMode;
 use crate::data::{AnyHandle, DataHandle};
 use crate::memory::{Replicate, HOST};
 
-/// Appends fields to a message.
+/// Appends fields to a message; the second field counts the bytes of
+/// virtual data it stands for but does not carry (simulated time: the
+/// simulated network charges them, see `Transport::send_charged`).
 #[derive(Default)]
-pub(crate) struct Writer(pub(crate) Vec<u8>);
+pub(crate) struct Writer(pub(crate) Vec<u8>, pub(crate) u64);
 
 impl Writer {
     pub(crate) fn with_capacity(n: usize) -> Writer {
-        Writer(Vec::with_capacity(n))
+        Writer(Vec::with_capacity(n), 0)
     }
     pub(crate) fn u32(&mut self, v: u32) -> &mut Self {
         self.0.extend_from_slice(&v.to_le_bytes());
@@ -120,6 +122,9 @@ impl DataRef {
     /// finished and the next one depends on a task that has not run).
     pub(crate) fn pack(&self, w: &mut Writer) -> Result<(), String> {
         let h = &self.handle;
+        if h.is_virtual() {
+            w.1 += h.bytes();
+        }
         h.acquire(h, HOST, AccessMode::R, true)?;
         let out = h.with_parts(&mut |parts| {
             let total: usize = parts.iter().map(|p| p.len()).sum();

@@ -63,7 +63,10 @@ impl Dmda {
     pub(crate) fn new(kinds: Vec<WorkerKind>, memory: Arc<Memory>, perf: Arc<PerfModels>) -> Dmda {
         let mut copy_threads = Vec::new();
         let mut senders = Vec::new();
-        for k in kinds.iter().filter(|k| k.is_device()) {
+        // Simulated time: no copy threads, prefetches are made inline (they
+        // only schedule virtual transfers; see `push_to`).
+        let threads = !memory.is_virtual();
+        for k in kinds.iter().filter(|k| k.is_device() && threads) {
             let (tx, rx) = channel::<(Arc<TaskNode>, usize)>();
             let t = std::thread::Builder::new()
                 .name(format!("tessera-copy{}", k.node))
@@ -150,6 +153,14 @@ impl Shared {
                     bytes: task.footprint(),
                 })
                 .as_secs_f64(),
+            None if self.memory.is_virtual() => {
+                let v = self.memory.virtual_links.as_ref().expect("virtual");
+                v.cpu_seconds(&TaskCost {
+                    codelet: &task.codelet.name,
+                    flops: task.flops,
+                    bytes: task.footprint(),
+                })
+            }
             None if task.flops > 0.0 => task.flops / DEFAULT_CPU_FLOPS,
             None => DEFAULT_TASK.as_secs_f64(),
         }
@@ -186,20 +197,42 @@ impl Shared {
             }
         };
         let key = task.size_key;
+        // Workers of one kind (all CPU workers, say) share their estimates:
+        // computed once per task and kind, not per worker (with 64 CPU
+        // workers the perf-model lookups were most of a push). CPU workers
+        // share one entry; each device its own.
+        let same_kind = |a: usize, b: usize| {
+            let (x, y) = (&self.workers[a].kind, &self.workers[b].kind);
+            x.arch == y.arch
+                && x.node == y.node
+                && match (&x.device, &y.device) {
+                    (None, None) => true,
+                    (Some(p), Some(q)) => Arc::ptr_eq(p, q),
+                    _ => false,
+                }
+        };
+        let mut seen: Vec<(usize, bool, f64, (u64, f64))> = Vec::new();
+        let mut estimate = |w: usize| {
+            if let Some(e) = seen.iter().find(|e| same_kind(e.0, w)) {
+                return (e.1, e.2, e.3);
+            }
+            let calib = self
+                .perf
+                .calibrating(&task.codelet.name, self.workers[w].kind.arch, key);
+            let e = (w, calib, self.exec_seconds(task, w), self.missing(task, w));
+            seen.push(e);
+            (e.1, e.2, e.3)
+        };
         // Calibration: an architecture without enough samples gets the task
         // on its least-loaded worker.
         let calibrating = (0..self.workers.len())
             .filter(|&w| capable(w))
-            .filter(|&w| {
-                self.perf
-                    .calibrating(&task.codelet.name, self.workers[w].kind.arch, key)
-            })
+            .filter(|&w| estimate(w).0)
             .min_by_key(|&w| self.workers[w].queued_ns.load(AtomicOrdering::Relaxed));
         let mut best: Option<(f64, u64, usize, u64)> = None;
         let mut explore: Option<(f64, u64, usize, u64)> = None;
         for w in (0..self.workers.len()).filter(|&w| capable(w)) {
-            let exec = self.exec_seconds(task, w);
-            let (missing, transfer) = self.missing(task, w);
+            let (_, exec, (missing, transfer)) = estimate(w);
             let queued = self.workers[w].queued_ns.load(AtomicOrdering::Relaxed) as f64 * 1e-9;
             let end = queued + transfer + exec;
             let cost_ns = ((transfer + exec) * 1e9) as u64;
@@ -234,7 +267,9 @@ impl Shared {
         let ws = &self.workers[w];
         ws.queued_ns.fetch_add(cost, AtomicOrdering::Relaxed);
         // Start moving inputs that are missing on the chosen worker's node.
-        if let Some(tx) = lock(&self.prefetch[w]).as_ref() {
+        if self.memory.is_virtual() {
+            prefetch_inputs(&task.0, ws.kind.node);
+        } else if let Some(tx) = lock(&self.prefetch[w]).as_ref() {
             let node = ws.kind.node;
             if task
                 .0

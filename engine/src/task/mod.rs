@@ -205,6 +205,7 @@ impl TaskNode {
             return false;
         }
         match mem.device(node) {
+            Some(d) if !d.runs(&self.codelet.name) => false,
             Some(d) if d.memory().is_some() => self.has_device_body(&**d),
             _ => true,
         }

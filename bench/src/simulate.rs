@@ -1,0 +1,433 @@
+//! `--simulate PLATFORM`: the drivers' runs predicted on a described machine
+//! in simulated time (`tessera_engine::simulate`), printing the same result
+//! block as a real run, marked as simulated.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tessera_engine::simulate::{Platform, Simulation};
+use tessera_engine::{Config, Runtime, Scheduler};
+use tessera_linalg::hpl::hpl_flops;
+use tessera_linalg::lu::{lu_simulate, Front, Split};
+
+use crate::cmd::lu::LuArgs;
+use crate::cmd::spmv::SpmvArgs;
+
+/// Load a platform file and make a simulation of it.
+pub fn load(path: &Path) -> Result<Arc<Simulation>, String> {
+    let platform = Platform::load(path).map_err(|e| e.to_string())?;
+    Simulation::new(platform)
+}
+
+/// The simulated runtime of rank `rank` for the drivers' options.
+fn config(
+    sim: &Arc<Simulation>,
+    rank: usize,
+    workers: Option<usize>,
+    sched: &str,
+    cpu_default: Scheduler,
+    trace: bool,
+) -> Result<Config, String> {
+    let mut config = Config::simulated(sim.node(rank)).trace(trace);
+    if let Some(w) = workers {
+        if w == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        config.workers = w;
+    }
+    config.scheduler = crate::placement::resolve_sched(sched, config.devices.len(), cpu_default)?;
+    Ok(config)
+}
+
+/// Seconds of the host's triangular solves after the factorisation: they
+/// read the factors once, at the platform's memory bandwidth (or at one
+/// core's rate when it gives none).
+fn solve_seconds(p: &Platform, n: usize) -> f64 {
+    let bytes = (n as f64) * (n as f64) * 8.0;
+    match p.memory_bandwidth {
+        Some(bw) => bytes / bw,
+        None => 2.0 * (n as f64) * (n as f64) / (p.node.cpu.gflops * 1e9),
+    }
+}
+
+/// `tessera lu --simulate PLATFORM`.
+pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
+    let sim = load(path)?;
+    let p = sim.platform().clone();
+    if args.n == 0 || args.nb == 0 || args.nb > args.n {
+        return Err(format!(
+            "--n {} --nb {}: need 1 <= nb <= n",
+            args.n, args.nb
+        ));
+    }
+    let front = match args.front.as_str() {
+        "symbolic" => Front::Symbolic,
+        "stf" => Front::Stf,
+        other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
+    };
+    let split: Split = args.split.parse().map_err(|e| format!("--split: {e}"))?;
+    if let Some(g) = &args.grid {
+        return lu_grid(args, path, &sim, g, front);
+    }
+    if p.ranks() > 1 {
+        return Err(format!(
+            "{}: {} ranks: give the process grid (--grid PxQ with P·Q = {})",
+            path.display(),
+            p.ranks(),
+            p.ranks()
+        ));
+    }
+    let config = config(
+        &sim,
+        0,
+        args.placement.workers,
+        &args.sched,
+        Scheduler::Prio,
+        args.trace.is_some(),
+    )?;
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let (n, nb) = (args.n, args.nb);
+    let wall = Instant::now();
+    let shares = lu_simulate(&rt, n, nb, front, split).map_err(|e| format!("LU failed: {e}"))?;
+    let wall = wall.elapsed().as_secs_f64();
+    let factor = sim.now();
+    let solve = solve_seconds(&p, n);
+    let time = factor + solve;
+    let gflops = hpl_flops(n) / time / 1e9;
+    let stats = sim.stats();
+
+    let line = "=".repeat(80);
+    let dash = "-".repeat(80);
+    println!("{line}");
+    println!("T/V                N    NB     P     Q               Time                 Gflops");
+    println!("{dash}");
+    let tv = format!("SIM{}{}", rt.scheduler_name().to_uppercase(), rt.workers());
+    println!(
+        "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
+        1,
+        1,
+        crate::cmd::lu::sci(gflops, 4)
+    );
+    println!("{dash}");
+    println!(
+        "SIMULATED on '{}' ({}): predicted, not run; no residual check",
+        p.name,
+        path.display()
+    );
+    println!("{line}");
+    println!(
+        "workers {}  scheduler {}  front {:?}  tiles {}x{}",
+        rt.workers(),
+        rt.scheduler_name(),
+        front,
+        n.div_ceil(nb),
+        n.div_ceil(nb)
+    );
+    println!(
+        "simulated: factorisation {factor:.3} s + solve {solve:.3} s (modelled); {:.1} % of the platform's peak ({:.1} GFLOP/s)",
+        gflops / p.peak_gflops() * 100.0,
+        p.peak_gflops()
+    );
+    println!(
+        "simulator: {} tasks, {} transfers ({}) in {wall:.2} s wall = {:.0} tasks/s; at most {} tasks in flight and {} events pending; {} over-committed allocations",
+        stats.tasks,
+        stats.transfers,
+        tessera_engine::fmt::bytes(stats.transfer_bytes),
+        stats.tasks as f64 / wall.max(1e-9),
+        stats.peak_in_flight,
+        stats.peak_events,
+        stats.overcommits
+    );
+    if !shares.is_empty() {
+        let list: Vec<String> = shares
+            .iter()
+            .map(|(k, s)| format!("{k}:{:.0}%", s * 100.0))
+            .collect();
+        println!("adaptive split, device share per step: {}", list.join(" "));
+    }
+    if let Some(path) = &args.trace {
+        crate::save_trace(&rt, path)?;
+    }
+    if rt.memory_stats().nodes.len() > 1 {
+        print!("{}", rt.memory_stats());
+    }
+    Ok(())
+}
+
+/// `tessera lu --simulate PLATFORM --grid PxQ`: the distributed LU
+/// (`linalg::lu_dist`, the same DAG, owners and remote edges as under
+/// mpirun), every rank a simulated runtime of this process, messages on the
+/// simulated network.
+fn lu_grid(
+    args: &LuArgs,
+    path: &Path,
+    sim: &Arc<Simulation>,
+    grid: &str,
+    front: Front,
+) -> Result<(), String> {
+    use tessera_engine::dist::symbolic;
+    use tessera_linalg::lu_dist::{DistLu, Grid};
+    let p = sim.platform().clone();
+    let grid = Grid::parse(grid).map_err(|e| format!("--grid: {e}"))?;
+    if grid.ranks() != p.ranks() {
+        return Err(format!(
+            "--grid {}x{} has {} ranks but {} has {} (nodes {} x ranks_per_node {})",
+            grid.p,
+            grid.q,
+            grid.ranks(),
+            path.display(),
+            p.ranks(),
+            p.nodes,
+            p.ranks_per_node
+        ));
+    }
+    if front != Front::Symbolic {
+        return Err("--grid runs the symbolic front-end (--front symbolic)".into());
+    }
+    let (n, nb) = (args.n, args.nb);
+    let ranks = grid.ranks();
+    let nets: Vec<_> = (0..ranks).map(|r| sim.net(r)).collect();
+    let mut rts = Vec::with_capacity(ranks);
+    for r in 0..ranks {
+        let c = config(
+            sim,
+            r,
+            args.placement.workers,
+            &args.sched,
+            Scheduler::Prio,
+            args.trace.is_some(),
+        )?;
+        rts.push(Runtime::new(c).map_err(|e| e.to_string())?);
+    }
+    let wall = Instant::now();
+    let mut lus = Vec::with_capacity(ranks);
+    for (r, rt) in rts.iter().enumerate() {
+        lus.push(Arc::new(
+            DistLu::new_virtual(rt, n, nb, grid, r).map_err(|e| e.to_string())?,
+        ));
+    }
+    let started: Vec<_> = (0..ranks)
+        .map(|r| symbolic::start(&rts[r], &nets[r], Arc::clone(&lus[r])))
+        .collect();
+    sim.run().map_err(|e| format!("LU failed: {e}"))?;
+    let factor = sim.now();
+    let mut finishing = Vec::with_capacity(ranks);
+    for (r, s) in started.into_iter().enumerate() {
+        finishing.push(
+            s.finish(&rts[r], &nets[r])
+                .map_err(|e| format!("LU failed: {e}"))?,
+        );
+    }
+    sim.run().map_err(|e| format!("LU failed: {e}"))?;
+    for (r, f) in finishing.into_iter().enumerate() {
+        f.wait(&nets[r]).map_err(|e| format!("LU failed: {e}"))?;
+    }
+    let wall = wall.elapsed().as_secs_f64();
+    // The solve reads each rank's share of the factors once, all ranks at once.
+    let solve = solve_seconds(&p, n) / ranks as f64;
+    let time = factor + solve;
+    let gflops = hpl_flops(n) / time / 1e9;
+    let stats = sim.stats();
+    let line = "=".repeat(80);
+    let dash = "-".repeat(80);
+    println!("{line}");
+    println!("T/V                N    NB     P     Q               Time                 Gflops");
+    println!("{dash}");
+    let tv = format!(
+        "SIM{}{}",
+        rts[0].scheduler_name().to_uppercase(),
+        rts[0].workers()
+    );
+    println!(
+        "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
+        grid.p,
+        grid.q,
+        crate::cmd::lu::sci(gflops, 4)
+    );
+    println!("{dash}");
+    println!(
+        "SIMULATED on '{}' ({}): predicted, not run; no residual check",
+        p.name,
+        path.display()
+    );
+    println!("{line}");
+    println!(
+        "ranks {ranks} ({} nodes x {})  workers per rank {}  scheduler {}  tiles {}x{}",
+        p.nodes,
+        p.ranks_per_node,
+        rts[0].workers(),
+        rts[0].scheduler_name(),
+        n.div_ceil(nb),
+        n.div_ceil(nb)
+    );
+    println!(
+        "simulated: factorisation {factor:.3} s + solve {solve:.3} s (modelled); {:.1} % of the platform's peak ({:.1} GFLOP/s)",
+        gflops / p.peak_gflops() * 100.0,
+        p.peak_gflops()
+    );
+    println!(
+        "simulator: {} tasks, {} transfers ({}), {} messages ({}) in {wall:.2} s wall = {:.0} tasks/s; at most {} tasks in flight on a rank and {} events pending; {} over-committed allocations",
+        stats.tasks,
+        stats.transfers,
+        tessera_engine::fmt::bytes(stats.transfer_bytes),
+        stats.messages,
+        tessera_engine::fmt::bytes(stats.message_bytes),
+        stats.tasks as f64 / wall.max(1e-9),
+        stats.peak_in_flight,
+        stats.peak_events,
+        stats.overcommits
+    );
+    if let Some(path) = &args.trace {
+        // One trace for the whole run: rank r's workers as `r<r> <name>`.
+        let mut all = tessera_engine::trace::Trace::default();
+        for (r, rt) in rts.iter().enumerate() {
+            let t = rt.trace();
+            let base = all.workers.len() as u32;
+            all.workers.extend(t.workers.into_iter().map(|mut w| {
+                w.name = format!("r{r} {}", w.name);
+                w
+            }));
+            // Task ids are per rank: offset them, and keep the edges within
+            // a rank (a remote predecessor's id names a task of another rank).
+            let off = (r as u64) << 40;
+            let ids: std::collections::HashSet<u64> = t.tasks.iter().map(|x| x.id).collect();
+            all.edges.extend(
+                t.edges
+                    .iter()
+                    .filter(|(a, b)| ids.contains(a) && ids.contains(b))
+                    .map(|(a, b)| (a + off, b + off)),
+            );
+            all.tasks.extend(t.tasks.into_iter().map(|mut x| {
+                x.worker += base;
+                x.id += off;
+                x
+            }));
+            all.transfers.extend(t.transfers);
+        }
+        all.tasks.sort_by_key(|x| x.start);
+        tessera_engine::trace::chrome::save(&all, path, &Default::default())
+            .map_err(|e| e.to_string())?;
+        println!(
+            "trace: {} tasks written to {}",
+            all.tasks.len(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// `tessera spmv --simulate PLATFORM` (repeated SpMV, `--solver spmv`):
+/// the same row blocks and tasks as the real run, over virtual blocks and
+/// vectors.
+pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
+    use tessera_tasks::codelets::spmv::{SpmvArgs as Args, SPMV};
+    use tessera_tasks::csr::Csr;
+    use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
+    if args.solver != "spmv" || args.balance || args.on_device {
+        return Err("--simulate runs --solver spmv (no --balance, --on-device)".into());
+    }
+    if args.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    let sim = load(path)?;
+    let p = sim.platform().clone();
+    if p.ranks() > 1 {
+        return Err(format!(
+            "{}: {} ranks; the simulated SpMV runs one rank",
+            path.display(),
+            p.ranks()
+        ));
+    }
+    let config = config(
+        &sim,
+        0,
+        args.placement.workers,
+        &args.sched,
+        Scheduler::Ws,
+        args.trace.is_some(),
+    )?;
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let workers = rt.workers();
+    // The structure is generated (or read) for real: the partition by
+    // nonzeros needs the row pointers. The blocks' data is then virtual.
+    let a = match &args.matrix {
+        Some(m) => tessera_linalg::sparse::mm::read_matrix_market(m).map_err(|e| e.to_string())?,
+        None => tessera_linalg::sparse::gen::parse_gen_spec(&args.gen)?,
+    };
+    let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
+    let blocks = workers * args.blocks_per_worker.max(1);
+    let ranges: Vec<_> = a
+        .partition_by_nnz(blocks)
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .collect();
+    let row_ptr = a.row_ptr();
+    let mut handles = Vec::new();
+    for (b, r) in ranges.iter().enumerate() {
+        let bnnz = row_ptr[r.end] - row_ptr[r.start];
+        let bytes = (r.len() + 1) * 8 + bnnz * 4 + bnnz * 8;
+        let h = rt
+            .register_virtual::<Csr>(
+                bytes as u64,
+                [r.len(), m, bnnz, 0],
+                format!("A[{}..{}]", r.start, r.end),
+            )
+            .map_err(|e| e.to_string())?;
+        let y = rt
+            .register_virtual::<Vec<f64>>((r.len() * 8) as u64, [r.len(), 0, 0, 0], format!("y{b}"))
+            .map_err(|e| e.to_string())?;
+        handles.push((h, y, bnnz));
+    }
+    drop(a);
+    let x = rt
+        .register_virtual::<Vec<f64>>((m * 8) as u64, [m, 0, 0, 0], "x")
+        .map_err(|e| e.to_string())?;
+    let wall = Instant::now();
+    for _ in 0..args.iters {
+        for (b, (h, y, bnnz)) in handles.iter().enumerate() {
+            rt.task(&SPMV, (h.r(), x.r(), y.rw()))
+                .args(Args {
+                    block: b,
+                    nnz: *bnnz,
+                })
+                .submit()
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    rt.wait_all().map_err(|e| e.to_string())?;
+    let wall = wall.elapsed().as_secs_f64();
+    let t = sim.now();
+    let per_iter_flops = spmv_flops(nnz);
+    let per_iter_bytes = spmv_bytes(nnz, n, m);
+    println!(
+        "matrix {}: {n} x {m}, {nnz} nonzeros (SIMULATED on '{}', {})",
+        args.matrix
+            .as_ref()
+            .map_or(args.gen.clone(), |p| p.display().to_string()),
+        p.name,
+        path.display()
+    );
+    println!(
+        "spmv: {} iterations in {t:.3} s: {:.2} GFLOP/s (SIMULATED: predicted, not run)",
+        args.iters,
+        per_iter_flops * args.iters as f64 / t / 1e9
+    );
+    println!(
+        "effective {:.1} GB/s; {} workers, scheduler {}, {} blocks",
+        per_iter_bytes * args.iters as f64 / t / 1e9,
+        workers,
+        rt.scheduler_name(),
+        handles.len()
+    );
+    let stats = sim.stats();
+    println!(
+        "simulator: {} tasks in {wall:.2} s wall = {:.0} tasks/s",
+        stats.tasks,
+        stats.tasks as f64 / wall.max(1e-9)
+    );
+    if let Some(path) = &args.trace {
+        crate::save_trace(&rt, path)?;
+    }
+    Ok(())
+}

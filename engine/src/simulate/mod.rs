@@ -1,0 +1,32 @@
+//! Simulated time: the real front-ends (STF, symbolic), the real scheduling
+//! policies and the real coherence protocol, driven by a discrete-event loop
+//! over virtual workers instead of threads (StarPU-SimGrid's idea, native).
+//!
+//! A [`Simulation`] models a [`Platform`] (nodes, cores, accelerators,
+//! links, network). A runtime built with `Config::simulated(sim.node(rank))`
+//! has one virtual worker per core and accelerator of its rank, starts no
+//! thread, and runs its tasks when it waits: bodies are not executed (unless
+//! asked, for checking), a task lasts what the perf models or the platform's
+//! rates say, a transfer `latency + bytes / bandwidth` on each link it
+//! crosses (one transfer at a time per link direction, FIFO), a message the
+//! same on the NICs. Data may be *virtual* (`Runtime::register_virtual`: a
+//! size and a shape, no value), so an N = 10^6 LU fits in this machine.
+//!
+//! Modules: `platform` (the description and its file format), `world` (the
+//! event loop, links, durations), `vdevice` (virtual accelerators),
+//! `transport` (the simulated network under `dist`). README.md beside this
+//! file describes the loop, the models and what they leave out.
+
+pub mod platform;
+mod transport;
+mod vdevice;
+mod world;
+
+pub use platform::{
+    Accelerator, LinkSpec, Network, NodeSpec, Platform, PlatformError, Processor, Rate,
+};
+pub(crate) use world::SimRt;
+pub use world::{SimNode, SimStats, Simulation};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,885 @@
+//! The discrete-event loop: a heap of timed events (task ends, message
+//! arrivals) drives the real runtimes' virtual workers in virtual time.
+//!
+//! One thread runs everything: [`Simulation::run_until`] is called by a
+//! simulated runtime's waits (`Runtime::wait_all`, `wait`, `unregister`) or
+//! by a multi-rank driver. Steps (README.md beside this file):
+//! 1. *Poll*: every runtime marked dirty (a task was pushed: `Shared::wake`,
+//!    or one of its tasks ended) lets each idle virtual worker pop from its
+//!    real `WorkerQueue`. A popped task acquires its data on the worker's
+//!    memory node through the real coherence protocol (virtual copies: the
+//!    link model schedules them and remembers when each replica is ready),
+//!    starts when its inputs are there, and its end is scheduled at
+//!    `start + duration` (perf models, else platform rates).
+//! 2. *Advance*: take every event of the earliest time, set the clock, and
+//!    process them in the order they were scheduled: a task end runs the
+//!    real completion path (release of data, `then` hooks with the worker's
+//!    queue as the current one — so the symbolic front-end unfolds into it —,
+//!    `SchedulerPolicy::finished`, `worker::complete`); a message arrival
+//!    hands the bytes to the receiving rank's `Net`.
+//!
+//! Locks: `state`, `dirty` and a runtime's slots are leaves — never held
+//! while engine code (which may call back into the simulation) runs.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use super::platform::{LinkSpec, Platform, Processor, Rate};
+use super::vdevice::VirtualDevice;
+use crate::dist::Net;
+use crate::memory::{NodeId, VirtualLinks};
+use crate::perfmodel::PerfModels;
+use crate::runtime::Shared;
+use crate::sched::{ReadyTask, WorkerQueue};
+use crate::task::{Once, TaskContext, TaskNode};
+use crate::trace::model::{TaskRecord, Trace, TransferRecord, WorkerInfo};
+use crate::util::{lock, panic_message};
+use crate::worker::{self, Chosen, CurrentGuard, Outcome};
+
+/// Counters of a simulation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SimStats {
+    /// Tasks simulated (ended), all runtimes.
+    pub tasks: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Data transfers between memory nodes, and their bytes.
+    pub transfers: u64,
+    /// Bytes of those transfers.
+    pub transfer_bytes: u64,
+    /// Messages between ranks, and their bytes (data the simulated network
+    /// charges, virtual payloads included).
+    pub messages: u64,
+    /// Bytes of those messages.
+    pub message_bytes: u64,
+    /// Allocations that found no room and over-committed a device (a real
+    /// run would have waited for room).
+    pub overcommits: u64,
+    /// Largest number of events pending at once.
+    pub peak_events: usize,
+    /// Largest number of tasks submitted and not finished at once, on one
+    /// runtime (the ready window, with the symbolic front-end).
+    pub peak_in_flight: usize,
+}
+
+#[derive(Debug)]
+enum Kind {
+    TaskEnd { slot: usize, worker: usize },
+    Message { id: u64 },
+}
+
+#[derive(Debug)]
+struct Event {
+    time: u64,
+    seq: u64,
+    kind: Kind,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        (self.time, self.seq) == (o.time, o.seq)
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.time, self.seq).cmp(&(o.time, o.seq))
+    }
+}
+
+/// One message in flight: sender rank, receiver rank, bytes.
+type Message = (usize, usize, Vec<u8>);
+
+/// Per-link FIFO state: the time each direction is free again (ns).
+#[derive(Clone, Copy, Debug, Default)]
+struct Lane {
+    free: u64,
+}
+
+#[derive(Default)]
+struct State {
+    events: BinaryHeap<Reverse<Event>>,
+    seq: u64,
+    /// (runtime slot, handle id, memory node) → when that replica is
+    /// ready (a copy into it is still in flight until then). Absent: ready.
+    ready: HashMap<(usize, u64, NodeId), u64>,
+    /// Per runtime slot, per device: (link, host→device lane, device→host lane).
+    links: Vec<Vec<(LinkSpec, Lane, Lane)>>,
+    /// Per platform node: NIC out and in lanes.
+    nics: Vec<(Lane, Lane)>,
+    messages: HashMap<u64, Message>,
+    next_message: u64,
+    /// Per rank: messages sent and not yet arrived.
+    pending_sends: Vec<usize>,
+    stats: SimStats,
+}
+
+/// A simulated machine and its virtual clock (see the module doc).
+pub struct Simulation {
+    pub(crate) platform: Arc<Platform>,
+    pub(crate) perf: Arc<PerfModels>,
+    /// Whether `perf` came from measured models (then predictions are used).
+    use_models: bool,
+    execute_bodies: bool,
+    now: AtomicU64,
+    state: Mutex<State>,
+    runtimes: Mutex<Vec<Weak<Shared>>>,
+    dirty: Mutex<Vec<usize>>,
+    nets: Mutex<Vec<Weak<Net>>>,
+}
+
+/// One rank's place in a simulation: what `Config::simulated` takes.
+#[derive(Clone)]
+pub struct SimNode {
+    pub(crate) sim: Arc<Simulation>,
+    pub(crate) rank: usize,
+}
+
+impl std::fmt::Debug for SimNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SimNode(rank {} of {})",
+            self.rank, self.sim.platform.name
+        )
+    }
+}
+
+impl SimNode {
+    /// The platform node this rank runs on.
+    pub fn node(&self) -> usize {
+        self.rank / self.sim.platform.ranks_per_node
+    }
+
+    /// CPU workers this rank gets by default.
+    pub fn cpu_workers(&self) -> usize {
+        self.sim
+            .platform
+            .node
+            .cpu_workers(self.sim.platform.ranks_per_node)
+    }
+
+    /// One virtual device per accelerator of this rank's share of its node
+    /// (accelerators are dealt round robin over the node's ranks).
+    pub fn devices(&self) -> Vec<Arc<dyn crate::device::Device>> {
+        let p = &self.sim.platform;
+        let local = self.rank % p.ranks_per_node;
+        let mut out: Vec<Arc<dyn crate::device::Device>> = Vec::new();
+        let mut k = 0;
+        for a in &p.node.accelerators {
+            for i in 0..a.count {
+                if k % p.ranks_per_node == local {
+                    out.push(Arc::new(VirtualDevice::new(a, i)));
+                }
+                k += 1;
+            }
+        }
+        out
+    }
+
+    /// The simulation.
+    pub fn simulation(&self) -> &Arc<Simulation> {
+        &self.sim
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+}
+
+impl Simulation {
+    /// A simulation of `platform`. Durations come from the platform's perf
+    /// models when it names a directory (loaded here), else from its rates.
+    pub fn new(platform: Platform) -> Result<Arc<Simulation>, String> {
+        let (perf, use_models) = match &platform.perf_models {
+            Some(dir) => (
+                PerfModels::load(dir).map_err(|e| format!("perf models of the platform: {e}"))?,
+                true,
+            ),
+            None => (PerfModels::default(), false),
+        };
+        Ok(Self::with_models(
+            platform,
+            Arc::new(perf),
+            use_models,
+            false,
+        ))
+    }
+
+    /// A simulation with the given models (`use_models`: predict from them)
+    /// and, with `execute_bodies`, the bodies of tasks on real data run too
+    /// (to check results; their wall time is ignored).
+    pub fn with_models(
+        platform: Platform,
+        perf: Arc<PerfModels>,
+        use_models: bool,
+        execute_bodies: bool,
+    ) -> Arc<Simulation> {
+        let nodes = platform.nodes;
+        let ranks = platform.ranks();
+        Arc::new(Simulation {
+            platform: Arc::new(platform),
+            perf,
+            use_models,
+            execute_bodies,
+            now: AtomicU64::new(0),
+            state: Mutex::new(State {
+                nics: vec![(Lane::default(), Lane::default()); nodes],
+                pending_sends: vec![0; ranks],
+                ..State::default()
+            }),
+            runtimes: Mutex::new(Vec::new()),
+            dirty: Mutex::new(Vec::new()),
+            nets: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The place of rank `rank` (for `Config::simulated`).
+    pub fn node(self: &Arc<Self>, rank: usize) -> SimNode {
+        assert!(
+            rank < self.platform.ranks(),
+            "rank {rank} of a {}-rank platform",
+            self.platform.ranks()
+        );
+        SimNode {
+            sim: Arc::clone(self),
+            rank,
+        }
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    /// The perf models durations are predicted from (and simulated
+    /// runtimes record into).
+    pub fn perf_models(&self) -> &Arc<PerfModels> {
+        &self.perf
+    }
+
+    /// Virtual time now, in seconds since the simulation began.
+    pub fn now(&self) -> f64 {
+        self.now_ns() as f64 * 1e-9
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> SimStats {
+        lock(&self.state).stats
+    }
+
+    /// Process events until none is left (a multi-rank run: every rank's
+    /// tasks were started, this plays them all).
+    pub fn run(&self) -> Result<(), String> {
+        self.run_until(&|| false, true)
+    }
+
+    /// Process events until `done()` holds. `Err` if nothing is left to
+    /// happen and `done()` still does not hold (unless `drain`: then running
+    /// out of events is the end).
+    pub(crate) fn run_until(&self, done: &dyn Fn() -> bool, drain: bool) -> Result<(), String> {
+        loop {
+            self.poll_dirty();
+            if done() {
+                return Ok(());
+            }
+            let batch = {
+                let mut st = lock(&self.state);
+                let Some(Reverse(first)) = st.events.pop() else {
+                    if drain {
+                        return Ok(());
+                    }
+                    return Err(format!(
+                        "the simulation stalled at {:.6} s: no event is pending but the awaited tasks have not finished (a task waits for data, a message or a hold that never comes)",
+                        self.now()
+                    ));
+                };
+                let t = first.time;
+                let mut batch = vec![first];
+                while st.events.peek().is_some_and(|e| e.0.time == t) {
+                    batch.push(st.events.pop().expect("peeked").0);
+                }
+                st.stats.events += batch.len() as u64;
+                batch
+            };
+            self.now.store(batch[0].time, Ordering::Relaxed);
+            for ev in batch {
+                self.process(ev.kind);
+            }
+        }
+    }
+
+    fn schedule(&self, time: u64, kind: Kind) {
+        let mut st = lock(&self.state);
+        let seq = st.seq;
+        st.seq += 1;
+        st.events.push(Reverse(Event { time, seq, kind }));
+        let n = st.events.len();
+        st.stats.peak_events = st.stats.peak_events.max(n);
+    }
+
+    fn process(&self, kind: Kind) {
+        match kind {
+            Kind::TaskEnd { slot, worker } => {
+                let rt = lock(&self.runtimes).get(slot).and_then(Weak::upgrade);
+                if let Some(shared) = rt {
+                    self.end_task(&shared, worker);
+                }
+            }
+            Kind::Message { id } => {
+                let msg = {
+                    let mut st = lock(&self.state);
+                    let m = st.messages.remove(&id);
+                    if let Some((from, _, _)) = &m {
+                        st.pending_sends[*from] -= 1;
+                    }
+                    m
+                };
+                if let Some((from, to, bytes)) = msg {
+                    let net = lock(&self.nets).get(to).and_then(Weak::upgrade);
+                    if let Some(net) = net {
+                        net.deliver(from, bytes);
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- runtimes -------------------------------------------------------
+
+    /// A slot for a new simulated runtime of rank `rank`, with its link
+    /// state for `devices`.
+    pub(crate) fn reserve_slot(&self, devices: &[Arc<dyn crate::device::Device>]) -> usize {
+        let mut rts = lock(&self.runtimes);
+        rts.push(Weak::new());
+        let slot = rts.len() - 1;
+        let links = devices
+            .iter()
+            .map(|d| {
+                let l = d.link();
+                (
+                    LinkSpec {
+                        latency: l.latency.as_secs_f64(),
+                        bandwidth: l.bandwidth,
+                    },
+                    Lane::default(),
+                    Lane::default(),
+                )
+            })
+            .collect();
+        let mut st = lock(&self.state);
+        if st.links.len() <= slot {
+            st.links.resize(slot + 1, Vec::new());
+        }
+        st.links[slot] = links;
+        slot
+    }
+
+    pub(crate) fn attach(&self, slot: usize, shared: &Arc<Shared>) {
+        lock(&self.runtimes)[slot] = Arc::downgrade(shared);
+    }
+
+    fn mark_dirty(&self, slot: usize) {
+        lock(&self.dirty).push(slot);
+    }
+
+    fn poll_dirty(&self) {
+        loop {
+            let slots = std::mem::take(&mut *lock(&self.dirty));
+            if slots.is_empty() {
+                return;
+            }
+            for slot in slots {
+                let rt = lock(&self.runtimes).get(slot).and_then(Weak::upgrade);
+                if let Some(shared) = rt {
+                    self.poll(&shared);
+                }
+            }
+        }
+    }
+
+    /// Let every idle worker of `shared` take a task.
+    fn poll(&self, shared: &Arc<Shared>) {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        sim.dirty.store(false, Ordering::Relaxed);
+        for w in 0..shared.kinds.len() {
+            loop {
+                if lock(&sim.running)[w].is_some() {
+                    break;
+                }
+                let mut q = sim.take_queue(w);
+                let task = q.pop();
+                match task {
+                    Some(t) => {
+                        self.start_task(shared, w, t, &mut *q);
+                        sim.put_queue(w, q);
+                    }
+                    None => {
+                        sim.put_queue(w, q);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_task(&self, shared: &Arc<Shared>, w: usize, task: ReadyTask, q: &mut dyn WorkerQueue) {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        let kind = &shared.kinds[w];
+        if kind.is_device() && !task.0.can_run_on(&shared.memory, kind.node) {
+            let pushed = shared.policy.push_cpu_only(task);
+            shared.wake(pushed);
+            return;
+        }
+        let node = task.0;
+        // SAFETY: this virtual worker popped the task from a ready queue.
+        let once = unsafe { node.take_once() };
+        if node.cancelled.load(Ordering::Acquire) {
+            self.complete(shared, w, &node, Outcome::Cancelled, q);
+            return;
+        }
+        let mem_node = kind.node;
+        let now = self.now_ns();
+        let mut start = now;
+        if shared.multi_node {
+            for (i, a) in node.accesses.iter().enumerate() {
+                if let Err(e) = a.handle.acquire(&a.handle, mem_node, a.mode, true) {
+                    for b in &node.accesses[..i] {
+                        b.handle.unpin(mem_node, b.mode);
+                    }
+                    self.complete(shared, w, &node, Outcome::Failed(e), q);
+                    return;
+                }
+            }
+            let st = lock(&self.state);
+            for a in node.accesses.iter().filter(|a| a.mode.reads()) {
+                if let Some(&t) = st.ready.get(&(sim.slot, a.handle.core().id, mem_node)) {
+                    start = start.max(t);
+                }
+            }
+        }
+        let mut secs = self.task_seconds(shared, w, &node);
+        let slowdown = &self.platform.node.cpu.slowdown;
+        if !kind.is_device() && !slowdown.is_empty() {
+            // Shared memory bandwidth: the cores busy now, this one included.
+            let running = lock(&sim.running);
+            let busy = 1
+                + (0..running.len())
+                    .filter(|&v| running[v].is_some() && !shared.kinds[v].is_device())
+                    .count();
+            let at = |b: usize| slowdown[b.min(slowdown.len()) - 1];
+            secs *= at(busy) / at(slowdown.len());
+        }
+        let end = start + (secs * 1e9).round() as u64;
+        lock(&sim.running)[w] = Some(Running {
+            node,
+            once,
+            mem_node,
+            start,
+            secs,
+        });
+        self.schedule(
+            end,
+            Kind::TaskEnd {
+                slot: sim.slot,
+                worker: w,
+            },
+        );
+    }
+
+    /// Finish a task that never ran (cancelled, or its data could not be had).
+    fn complete(
+        &self,
+        shared: &Arc<Shared>,
+        w: usize,
+        node: &Arc<TaskNode>,
+        outcome: Outcome,
+        q: &mut dyn WorkerQueue,
+    ) {
+        shared.policy.finished(w, &ReadyTask(Arc::clone(node)));
+        worker::complete(shared, node, outcome, q);
+        self.mark_dirty(shared.sim.as_ref().expect("simulated").slot);
+    }
+
+    fn end_task(&self, shared: &Arc<Shared>, w: usize) {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        let Some(r) = lock(&sim.running)[w].take() else {
+            return;
+        };
+        let node = r.node;
+        let mut q = sim.take_queue(w);
+        let Once {
+            cpu,
+            device: _,
+            then,
+        } = r.once;
+        let run_body = self.execute_bodies && !node.accesses.iter().any(|a| a.handle.is_virtual());
+        let mut outcome = Outcome::Ok;
+        {
+            let _current = CurrentGuard::set(shared.id, w, &mut *q);
+            if run_body {
+                let ctx = TaskContext::new(&node, w, r.mem_node, &shared.sleep, None);
+                outcome = match catch_unwind(AssertUnwindSafe(|| {
+                    worker::call(&node, &ctx, Chosen::Cpu(cpu), None)
+                })) {
+                    Ok(Ok(())) => Outcome::Ok,
+                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                    Err(p) => Outcome::Failed(format!("panicked: {}", panic_message(&*p))),
+                };
+            }
+            if shared.multi_node {
+                worker::release_all(&node, r.mem_node);
+                let mut st = lock(&self.state);
+                for a in node.accesses.iter().filter(|a| a.mode.writes()) {
+                    st.ready.remove(&(sim.slot, a.handle.core().id, r.mem_node));
+                }
+            }
+            if let (Outcome::Ok, Some(then)) = (&outcome, then) {
+                outcome = match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
+                    Ok(Ok(())) => Outcome::Ok,
+                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                    Err(p) => Outcome::Failed(format!("panicked: {}", panic_message(&*p))),
+                };
+            }
+        }
+        if let Some(trace) = &sim.trace {
+            let end = self.now_ns();
+            lock(trace).tasks.push(TaskRecord {
+                id: node.id,
+                codelet: node.codelet.name.clone(),
+                label: node.label().map(|l| l.into_owned()),
+                worker: w as u32,
+                priority: node.priority,
+                flops: node.flops,
+                start: r.start,
+                end,
+            });
+            if let Some(p) = node.preds.get() {
+                let mut t = lock(trace);
+                t.edges.extend(p.as_slice().iter().map(|&x| (x, node.id)));
+            }
+        }
+        if shared.calibrate && matches!(outcome, Outcome::Ok) {
+            let kind = &shared.kinds[w];
+            let overhead = self.processor(shared, w).overhead;
+            self.perf.record(
+                &node.codelet.name,
+                kind.arch,
+                node.size_key,
+                (r.secs - overhead).max(0.0),
+            );
+        }
+        {
+            let mut st = lock(&self.state);
+            st.stats.tasks += 1;
+            st.stats.peak_in_flight = st.stats.peak_in_flight.max(shared.in_flight());
+        }
+        shared.policy.finished(w, &ReadyTask(Arc::clone(&node)));
+        worker::complete(shared, &node, outcome, &mut *q);
+        sim.put_queue(w, q);
+        self.mark_dirty(sim.slot);
+    }
+
+    // ---- durations ------------------------------------------------------
+
+    fn processor<'a>(&'a self, shared: &'a Shared, w: usize) -> &'a Processor {
+        match &shared.kinds[w].device {
+            Some(d) => match d.as_any().downcast_ref::<VirtualDevice>() {
+                Some(v) => &v.spec.proc,
+                None => &self.platform.node.cpu,
+            },
+            None => &self.platform.node.cpu,
+        }
+    }
+
+    /// Modelled duration of `node` on worker `w`, in seconds.
+    fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode) -> f64 {
+        let proc = self.processor(shared, w);
+        if self.use_models {
+            let (codelet, arch) = (&node.codelet.name, shared.kinds[w].arch);
+            if let Some(p) = self.perf.predict(codelet, arch, node.size_key) {
+                // A fit over sizes too close together can be absurd (an
+                // exponent of 678 over sizes within 0.01 %): trust a
+                // regression only with a plausible exponent, else the rates.
+                let plausible = p.source != crate::perfmodel::PredictionSource::Regression
+                    || self
+                        .perf
+                        .fit(codelet, arch)
+                        .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
+                if plausible {
+                    return p.seconds + proc.overhead;
+                }
+            }
+        }
+        model_seconds(proc, &node.codelet.name, node.flops, node.footprint())
+    }
+
+    // ---- links ----------------------------------------------------------
+
+    /// Schedule a copy of `bytes` of handle `handle` of runtime `slot` from
+    /// node `from` to node `to` (host = 0, device d = d + 1): FIFO on each
+    /// link direction it crosses (device → device goes through the host,
+    /// one link after the other), starting when its source is ready.
+    /// Returns its duration in ns.
+    fn transfer(
+        &self,
+        slot: usize,
+        trace: Option<&Mutex<Trace>>,
+        handle: u64,
+        from: NodeId,
+        to: NodeId,
+        bytes: u64,
+    ) -> u64 {
+        let now = self.now_ns();
+        let mut st = lock(&self.state);
+        let mut t = st
+            .ready
+            .get(&(slot, handle, from))
+            .copied()
+            .unwrap_or(0)
+            .max(now);
+        let mut first_start = None;
+        let legs: [Option<(usize, bool)>; 2] = [
+            from.checked_sub(1).map(|d| (d, false)),
+            to.checked_sub(1).map(|d| (d, true)),
+        ];
+        for (d, up) in legs.into_iter().flatten() {
+            let Some((spec, upl, downl)) = st.links.get_mut(slot).and_then(|l| l.get_mut(d)) else {
+                continue;
+            };
+            let lane = if up { upl } else { downl };
+            let start = t.max(lane.free);
+            let end = start + (spec.seconds(bytes) * 1e9).round() as u64;
+            lane.free = end;
+            first_start.get_or_insert(start);
+            t = end;
+        }
+        st.ready.insert((slot, handle, to), t);
+        st.stats.transfers += 1;
+        st.stats.transfer_bytes += bytes;
+        drop(st);
+        let start = first_start.unwrap_or(t);
+        if let Some(trace) = trace {
+            lock(trace).transfers.push(TransferRecord {
+                handle,
+                from_node: from as u32,
+                to_node: to as u32,
+                bytes,
+                start,
+                end: t,
+            });
+        }
+        t - start
+    }
+
+    // ---- network --------------------------------------------------------
+
+    /// The network end of rank `rank`: a [`Net`] over a simulated transport
+    /// whose messages are events of this simulation (see `transport.rs`).
+    pub fn net(self: &Arc<Self>, rank: usize) -> Arc<Net> {
+        let t = Arc::new(super::transport::SimTransport::new(Arc::clone(self), rank));
+        let net = Net::manual(t);
+        let mut nets = lock(&self.nets);
+        if nets.len() <= rank {
+            nets.resize(rank + 1, Weak::new());
+        }
+        nets[rank] = Arc::downgrade(&net);
+        net
+    }
+
+    /// Send `msg` (charged as `bytes` bytes) from rank `from` to `to`: it
+    /// leaves when the sender's NIC is free and arrives after the latency
+    /// and its bytes at the NIC bandwidth (ranks of one node: through
+    /// memory, at the NIC's latency and the node's memory bandwidth).
+    pub(crate) fn send_message(&self, from: usize, to: usize, msg: Vec<u8>, bytes: u64) {
+        let now = self.now_ns();
+        let p = &self.platform;
+        let (na, nb) = (from / p.ranks_per_node, to / p.ranks_per_node);
+        let mut st = lock(&self.state);
+        let arrive = if na == nb {
+            let bw = p.memory_bandwidth.unwrap_or(p.network.nic.bandwidth);
+            now + ((p.network.nic.latency + bytes as f64 / bw) * 1e9).round() as u64
+        } else {
+            let start = now.max(st.nics[na].0.free).max(st.nics[nb].1.free);
+            let end = start + (p.network.nic.seconds(bytes) * 1e9).round() as u64;
+            st.nics[na].0.free = end;
+            st.nics[nb].1.free = end;
+            end
+        };
+        let id = st.next_message;
+        st.next_message += 1;
+        st.messages.insert(id, (from, to, msg));
+        st.pending_sends[from] += 1;
+        st.stats.messages += 1;
+        st.stats.message_bytes += bytes;
+        drop(st);
+        self.schedule(arrive, Kind::Message { id });
+    }
+
+    pub(crate) fn pending_sends(&self, rank: usize) -> usize {
+        lock(&self.state)
+            .pending_sends
+            .get(rank)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Duration of a task on `proc` from the platform's rates, in seconds.
+pub(crate) fn model_seconds(proc: &Processor, codelet: &str, flops: f64, bytes: u64) -> f64 {
+    let eff = |f: f64| {
+        if proc.half_flops > 0.0 {
+            f / (f + proc.half_flops)
+        } else {
+            1.0
+        }
+    };
+    let run = match proc.codelets.get(codelet) {
+        Some(Rate::Gflops(r)) if flops > 0.0 => flops / (r * 1e9 * eff(flops)),
+        Some(Rate::Gflops(_)) => 0.0,
+        Some(Rate::Gbs(r)) => bytes as f64 / (r * 1e9),
+        Some(Rate::Seconds(s)) => *s,
+        None if flops > 0.0 => flops / (proc.gflops * 1e9 * eff(flops)),
+        None => proc.gbs.map_or(0.0, |b| bytes as f64 / b),
+    };
+    run + proc.overhead
+}
+
+/// A task on a virtual worker: popped, data acquired, waiting for its end event.
+struct Running {
+    node: Arc<TaskNode>,
+    once: Once,
+    mem_node: NodeId,
+    /// When its body starts (its inputs are there), ns.
+    start: u64,
+    /// Modelled duration, seconds.
+    secs: f64,
+}
+
+/// A simulated runtime's virtual workers (held by its `Shared`).
+pub(crate) struct SimRt {
+    pub(crate) world: Arc<Simulation>,
+    pub(crate) slot: usize,
+    running: Mutex<Vec<Option<Running>>>,
+    /// Each worker's queue; taken out while the event loop uses it.
+    queues: Mutex<Vec<Option<Box<dyn WorkerQueue>>>>,
+    dirty: AtomicBool,
+    trace: Option<Arc<Mutex<Trace>>>,
+}
+
+impl SimRt {
+    /// Virtual workers named `names` (memory node of each) in `world`'s slot.
+    pub(crate) fn new(
+        world: Arc<Simulation>,
+        slot: usize,
+        names: Vec<(String, u32)>,
+        trace: bool,
+    ) -> SimRt {
+        let n = names.len();
+        SimRt {
+            world,
+            slot,
+            running: Mutex::new((0..n).map(|_| None).collect()),
+            queues: Mutex::new((0..n).map(|_| None).collect()),
+            dirty: AtomicBool::new(false),
+            trace: trace.then(|| {
+                Arc::new(Mutex::new(Trace {
+                    workers: names
+                        .into_iter()
+                        .map(|(name, node)| WorkerInfo {
+                            name,
+                            memory_node: node,
+                        })
+                        .collect(),
+                    ..Trace::default()
+                }))
+            }),
+        }
+    }
+
+    /// The link model this runtime's memory hands its transfers to.
+    pub(crate) fn links(&self) -> Arc<dyn VirtualLinks> {
+        Arc::new(RtLinks {
+            world: Arc::clone(&self.world),
+            slot: self.slot,
+            trace: self.trace.clone(),
+        })
+    }
+
+    pub(crate) fn set_queues(&self, queues: Vec<Box<dyn WorkerQueue>>) {
+        *lock(&self.queues) = queues.into_iter().map(Some).collect();
+    }
+
+    fn take_queue(&self, w: usize) -> Box<dyn WorkerQueue> {
+        lock(&self.queues)[w]
+            .take()
+            .expect("a virtual worker's queue is used by one step at a time")
+    }
+
+    fn put_queue(&self, w: usize, q: Box<dyn WorkerQueue>) {
+        lock(&self.queues)[w] = Some(q);
+    }
+
+    /// A task was pushed: poll this runtime's idle workers at the next step.
+    pub(crate) fn mark_dirty(&self) {
+        if !self.dirty.swap(true, Ordering::Relaxed) {
+            self.world.mark_dirty(self.slot);
+        }
+    }
+
+    /// Run the simulation until `done()` holds (a wait of this runtime).
+    pub(crate) fn run_until(&self, done: &dyn Fn() -> bool) -> Result<(), String> {
+        self.world.run_until(done, false)
+    }
+
+    /// The timeline recorded so far (virtual ns).
+    pub(crate) fn trace(&self) -> Trace {
+        match &self.trace {
+            Some(t) => {
+                let mut t = lock(t).clone();
+                t.tasks.sort_by_key(|r| r.start);
+                t
+            }
+            None => Trace::default(),
+        }
+    }
+}
+
+struct RtLinks {
+    world: Arc<Simulation>,
+    slot: usize,
+    trace: Option<Arc<Mutex<Trace>>>,
+}
+
+impl VirtualLinks for RtLinks {
+    fn transfer(&self, handle: u64, from: NodeId, to: NodeId, bytes: u64) -> u64 {
+        self.world
+            .transfer(self.slot, self.trace.as_deref(), handle, from, to, bytes)
+    }
+
+    fn overcommit(&self, _node: NodeId, _bytes: u64) {
+        lock(&self.world.state).stats.overcommits += 1;
+    }
+
+    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>) -> f64 {
+        model_seconds(
+            &self.world.platform.node.cpu,
+            cost.codelet,
+            cost.flops,
+            cost.bytes,
+        )
+    }
+}

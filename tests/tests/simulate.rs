@@ -1,0 +1,209 @@
+//! Proves simulated time across crates: the simulated LU runs exactly the
+//! real LU's tasks (both front-ends); several ranks simulated in one process
+//! over the simulated network give the sequential result of random
+//! distributed DAGs (bodies executed for checking) and a hand-computed
+//! makespan with a network hop; dmda sends most GEMMs to a 10x device; the
+//! shipped platform files parse.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_engine::dist::symbolic;
+use tessera_engine::perfmodel::PerfModels;
+use tessera_engine::simulate::{Platform, Simulation};
+use tessera_engine::trace::Trace;
+use tessera_engine::{Config, Runtime, Scheduler};
+use tessera_linalg::hpl::generate_matrix;
+use tessera_linalg::lu::{lu_factor, lu_simulate, Front, Split};
+use tessera_tests::dist_dag::{RankDag, Shape};
+use tessera_tests::with_timeout;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn platforms() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../bench/platforms")
+}
+
+/// Tasks of a trace as (label → count).
+fn task_set(t: &Trace) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for r in &t.tasks {
+        *m.entry(r.label.clone().unwrap_or_else(|| r.codelet.clone()))
+            .or_insert(0) += 1;
+    }
+    m
+}
+
+fn cpu_platform(cores: usize) -> Platform {
+    Platform::parse(
+        &format!("[node]\ncores = {cores}\n[node.cpu]\ngflops = 10\ngbs = 5\n"),
+        false,
+        "test",
+    )
+    .unwrap()
+}
+
+#[test]
+fn simulated_lu_runs_the_real_lu_tasks() {
+    with_timeout(LIMIT, || {
+        for (n, nb) in [(200, 32), (97, 16), (64, 64)] {
+            for front in [Front::Stf, Front::Symbolic] {
+                let rt = Runtime::new(Config::with_workers(2).trace(true)).unwrap();
+                lu_factor(&rt, generate_matrix(n, nb, 3), front).unwrap();
+                let real = task_set(&rt.trace());
+                let sim = Simulation::with_models(cpu_platform(2), Arc::default(), false, false);
+                let srt = Runtime::new(Config::simulated(sim.node(0)).trace(true)).unwrap();
+                lu_simulate(&srt, n, nb, front, Split::Auto).unwrap();
+                let simulated = task_set(&srt.trace());
+                assert_eq!(simulated, real, "n={n} nb={nb} {front:?}");
+                assert!(sim.now() > 0.0);
+            }
+        }
+    });
+}
+
+/// `ranks` ranks of one core each, every task `task_s` seconds, receives
+/// `recv_s`, a network of `latency_s` and 1 PB/s.
+fn cluster(ranks: usize, task_s: f64, recv_s: f64, latency_s: f64) -> Platform {
+    Platform::parse(
+        &format!(
+            "nodes = {ranks}\n[node]\ncores = 1\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\ncodelets = {{ mix = {{ seconds = {task_s} }}, recv = {{ seconds = {recv_s} }} }}\n[network]\nlatency_us = {}\ngbs = 1e6\n",
+            latency_s * 1e6
+        ),
+        false,
+        "cluster",
+    )
+    .unwrap()
+}
+
+/// Run `shape` on a simulated cluster, all ranks in this process; returns
+/// every task's output, the simulation, and the virtual time when the last
+/// task ended (before the ranks' end-of-run handshake).
+fn run_ranks(shape: &Arc<Shape>, p: Platform) -> (Vec<Option<Vec<u64>>>, Arc<Simulation>, f64) {
+    let ranks = p.ranks();
+    let sim = Simulation::with_models(p, Arc::new(PerfModels::default()), false, true);
+    let nets: Vec<_> = (0..ranks).map(|r| sim.net(r)).collect();
+    let rts: Vec<Runtime> = (0..ranks)
+        .map(|r| Runtime::new(Config::simulated(sim.node(r)).scheduler(Scheduler::Prio)).unwrap())
+        .collect();
+    let dags: Vec<Arc<RankDag>> = (0..ranks)
+        .map(|r| Arc::new(RankDag::new(&rts[r], Arc::clone(shape), r, None)))
+        .collect();
+    let started: Vec<_> = (0..ranks)
+        .map(|r| symbolic::start(&rts[r], &nets[r], Arc::clone(&dags[r])))
+        .collect();
+    sim.run().unwrap();
+    let end = sim.now();
+    // Every rank tells the others it is done: messages too, then played.
+    let finishing: Vec<_> = started
+        .into_iter()
+        .enumerate()
+        .map(|(r, s)| s.finish(&rts[r], &nets[r]).unwrap())
+        .collect();
+    sim.run().unwrap();
+    let mut got = vec![None; shape.preds.len()];
+    for (r, f) in finishing.into_iter().enumerate() {
+        f.wait(&nets[r]).unwrap();
+        for (t, v) in dags[r].outputs(&rts[r]) {
+            got[t] = Some(v);
+        }
+    }
+    (got, sim, end)
+}
+
+#[test]
+fn simulated_ranks_give_the_sequential_result() {
+    with_timeout(LIMIT, || {
+        for seed in 0..12u64 {
+            let ranks = [1, 2, 3, 4, 16][seed as usize % 5];
+            let n = 30 + (seed as usize * 41) % 200;
+            let shape = Arc::new(Shape::random(seed, n, ranks));
+            let expected = shape.expected();
+            let (got, sim, _) = run_ranks(&shape, cluster(ranks, 1e-3, 1e-4, 1e-5));
+            for t in 0..n {
+                assert_eq!(got[t].as_ref(), Some(&expected[t]), "seed {seed}: task {t}");
+            }
+            let remote = (0..n)
+                .filter(|&t| {
+                    shape.succs[t]
+                        .iter()
+                        .any(|&s| shape.owner[s] != shape.owner[t])
+                })
+                .count();
+            assert_eq!(remote > 0, sim.stats().messages > 0, "seed {seed}");
+            assert!(sim.now() >= 1e-3, "seed {seed}");
+        }
+    });
+}
+
+#[test]
+fn a_network_hop_costs_its_latency() {
+    with_timeout(LIMIT, || {
+        // Task 0 on rank 0 (1 s), its output sent to rank 1 (1 s of
+        // latency), received there (0.5 s), then task 1 (1 s): 3.5 s.
+        let shape = Arc::new(Shape {
+            preds: vec![vec![], vec![0]],
+            succs: vec![vec![1], vec![]],
+            owner: vec![0, 1],
+            salt: vec![1, 2],
+        });
+        let (got, sim, end) = run_ranks(&shape, cluster(2, 1.0, 0.5, 1.0));
+        assert_eq!(got[1].as_ref(), Some(&shape.expected()[1]));
+        // 136 bytes of message at 1 PB/s are below a nanosecond.
+        assert!((end - 3.5).abs() < 1e-6, "{end}");
+        // The data message, then one DONE each way.
+        assert_eq!(sim.stats().messages, 3);
+    });
+}
+
+#[test]
+fn dmda_sends_most_gemms_to_the_fast_device() {
+    with_timeout(LIMIT, || {
+        let path = platforms().join("dmda-10x.toml");
+        let mut times = BTreeMap::new();
+        for sched in [Scheduler::Dmda, Scheduler::Ws, Scheduler::Prio] {
+            let sim = Simulation::new(Platform::load(&path).unwrap()).unwrap();
+            let rt = Runtime::new(
+                Config::simulated(sim.node(0))
+                    .scheduler(sched.clone())
+                    .trace(true),
+            )
+            .unwrap();
+            lu_simulate(&rt, 8192, 512, Front::Symbolic, Split::Auto).unwrap();
+            let t = rt.trace();
+            let fast = t.workers.iter().position(|w| w.name == "fast0").unwrap() as u32;
+            let gemms: Vec<_> = t.tasks.iter().filter(|r| r.codelet == "gemm").collect();
+            let on_fast = gemms.iter().filter(|r| r.worker == fast).count();
+            times.insert(
+                sched.name(),
+                (sim.now(), on_fast as f64 / gemms.len() as f64),
+            );
+        }
+        let (dmda, share) = times["dmda"];
+        assert!(
+            share > 0.5,
+            "dmda gave {:.0} % of the GEMMs to the fast device",
+            share * 100.0
+        );
+        assert!(dmda < times["ws"].0 && dmda < times["prio"].0, "{times:?}");
+    });
+}
+
+#[test]
+fn shipped_platform_files_parse() {
+    let mut n = 0;
+    for e in std::fs::read_dir(platforms()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            let p = Platform::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(p.peak_gflops() > 0.0, "{}", path.display());
+            if let Some(dir) = &p.perf_models {
+                PerfModels::load(dir).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 6, "{n} platform files");
+}
