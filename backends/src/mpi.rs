@@ -99,6 +99,8 @@ pub fn init() -> Result<Mpi, String> {
         thread: Mutex::new(None),
         counters: Default::default(),
         sink: Mutex::new(None),
+        bind: Mutex::new(None),
+        bind_pending: AtomicBool::new(false),
     });
     let t = Arc::clone(&transport);
     let thread = std::thread::Builder::new()
@@ -118,6 +120,26 @@ impl Mpi {
     /// The transport for the engine's network (`tessera_engine::dist::Net`).
     pub fn transport(&self) -> Arc<MpiTransport> {
         Arc::clone(&self.transport)
+    }
+
+    /// Bind the communication thread to `cpus` (the core the placement plan
+    /// reserved for it). The thread binds itself between two rounds of its
+    /// loop; this waits for its answer.
+    pub fn bind_progress_thread(&self, cpus: &[usize]) -> Result<(), String> {
+        let (tx, rx) = channel();
+        *lock(&self.transport.bind) = Some((cpus.to_vec(), tx));
+        self.transport.bind_pending.store(true, Ordering::Release);
+        if let Some(t) = lock(&self.transport.thread).as_ref() {
+            t.unpark();
+        }
+        match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(r) => {
+                r.map_err(|e| format!("binding the MPI communication thread to {cpus:?}: {e}"))
+            }
+            Err(_) => {
+                Err("the MPI communication thread did not answer a binding request in 10 s".into())
+            }
+        }
     }
 
     /// This rank.
@@ -289,7 +311,14 @@ pub struct MpiTransport {
     /// Where received messages go when not queued on `inbox`
     /// (`Transport::deliver_to`); run on the communication thread.
     sink: Mutex<Option<Sink>>,
+    /// A request to bind the communication thread (CPUs, where to answer),
+    /// taken by the thread itself; `bind_pending` says one is waiting.
+    bind: Mutex<Option<BindRequest>>,
+    bind_pending: AtomicBool,
 }
+
+/// CPUs to bind the communication thread to, and where it answers.
+type BindRequest = (Vec<usize>, Sender<Result<(), String>>);
 
 impl Transport for MpiTransport {
     fn rank(&self) -> usize {
@@ -356,6 +385,12 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
     tighten_timer_slack();
     loop {
         let mut busy = false;
+        if t.bind_pending.swap(false, Ordering::Acquire) {
+            if let Some((cpus, answer)) = lock(&t.bind).take() {
+                let r = crate::cpu::bind_current_thread(&cpus).map_err(|e| e.to_string());
+                let _ = answer.send(r);
+            }
+        }
         // Post queued sends.
         while let Ok((to, msg)) = out.try_recv() {
             busy = true;

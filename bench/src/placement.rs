@@ -175,6 +175,15 @@ pub(crate) fn worker_map(
     args: &PlacementArgs,
     devices: usize,
 ) -> Result<(Topology, WorkerMap), String> {
+    worker_map_with(args, devices, false)
+}
+
+/// [`worker_map`], reserving a core for the MPI progress thread if `progress`.
+fn worker_map_with(
+    args: &PlacementArgs,
+    devices: usize,
+    progress: bool,
+) -> Result<(Topology, WorkerMap), String> {
     let topo = Topology::detect().map_err(|e| e.to_string())?;
     let cpus = match &args.cpus {
         Some(list) => parse_cpu_list(list).map_err(|e| format!("--cpus: {e}"))?,
@@ -187,7 +196,7 @@ pub(crate) fn worker_map(
             devices,
             // On a machine with as many devices as cores, share rather than fail.
             reserve_per_device: usize::from(topo.cores.len() > devices),
-            ..PlacementConfig::default()
+            reserve_for_progress_thread: progress,
         },
     )
     .map_err(|e| e.to_string())?;
@@ -206,7 +215,7 @@ pub fn runtime_config(
 ) -> Result<Config, String> {
     let devices = devices(args)?;
     let sched = resolve_sched(sched, devices.len(), cpu_default)?;
-    let mut config = runtime_config_cpus(args, sched, devices.len())?;
+    let (mut config, _) = runtime_config_cpus(args, sched, devices.len(), false)?;
     config.devices = devices;
     if let Some(dir) = &args.perfmodel_dir {
         let models = PerfModels::load(dir).map_err(|e| e.to_string())?;
@@ -215,11 +224,44 @@ pub fn runtime_config(
     Ok(config)
 }
 
+/// [`runtime_config`] for one rank of a distributed run: where this rank's
+/// CPUs (its mpirun binding, or `--cpus`) have a core to spare beyond its
+/// workers and devices, the plan reserves it for the MPI communication
+/// thread, which is bound there (issue 12); otherwise the thread shares the
+/// rank's cores with the workers (it naps when idle, see
+/// `tessera_backends::mpi`).
+pub fn runtime_config_ranks(
+    args: &PlacementArgs,
+    sched: &str,
+    cpu_default: Scheduler,
+    ranks: &crate::ranks::Ranks,
+) -> Result<Config, String> {
+    if ranks.size <= 1 {
+        return runtime_config(args, sched, cpu_default);
+    }
+    let devices = devices(args)?;
+    let sched = resolve_sched(sched, devices.len(), cpu_default)?;
+    let (mut config, progress) = runtime_config_cpus(args, sched, devices.len(), true)?;
+    config.devices = devices;
+    if let Some(dir) = &args.perfmodel_dir {
+        let models = PerfModels::load(dir).map_err(|e| e.to_string())?;
+        config.perf_models = Some(Arc::new(models));
+    }
+    if let Some(pus) = progress {
+        ranks.bind_progress_thread(&pus)?;
+    }
+    Ok(config)
+}
+
+/// The configuration, and the PUs of the core reserved for the progress
+/// thread when `progress` asked for one and the CPUs allow it (the workers
+/// asked for still get a core each).
 fn runtime_config_cpus(
     args: &PlacementArgs,
     sched: Scheduler,
     devices: usize,
-) -> Result<Config, String> {
+    progress: bool,
+) -> Result<(Config, Option<Vec<usize>>), String> {
     let mut config = Config::default().scheduler(sched);
     let mut args = args.clone();
     if args.workers.is_none() && devices > 0 {
@@ -234,9 +276,18 @@ fn runtime_config_cpus(
         if args.cpus.is_some() {
             return Err("--cpus needs binding; drop --no-bind".into());
         }
-        return Ok(config);
+        return Ok((config, None));
     }
-    let (topo, map) = worker_map(args, devices)?;
+    // With a progress core if the CPUs leave one beside the workers asked for.
+    let reserved = progress
+        .then(|| worker_map_with(args, devices, true).ok())
+        .flatten()
+        .filter(|(_, m)| !m.cpu_workers.is_empty())
+        .filter(|(_, m)| args.workers.is_none_or(|w| w <= m.cpu_workers.len()));
+    let (topo, map) = match reserved {
+        Some(tm) => tm,
+        None => worker_map(args, devices)?,
+    };
     if args.workers.is_some_and(|w| w > map.cpu_workers.len()) {
         // More workers than cores: oversubscribed, so binding would only pile
         // threads onto cores; leave them to the OS.
@@ -245,7 +296,8 @@ fn runtime_config_cpus(
             config.workers,
             map.cpu_workers.len()
         );
-        return Ok(config);
+        return Ok((config, None));
     }
-    Ok(apply_worker_map(config, &map, &topo))
+    let progress_pus = map.progress_core.map(|c| topo.cores[c].pus.clone());
+    Ok((apply_worker_map(config, &map, &topo), progress_pus))
 }

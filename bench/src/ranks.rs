@@ -71,6 +71,17 @@ impl Ranks {
         }
     }
 
+    /// Bind this rank's MPI communication thread to `cpus` (nothing to do
+    /// with one rank).
+    pub fn bind_progress_thread(&self, cpus: &[usize]) -> Result<(), String> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.mpi {
+            return m.bind_progress_thread(cpus);
+        }
+        let _ = cpus;
+        Ok(())
+    }
+
     /// One rank, no network.
     pub fn single() -> Ranks {
         Ranks {

@@ -439,3 +439,57 @@ fn messages_that_come_before_the_network_opens_are_kept() {
         );
     }
 }
+
+#[test]
+fn the_communication_thread_is_bound_where_asked_and_still_carries_messages() {
+    if is_rank() {
+        let m = mpi::init().unwrap();
+        let rank = m.rank();
+        let mine = tessera_backends::cpu::current_thread_cpus().unwrap();
+        let cpu = *mine.last().unwrap();
+        m.bind_progress_thread(&[cpu]).unwrap();
+        // The thread named for this rank's MPI now runs on `cpu` alone.
+        let want = format!("tessera-mpi{rank}");
+        let mut found = false;
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let dir = task.unwrap().path();
+            let comm = std::fs::read_to_string(dir.join("comm")).unwrap();
+            if comm.trim() != want {
+                continue;
+            }
+            let status = std::fs::read_to_string(dir.join("status")).unwrap();
+            let allowed = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap()
+                .trim()
+                .to_string();
+            assert_eq!(allowed, cpu.to_string(), "rank {rank}");
+            found = true;
+        }
+        assert!(found, "rank {rank}: no thread named {want}");
+        // A CPU that does not exist is refused with a message.
+        let e = m.bind_progress_thread(&[60_000]).unwrap_err();
+        assert!(e.contains("binding the MPI communication thread"), "{e}");
+        let net = Net::new(m.transport());
+        let c = Collectives::new(&net);
+        c.check_same("bound", "messages").unwrap();
+        c.barrier().unwrap();
+        println!("rank {rank}: bound and talking");
+        return;
+    }
+    let out = mpirun(
+        2,
+        "the_communication_thread_is_bound_where_asked_and_still_carries_messages",
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(out.success, "{}", out.output);
+    for r in 0..2 {
+        assert!(
+            out.output.contains(&format!("rank {r}: bound and talking")),
+            "{}",
+            out.output
+        );
+    }
+}

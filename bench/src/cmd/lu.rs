@@ -291,10 +291,11 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         .net
         .as_ref()
         .ok_or("a distributed run needs mpirun (and a tessera built with --features mpi)")?;
-    let config = crate::placement::runtime_config(
+    let config = crate::placement::runtime_config_ranks(
         &args.placement,
         &args.sched,
         tessera_engine::Scheduler::Prio,
+        ranks,
     )?
     .trace(args.trace.is_some());
     let threads = config.workers + config.devices.len() + 3;

@@ -65,10 +65,11 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
                 .into(),
         );
     }
-    let config = crate::placement::runtime_config(
+    let config = crate::placement::runtime_config_ranks(
         &args.placement,
         &args.sched,
         tessera_engine::Scheduler::Ws,
+        ranks,
     )?
     .trace(args.trace.is_some());
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
