@@ -840,7 +840,7 @@ impl Runtime {
                 .cloned()
                 .zip(kinds.iter().map(|k| k.node as u32))
                 .collect();
-            crate::simulate::SimRt::new(world, slot, names, config.trace)
+            crate::simulate::SimRt::new(world, slot, node.node(), names, config.trace)
         });
         if let Some(s) = &sim {
             memory.virtual_links = Some(s.links());

@@ -159,6 +159,39 @@ fn a_network_hop_costs_its_latency() {
 }
 
 #[test]
+fn ranks_on_one_node_share_its_memory_bandwidth() {
+    with_timeout(LIMIT, || {
+        // Two independent 1 s tasks, one per rank. With both ranks on one
+        // node of 2 cores whose slowdown is [1, 2], the two run together and
+        // each takes at(2)/at(2) = 1 s; on two nodes each runs alone and
+        // takes at(1)/at(2) = 0.5 s. (Counting busy cores per rank instead
+        // of per node predicted 0.5 s for both, a 2-rank LU 20 % too fast.)
+        let shape = Arc::new(Shape {
+            preds: vec![vec![], vec![]],
+            succs: vec![vec![], vec![]],
+            owner: vec![0, 1],
+            salt: vec![1, 2],
+        });
+        for (nodes, rpn, cores, want) in [(1, 2, 2, 1.0), (2, 1, 1, 0.5)] {
+            let p = Platform::parse(
+                &format!(
+                    "nodes = {nodes}\nranks_per_node = {rpn}\n[node]\ncores = {cores}\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\nslowdown = [1.0, 2.0]\ncodelets = {{ mix = {{ seconds = 1 }}, recv = {{ seconds = 1e-9 }} }}\n[network]\nlatency_us = 1\ngbs = 1e6\n"
+                ),
+                false,
+                "shared-node",
+            )
+            .unwrap();
+            let (got, _, end) = run_ranks(&shape, p);
+            assert_eq!(
+                got,
+                shape.expected().into_iter().map(Some).collect::<Vec<_>>()
+            );
+            assert!((end - want).abs() < 1e-6, "{nodes} node(s): {end}");
+        }
+    });
+}
+
+#[test]
 fn dmda_sends_most_gemms_to_the_fast_device() {
     with_timeout(LIMIT, || {
         let path = platforms().join("dmda-10x.toml");

@@ -112,9 +112,6 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     if let Some(platform) = &args.simulate {
         return crate::simulate::lu(&args, platform);
     }
-    if args.grid.is_some() {
-        return Err("--grid is simulated here (add --simulate PLATFORM); real distributed runs go through mpirun and linalg::lu_dist".into());
-    }
     validate(args.n, args.nb)?;
     let ranks = crate::ranks::Ranks::join()?;
     if ranks.size > 1 || args.grid.is_some() {
@@ -268,12 +265,16 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         },
     };
     if grid.ranks() != ranks.size {
+        let started = if ranks.size == 1 {
+            "this is one process (run it under `mpirun -np N`, or predict it with --simulate PLATFORM)".to_string()
+        } else {
+            format!("mpirun started {}", ranks.size)
+        };
         return Err(format!(
-            "--grid {}x{} needs {} ranks, but mpirun started {}",
+            "--grid {}x{} needs {} ranks, but {started}",
             grid.p,
             grid.q,
             grid.ranks(),
-            ranks.size
         ));
     }
     let (n, nb, me) = (args.n, args.nb, ranks.rank);

@@ -133,6 +133,8 @@ pub struct Simulation {
     state: Mutex<State>,
     runtimes: Mutex<Vec<Weak<Shared>>>,
     dirty: Mutex<Vec<usize>>,
+    /// Per platform node: CPU tasks running now, on any of its ranks.
+    busy_cpus: Mutex<Vec<usize>>,
     nets: Mutex<Vec<Weak<Net>>>,
 }
 
@@ -239,6 +241,7 @@ impl Simulation {
             }),
             runtimes: Mutex::new(Vec::new()),
             dirty: Mutex::new(Vec::new()),
+            busy_cpus: Mutex::new(Vec::new()),
             nets: Mutex::new(Vec::new()),
         })
     }
@@ -474,12 +477,14 @@ impl Simulation {
         let mut secs = self.task_seconds(shared, w, &node);
         let slowdown = &self.platform.node.cpu.slowdown;
         if !kind.is_device() && !slowdown.is_empty() {
-            // Shared memory bandwidth: the cores busy now, this one included.
-            let running = lock(&sim.running);
-            let busy = 1
-                + (0..running.len())
-                    .filter(|&v| running[v].is_some() && !shared.kinds[v].is_device())
-                    .count();
+            // Shared memory bandwidth: the cores of the platform node busy
+            // now (every rank on it), this one included.
+            let mut busy_cpus = lock(&self.busy_cpus);
+            if busy_cpus.len() <= sim.platform_node {
+                busy_cpus.resize(sim.platform_node + 1, 0);
+            }
+            busy_cpus[sim.platform_node] += 1;
+            let busy = busy_cpus[sim.platform_node];
             let at = |b: usize| slowdown[b.min(slowdown.len()) - 1];
             secs *= at(busy) / at(slowdown.len());
         }
@@ -519,6 +524,9 @@ impl Simulation {
         let Some(r) = lock(&sim.running)[w].take() else {
             return;
         };
+        if !shared.kinds[w].is_device() && !self.platform.node.cpu.slowdown.is_empty() {
+            lock(&self.busy_cpus)[sim.platform_node] -= 1;
+        }
         let node = r.node;
         let mut q = sim.take_queue(w);
         let Once {
@@ -773,6 +781,9 @@ struct Running {
 pub(crate) struct SimRt {
     pub(crate) world: Arc<Simulation>,
     pub(crate) slot: usize,
+    /// The platform node its rank runs on (cores busy are counted per node:
+    /// the ranks of one node share its memory bandwidth).
+    platform_node: usize,
     running: Mutex<Vec<Option<Running>>>,
     /// Each worker's queue; taken out while the event loop uses it.
     queues: Mutex<Vec<Option<Box<dyn WorkerQueue>>>>,
@@ -785,6 +796,7 @@ impl SimRt {
     pub(crate) fn new(
         world: Arc<Simulation>,
         slot: usize,
+        platform_node: usize,
         names: Vec<(String, u32)>,
         trace: bool,
     ) -> SimRt {
@@ -792,6 +804,7 @@ impl SimRt {
         SimRt {
             world,
             slot,
+            platform_node,
             running: Mutex::new((0..n).map(|_| None).collect()),
             queues: Mutex::new((0..n).map(|_| None).collect()),
             dirty: AtomicBool::new(false),
