@@ -411,7 +411,6 @@ impl Shared {
 
         let TaskBuilder {
             codelet,
-            bodies,
             params,
             label,
             priority,
@@ -425,11 +424,11 @@ impl Shared {
             invalid: _,
         } = task;
         let flops = flops
-            .or_else(|| bodies.flops.as_ref().map(|f| f(&*params)))
+            .or_else(|| codelet.bodies.flops.as_ref().map(|f| f(&*params)))
             .unwrap_or(0.0);
         let accesses = declared.accesses.into_boxed_slice();
         let bytes: u64 = accesses.iter().map(|a| a.handle.bytes()).sum();
-        let size_key = match &bodies.size {
+        let size_key = match &codelet.bodies.size {
             Some(f) => f(&*params),
             None if flops > 0.0 => flops as u64,
             None => bytes,
@@ -440,7 +439,6 @@ impl Shared {
             id,
             crate::task::NodeParts {
                 codelet,
-                bodies,
                 params,
                 label,
                 priority,

@@ -178,13 +178,13 @@ pub(crate) fn call(
 ) -> Result<(), BodyError> {
     match chosen {
         Chosen::Cpu(Some(b)) | Chosen::Device(Some(b)) => b(ctx),
-        Chosen::Cpu(None) => match &node.bodies.cpu {
+        Chosen::Cpu(None) => match &node.codelet.bodies.cpu {
             Some(f) => f(ctx, &*node.params, &mut ctx.cursor()),
             None => Ok(()),
         },
         Chosen::Device(None) => {
             let d = device.ok_or("a device body ran off a device")?;
-            match node.bodies.device(d.as_any().type_id()) {
+            match node.codelet.bodies.device(d.as_any().type_id()) {
                 Some(f) => f(d.as_any(), ctx, &*node.params, &mut ctx.cursor()),
                 None => Err(format!(
                     "codelet '{}' has no body for {}",
@@ -311,7 +311,7 @@ fn run_with_data(
     if acquire_failed {
         return outcome;
     }
-    let has_cpu = cpu.is_some() || node.bodies.cpu.is_some();
+    let has_cpu = cpu.is_some() || node.codelet.bodies.cpu.is_some();
     match outcome {
         Outcome::Failed(msg) if has_cpu => {
             // Throw away what the device wrote; the host copy must still be valid.

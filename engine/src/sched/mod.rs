@@ -242,7 +242,6 @@ mod tests {
             id,
             NodeParts {
                 codelet: Arc::clone(&cl.info),
-                bodies: Arc::clone(&cl.bodies),
                 params: Box::new(()),
                 label: None,
                 priority,

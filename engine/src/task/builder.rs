@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::{Body, DeviceMatch, Once, TaskContext, TaskHandle};
 use crate::access::{AccessMode, Accesses, Declared, DeviceAccesses, Dynamic};
-use crate::codelet::{Bodies, Codelet, CodeletRef};
+use crate::codelet::{Codelet, CodeletRef};
 use crate::data::DataHandle;
 use crate::device::Device;
 use crate::error::{BodyError, Error};
@@ -25,7 +25,6 @@ use crate::runtime::Runtime;
 /// [`Runtime::submit`](crate::Runtime::submit).
 pub struct TaskBuilder {
     pub(crate) codelet: CodeletRef,
-    pub(crate) bodies: Arc<Bodies>,
     pub(crate) params: Box<dyn Any + Send + Sync>,
     pub(crate) label: Option<Cow<'static, str>>,
     pub(crate) priority: i32,
@@ -46,13 +45,12 @@ pub struct TaskBuilder {
 impl TaskBuilder {
     /// A task applying `codelet`, with no data, priority 0 and no body.
     pub fn new(codelet: &Codelet<Dynamic>) -> TaskBuilder {
-        Self::from_parts(&codelet.info, &codelet.bodies)
+        Self::from_parts(&codelet.info)
     }
 
-    fn from_parts(info: &CodeletRef, bodies: &Arc<Bodies>) -> TaskBuilder {
+    fn from_parts(info: &CodeletRef) -> TaskBuilder {
         TaskBuilder {
             codelet: Arc::clone(info),
-            bodies: Arc::clone(bodies),
             params: Box::new(()),
             label: None,
             priority: 0,
@@ -194,7 +192,7 @@ impl TaskBuilder {
 
     /// The name used in messages before the task has an id.
     pub(crate) fn display_name(&self) -> String {
-        match (&self.label, &self.bodies.label) {
+        match (&self.label, &self.codelet.bodies.label) {
             (Some(l), _) => l.to_string(),
             (None, Some(f)) => f(&*self.params),
             (None, None) => self.codelet.name.clone(),
@@ -238,7 +236,7 @@ pub struct Task<A, P = (), S = Unbound> {
 impl<A: Accesses, P: Send + Sync + 'static> Task<A, P, Unbound> {
     /// A task of `codelet` over `accesses`, not tied to a runtime.
     pub fn new(codelet: &Codelet<A, P>, accesses: A) -> Self {
-        let mut b = TaskBuilder::from_parts(&codelet.info, &codelet.bodies);
+        let mut b = TaskBuilder::from_parts(&codelet.info);
         accesses.declare(&mut b.declared);
         Task {
             b,

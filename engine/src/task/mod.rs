@@ -15,7 +15,7 @@ pub use builder::{Bound, Task, TaskBuilder, Unbound};
 pub use context::TaskContext;
 
 use crate::access::Access;
-use crate::codelet::{Bodies, CodeletRef};
+use crate::codelet::CodeletRef;
 use crate::error::{BodyError, TaskInfo};
 use crate::util::lock;
 
@@ -75,9 +75,8 @@ pub(crate) struct Once {
 /// The engine's view of a submitted task.
 pub(crate) struct TaskNode {
     pub(crate) id: u64,
+    /// The codelet: its identity, bodies and models (shared by all its tasks).
     pub(crate) codelet: CodeletRef,
-    /// The codelet's bodies and models (shared by all its tasks).
-    pub(crate) bodies: Arc<Bodies>,
     /// The task's arguments, as the codelet's bodies expect them (`()` for none).
     pub(crate) params: Box<dyn Any + Send + Sync>,
     /// An explicit label; otherwise the codelet's label function makes one on demand.
@@ -117,7 +116,6 @@ pub(crate) struct TaskNode {
 /// What a submitted task is made of (see `TaskNode`'s fields).
 pub(crate) struct NodeParts {
     pub(crate) codelet: CodeletRef,
-    pub(crate) bodies: Arc<Bodies>,
     pub(crate) params: Box<dyn Any + Send + Sync>,
     pub(crate) label: Option<Cow<'static, str>>,
     pub(crate) priority: i32,
@@ -140,7 +138,6 @@ impl TaskNode {
         TaskNode {
             id,
             codelet: p.codelet,
-            bodies: p.bodies,
             params: p.params,
             label: p.label,
             priority: p.priority,
@@ -189,7 +186,7 @@ impl TaskNode {
         match self.device_match {
             Some(DeviceMatch::Any) => true,
             Some(DeviceMatch::Type(t)) if t == ty => raw,
-            _ => raw && self.bodies.device(ty).is_some(),
+            _ => raw && self.codelet.bodies.device(ty).is_some(),
         }
     }
 
@@ -222,7 +219,7 @@ impl TaskNode {
 
     /// The label: the explicit one, or the codelet's label of the arguments.
     pub(crate) fn label(&self) -> Option<Cow<'static, str>> {
-        match (&self.label, &self.bodies.label) {
+        match (&self.label, &self.codelet.bodies.label) {
             (Some(l), _) => Some(l.clone()),
             (None, Some(f)) => Some(Cow::Owned(f(&*self.params))),
             (None, None) => None,
