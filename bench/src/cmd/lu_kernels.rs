@@ -36,7 +36,19 @@
 use std::sync::Barrier;
 use std::time::Instant;
 
-use tessera_backends::cpu::bind_current_thread;
+use tessera_backends::cpu::{bind_current_thread, current_thread_cpus};
+
+/// The CPU for measuring thread `t`: the `t`-th this process may use (its
+/// mask, say `taskset -c 1`), not CPU `t` of the machine, so two processes
+/// with masks of their own each measure on their own core.
+fn cpu(t: usize) -> usize {
+    let cpus = current_thread_cpus().unwrap_or_default();
+    if cpus.is_empty() {
+        t
+    } else {
+        cpus[t % cpus.len()]
+    }
+}
 use tessera_linalg::hpl::generate_tile;
 use tessera_tasks::kernels::{
     gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
@@ -208,7 +220,7 @@ fn gemm_rate(nb: usize, rows: Rows, share: usize, threads: usize) -> f64 {
             .map(|t| {
                 let barrier = &barrier;
                 s.spawn(move || {
-                    let _ = bind_current_thread(&[t]);
+                    let _ = bind_current_thread(&[cpu(t)]);
                     let bs: Vec<Tile> = (0..sets.div_ceil(share))
                         .map(|i| random_tile(nb, (t * 1000 + 999 - i) as u64))
                         .collect();
@@ -259,7 +271,7 @@ fn trsm_rate(nb: usize, threads: usize) -> f64 {
             .map(|t| {
                 let barrier = &barrier;
                 s.spawn(move || {
-                    let _ = bind_current_thread(&[t]);
+                    let _ = bind_current_thread(&[cpu(t)]);
                     let mut ring: Vec<(Tile, Tile)> = (0..sets)
                         .map(|i| {
                             let s = (t * 1000 + 2 * i) as u64;
@@ -303,13 +315,14 @@ fn panel_rate(n: usize, nb: usize, kernel: PanelFn, busy: bool) -> Result<f64, S
     let t = n.div_ceil(nb);
     let panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let (core0, core1) = (cpu(0), cpu(1));
     let best = std::thread::scope(|s| {
         let stop = &stop;
         s.spawn(move || {
             if !busy {
                 return;
             }
-            let _ = bind_current_thread(&[1]);
+            let _ = bind_current_thread(&[core1]);
             let mut ring: Vec<(Tile, Tile, Tile)> = (0..16)
                 .map(|i| {
                     (
@@ -326,7 +339,7 @@ fn panel_rate(n: usize, nb: usize, kernel: PanelFn, busy: bool) -> Result<f64, S
                 i += 1;
             }
         });
-        let _ = bind_current_thread(&[0]);
+        let _ = bind_current_thread(&[core0]);
         let mut best = f64::INFINITY;
         let mut result = Ok(());
         for _ in 0..3 {
