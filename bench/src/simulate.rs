@@ -97,25 +97,13 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
     let gflops = hpl_flops(n) / time / 1e9;
     let stats = sim.stats();
 
-    let line = "=".repeat(80);
-    let dash = "-".repeat(80);
-    println!("{line}");
-    println!("T/V                N    NB     P     Q               Time                 Gflops");
-    println!("{dash}");
     let tv = format!("SIM{}{}", rt.scheduler_name().to_uppercase(), rt.workers());
-    println!(
-        "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
-        1,
-        1,
-        crate::cmd::lu::sci(gflops, 4)
-    );
-    println!("{dash}");
-    println!(
+    let verdict = format!(
         "SIMULATED on '{}' ({}): predicted, not run; no residual check",
         p.name,
         path.display()
     );
-    println!("{line}");
+    crate::cmd::lu::print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &verdict);
     println!(
         "workers {}  scheduler {}  front {:?}  tiles {}x{}",
         rt.workers(),
@@ -229,29 +217,17 @@ fn lu_grid(
     let time = factor + solve;
     let gflops = hpl_flops(n) / time / 1e9;
     let stats = sim.stats();
-    let line = "=".repeat(80);
-    let dash = "-".repeat(80);
-    println!("{line}");
-    println!("T/V                N    NB     P     Q               Time                 Gflops");
-    println!("{dash}");
     let tv = format!(
         "SIM{}{}",
         rts[0].scheduler_name().to_uppercase(),
         rts[0].workers()
     );
-    println!(
-        "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
-        grid.p,
-        grid.q,
-        crate::cmd::lu::sci(gflops, 4)
-    );
-    println!("{dash}");
-    println!(
+    let verdict = format!(
         "SIMULATED on '{}' ({}): predicted, not run; no residual check",
         p.name,
         path.display()
     );
-    println!("{line}");
+    crate::cmd::lu::print_hpl_block(&tv, n, nb, (grid.p, grid.q), time, gflops, &verdict);
     println!(
         "ranks {ranks} ({} nodes x {})  workers per rank {}  scheduler {}  tiles {}x{}",
         p.nodes,

@@ -193,29 +193,8 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     let gflops = hpl_flops(n) / time / 1e9;
     let resid = hpl_residual(n, nb, args.seed, &x, &b);
 
-    let line = "=".repeat(80);
-    let dash = "-".repeat(80);
-    println!("{line}");
-    println!("T/V                N    NB     P     Q               Time                 Gflops");
-    println!("{dash}");
     let tv = format!("TS{}{}", rt.scheduler_name().to_uppercase(), rt.workers());
-    println!(
-        "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
-        1,
-        1,
-        sci(gflops, 4)
-    );
-    println!("{dash}");
-    let verdict = if resid.is_finite() && resid < HPL_THRESHOLD {
-        "PASSED"
-    } else {
-        "FAILED"
-    };
-    println!(
-        "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= {:>15} ...... {verdict}",
-        sci(resid, 8)
-    );
-    println!("{line}");
+    print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &residual_line(resid));
     println!(
         "workers {}  scheduler {}  front {:?}  tiles {}x{}",
         rt.workers(),
@@ -241,7 +220,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         );
     }
     crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
-    if verdict == "FAILED" {
+    if !passed(resid) {
         return Err(format!(
             "residual check FAILED ({resid:e} >= {HPL_THRESHOLD})"
         ));
@@ -360,32 +339,17 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         crate::save_trace(&rt, &path)?;
     }
     coll.barrier()?;
-    let verdict = if resid.is_finite() && resid < HPL_THRESHOLD {
-        "PASSED"
-    } else {
-        "FAILED"
-    };
     if ranks.is_root() {
-        let line = "=".repeat(80);
-        let dash = "-".repeat(80);
-        println!("{line}");
-        println!(
-            "T/V                N    NB     P     Q               Time                 Gflops"
-        );
-        println!("{dash}");
         let tv = format!("TS{}{}", rt.scheduler_name().to_uppercase(), rt.workers());
-        println!(
-            "{tv:<10}{n:>9}{nb:>6}{:>6}{:>6}{time:>19.2}{:>23}",
-            grid.p,
-            grid.q,
-            sci(gflops, 4)
+        print_hpl_block(
+            &tv,
+            n,
+            nb,
+            (grid.p, grid.q),
+            time,
+            gflops,
+            &residual_line(resid),
         );
-        println!("{dash}");
-        println!(
-            "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= {:>15} ...... {verdict}",
-            sci(resid, 8)
-        );
-        println!("{line}");
         println!(
             "ranks {} ({}x{})  workers {} per rank  scheduler {}  tiles {t}x{t}",
             ranks.size,
@@ -395,12 +359,52 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             rt.scheduler_name()
         );
     }
-    if verdict == "FAILED" {
+    if !passed(resid) {
         return Err(format!(
             "residual check FAILED ({resid:e} >= {HPL_THRESHOLD})"
         ));
     }
     Ok(())
+}
+
+/// HPL's result block: the `T/V N NB P Q Time Gflops` table with one row,
+/// then `verdict` (the residual line, or what a simulated run says instead)
+/// between the rules. Shared by the real, distributed and simulated runs.
+pub(crate) fn print_hpl_block(
+    tv: &str,
+    n: usize,
+    nb: usize,
+    (p, q): (usize, usize),
+    time: f64,
+    gflops: f64,
+    verdict: &str,
+) {
+    let line = "=".repeat(80);
+    let dash = "-".repeat(80);
+    println!("{line}");
+    println!("T/V                N    NB     P     Q               Time                 Gflops");
+    println!("{dash}");
+    println!(
+        "{tv:<10}{n:>9}{nb:>6}{p:>6}{q:>6}{time:>19.2}{:>23}",
+        sci(gflops, 4)
+    );
+    println!("{dash}");
+    println!("{verdict}");
+    println!("{line}");
+}
+
+/// Whether HPL's scaled residual passes its check.
+fn passed(resid: f64) -> bool {
+    resid.is_finite() && resid < HPL_THRESHOLD
+}
+
+/// HPL's residual line with its PASSED/FAILED verdict.
+fn residual_line(resid: f64) -> String {
+    let verdict = if passed(resid) { "PASSED" } else { "FAILED" };
+    format!(
+        "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= {:>15} ...... {verdict}",
+        sci(resid, 8)
+    )
 }
 
 /// C-style scientific notation as HPL prints it: `1.4770e+02`.
