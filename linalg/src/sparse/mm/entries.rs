@@ -1,7 +1,7 @@
 //! The entry lines of one piece of a Matrix Market file → triplets: a one-pass fast path for
 //! the common `row col value` line, a token-by-token path for the rest and the messages.
 
-use super::header::{Field, Symmetry};
+use super::header::{parse_size_line, Field, Header, Symmetry};
 use super::lex::{show, Tokens};
 use super::number::{parse_integer, parse_real, parse_real_fast};
 
@@ -11,6 +11,51 @@ pub(super) struct EntryFormat {
     pub(super) symmetry: Symmetry,
     pub(super) n_rows: usize,
     pub(super) n_cols: usize,
+}
+
+impl EntryFormat {
+    /// The format the banner's `header` and the size line `line` declare,
+    /// and the declared number of entries; a non-square symmetric matrix or
+    /// more columns than 32-bit indices hold is an error. (Both readers, the
+    /// whole file's and a row range's, start here.)
+    pub(super) fn from_size_line(
+        header: &Header,
+        line: &[u8],
+    ) -> Result<(EntryFormat, usize), String> {
+        let (n_rows, n_cols, declared) = parse_size_line(line)?;
+        if header.symmetry != Symmetry::General && n_rows != n_cols {
+            return Err(format!(
+                "a {} matrix must be square, got {n_rows} × {n_cols}",
+                header.symmetry.name()
+            ));
+        }
+        if u32::try_from(n_cols).is_err() {
+            return Err(crate::sparse::csr::CsrError::TooManyColumns { n_cols }.to_string());
+        }
+        let format = EntryFormat {
+            field: header.field,
+            symmetry: header.symmetry,
+            n_rows,
+            n_cols,
+        };
+        Ok((format, declared))
+    }
+}
+
+/// NaN or an infinity (written so, or a value past f64's range) makes every
+/// product with its row NaN or infinite, and checks that fold with `max`
+/// would not see it: entry `(i, j)` (0-based) is refused.
+#[inline(always)]
+pub(super) fn check_finite(i: usize, j: usize, v: f64) -> Result<(), String> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(format!(
+            "entry ({}, {}) is {v}: not a finite number",
+            i + 1,
+            j + 1
+        ))
+    }
 }
 
 /// The triplets of one piece of entry lines (symmetric storage already expanded).
@@ -100,16 +145,7 @@ pub(super) fn store(
     v: f64,
     symmetry: Symmetry,
 ) -> Result<(), String> {
-    if !v.is_finite() {
-        // NaN or an infinity (written so, or a value past f64's range) makes
-        // every product with its row NaN or infinite, and checks that fold
-        // with `max` would not see it: refused here, with its line.
-        return Err(format!(
-            "entry ({}, {}) is {v}: not a finite number",
-            i + 1,
-            j + 1
-        ));
-    }
+    check_finite(i, j, v)?;
     let mut push = |i: usize, j: usize, v: f64| {
         piece.rows.push(i);
         piece.cols.push(j as u32);

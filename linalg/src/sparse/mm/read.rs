@@ -7,7 +7,7 @@ use std::path::Path;
 use tessera_engine::{FileError, FileErrorKind};
 
 use super::entries::{parse_piece, EntryFormat, Piece, PieceError};
-use super::header::{parse_banner, parse_size_line, Symmetry, BANNER_FORM};
+use super::header::{parse_banner, BANNER_FORM};
 use super::lex::{Lines, Tokens};
 use crate::sparse::csr::Csr;
 
@@ -111,26 +111,9 @@ pub(super) fn parse_with_threads(
             Some(_) => break (lines.line, line),
         }
     };
-    let (n_rows, n_cols, declared) = parse_size_line(size).map_err(|m| err(size_line, m))?;
-    if header.symmetry != Symmetry::General && n_rows != n_cols {
-        return Err(err(
-            size_line,
-            format!(
-                "a {} matrix must be square, got {n_rows} × {n_cols}",
-                header.symmetry.name()
-            ),
-        ));
-    }
-    if u32::try_from(n_cols).is_err() {
-        let e = crate::sparse::csr::CsrError::TooManyColumns { n_cols };
-        return Err(err(size_line, e.to_string()));
-    }
-    let format = EntryFormat {
-        field: header.field,
-        symmetry: header.symmetry,
-        n_rows,
-        n_cols,
-    };
+    let (format, declared) =
+        EntryFormat::from_size_line(&header, size).map_err(|m| err(size_line, m))?;
+    let (n_rows, n_cols) = (format.n_rows, format.n_cols);
 
     // Entries: pieces of whole lines parsed in parallel, then checked in file order.
     let region = &bytes[lines.pos.min(bytes.len())..];

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use tessera_engine::{FileError, FileErrorKind};
 
-use super::entries::{fast_entry, parse_entry_line, EntryFormat, Fast};
-use super::header::{parse_banner, parse_size_line, Symmetry, BANNER_FORM};
+use super::entries::{check_finite, fast_entry, parse_entry_line, EntryFormat, Fast};
+use super::header::{parse_banner, Symmetry, BANNER_FORM};
 use super::lex::Tokens;
 use crate::sparse::csr::Csr;
 
@@ -154,26 +154,9 @@ fn scan_with(
             Some(_) => break line_no,
         }
     };
-    let (n_rows, n_cols, declared) = parse_size_line(&buf).map_err(|m| err(size_line, m))?;
-    if header.symmetry != Symmetry::General && n_rows != n_cols {
-        return Err(err(
-            size_line,
-            format!(
-                "a {} matrix must be square, got {n_rows} × {n_cols}",
-                header.symmetry.name()
-            ),
-        ));
-    }
-    if u32::try_from(n_cols).is_err() {
-        let e = crate::sparse::csr::CsrError::TooManyColumns { n_cols };
-        return Err(err(size_line, e.to_string()));
-    }
-    let format = EntryFormat {
-        field: header.field,
-        symmetry: header.symmetry,
-        n_rows,
-        n_cols,
-    };
+    let (format, declared) =
+        EntryFormat::from_size_line(&header, &buf).map_err(|m| err(size_line, m))?;
+    let (n_rows, n_cols) = (format.n_rows, format.n_cols);
     sized(n_rows);
     let mut count = 0usize;
     while next_line(&mut buf, &mut line_no)? {
@@ -200,13 +183,7 @@ fn scan_with(
                 format!("more entries than the {declared} declared on line {size_line}"),
             ));
         }
-        if !v.is_finite() {
-            // Refused as the whole-file reader refuses it (`entries::store`).
-            return Err(err(
-                line_no,
-                format!("entry ({}, {}) is {v}: not a finite number", i + 1, j + 1),
-            ));
-        }
+        check_finite(i, j, v).map_err(|m| err(line_no, m))?;
         count += 1;
         match format.symmetry {
             Symmetry::General => visit(i, j, v),
