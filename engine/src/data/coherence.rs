@@ -112,28 +112,8 @@ impl<T> Replicas<T> {
     where
         T: Replicate,
     {
-        let nodes = mem.nodes.len();
-        Replicas {
-            fns: ReplicaFns::of(),
-            slots: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
-            raw: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
-            part_bytes: value.parts().map(|p| p.iter().map(|b| b.len()).collect()),
-            dims: value.dims(),
-            state: Mutex::new(ReplicaState {
-                valid: 1,
-                present: 1,
-                filling: 0,
-                pins: vec![0; nodes],
-                copies: 0,
-                writers: 0,
-                last_use: vec![0; nodes],
-            }),
-            changed: Condvar::new(),
-            valid_hint: AtomicU64::new(1),
-            bytes: value.bytes() as u64,
-            mem,
-            is_virtual: false,
-        }
+        let part_bytes = value.parts().map(|p| p.iter().map(|b| b.len()).collect());
+        Self::with_layout(part_bytes, value.dims(), value.bytes() as u64, mem, false)
     }
 
     /// Replicas of virtual data of `bytes` bytes in one part, shaped `dims`:
@@ -142,12 +122,26 @@ impl<T> Replicas<T> {
     where
         T: Replicate,
     {
+        Self::with_layout(Some(vec![bytes as usize]), dims, bytes, mem, true)
+    }
+
+    /// Replicas whose only valid copy is the host's.
+    fn with_layout(
+        part_bytes: Option<Vec<usize>>,
+        dims: [usize; 4],
+        bytes: u64,
+        mem: Arc<Memory>,
+        is_virtual: bool,
+    ) -> Self
+    where
+        T: Replicate,
+    {
         let nodes = mem.nodes.len();
         Replicas {
             fns: ReplicaFns::of(),
             slots: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
             raw: (0..nodes).map(|_| UnsafeCell::new(None)).collect(),
-            part_bytes: Some(vec![bytes as usize]),
+            part_bytes,
             dims,
             state: Mutex::new(ReplicaState {
                 valid: 1,
@@ -162,7 +156,7 @@ impl<T> Replicas<T> {
             valid_hint: AtomicU64::new(1),
             bytes,
             mem,
-            is_virtual: true,
+            is_virtual,
         }
     }
 

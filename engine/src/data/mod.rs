@@ -356,7 +356,7 @@ impl<T> std::fmt::Debug for DataHandle<T> {
 
 impl<T: Send + Sync + 'static> DataHandle<T> {
     pub(crate) fn new(value: T, id: u64, runtime_id: u64, name: Option<String>) -> Self {
-        Self::with_replicas(value, id, runtime_id, name, None)
+        Self::with_replicas(Some(value), id, runtime_id, name, None)
     }
 
     /// A handle whose value can have replicas on `mem`'s other nodes.
@@ -371,7 +371,7 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
         T: Replicate,
     {
         let replicas = Replicas::new(&value, mem);
-        Self::with_replicas(value, id, runtime_id, name, Some(replicas))
+        Self::with_replicas(Some(value), id, runtime_id, name, Some(replicas))
     }
 
     /// A virtual handle: `bytes` bytes shaped `dims`, no value (simulated
@@ -387,23 +387,14 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
     where
         T: Replicate,
     {
-        DataHandle {
-            inner: Arc::new(HandleInner {
-                core: HandleCore {
-                    id,
-                    runtime_id,
-                    name,
-                    deps: Mutex::new(DepState::new()),
-                    live_readers: std::sync::atomic::AtomicUsize::new(0),
-                },
-                value: UnsafeCell::new(None),
-                replicas: Some(Replicas::new_virtual(bytes, dims, mem)),
-            }),
-        }
+        let replicas = Replicas::new_virtual(bytes, dims, mem);
+        Self::with_replicas(None, id, runtime_id, name, Some(replicas))
     }
 
+    /// A handle holding `value` on the host (`None`: virtual data) and,
+    /// for replicable data, its `replicas`.
     fn with_replicas(
-        value: T,
+        value: Option<T>,
         id: u64,
         runtime_id: u64,
         name: Option<String>,
@@ -418,7 +409,7 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
                     deps: Mutex::new(DepState::new()),
                     live_readers: AtomicUsize::new(0),
                 },
-                value: UnsafeCell::new(Some(value)),
+                value: UnsafeCell::new(value),
                 replicas,
             }),
         }
