@@ -343,21 +343,7 @@ pub fn lu_factor_split(
         .enumerate()
         .map(|(ix, tile)| rt.register_replicable_named(tile, format!("A({},{})", ix % t, ix / t)))
         .collect();
-    // Each panel's pivots have their final length from the start: a
-    // replica's shape is fixed (device memory is allocated from it).
-    let piv = (0..t)
-        .map(|k| {
-            rt.register_replicable_named(vec![0usize; (n - k * nb).min(nb)], format!("piv({k})"))
-        })
-        .collect();
-    let graph = LuGraph {
-        n,
-        t,
-        nb,
-        tiles,
-        piv,
-        placement: Arc::new(ColumnPlacement::new(split, rt, n, nb)),
-    };
+    let graph = LuGraph::new(rt, n, nb, tiles, split);
     let graph = match front {
         Front::Stf => {
             submit_stf(rt, &graph)?;
@@ -388,6 +374,38 @@ pub fn lu_factor_split(
         },
         graph.placement.history(),
     ))
+}
+
+impl LuGraph {
+    /// The graph over `tiles` (column-major), with each panel's pivots
+    /// registered at their final length from the start (a replica's shape
+    /// is fixed: device memory is allocated from it) and the tile columns
+    /// placed as `split` says.
+    fn new(
+        rt: &Runtime,
+        n: usize,
+        nb: usize,
+        tiles: Vec<DataHandle<Tile>>,
+        split: Split,
+    ) -> LuGraph {
+        let t = n.div_ceil(nb);
+        let piv = (0..t)
+            .map(|k| {
+                rt.register_replicable_named(
+                    vec![0usize; (n - k * nb).min(nb)],
+                    format!("piv({k})"),
+                )
+            })
+            .collect();
+        LuGraph {
+            n,
+            t,
+            nb,
+            tiles,
+            piv,
+            placement: Arc::new(ColumnPlacement::new(split, rt, n, nb)),
+        }
+    }
 }
 
 /// The symbolic description over a zero matrix (for inspection only).
@@ -446,17 +464,7 @@ pub fn lu_simulate(
             )?);
         }
     }
-    let piv = (0..t)
-        .map(|k| rt.register_replicable_named(vec![0usize; side(k)], format!("piv({k})")))
-        .collect();
-    let graph = LuGraph {
-        n,
-        t,
-        nb,
-        tiles,
-        piv,
-        placement: Arc::new(ColumnPlacement::new(split, rt, n, nb)),
-    };
+    let graph = LuGraph::new(rt, n, nb, tiles, split);
     let placement = Arc::clone(&graph.placement);
     match front {
         Front::Stf => submit_stf(rt, &graph)?,
