@@ -127,13 +127,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         stats.peak_events,
         stats.overcommits
     );
-    if !shares.is_empty() {
-        let list: Vec<String> = shares
-            .iter()
-            .map(|(k, s)| format!("{k}:{:.0}%", s * 100.0))
-            .collect();
-        println!("adaptive split, device share per step: {}", list.join(" "));
-    }
+    crate::cmd::lu::print_split_shares(&shares);
     if let Some(path) = &args.trace {
         crate::save_trace(&rt, path)?;
     }

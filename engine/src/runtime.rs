@@ -252,6 +252,30 @@ pub(crate) struct Shared {
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Shared {
+    /// Virtual data of `bytes` bytes shaped `dims` (see
+    /// [`Runtime::register_virtual`]); refused by a real runtime.
+    fn register_virtual<T: Replicate>(
+        &self,
+        bytes: u64,
+        dims: [usize; 4],
+        name: String,
+    ) -> Result<DataHandle<T>, Error> {
+        if self.sim.is_none() {
+            return Err(Error::Config(format!(
+                "cannot register virtual data '{name}' ({bytes} bytes, no value) with a real runtime: only a simulated one (Config::simulated) can run tasks on it"
+            )));
+        }
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        Ok(DataHandle::new_virtual(
+            bytes,
+            dims,
+            id,
+            self.id,
+            Some(name),
+            Arc::clone(&self.memory),
+        ))
+    }
+
     /// Wake whoever must take a task that was just pushed (`Pushed` says where).
     pub(crate) fn wake(&self, pushed: Pushed) {
         if let Some(sim) = &self.sim {
@@ -691,22 +715,7 @@ impl Registrar {
         dims: [usize; 4],
         name: impl Into<String>,
     ) -> Result<DataHandle<T>, Error> {
-        let s = self.shared()?;
-        let name = name.into();
-        if s.sim.is_none() {
-            return Err(Error::Config(format!(
-                "cannot register virtual data '{name}' with a real runtime"
-            )));
-        }
-        let id = s.next_handle.fetch_add(1, Ordering::Relaxed);
-        Ok(DataHandle::new_virtual(
-            bytes,
-            dims,
-            id,
-            s.id,
-            Some(name),
-            Arc::clone(&s.memory),
-        ))
+        self.shared()?.register_virtual(bytes, dims, name.into())
     }
 
     /// Like [`Runtime::register_replicable_named`].
@@ -967,21 +976,7 @@ impl Runtime {
         dims: [usize; 4],
         name: impl Into<String>,
     ) -> Result<DataHandle<T>, Error> {
-        let name = name.into();
-        if self.shared.sim.is_none() {
-            return Err(Error::Config(format!(
-                "cannot register virtual data '{name}' ({bytes} bytes, no value) with a real runtime: only a simulated one (Config::simulated) can run tasks on it"
-            )));
-        }
-        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
-        Ok(DataHandle::new_virtual(
-            bytes,
-            dims,
-            id,
-            self.shared.id,
-            Some(name),
-            Arc::clone(&self.shared.memory),
-        ))
+        self.shared.register_virtual(bytes, dims, name.into())
     }
 
     /// The scheduling policy's name (`ws`, `prio`, `dmda`, or a custom policy's).

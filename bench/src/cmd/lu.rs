@@ -204,14 +204,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         n.div_ceil(nb)
     );
 
-    if !shares.is_empty() {
-        // TianHe-1's adaptive split: the device share of each step's columns.
-        let list: Vec<String> = shares
-            .iter()
-            .map(|(k, s)| format!("{k}:{:.0}%", s * 100.0))
-            .collect();
-        println!("adaptive split, device share per step: {}", list.join(" "));
-    }
+    print_split_shares(&shares);
     if gpu_dgemm > 0.0 {
         println!(
             "LU {gflops:.1} GFLOP/s = {:.1} % of the GPUs' cuBLAS dgemm ({:.1} GFLOP/s, measured in this run)",
@@ -391,6 +384,18 @@ pub(crate) fn print_hpl_block(
     println!("{dash}");
     println!("{verdict}");
     println!("{line}");
+}
+
+/// TianHe-1's adaptive split: the device share of each step's columns (a
+/// line only when the split is adaptive, `shares` empty otherwise).
+pub(crate) fn print_split_shares(shares: &[(usize, f64)]) {
+    if !shares.is_empty() {
+        let list: Vec<String> = shares
+            .iter()
+            .map(|(k, s)| format!("{k}:{:.0}%", s * 100.0))
+            .collect();
+        println!("adaptive split, device share per step: {}", list.join(" "));
+    }
 }
 
 /// Whether HPL's scaled residual passes its check.
