@@ -213,15 +213,7 @@ pub fn runtime_config(
     sched: &str,
     cpu_default: Scheduler,
 ) -> Result<Config, String> {
-    let devices = devices(args)?;
-    let sched = resolve_sched(sched, devices.len(), cpu_default)?;
-    let (mut config, _) = runtime_config_cpus(args, sched, devices.len(), false)?;
-    config.devices = devices;
-    if let Some(dir) = &args.perfmodel_dir {
-        let models = PerfModels::load(dir).map_err(|e| e.to_string())?;
-        config.perf_models = Some(Arc::new(models));
-    }
-    Ok(config)
+    Ok(config_and_progress(args, sched, cpu_default, false)?.0)
 }
 
 /// [`runtime_config`] for one rank of a distributed run: where this rank's
@@ -236,21 +228,31 @@ pub fn runtime_config_ranks(
     cpu_default: Scheduler,
     ranks: &crate::ranks::Ranks,
 ) -> Result<Config, String> {
-    if ranks.size <= 1 {
-        return runtime_config(args, sched, cpu_default);
+    let (config, progress) = config_and_progress(args, sched, cpu_default, ranks.size > 1)?;
+    if let Some(pus) = progress {
+        ranks.bind_progress_thread(&pus)?;
     }
+    Ok(config)
+}
+
+/// The engine configuration (devices, scheduler, workers, perf models) and,
+/// when `progress` asks for one and the CPUs allow it, the PUs of the core
+/// reserved for the MPI progress thread.
+fn config_and_progress(
+    args: &PlacementArgs,
+    sched: &str,
+    cpu_default: Scheduler,
+    progress: bool,
+) -> Result<(Config, Option<Vec<usize>>), String> {
     let devices = devices(args)?;
     let sched = resolve_sched(sched, devices.len(), cpu_default)?;
-    let (mut config, progress) = runtime_config_cpus(args, sched, devices.len(), true)?;
+    let (mut config, progress) = runtime_config_cpus(args, sched, devices.len(), progress)?;
     config.devices = devices;
     if let Some(dir) = &args.perfmodel_dir {
         let models = PerfModels::load(dir).map_err(|e| e.to_string())?;
         config.perf_models = Some(Arc::new(models));
     }
-    if let Some(pus) = progress {
-        ranks.bind_progress_thread(&pus)?;
-    }
-    Ok(config)
+    Ok((config, progress))
 }
 
 /// The configuration, and the PUs of the core reserved for the progress
