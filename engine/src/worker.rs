@@ -170,6 +170,7 @@ pub(crate) enum Chosen {
     Device(Option<Body>),
 }
 
+#[inline]
 pub(crate) fn call(
     node: &TaskNode,
     ctx: &TaskContext<'_>,
@@ -199,6 +200,7 @@ pub(crate) fn call(
 
 /// Run the chosen body on memory node `mem_node`, catching panics; feeds the
 /// perf models when calibrating.
+#[inline]
 fn run_body(
     shared: &Shared,
     node: &TaskNode,
@@ -253,7 +255,7 @@ fn run_body(
         let arch = if device.is_none() { "cpu" } else { kind.arch };
         shared
             .perf
-            .record(&node.codelet.name, arch, node.size_key, el.as_secs_f64());
+            .record(&node.codelet.name, arch, node.size_key(), el.as_secs_f64());
     }
     outcome
 }
@@ -358,12 +360,13 @@ fn event(node: &TaskNode, start: u64, end: u64) -> Event {
         start,
         end,
         // A copy (or an Arc clone past eight): no allocation per event.
-        preds: node.preds.get().cloned().unwrap_or_default(),
+        preds: node.preds.get().map(|p| (**p).clone()).unwrap_or_default(),
     }
 }
 
 /// Finish a task: record failures, mark it done, release its successors into
 /// this worker's queue, and wake waiters.
+#[inline]
 pub(crate) fn complete(
     shared: &Shared,
     node: &Arc<TaskNode>,

@@ -295,6 +295,63 @@ fn pipelined_submission_and_wait() {
     });
 }
 
+/// `wait_all` and waits on single tasks from other threads while tasks are
+/// submitted and finished around them: `wait_all` is woken only when the
+/// count of tasks in flight reaches zero, task waits by every completion. A
+/// lost wake-up hangs a waiter, which the timeout turns into a failure.
+#[test]
+fn waits_from_other_threads_while_submitting() {
+    with_timeout(LIMIT, || {
+        for w in WORKERS {
+            let rt = &rt(w, "ws");
+            let cl = &Codelet::new("inc");
+            let counters: Vec<_> = (0..2).map(|_| rt.register(0u64)).collect();
+            let submit = move |c: &tessera_engine::DataHandle<u64>, pause: Duration| {
+                let c2 = c.clone();
+                rt.submit(TaskBuilder::new(cl).rw(c).body(move |ctx| {
+                    std::thread::sleep(pause);
+                    *ctx.write(&c2)? += 1;
+                    Ok(())
+                }))
+                .unwrap()
+            };
+            // wait_all alone in its thread, with tasks in flight when it
+            // starts and more submitted while it waits.
+            for _ in 0..10 {
+                for _ in 0..20 {
+                    submit(&counters[0], Duration::from_micros(100));
+                }
+                std::thread::scope(|s| {
+                    let waiter = s.spawn(move || rt.wait_all());
+                    for _ in 0..20 {
+                        submit(&counters[1], Duration::ZERO);
+                    }
+                    waiter.join().unwrap().unwrap();
+                });
+            }
+            // Waits on single tasks from two threads, beside busy submitters.
+            std::thread::scope(|s| {
+                for c in &counters {
+                    let submit = &submit;
+                    s.spawn(move || {
+                        for _ in 0..100 {
+                            let t = submit(c, Duration::ZERO);
+                            submit(c, Duration::ZERO);
+                            rt.wait(&t).unwrap();
+                            assert!(t.is_done());
+                        }
+                    });
+                }
+            });
+            rt.wait_all().unwrap();
+            assert_eq!(rt.tasks_in_flight(), 0);
+            let [a, b]: [_; 2] = counters.try_into().unwrap();
+            assert_eq!(rt.unregister(a).unwrap(), 200 + 200);
+            assert_eq!(rt.unregister(b).unwrap(), 200 + 200);
+        }
+    });
+}
+
 #[test]
 fn panic_propagates() {
     with_timeout(LIMIT, || {

@@ -141,7 +141,7 @@ impl Shared {
         let kind = &self.workers[w].kind;
         if let Some(p) = self
             .perf
-            .predict(&task.codelet.name, kind.arch, task.size_key)
+            .predict(&task.codelet.name, kind.arch, task.size_key())
         {
             return p.seconds;
         }
@@ -196,7 +196,7 @@ impl Shared {
                 None => task.can_run_on(&self.memory, k.node),
             }
         };
-        let key = task.size_key;
+        let key = task.size_key();
         // Workers of one kind (all CPU workers, say) share their estimates:
         // computed once per task and kind, not per worker (with 64 CPU
         // workers the perf-model lookups were most of a push). CPU workers

@@ -586,7 +586,7 @@ impl Simulation {
             self.perf.record(
                 &node.codelet.name,
                 kind.arch,
-                node.size_key,
+                node.size_key(),
                 (r.secs - overhead).max(0.0),
             );
         }
@@ -618,7 +618,7 @@ impl Simulation {
         let proc = self.processor(shared, w);
         if self.use_models {
             let (codelet, arch) = (&node.codelet.name, shared.kinds[w].arch);
-            if let Some(p) = self.perf.predict(codelet, arch, node.size_key) {
+            if let Some(p) = self.perf.predict(codelet, arch, node.size_key()) {
                 // A fit over sizes too close together can be absurd (an
                 // exponent of 678 over sizes within 0.01 %): trust a
                 // regression only with a plausible exponent, else the rates.

@@ -34,6 +34,16 @@ pub struct TaskBuilder {
     pub(crate) once: Once,
     pub(crate) cpu_only: bool,
     pub(crate) node_hint: Option<usize>,
+    /// What few tasks have (explicit edges, a front-end's satisfied
+    /// predecessors, an error found while building), boxed: the builder is
+    /// moved by value at every call of a chain like `t = t.access(..)`, and
+    /// these 72 bytes were copied each time.
+    pub(crate) rare: Option<Box<Rare>>,
+}
+
+/// The rarely used parts of a [`TaskBuilder`].
+#[derive(Default)]
+pub(crate) struct Rare {
     pub(crate) after: Vec<TaskHandle>,
     /// Dependencies already satisfied outside the engine (by the symbolic
     /// front-end), recorded in traces and DOT but not enforced.
@@ -43,6 +53,10 @@ pub struct TaskBuilder {
 }
 
 impl TaskBuilder {
+    pub(crate) fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
     /// A task applying `codelet`, with no data, priority 0 and no body.
     pub fn new(codelet: &Codelet<Dynamic>) -> TaskBuilder {
         Self::from_parts(&codelet.info)
@@ -59,9 +73,7 @@ impl TaskBuilder {
             once: Once::default(),
             cpu_only: false,
             node_hint: None,
-            after: Vec::new(),
-            satisfied_preds: Vec::new(),
-            invalid: None,
+            rare: None,
         }
     }
 
@@ -116,7 +128,7 @@ impl TaskBuilder {
     /// An explicit dependency on an already submitted task, beside the ones
     /// inferred from data.
     pub fn after(mut self, task: &TaskHandle) -> Self {
-        self.after.push(task.clone());
+        self.rare_mut().after.push(task.clone());
         self
     }
 
@@ -294,7 +306,7 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
 
     /// An explicit dependency on an already submitted task.
     pub fn after(mut self, task: &TaskHandle) -> Self {
-        self.b.after.push(task.clone());
+        self.b.rare_mut().after.push(task.clone());
         self
     }
 
@@ -351,7 +363,7 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
             Some(p) => b.params = Box::new(p),
             None if TypeId::of::<P>() == TypeId::of::<()>() => {}
             None => {
-                b.invalid = Some(format!(
+                b.rare_mut().invalid = Some(format!(
                     "codelet '{}' takes arguments of type {}; give them with .args(..)",
                     b.codelet.name,
                     std::any::type_name::<P>()

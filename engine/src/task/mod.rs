@@ -49,8 +49,12 @@ pub(crate) struct Successors {
     /// Successors, each with whether a failure of this task cancels it: true
     /// for data flow (it reads what this task wrote) and explicit edges,
     /// false for write-after-read and write-after-write ordering edges.
-    pub(crate) list: Vec<(Arc<TaskNode>, bool)>,
+    pub(crate) list: SuccessorList,
 }
+
+/// Most tasks have one or two successors (a chain, a tile read by the next
+/// update): kept inline, no allocation per edge.
+pub(crate) type SuccessorList = smallvec::SmallVec<[(Arc<TaskNode>, bool); 2]>;
 
 /// Which device a per-task device body is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,6 +76,15 @@ pub(crate) struct Once {
     pub(crate) then: Option<Then>,
 }
 
+/// `Once` as a task node stores it: the device body's `DeviceMatch` lives
+/// in `TaskNode::device_match` (any thread reads it), not twice.
+#[derive(Default)]
+struct StoredOnce {
+    cpu: Option<Body>,
+    device: Option<Body>,
+    then: Option<Then>,
+}
+
 /// The engine's view of a submitted task.
 pub(crate) struct TaskNode {
     pub(crate) id: u64,
@@ -83,12 +96,13 @@ pub(crate) struct TaskNode {
     pub(crate) label: Option<Cow<'static, str>>,
     pub(crate) priority: i32,
     pub(crate) flops: f64,
-    /// Perf-model size key.
-    pub(crate) size_key: u64,
-    pub(crate) accesses: Box<[Access]>,
-    /// Lengths of the `Vec`s of a typed access list, in declaration order.
+    /// Kept as the builder's `Vec` (shrinking it to a boxed slice would
+    /// reallocate once per task).
+    pub(crate) accesses: Vec<Access>,
+    /// Lengths of the `Vec`s of a typed access list, in declaration order
+    /// (usually none: an empty box allocates nothing).
     pub(crate) lens: Box<[u32]>,
-    once: UnsafeCell<Once>,
+    once: UnsafeCell<StoredOnce>,
     /// Whether `once.device` is set, and for which devices (readable by any
     /// thread, unlike `once`).
     pub(crate) device_match: Option<DeviceMatch>,
@@ -108,9 +122,10 @@ pub(crate) struct TaskNode {
     pub(crate) successors: Mutex<Successors>,
     /// Predecessor ids, kept only when tracing or graph recording is on.
     /// Written by the submitter before the task can become ready.
-    pub(crate) preds: OnceLock<crate::preds::PredList>,
+    /// Boxed: 80 bytes inline would be carried by every task, traced or not.
+    pub(crate) preds: OnceLock<Box<crate::preds::PredList>>,
     /// For a cancelled task: the failure that caused it (first one wins).
-    pub(crate) cause: OnceLock<String>,
+    pub(crate) cause: OnceLock<Box<str>>,
 }
 
 /// What a submitted task is made of (see `TaskNode`'s fields).
@@ -120,8 +135,7 @@ pub(crate) struct NodeParts {
     pub(crate) label: Option<Cow<'static, str>>,
     pub(crate) priority: i32,
     pub(crate) flops: f64,
-    pub(crate) size_key: u64,
-    pub(crate) accesses: Box<[Access]>,
+    pub(crate) accesses: Vec<Access>,
     pub(crate) lens: Box<[u32]>,
     pub(crate) once: Once,
     pub(crate) cpu_only: bool,
@@ -142,11 +156,14 @@ impl TaskNode {
             label: p.label,
             priority: p.priority,
             flops: p.flops,
-            size_key: p.size_key,
             accesses: p.accesses,
             lens: p.lens,
             device_match: p.once.device.as_ref().map(|(m, _)| *m),
-            once: UnsafeCell::new(p.once),
+            once: UnsafeCell::new(StoredOnce {
+                cpu: p.once.cpu,
+                device: p.once.device.map(|(_, b)| b),
+                then: p.once.then,
+            }),
             cpu_only: p.cpu_only,
             node_hint: p.node_hint,
             estimate_ns: AtomicU64::new(0),
@@ -155,7 +172,7 @@ impl TaskNode {
             state: AtomicU8::new(state::SUBMITTED),
             successors: Mutex::new(Successors {
                 done: false,
-                list: Vec::new(),
+                list: SuccessorList::new(),
             }),
             preds: OnceLock::new(),
             cause: OnceLock::new(),
@@ -168,12 +185,18 @@ impl TaskNode {
     /// Only the worker that popped this task from a ready queue may call it.
     /// (A task becomes ready exactly once, so at most one worker pops it; the
     /// state check below turns a violation into a panic instead of a race.)
+    #[inline]
     pub(crate) unsafe fn take_once(&self) -> Once {
         let prev = self.state.swap(state::RUNNING, Ordering::AcqRel);
         assert_eq!(prev, state::SUBMITTED, "task #{} started twice", self.id);
         // SAFETY: per the contract and the assertion, this thread is the only
         // one to touch `once`, and it does so once.
-        unsafe { std::mem::take(&mut *self.once.get()) }
+        let s = unsafe { std::mem::take(&mut *self.once.get()) };
+        Once {
+            cpu: s.cpu,
+            device: self.device_match.zip(s.device),
+            then: s.then,
+        }
     }
 
     /// Whether a device body runs on `device`: a dynamic per-task one (for
@@ -208,6 +231,17 @@ impl TaskNode {
         }
     }
 
+    /// The perf-model size key: the codelet's size model, else the flops if
+    /// any, else the bytes of the data. Computed where a perf model is used
+    /// (`dmda`, calibration, simulation), not at every submission.
+    pub(crate) fn size_key(&self) -> u64 {
+        match &self.codelet.bodies.size {
+            Some(f) => f(&*self.params),
+            None if self.flops > 0.0 => self.flops as u64,
+            None => self.footprint(),
+        }
+    }
+
     /// Bytes of the data this task accesses (replicable data only).
     pub(crate) fn footprint(&self) -> u64 {
         self.accesses.iter().map(|a| a.handle.bytes()).sum()
@@ -237,14 +271,14 @@ impl TaskNode {
     /// The root failure behind this task's failure or cancellation, as text.
     pub(crate) fn root_cause(&self) -> String {
         match self.cause.get() {
-            Some(c) => c.clone(),
+            Some(c) => c.to_string(),
             None => format!("{} failed", self.info()),
         }
     }
 
     /// Cancel this task because of `cause` (a root failure, as text).
     pub(crate) fn cancel(&self, cause: impl FnOnce() -> String) {
-        self.cause.get_or_init(cause);
+        self.cause.get_or_init(|| cause().into_boxed_str());
         // Relaxed: published by the Release decrement of `pending` (or the
         // submitter's) that follows every call.
         self.cancelled.store(true, Ordering::Relaxed);
@@ -270,7 +304,7 @@ impl Drop for TaskNode {
                 .unwrap_or_else(|e| e.into_inner())
                 .list,
         );
-        let mut stack = list;
+        let mut stack: Vec<(Arc<TaskNode>, bool)> = list.into_vec();
         while let Some((node, _)) = stack.pop() {
             if let Some(mut inner) = Arc::into_inner(node) {
                 let more = std::mem::take(
