@@ -5,15 +5,22 @@
 #   bash bench/peers/overhead_ab.sh OLD_BINARY [NEW_BINARY] [ROUNDS]
 # The new binary is measured with both task APIs: --api dynamic (the same
 # TaskBuilder calls as the old binary) and --api typed (the default).
+# Extra `tessera overhead` options for both binaries go in OVERHEAD_ARGS,
+# e.g. OVERHEAD_ARGS="--workers 1" (the submitting thread then has a core of
+# its own instead of sharing one with a worker).
 set -euo pipefail
+extra=${OVERHEAD_ARGS:-}
 old=${1:?usage: overhead_ab.sh OLD_BINARY [NEW_BINARY] [ROUNDS]}
 new=${2:-target/release/tessera}
 rounds=${3:-5}
 tmp=$(mktemp -d)
 for r in $(seq "$rounds"); do
-  "$old" overhead --reps 3 --no-starpu >"$tmp/old.$r"
-  "$new" overhead --reps 3 --no-starpu --api dynamic >"$tmp/dyn.$r"
-  "$new" overhead --reps 3 --no-starpu --api typed >"$tmp/typed.$r"
+  # shellcheck disable=SC2086 # $extra holds several options
+  "$old" overhead --reps 3 --no-starpu $extra >"$tmp/old.$r"
+  # shellcheck disable=SC2086
+  "$new" overhead --reps 3 --no-starpu --api dynamic $extra >"$tmp/dyn.$r"
+  # shellcheck disable=SC2086
+  "$new" overhead --reps 3 --no-starpu --api typed $extra >"$tmp/typed.$r"
 done
 med() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '%-12s %10s %12s %10s %12s %10s\n' case old_ns new_dyn_ns ratio new_typed_ns ratio
