@@ -390,6 +390,7 @@ impl Shared {
     }
 
     /// See [`Runtime::submit`].
+    #[inline]
     pub(crate) fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
         self.submit_inner(task, false).map(|(h, _)| h)
     }
@@ -1094,6 +1095,7 @@ impl Runtime {
     /// declares and the tasks submitted before it (plus any explicit
     /// `after`). Callable from several threads, and from task bodies (the
     /// task then goes to that worker's queue).
+    #[inline]
     pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
         self.shared.submit(task.into())
     }

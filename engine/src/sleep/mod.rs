@@ -2,6 +2,8 @@
 //! pushers wake the worker a task was pushed to, or any one parked worker,
 //! with no lost wake-ups. The protocol and why it is correct: `sleep/README.md`.
 
+use crossbeam_utils::CachePadded;
+
 use crate::sched::{ReadyTask, WorkerQueue};
 use crate::sync::{fence, lock, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
@@ -47,28 +49,34 @@ struct Slot {
 }
 
 pub(crate) struct Sleep {
-    slots: Box<[Slot]>,
+    /// One cache line each: a worker's W2–W4 writes to its slot must not
+    /// evict its neighbours' flags from the pushers' caches.
+    slots: Box<[CachePadded<Slot>]>,
     /// Workers that announced they are about to park or are parked (W2..).
     /// Read without a lock by pushers.
     sleepers: AtomicUsize,
     shutdown: AtomicBool,
     /// Where `notify_one` starts looking, so wake-ups spread over workers.
-    next: AtomicUsize,
+    /// Written by pushers: on a line of its own, away from `shutdown`, which
+    /// every worker reads at every task.
+    next: CachePadded<AtomicUsize>,
 }
 
 impl Sleep {
     pub(crate) fn new(workers: usize) -> Self {
         Sleep {
             slots: (0..workers)
-                .map(|_| Slot {
-                    parked: Mutex::new(false),
-                    cond: Condvar::new(),
-                    announced: AtomicBool::new(false),
+                .map(|_| {
+                    CachePadded::new(Slot {
+                        parked: Mutex::new(false),
+                        cond: Condvar::new(),
+                        announced: AtomicBool::new(false),
+                    })
                 })
                 .collect(),
             sleepers: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
-            next: AtomicUsize::new(0),
+            next: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 

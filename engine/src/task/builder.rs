@@ -268,9 +268,12 @@ impl Runtime {
         codelet: &Codelet<A, P>,
         accesses: A,
     ) -> Task<A, P, Bound<'_>> {
-        let t = Task::new(codelet, accesses);
+        // Built in place (not through `Task::new`, whose result would be
+        // moved once more: the builder is a few hundred bytes).
+        let mut b = TaskBuilder::from_parts(&codelet.info);
+        accesses.declare(&mut b.declared);
         Task {
-            b: t.b,
+            b,
             params: None,
             state: Bound(self),
             _a: PhantomData,
@@ -357,6 +360,7 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
         self
     }
 
+    #[inline]
     fn into_builder(self) -> TaskBuilder {
         let mut b = self.b;
         match self.params {
@@ -376,6 +380,7 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
 
 impl<A: Accesses, P: Send + Sync + 'static> Task<A, P, Bound<'_>> {
     /// Submit the task to the runtime that made it.
+    #[inline]
     pub fn submit(self) -> Result<TaskHandle, Error> {
         let rt = self.state.0;
         rt.submit(self.into_builder())
