@@ -300,6 +300,59 @@ fn distributed_lu_is_bit_identical_to_one_process() {
     });
 }
 
+/// A traced distributed LU: each rank records the remote edges it received
+/// as edges from the sender's task, so the merged trace links tasks across
+/// ranks (one critical path through both) and no edge names a wrong or
+/// unknown task; each rank's own trace has no unknown edge either.
+#[test]
+fn traced_distributed_lu_merges_into_one_dag() {
+    use tessera_engine::trace::{self, RANK_ID_SHIFT};
+    use tessera_linalg::lu_dist::{DistLu, Grid};
+    with_timeout(LIMIT, || {
+        let grid = Grid::parse("1x2").unwrap();
+        let traces = spmd(grid.ranks(), move |rank, net| {
+            let rt = Runtime::new(
+                Config::with_workers(1)
+                    .scheduler(tessera_engine::Scheduler::Prio)
+                    .trace(true),
+            )
+            .unwrap();
+            let lu = Arc::new(DistLu::new(&rt, 5 * 8 + 3, 8, 4, grid, rank));
+            symbolic::run(&rt, &net, Arc::clone(&lu)).unwrap();
+            lu.take_factors(&rt).unwrap();
+            rt.trace()
+        });
+        for (rank, t) in traces.iter().enumerate() {
+            let s = trace::stats(t);
+            assert_eq!((s.ignored_edges, s.cyclic_tasks), (0, 0), "rank {rank}");
+            assert!(s.critical_path.is_some(), "rank {rank}");
+        }
+        let own_paths: Vec<u64> = traces
+            .iter()
+            .map(|t| trace::stats(t).critical_path.unwrap())
+            .collect();
+        let merged = trace::merge(traces).unwrap();
+        let s = trace::stats(&merged);
+        assert_eq!((s.ignored_edges, s.cyclic_tasks), (0, 0));
+        let across = merged
+            .edges
+            .iter()
+            .filter(|(a, b)| a >> RANK_ID_SHIFT != b >> RANK_ID_SHIFT)
+            .count();
+        assert!(across > 0, "no edge links the two ranks");
+        let ids: std::collections::HashSet<u64> = merged.tasks.iter().map(|t| t.id).collect();
+        assert!(merged
+            .edges
+            .iter()
+            .all(|(a, b)| ids.contains(a) && ids.contains(b)));
+        let path = s.critical_path.unwrap();
+        assert!(
+            own_paths.iter().all(|&p| path >= p),
+            "{path} < {own_paths:?}"
+        );
+    });
+}
+
 #[test]
 fn distributed_lu_dag_is_consistent() {
     use tessera_engine::dist::symbolic::DistClasses;

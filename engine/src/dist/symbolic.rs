@@ -225,7 +225,9 @@ where
             let mut succ = Vec::new();
             classes2.successors(&key, &mut succ);
             for s in succ.into_iter().filter(|s| classes2.owner(s) == me) {
-                u2.satisfy(s, Some(pred));
+                // `pred` is the sender's task id: recorded as rank `from`'s
+                // task, so a merged trace links the right one.
+                u2.satisfy(s, Some(crate::trace::model::remote_task_id(from, pred)));
             }
             Ok(())
         })();

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::model::{RankInfo, Trace, RANK_ID_SHIFT};
+use super::model::{RankInfo, Trace, RANK_ID_SHIFT, REMOTE_TASK};
 
 /// Merges the traces of several ranks (each written by one rank, or merged
 /// before) into one, ranks in increasing order.
@@ -100,13 +100,21 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
         }
         let first = t.ranks[0].rank;
         for (a, b) in &mut t.edges {
-            let rank = rank_of_id
-                .get(b)
-                .or_else(|| rank_of_id.get(a))
-                .copied()
-                .unwrap_or(first);
-            *a = tag(rank, *a)?;
-            *b = tag(rank, *b)?;
+            // Each end is tagged with its own task's rank (in a merged input
+            // the ends of an edge may be on different ranks); an end naming
+            // an unknown task takes the other end's; one marked as another
+            // rank's task (`REMOTE_TASK`) is already tagged.
+            let known = |x: &u64| rank_of_id.get(x).copied();
+            let other = known(b).or_else(|| known(a)).unwrap_or(first);
+            let fix = |x: u64| {
+                if x & REMOTE_TASK != 0 {
+                    Ok(x & !REMOTE_TASK)
+                } else {
+                    tag(known(&x).unwrap_or(other), x)
+                }
+            };
+            *a = fix(*a)?;
+            *b = fix(*b)?;
         }
         for x in &mut t.transfers {
             x.start += shift;
@@ -138,7 +146,13 @@ mod tests {
     use super::*;
     use crate::trace::model::{MessageDir, MessageRecord, TaskRecord, WorkerInfo};
 
+    /// Tasks 0, 1, 2 of `rank`, chained; rank 1's task 2 also follows rank
+    /// 0's task 1 (a remote edge, as rank 1 records it).
     fn rank_trace(rank: u32, epoch: u64) -> Trace {
+        let mut edges = vec![(0, 1), (1, 2)];
+        if rank == 1 {
+            edges.push((crate::trace::model::remote_task_id(0, 1), 2));
+        }
         Trace {
             workers: vec![WorkerInfo {
                 name: "cpu0".into(),
@@ -156,7 +170,7 @@ mod tests {
                     end: 100 * id + 50,
                 })
                 .collect(),
-            edges: vec![(0, 1), (1, 2)],
+            edges,
             messages: vec![MessageRecord {
                 rank,
                 peer: 1 - rank,
@@ -192,6 +206,8 @@ mod tests {
         assert_eq!((msg1.start, msg1.end), (4_010, 4_020));
         assert!(m.edges.contains(&(1 << 40 | 1, 1 << 40 | 2)));
         assert!(m.edges.contains(&(0, 1)));
+        // Rank 1's task 2 waited for rank 0's task 1 (a remote edge).
+        assert!(m.edges.contains(&(1, 1 << 40 | 2)));
         // Merging again changes nothing.
         assert_eq!(merge(vec![m.clone()]).unwrap(), m);
         let e = merge(vec![rank_trace(0, 1), rank_trace(0, 2)]).unwrap_err();

@@ -17,7 +17,7 @@ pub use chrome::{
 pub use colors::CodeletColors;
 pub use merge::merge;
 pub use model::{
-    MessageDir, MessageRecord, Nanos, RankInfo, TaskRecord, Trace, TransferRecord, WorkerInfo,
-    RANK_ID_SHIFT,
+    remote_task_id, MessageDir, MessageRecord, Nanos, RankInfo, TaskRecord, Trace, TransferRecord,
+    WorkerInfo, RANK_ID_SHIFT, REMOTE_TASK,
 };
 pub use stats::{stats, CodeletStats, RankStats, TraceStats, TransferStats, WorkerStats};

@@ -50,6 +50,18 @@ pub struct RankInfo {
 /// Task ids of rank `r` in a merged trace are `r << RANK_ID_SHIFT | id`.
 pub const RANK_ID_SHIFT: u32 = 40;
 
+/// Marks a dependency edge's end that is a task of another rank (a remote
+/// edge's sender, recorded by the rank that received its data):
+/// `REMOTE_TASK | r << RANK_ID_SHIFT | id` names task `id` of rank `r`.
+/// `tessera trace merge` turns it into that task's merged id; a single
+/// rank's summary skips such edges (the task is not in its trace).
+pub const REMOTE_TASK: u64 = 1 << 63;
+
+/// The edge end naming task `id` of rank `rank` (see [`REMOTE_TASK`]).
+pub fn remote_task_id(rank: usize, id: u64) -> u64 {
+    REMOTE_TASK | (rank as u64) << RANK_ID_SHIFT | id
+}
+
 /// Which way a message went, seen from the rank that recorded it.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,

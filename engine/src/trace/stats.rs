@@ -433,7 +433,14 @@ fn critical_path(trace: &Trace) -> PathResult {
         .iter()
         .filter_map(|(a, b)| Some((*index.get(a)?, *index.get(b)?)))
         .collect();
-    result.ignored_edges = trace.edges.len() - edges.len();
+    // Edges from another rank's task (a remote edge seen from one rank's
+    // trace) are expected to name an absent task: not counted as ignored.
+    let local = trace
+        .edges
+        .iter()
+        .filter(|(a, b)| (a | b) & crate::trace::model::REMOTE_TASK == 0)
+        .count();
+    result.ignored_edges = local.saturating_sub(edges.len());
 
     // Successor lists in CSR form.
     let mut offsets = vec![0usize; n + 1];
@@ -760,6 +767,12 @@ mod tests {
         assert!(s
             .to_string()
             .contains("2 dependency edge(s) name unknown task ids"));
+        // An edge from another rank's task (one rank's trace of a
+        // distributed run) is expected to be absent: not reported.
+        t.edges
+            .push((crate::trace::model::remote_task_id(1, 42), 1));
+        let s = stats(&t);
+        assert_eq!((s.ignored_edges, s.critical_path), (2, Some(1000)));
 
         t.edges.push((5, 3)); // 3 → 4 → 5 → 3
         let s = stats(&t);
