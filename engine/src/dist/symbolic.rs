@@ -74,15 +74,18 @@ const EDGE: u32 = 0;
 const DONE: u32 = 1;
 
 /// Message layout: kind, key (JSON), predecessor task id, item count, then
-/// per item its data key and bytes.
+/// per item its data key and bytes. Written straight into the channel's
+/// message (`ch.writer`), sized beforehand: the data is copied once, not
+/// packed into a buffer that is then copied again behind the header.
 fn encode_items<K: Serialize>(
+    ch: &super::net::Channel,
     key: &K,
     id: u64,
     items: &[(u64, DataRef)],
 ) -> Result<(Writer, u64), String> {
     let k = serde_json::to_vec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
     let bytes: u64 = items.iter().map(|(_, d)| d.bytes()).sum();
-    let mut w = Writer::with_capacity(k.len() + 32 + bytes as usize + 16 * items.len());
+    let mut w = ch.writer(k.len() + 32 + bytes as usize + 16 * items.len());
     w.u32(EDGE).bytes(&k).u64(id).u32(items.len() as u32);
     for (dk, d) in items {
         w.u64(*dk);
@@ -159,10 +162,7 @@ where
             let items: Vec<(u64, DataRef)> =
                 dks.iter().map(|&dk| (dk, classes3.data(dk))).collect();
             let start = ch.now();
-            let (mut w, bytes) = encode_items(key, id, &items)?;
-            let mut msg = ch.writer(w.0.len());
-            msg.0.append(&mut w.0);
-            msg.1 += w.1;
+            let (msg, bytes) = encode_items(ch, key, id, &items)?;
             ch.send_since(*rank, msg, start);
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;
