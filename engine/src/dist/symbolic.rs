@@ -210,8 +210,13 @@ where
                 let (msg, range) = (Arc::clone(&body), end - len..end);
                 let data = classes2.data(dk);
                 let target = data.clone();
+                // The highest priority: a receive is a short copy, and the
+                // work it unblocks is usually on the critical path (the
+                // next panel's column); at the default 0 it waited behind
+                // every queued update.
                 let task = TaskBuilder::new(&recv)
                     .label(format!("recv({dk} from {from})"))
+                    .priority(i32::MAX)
                     .access_erased(Arc::clone(&data.handle), crate::AccessMode::W)
                     .body(move |_ctx| {
                         // SAFETY: this task declared the handle W and runs on
