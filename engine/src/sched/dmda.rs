@@ -136,13 +136,11 @@ fn prefetch_inputs(task: &TaskNode, node: usize) {
 }
 
 impl Shared {
-    /// Predicted execution time of `task` on worker `w`, in seconds.
-    fn exec_seconds(&self, task: &TaskNode, w: usize) -> f64 {
+    /// Predicted execution time of `task`, of perf-model size `key`, on
+    /// worker `w`, in seconds.
+    fn exec_seconds(&self, task: &TaskNode, key: u64, w: usize) -> f64 {
         let kind = &self.workers[w].kind;
-        if let Some(p) = self
-            .perf
-            .predict(&task.codelet.name, kind.arch, task.size_key())
-        {
+        if let Some(p) = self.perf.predict(&task.codelet.name, kind.arch, key) {
             return p.seconds;
         }
         match &kind.device {
@@ -219,7 +217,12 @@ impl Shared {
             let calib = self
                 .perf
                 .calibrating(&task.codelet.name, self.workers[w].kind.arch, key);
-            let e = (w, calib, self.exec_seconds(task, w), self.missing(task, w));
+            let e = (
+                w,
+                calib,
+                self.exec_seconds(task, key, w),
+                self.missing(task, w),
+            );
             seen.push(e);
             (e.1, e.2, e.3)
         };

@@ -248,12 +248,22 @@ pub struct Task<A, P = (), S = Unbound> {
 impl<A: Accesses, P: Send + Sync + 'static> Task<A, P, Unbound> {
     /// A task of `codelet` over `accesses`, not tied to a runtime.
     pub fn new(codelet: &Codelet<A, P>, accesses: A) -> Self {
+        Task::with_state(codelet, accesses, Unbound)
+    }
+}
+
+impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
+    /// A task of `codelet` over `accesses` in type state `state`, built in
+    /// place (the builder is a few hundred bytes: making an unbound task and
+    /// re-wrapping it moved it once more).
+    #[inline]
+    fn with_state(codelet: &Codelet<A, P>, accesses: A, state: S) -> Self {
         let mut b = TaskBuilder::from_parts(&codelet.info);
         accesses.declare(&mut b.declared);
         Task {
             b,
             params: None,
-            state: Unbound,
+            state,
             _a: PhantomData,
         }
     }
@@ -268,16 +278,7 @@ impl Runtime {
         codelet: &Codelet<A, P>,
         accesses: A,
     ) -> Task<A, P, Bound<'_>> {
-        // Built in place (not through `Task::new`, whose result would be
-        // moved once more: the builder is a few hundred bytes).
-        let mut b = TaskBuilder::from_parts(&codelet.info);
-        accesses.declare(&mut b.declared);
-        Task {
-            b,
-            params: None,
-            state: Bound(self),
-            _a: PhantomData,
-        }
+        Task::with_state(codelet, accesses, Bound(self))
     }
 }
 
