@@ -36,25 +36,33 @@
 use std::sync::Barrier;
 use std::time::Instant;
 
-use tessera_backends::cpu::{bind_current_thread, current_thread_cpus};
+use std::sync::OnceLock;
 
-/// The CPU for measuring thread `t`: the `t`-th this process may use (its
-/// mask, say `taskset -c 1`), not CPU `t` of the machine, so two processes
-/// with masks of their own each measure on their own core.
-fn cpu(t: usize) -> usize {
-    let cpus = current_thread_cpus().unwrap_or_default();
-    if cpus.is_empty() {
-        t
-    } else {
-        cpus[t % cpus.len()]
-    }
-}
+use tessera_backends::cpu::{bind_current_thread, current_thread_cpus};
 use tessera_linalg::hpl::generate_tile;
 use tessera_tasks::kernels::{
     gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
     getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
 };
 use tessera_tasks::tile::Tile;
+
+/// The CPUs this process may use (its mask, say `taskset -c 1`), read once,
+/// by `run` before any thread binds itself: read later, a thread spawned by
+/// the main thread after `panel_rate` bound it to one core would inherit
+/// that one core as its whole mask.
+static PROCESS_CPUS: OnceLock<Vec<usize>> = OnceLock::new();
+
+/// The CPU for measuring thread `t`: the `t`-th this process may use, not
+/// CPU `t` of the machine, so two processes with masks of their own each
+/// measure on their own core.
+fn cpu(t: usize) -> usize {
+    let cpus = PROCESS_CPUS.get_or_init(|| current_thread_cpus().unwrap_or_default());
+    if cpus.is_empty() {
+        t
+    } else {
+        cpus[t % cpus.len()]
+    }
+}
 
 /// Options of `tessera lu-kernels`.
 #[derive(clap::Args, Debug)]
@@ -108,6 +116,8 @@ fn parse_rows(s: &str) -> Result<Rows, String> {
 }
 
 pub fn run(args: LuKernelsArgs) -> Result<(), String> {
+    // The process's CPUs, before any measuring thread binds itself.
+    cpu(0);
     let rows = args
         .rows
         .iter()
