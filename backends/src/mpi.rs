@@ -16,7 +16,7 @@
 //!   and a sleeping thread would see it up to a nap late. Yielding gives the
 //!   core to any runnable worker at once, so on oversubscribed cores this
 //!   costs context switches, not compute;
-//! - then it sleeps, 20 µs growing to [`MAX_NAP`] (woken at once when a
+//! - then it sleeps, 20 µs doubling up to [`MAX_NAP`] (woken at once when a
 //!   message is queued), with the thread's timer slack set to 1 µs so a nap
 //!   is not stretched to Linux's default 50 µs. MPI has no notification for
 //!   incoming messages, so a rank idle for longer than `HOT` sees a message
@@ -24,7 +24,14 @@
 //!
 //! Chosen because a chain of remote edges between two ranks (`tessera
 //! overhead-mpi`) measured 1.7 ms per edge with naps alone: every message
-//! found its receiver asleep.
+//! found its receiver asleep. The cap is a trade: each wake-up costs the
+//! rank's core about 60 µs (Open MPI's progress engine in the probe, and the
+//! worker it preempts), so a 1 ms cap took about 6 % of a core from a 2-rank
+//! LU whose ranks share their cores with their workers (4,150 wake-ups in a
+//! 4.3 s run, 260 ms of CPU); with 5 ms the same runs went from 110–115 to
+//! 116–119 GFLOP/s (5 alternated rounds), while CG and the remote-edge chain
+//! did not change (their messages come in bursts, which `HOT` covers, and a
+//! queued send wakes the thread).
 //!
 //! MPI is initialised once per process with `MPI_THREAD_MULTIPLE` requested;
 //! since only the communication thread calls MPI after initialisation,
@@ -48,8 +55,8 @@ use tessera_engine::dist::{Counters, Sink, Transport};
 
 /// The tag of every message (messages are told apart by their content).
 const TAG: i32 = 7;
-/// Longest sleep of an idle communication thread.
-const MAX_NAP: Duration = Duration::from_millis(1);
+/// Longest sleep of an idle communication thread (see the module doc).
+const MAX_NAP: Duration = Duration::from_millis(5);
 /// How long after its last message the communication thread polls without
 /// sleeping (see the module doc).
 const HOT: Duration = Duration::from_millis(2);
@@ -472,7 +479,7 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
             } else if last_active.elapsed() < HOT {
                 std::thread::yield_now();
             } else {
-                let nap = Duration::from_micros(20 << naps.min(6)).min(MAX_NAP);
+                let nap = Duration::from_micros(20 << naps.min(8)).min(MAX_NAP);
                 naps += 1;
                 std::thread::park_timeout(nap);
             }

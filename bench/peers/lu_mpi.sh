@@ -22,14 +22,9 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 2)
 cargo build --release -q --features mpi
 command -v hpcc >/dev/null || { echo "hpcc not installed (apt-get install hpcc)"; exit 1; }
 
-hpl_run() { # NB -> GFLOP/s of HPL on 2 ranks, P=1 Q=2
-  sed -e "s/^1000 .*Ns/$N         Ns/" -e "s/^80 .*NBs/$1           NBs/" \
-      -e "s/^2 .*Ps$/1            Ps/" -e "s/^2 .*Qs$/2            Qs/" \
-      /usr/share/doc/hpcc/examples/_hpccinf.txt > "$work/hpccinf.txt"
-  rm -f "$work/hpccoutf.txt"
-  (cd "$work" && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "${MPIRUN[@]}" hpcc >/dev/null 2>&1) || true
-  awk -F= '/^HPL_Tflops=/ {printf "%.2f", $2 * 1000}' "$work/hpccoutf.txt" 2>/dev/null || true
-}
+# shellcheck source=hpcc.sh
+source bench/peers/hpcc.sh
+hpl_run() { hpl_gflops "$work" "$N" "$1" 1 2; }
 
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 best_nb=""; best=0

@@ -271,6 +271,27 @@ fn unknown_scheduler_is_refused() {
     tessera(&["lu", "--n", "64", "--nb", "32", "--sched", "fifo"]).refused("--sched");
 }
 
+/// `--balance speed` deals columns over ranks: refused, saying why, where
+/// there are none to deal over.
+#[test]
+fn balance_by_speed_without_ranks_is_refused() {
+    tessera(&["lu", "--n", "64", "--nb", "32", "--balance", "speed"])
+        .refused("--balance speed deals tile columns over the ranks of a distributed run");
+    let platform = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/h100-node.toml");
+    tessera(&[
+        "lu",
+        "--n",
+        "64",
+        "--nb",
+        "32",
+        "--balance",
+        "speed",
+        "--simulate",
+        platform,
+    ])
+    .refused("a simulated run (--simulate) deals cyclically");
+}
+
 #[test]
 fn gpu_spec_syntax_is_a_parse_error() {
     tessera(&["lu", "--n", "64", "--nb", "32", "--gpus", "abc"]).refused("not a GPU spec");

@@ -51,58 +51,7 @@ use tessera_tasks::tile::Tile;
 use crate::hpl::generate_tile;
 use crate::lu::{column_priority, gemm_task, panel_priority, panel_task, swap_task, trsm_task};
 
-/// A P×Q process grid.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Grid {
-    /// Process rows.
-    pub p: usize,
-    /// Process columns.
-    pub q: usize,
-}
-
-impl Grid {
-    /// `PxQ`, e.g. `2x2`.
-    pub fn parse(s: &str) -> Result<Grid, String> {
-        let (a, b) = s
-            .split_once(['x', 'X'])
-            .ok_or_else(|| format!("grid '{s}' is not PxQ (e.g. 1x2)"))?;
-        let p: usize = a
-            .trim()
-            .parse()
-            .map_err(|_| format!("grid '{s}': P is not a number"))?;
-        let q: usize = b
-            .trim()
-            .parse()
-            .map_err(|_| format!("grid '{s}': Q is not a number"))?;
-        if p == 0 || q == 0 {
-            return Err(format!("grid '{s}': P and Q must be at least 1"));
-        }
-        if p > 64 {
-            return Err(format!("grid '{s}': at most 64 process rows"));
-        }
-        Ok(Grid { p, q })
-    }
-
-    /// Number of ranks.
-    pub fn ranks(&self) -> usize {
-        self.p * self.q
-    }
-
-    /// The rank at process row `p`, column `q`.
-    pub fn rank(&self, p: usize, q: usize) -> usize {
-        p * self.q + q
-    }
-
-    /// The (process row, process column) of `rank`.
-    pub fn coords(&self, rank: usize) -> (usize, usize) {
-        (rank / self.q, rank % self.q)
-    }
-
-    /// The owner of tile `(i, j)`.
-    pub fn owner(&self, i: usize, j: usize) -> usize {
-        self.rank(i % self.p, j % self.q)
-    }
-}
+pub use crate::lu_layout::{Grid, Layout};
 
 /// One task of the distributed LU DAG (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -153,6 +102,8 @@ pub struct DistLu {
     nb: usize,
     t: usize,
     grid: Grid,
+    /// The owner of every tile (`grid` is its grid).
+    layout: Layout,
     rank: usize,
     seed: u64,
     registrar: Registrar,
@@ -166,31 +117,53 @@ pub struct DistLu {
 
 impl DistLu {
     /// Rank `rank`'s part of the LU of the HPL matrix `(n, seed)` in tiles of
-    /// `nb` on `grid`: generates the tiles this rank owns on `rt`.
+    /// `nb` on `grid`, block-cyclic: generates the tiles this rank owns on `rt`.
     pub fn new(rt: &Runtime, n: usize, nb: usize, seed: u64, grid: Grid, rank: usize) -> DistLu {
-        Self::from_fn(rt, n, nb, seed, grid, rank, |i, j| {
+        let layout = Layout::cyclic(grid, n.div_ceil(nb));
+        Self::with_layout(rt, n, nb, seed, layout, rank)
+    }
+
+    /// Like [`new`](Self::new) with the tiles dealt by `layout` (which must
+    /// have `⌈n / nb⌉` tile columns).
+    pub fn with_layout(
+        rt: &Runtime,
+        n: usize,
+        nb: usize,
+        seed: u64,
+        layout: Layout,
+        rank: usize,
+    ) -> DistLu {
+        Self::from_fn(rt, n, nb, seed, layout, rank, |i, j| {
             generate_tile(n, nb, seed, i, j)
         })
     }
 
-    /// Like [`new`](Self::new) with the tiles this rank owns made by
-    /// `tile(i, j)` (the solve's right-hand side and residual still use the
-    /// HPL problem of `seed`).
+    /// Like [`with_layout`](Self::with_layout) with the tiles this rank owns
+    /// made by `tile(i, j)` (the solve's right-hand side and residual still
+    /// use the HPL problem of `seed`).
     pub fn from_fn(
         rt: &Runtime,
         n: usize,
         nb: usize,
         seed: u64,
-        grid: Grid,
+        layout: Layout,
         rank: usize,
         tile: impl Fn(usize, usize) -> Tile,
     ) -> DistLu {
         let t = n.div_ceil(nb);
+        assert_eq!(
+            layout.tiles(),
+            t,
+            "a layout of {} tile columns for {t} tile columns",
+            layout.tiles()
+        );
+        let grid = layout.grid();
         let lu = DistLu {
             n,
             nb,
             t,
             grid,
+            layout,
             rank,
             seed,
             registrar: rt.registrar(),
@@ -202,7 +175,7 @@ impl DistLu {
             let mut d = lock(&lu.data);
             for j in 0..t {
                 for i in 0..t {
-                    if grid.owner(i, j) == rank {
+                    if lu.layout.owner(i, j) == rank {
                         let h = rt.register_replicable_named(tile(i, j), format!("A({i},{j})"));
                         d.insert(lu.key(Key::Tile(i, j)), Slot::Tile(h));
                     }
@@ -229,6 +202,7 @@ impl DistLu {
             nb,
             t,
             grid,
+            layout: Layout::cyclic(grid, t),
             rank,
             seed: 0,
             registrar: rt.registrar(),
@@ -240,7 +214,7 @@ impl DistLu {
             let mut d = lock(&lu.data);
             for j in 0..t {
                 for i in 0..t {
-                    if grid.owner(i, j) == rank {
+                    if lu.layout.owner(i, j) == rank {
                         let (r, c) = (lu.rows(i), lu.rows(j));
                         let h = rt.register_virtual::<Tile>(
                             (r * c * 8) as u64,
@@ -297,7 +271,7 @@ impl DistLu {
 
     /// The rank of the diagonal tile `(k, k)`: where panel `k` is factored.
     fn panel_rank(&self, k: usize) -> usize {
-        self.grid.owner(k, k)
+        self.layout.owner(k, k)
     }
 
     /// Process rows holding tiles of rows `k+1..T` (those with a `SWAPOUT`).
@@ -310,7 +284,9 @@ impl DistLu {
 
     /// Tile columns `j > k` of process column `q`.
     fn cols_of(&self, k: usize, q: usize) -> usize {
-        (k + 1..self.t).filter(|j| j % self.grid.q == q).count()
+        (k + 1..self.t)
+            .filter(|&j| self.layout.pcol(j) == q)
+            .count()
     }
 
     /// Tile rows `i > k` of process row `p`.
@@ -322,7 +298,7 @@ impl DistLu {
     /// one after the panel's owner around.
     fn ring(&self, k: usize) -> Vec<usize> {
         let q = self.grid.q;
-        let c = k % q;
+        let c = self.layout.pcol(k);
         (1..q)
             .map(|d| (c + d) % q)
             .filter(|&r| self.cols_of(k, r) > 0)
@@ -405,7 +381,7 @@ impl DistLu {
         let (pr, pc) = self.grid.coords(self.rank);
         let g = self.grid;
         match k {
-            Key::Tile(i, j) if g.owner(i, j) == self.rank => None,
+            Key::Tile(i, j) if self.layout.owner(i, j) == self.rank => None,
             // Panel `j`'s column, gathered on its panel rank: factor storage.
             Key::Tile(i, j) if i >= j && self.panel_rank(j) == self.rank => None,
             Key::Tile(i, k) if i >= k => {
@@ -432,7 +408,7 @@ impl DistLu {
             Key::Up(..) => Some(1),
             Key::Down(k, j) => {
                 let local_in = usize::from(self.prows(k).contains(&(k % g.p)));
-                Some(if g.owner(k, j) == self.rank {
+                Some(if self.layout.owner(k, j) == self.rank {
                     // Made here: read by the local SWAPIN, if any, and sent
                     // to the others (counted as one use, at SWAPTOP's end).
                     local_in + usize::from(self.prows(k).iter().any(|&p| p != k % g.p))
@@ -467,7 +443,7 @@ impl DistLu {
     /// fed to it before the first panel (P > 1).
     fn feeds(&self) -> Vec<usize> {
         (0..self.t)
-            .filter(|&i| self.grid.owner(i, 0) != self.panel_rank(0))
+            .filter(|&i| self.layout.owner(i, 0) != self.panel_rank(0))
             .collect()
     }
 
@@ -532,7 +508,7 @@ impl DistLu {
         if i >= j {
             self.panel_rank(j)
         } else {
-            self.grid.owner(i, j)
+            self.layout.owner(i, j)
         }
     }
 
@@ -576,7 +552,7 @@ impl DistLu {
                 // The ring: each hop carries the pivots and the tile column.
                 let panel: u64 = piv(k) + (k..t).map(|i| tile(i, k)).sum::<u64>();
                 let ring = self.ring(k);
-                let hops = std::iter::once(k % g.q).chain(ring.iter().copied());
+                let hops = std::iter::once(self.layout.pcol(k)).chain(ring.iter().copied());
                 let senders: Vec<usize> = hops.take(ring.len()).collect();
                 bytes += panel * senders.iter().filter(|&&r| r == me).count() as u64;
                 continue;
@@ -584,7 +560,7 @@ impl DistLu {
             // Panel gather: tiles of column k from the other process rows
             // (from the GEMMs of step k − 1, or the feeds of step 0).
             for i in k..t {
-                if g.owner(i, k) == me && me != self.panel_rank(k) {
+                if self.layout.owner(i, k) == me && me != self.panel_rank(k) {
                     bytes += tile(i, k);
                 }
             }
@@ -604,9 +580,9 @@ impl DistLu {
                 }
             }
             for j in k + 1..t {
-                let top = g.owner(k, j);
+                let top = self.layout.owner(k, j);
                 for p in self.prows(k) {
-                    let r = g.rank(p, j % g.q);
+                    let r = g.rank(p, self.layout.pcol(j));
                     if r == top {
                         continue;
                     }
@@ -690,20 +666,30 @@ fn from_f64s(b: &[u8]) -> Vec<f64> {
 }
 
 impl DistLu {
-    /// Solve `A·x = b` (HPL's right-hand side of the same seed) from the
-    /// factors every rank holds, and HPL's scaled residual of `x`, computed
-    /// with distributed norms: each rank regenerates only the tiles it owns.
-    /// Every rank returns the same `x` and residual.
-    ///
-    /// The right-hand side and `x` (length N) are kept on every rank; the
-    /// updates each rank makes with its tiles are summed by an all-reduce of
-    /// one block per step, and the block solved by the rank holding the
-    /// diagonal tile goes to all: 4 collectives per tile row in all.
+    /// [`solve`](Self::solve), then [`residual`](Self::residual): `x` and
+    /// HPL's scaled residual, the same on every rank.
     pub fn solve_and_check(
         &self,
         held: &HeldFactors,
         coll: &tessera_engine::dist::Collectives,
     ) -> Result<(Vec<f64>, f64), String> {
+        let x = self.solve(held, coll)?;
+        let resid = self.residual(&x, coll)?;
+        Ok((x, resid))
+    }
+
+    /// Solve `A·x = b` (HPL's right-hand side of the same seed) from the
+    /// factors every rank holds. Every rank returns the same `x`.
+    ///
+    /// The right-hand side and `x` (length N) are kept on every rank; the
+    /// updates each rank makes with its tiles are summed by an all-reduce of
+    /// one block per step, and the block solved by the rank holding the
+    /// diagonal tile goes to all: 4 collectives per tile row in all.
+    pub fn solve(
+        &self,
+        held: &HeldFactors,
+        coll: &tessera_engine::dist::Collectives,
+    ) -> Result<Vec<f64>, String> {
         use faer::linalg::matmul::matmul;
         use faer::linalg::triangular_solve::{
             solve_unit_lower_triangular_in_place, solve_upper_triangular_in_place,
@@ -801,12 +787,31 @@ impl DistLu {
                 }
             }
         }
-        // The residual: A·x and |A|'s row sums from the tiles each rank owns.
+        Ok(x)
+    }
+
+    /// HPL's scaled residual of `x` (the same on every rank), computed with
+    /// distributed norms: each rank regenerates only the tiles it owns and
+    /// its products are summed by all-reduces. Not part of HPL's timed
+    /// region (HPL times the factorisation and the solve only).
+    pub fn residual(
+        &self,
+        x: &[f64],
+        coll: &tessera_engine::dist::Collectives,
+    ) -> Result<f64, String> {
+        use faer::linalg::matmul::matmul;
+        use faer::{Accum, Par};
+
+        use crate::hpl::{col_mut, col_ref as col};
+        let (n, nb, t) = (self.n, self.nb, self.t);
+        let block = |k: usize| k * nb..(k * nb + nb).min(n);
+        let b = crate::hpl::generate_rhs(n, self.seed);
+        // A·x and |A|'s row sums from the tiles each rank owns.
         let mut r = vec![0.0; n];
         let mut row_sums = vec![0.0; n];
         for j in 0..t {
             for i in 0..t {
-                if self.grid.owner(i, j) != self.rank {
+                if self.layout.owner(i, j) != self.rank {
                     continue;
                 }
                 let a = generate_tile(n, nb, self.seed, i, j);
@@ -831,12 +836,11 @@ impl DistLu {
             *ri -= bi;
         }
         if n == 0 {
-            return Ok((x, 0.0));
+            return Ok(0.0);
         }
         let inf = |v: &[f64]| v.iter().fold(0.0_f64, |m, e| m.max(e.abs()));
         let norm_a = row_sums.iter().fold(0.0_f64, |m, &s| m.max(s));
-        let resid = inf(&r) / (crate::hpl::HPL_EPS * (norm_a * inf(&x) + inf(&b)) * n as f64);
-        Ok((x, resid))
+        Ok(inf(&r) / (crate::hpl::HPL_EPS * (norm_a * inf(x) + inf(&b)) * n as f64))
     }
 }
 
@@ -881,10 +885,10 @@ impl TaskClasses for DistLu {
         match *key {
             DTask::Feed(_) => out.push(DTask::Panel(0)),
             DTask::Panel(k) if g.p == 1 => {
-                let c = k % g.q;
+                let c = self.layout.pcol(k);
                 out.extend(
                     (k + 1..t)
-                        .filter(|j| j % g.q == c)
+                        .filter(|&j| self.layout.pcol(j) == c)
                         .map(|j| DTask::Swap(k, j)),
                 );
                 if let Some(&r) = self.ring(k).first() {
@@ -900,7 +904,7 @@ impl TaskClasses for DistLu {
             DTask::Bcast(k, r) => {
                 out.extend(
                     (k + 1..t)
-                        .filter(|j| j % g.q == r)
+                        .filter(|&j| self.layout.pcol(j) == r)
                         .map(|j| DTask::Swap(k, j)),
                 );
                 let ring = self.ring(k);
@@ -1015,12 +1019,12 @@ impl TaskClasses for DistLu {
     fn owner(&self, key: &DTask) -> usize {
         let g = self.grid;
         match *key {
-            DTask::Feed(i) => g.owner(i, 0),
+            DTask::Feed(i) => self.layout.owner(i, 0),
             DTask::Panel(k) => self.panel_rank(k),
             DTask::Bcast(_, r) => r,
-            DTask::Swap(k, j) | DTask::SwapTop(k, j) | DTask::Trsm(k, j) => g.owner(k, j),
-            DTask::SwapOut(_, j, p) | DTask::SwapIn(_, j, p) => g.rank(p, j % g.q),
-            DTask::Gemm(_, i, j) => g.owner(i, j),
+            DTask::Swap(k, j) | DTask::SwapTop(k, j) | DTask::Trsm(k, j) => self.layout.owner(k, j),
+            DTask::SwapOut(_, j, p) | DTask::SwapIn(_, j, p) => g.rank(p, self.layout.pcol(j)),
+            DTask::Gemm(_, i, j) => self.layout.owner(i, j),
         }
     }
 }
@@ -1065,7 +1069,7 @@ impl DistClasses for DistLu {
         let mut n = self
             .feeds()
             .into_iter()
-            .filter(|&i| g.owner(i, 0) == rank)
+            .filter(|&i| self.layout.owner(i, 0) == rank)
             .count();
         for k in 0..t {
             n += usize::from(self.panel_rank(k) == rank);
@@ -1091,7 +1095,7 @@ impl DistClasses for DistLu {
         }
         // What a task made only to send away is done once sent.
         match *key {
-            DTask::SwapOut(k, j, p) if self.grid.owner(k, j) != self.rank => {
+            DTask::SwapOut(k, j, p) if self.layout.owner(k, j) != self.rank => {
                 self.used(Key::Up(k, j, p))
             }
             DTask::SwapTop(k, j) if self.prows(k).iter().any(|&p| p != k % self.grid.p) => {

@@ -211,26 +211,26 @@ fn received_data_is_cached_until_written() {
     });
 }
 
-/// Factor the HPL matrix `(n, seed)` on `grid` over in-process ranks;
-/// returns every rank's factor tiles and pivots.
+/// Factor the HPL matrix `(n, seed)` with the tiles dealt by `layout` over
+/// in-process ranks; returns every rank's factor tiles and pivots.
 #[allow(clippy::type_complexity)]
 fn dist_lu(
     n: usize,
     nb: usize,
     seed: u64,
-    grid: tessera_linalg::lu_dist::Grid,
+    layout: tessera_linalg::lu_dist::Layout,
 ) -> (
     Vec<(usize, usize, tessera_tasks::tile::Tile)>,
     Vec<(usize, Vec<usize>)>,
     Vec<(u64, u64)>,
 ) {
     use tessera_linalg::lu_dist::DistLu;
-    let out = spmd(grid.ranks(), move |rank, net| {
+    let out = spmd(layout.grid().ranks(), move |rank, net| {
         let rt = Runtime::new(
             Config::with_workers(1 + rank % 2).scheduler(tessera_engine::Scheduler::Prio),
         )
         .unwrap();
-        let lu = Arc::new(DistLu::new(&rt, n, nb, seed, grid, rank));
+        let lu = Arc::new(DistLu::with_layout(&rt, n, nb, seed, layout.clone(), rank));
         let stats = symbolic::run(&rt, &net, Arc::clone(&lu)).unwrap();
         let predicted = lu.predicted_bytes_sent();
         let held = lu.take_factors(&rt).unwrap();
@@ -257,24 +257,47 @@ fn dist_lu(
 #[test]
 fn distributed_lu_is_bit_identical_to_one_process() {
     use tessera_linalg::hpl::generate_matrix;
-    use tessera_linalg::lu_dist::Grid;
+    use tessera_linalg::lu_dist::{Grid, Layout};
     use tessera_linalg::lu_seq::lu_tiled_seq;
-    with_timeout(LIMIT, || {
-        for (grid, nb) in [
-            ("1x1", 8),
-            ("1x2", 8),
-            ("2x1", 8),
-            ("2x2", 8),
-            ("1x3", 8),
-            ("2x2", 2),
-            ("1x2", 64),
-        ] {
+    // Cyclic layouts, columns dealt by speed, and an irregular dealing
+    // (rank 0 of 1x2 holds column 0 only).
+    enum Dealing {
+        Cyclic,
+        Speeds(Vec<f64>),
+        FirstColumnOnly,
+    }
+    let layout = |d: &Dealing, g: Grid, t: usize| match d {
+        Dealing::Cyclic => Layout::cyclic(g, t),
+        Dealing::Speeds(s) => Layout::weighted(g, t, s).unwrap(),
+        Dealing::FirstColumnOnly => {
+            Layout::from_columns(g, (0..t).map(|j| usize::from(j > 0)).collect()).unwrap()
+        }
+    };
+    let cases = [
+        ("1x1", 8, Dealing::Cyclic),
+        ("1x2", 8, Dealing::Cyclic),
+        ("2x1", 8, Dealing::Cyclic),
+        ("2x2", 8, Dealing::Cyclic),
+        ("1x3", 8, Dealing::Cyclic),
+        ("2x2", 2, Dealing::Cyclic),
+        ("1x2", 64, Dealing::Cyclic),
+        ("1x2", 8, Dealing::Speeds(vec![3.0, 1.0])),
+        ("1x3", 8, Dealing::Speeds(vec![1.0, 2.0, 3.0])),
+        ("2x2", 8, Dealing::Speeds(vec![1.0, 3.0, 1.0, 3.0])),
+        ("1x2", 8, Dealing::FirstColumnOnly),
+    ];
+    with_timeout(LIMIT, move || {
+        for (grid, nb, dealing) in &cases {
+            let (grid, nb): (&str, usize) = (*grid, *nb);
             for n in [1, nb - 1, nb + 1, 3 * nb + 5] {
                 let g = Grid::parse(grid).unwrap();
-                let (tiles, pivs, bytes) = dist_lu(n, nb, 3, g);
+                let t = n.div_ceil(nb);
+                let l = layout(dealing, g, t);
+                let dealt = format!("{:?}", l.columns_per_pcol());
+                let (tiles, pivs, bytes) = dist_lu(n, nb, 3, l);
+                let grid = format!("{grid} dealt {dealt}");
                 let mut a = generate_matrix(n, nb, 3);
                 let ipiv = lu_tiled_seq(&mut a).unwrap();
-                let t = n.div_ceil(nb);
                 assert_eq!(tiles.len(), t * t, "{grid} n={n}: every tile held once");
                 for (i, j, tile) in &tiles {
                     assert!(
@@ -357,12 +380,26 @@ fn traced_distributed_lu_merges_into_one_dag() {
 fn distributed_lu_dag_is_consistent() {
     use tessera_engine::dist::symbolic::DistClasses;
     use tessera_engine::symbolic::{unroll, TaskClasses};
-    use tessera_linalg::lu_dist::{DistLu, Grid};
-    for grid in ["1x1", "1x2", "2x1", "2x2", "1x3", "3x2"] {
+    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
+    for (grid, speeds) in [
+        ("1x1", None),
+        ("1x2", None),
+        ("2x1", None),
+        ("2x2", None),
+        ("1x3", None),
+        ("3x2", None),
+        ("1x3", Some(vec![5.0, 1.0, 2.0])),
+        ("3x2", Some(vec![1.0, 4.0, 1.0, 4.0, 1.0, 4.0])),
+    ] {
         let g = Grid::parse(grid).unwrap();
         let rt = Runtime::new(Config::with_workers(1)).unwrap();
-        let lu = DistLu::new(&rt, 8 * 7 + 3, 8, 1, g, 0);
-        let tasks = unroll(&lu).unwrap_or_else(|e| panic!("{grid}: {e}"));
+        let (n, nb): (usize, usize) = (8 * 7 + 3, 8);
+        let layout = match &speeds {
+            Some(s) => Layout::weighted(g, n.div_ceil(nb), s).unwrap(),
+            None => Layout::cyclic(g, n.div_ceil(nb)),
+        };
+        let lu = DistLu::with_layout(&rt, n, nb, 1, layout, 0);
+        let tasks = unroll(&lu).unwrap_or_else(|e| panic!("{grid} {speeds:?}: {e}"));
         for r in 0..g.ranks() {
             let mine = tasks.iter().filter(|(k, _)| lu.owner(k) == r).count();
             assert_eq!(mine, lu.owned(r), "{grid}: rank {r} owns {mine} tasks");
@@ -372,14 +409,15 @@ fn distributed_lu_dag_is_consistent() {
 
 #[test]
 fn singular_matrix_names_the_column_on_every_rank() {
-    use tessera_linalg::lu_dist::{DistLu, Grid};
+    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
     with_timeout(LIMIT, || {
         for grid in ["1x2", "2x2", "1x3"] {
             let g = Grid::parse(grid).unwrap();
-            let (n, nb, zero_col) = (24, 8, 13);
+            let (n, nb, zero_col): (usize, usize, usize) = (24, 8, 13);
             let errors = spmd(g.ranks(), move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(1)).unwrap();
-                let lu = Arc::new(DistLu::from_fn(&rt, n, nb, 1, g, rank, |i, j| {
+                let layout = Layout::cyclic(g, n.div_ceil(nb));
+                let lu = Arc::new(DistLu::from_fn(&rt, n, nb, 1, layout, rank, |i, j| {
                     let mut t = tessera_linalg::hpl::generate_tile(n, nb, 1, i, j);
                     if j == zero_col / nb {
                         t.col_mut(zero_col % nb).iter_mut().for_each(|v| *v = 0.0);

@@ -134,7 +134,7 @@ fn a_rank_that_dies_ends_mpirun() {
 /// passing; then a singular matrix named on every rank.
 fn lu_rank_suite(grid: &str) {
     use tessera_linalg::hpl::{generate_matrix, generate_tile, HPL_THRESHOLD};
-    use tessera_linalg::lu_dist::{DistLu, Grid};
+    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
     use tessera_linalg::lu_seq::lu_tiled_seq;
     let m = mpi::init().unwrap();
     let rank = m.rank();
@@ -142,38 +142,50 @@ fn lu_rank_suite(grid: &str) {
     let c = Collectives::new(&net);
     let g = Grid::parse(grid).unwrap();
     assert_eq!(g.ranks(), m.size());
-    for nb in [2, 8, 64] {
+    for nb in [2usize, 8, 64] {
         for n in [1, nb - 1, nb + 1, 3 * nb + 5]
             .into_iter()
             .filter(|&n| n > 0)
         {
-            let rt = Runtime::new(Config::with_workers(1)).unwrap();
-            let lu = Arc::new(DistLu::new(&rt, n, nb, 7, g, rank));
-            symbolic::run(&rt, &net, Arc::clone(&lu)).unwrap();
-            let held = lu.take_factors(&rt).unwrap();
-            let (_, resid) = lu.solve_and_check(&held, &c).unwrap();
-            assert!(
-                resid < HPL_THRESHOLD,
-                "{grid} n={n} nb={nb}: residual {resid}"
-            );
-            let mut a = generate_matrix(n, nb, 7);
-            let ipiv = lu_tiled_seq(&mut a).unwrap();
-            for (i, j, tile) in &held.tiles {
-                assert!(
-                    tile.as_slice() == a.tile(*i, *j).as_slice(),
-                    "{grid} n={n} nb={nb}: tile ({i},{j}) differs"
-                );
+            // Cyclic, and (nb = 8, Q > 1) columns dealt as if rank r ran at
+            // 1 + 2r.
+            let t = n.div_ceil(nb);
+            let speeds: Vec<f64> = (0..g.ranks()).map(|r| 1.0 + 2.0 * r as f64).collect();
+            let mut layouts = vec![Layout::cyclic(g, t)];
+            if nb == 8 && g.q > 1 {
+                layouts.push(Layout::weighted(g, t, &speeds).unwrap());
             }
-            for (k, p) in &held.pivots {
-                let global: Vec<usize> = p.iter().map(|r| r + k * nb).collect();
-                assert_eq!(&global[..], &ipiv[k * nb..k * nb + p.len()], "{grid} n={n}");
+            for layout in layouts {
+                let grid = format!("{grid} dealt {:?}", layout.columns_per_pcol());
+                let rt = Runtime::new(Config::with_workers(1)).unwrap();
+                let lu = Arc::new(DistLu::with_layout(&rt, n, nb, 7, layout, rank));
+                symbolic::run(&rt, &net, Arc::clone(&lu)).unwrap();
+                let held = lu.take_factors(&rt).unwrap();
+                let (_, resid) = lu.solve_and_check(&held, &c).unwrap();
+                assert!(
+                    resid < HPL_THRESHOLD,
+                    "{grid} n={n} nb={nb}: residual {resid}"
+                );
+                let mut a = generate_matrix(n, nb, 7);
+                let ipiv = lu_tiled_seq(&mut a).unwrap();
+                for (i, j, tile) in &held.tiles {
+                    assert!(
+                        tile.as_slice() == a.tile(*i, *j).as_slice(),
+                        "{grid} n={n} nb={nb}: tile ({i},{j}) differs"
+                    );
+                }
+                for (k, p) in &held.pivots {
+                    let global: Vec<usize> = p.iter().map(|r| r + k * nb).collect();
+                    assert_eq!(&global[..], &ipiv[k * nb..k * nb + p.len()], "{grid} n={n}");
+                }
             }
         }
     }
     // A singular matrix: every rank stops naming the column.
-    let (n, nb) = (40, 8);
+    let (n, nb): (usize, usize) = (40, 8);
     let rt = Runtime::new(Config::with_workers(1)).unwrap();
-    let lu = Arc::new(DistLu::from_fn(&rt, n, nb, 1, g, rank, |i, j| {
+    let layout = Layout::cyclic(g, n.div_ceil(nb));
+    let lu = Arc::new(DistLu::from_fn(&rt, n, nb, 1, layout, rank, |i, j| {
         let mut t = generate_tile(n, nb, 1, i, j);
         if j == 2 {
             t.col_mut(3).iter_mut().for_each(|v| *v = 0.0);

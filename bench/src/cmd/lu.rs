@@ -60,6 +60,23 @@ pub struct LuArgs {
     /// this process, and the platform must have P·Q ranks.
     #[arg(long, value_name = "PxQ")]
     pub grid: Option<String>,
+    /// How a distributed run deals tile columns over the process columns:
+    /// `cyclic` is HPL's block-cyclic dealing; `speed` first measures each
+    /// rank's GEMM rate (about 0.1 s, before the timed region, like the
+    /// matrix generation) and deals columns in proportion, so a slower core
+    /// or node gets fewer (for ranks of unequal speed; see
+    /// bench/peers/lu_balance.sh). Tile rows are always cyclic.
+    #[arg(long, value_enum, default_value_t = Balance::Cyclic)]
+    pub balance: Balance,
+}
+
+/// See [`LuArgs::balance`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Balance {
+    /// HPL's block-cyclic dealing.
+    Cyclic,
+    /// In proportion to each rank's measured GEMM rate.
+    Speed,
 }
 
 /// Check the sizes before allocating anything.
@@ -110,10 +127,16 @@ fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static st
 
 pub fn run(args: LuArgs) -> Result<(), String> {
     if let Some(platform) = &args.simulate {
+        if args.balance == Balance::Speed {
+            return Err("--balance speed measures the ranks' own cores; a simulated run (--simulate) deals cyclically".into());
+        }
         return crate::simulate::lu(&args, platform);
     }
     validate(args.n, args.nb)?;
     let ranks = crate::ranks::Ranks::join()?;
+    if args.balance == Balance::Speed && ranks.size == 1 && args.grid.is_none() {
+        return Err("--balance speed deals tile columns over the ranks of a distributed run (mpirun with --grid); one process balances its workers by itself".into());
+    }
     if ranks.size > 1 || args.grid.is_some() {
         return match run_dist(&args, &ranks) {
             Ok(()) => Ok(()),
@@ -227,7 +250,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
 fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     use std::sync::Arc;
     use tessera_engine::dist::symbolic;
-    use tessera_linalg::lu_dist::{DistLu, Grid};
+    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
 
     let grid = match &args.grid {
         Some(g) => Grid::parse(g)?,
@@ -251,10 +274,10 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     }
     let (n, nb, me) = (args.n, args.nb, ranks.rank);
     ranks.check_same(
-        "the problem (N NB seed grid front)",
+        "the problem (N NB seed grid front balance)",
         &format!(
-            "{n} {nb} {} {}x{} {}",
-            args.seed, grid.p, grid.q, args.front
+            "{n} {nb} {} {}x{} {} {:?}",
+            args.seed, grid.p, grid.q, args.front, args.balance
         ),
     )?;
     if args.front != "symbolic" {
@@ -271,19 +294,60 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         ranks,
     )?
     .trace(args.trace.is_some());
+    let t = n.div_ceil(nb);
+    let layout = match args.balance {
+        Balance::Cyclic => Layout::cyclic(grid, t),
+        Balance::Speed => {
+            // Every rank measures at once (so each core is as loaded as it
+            // will be in the run), with its own workers, then all deal the
+            // same columns from the same gathered rates.
+            let calib = Runtime::new(config.clone().trace(false)).map_err(|e| e.to_string())?;
+            coll.barrier()?;
+            let started = Instant::now();
+            let rate = tessera_linalg::lu_layout::measure_gemm_rate(
+                &calib,
+                nb.min(n).max(1),
+                Duration::from_millis(100),
+            )
+            .map_err(|e| format!("measuring this rank's GEMM rate: {e}"))?;
+            drop(calib);
+            let speeds: Vec<f64> = coll
+                .allgather(&rate.to_le_bytes())?
+                .iter()
+                .map(|b| f64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
+                .collect();
+            let layout = Layout::weighted(grid, t, &speeds)?;
+            if ranks.is_root() {
+                let rates: Vec<String> = speeds.iter().map(|s| format!("{:.1}", s / 1e9)).collect();
+                let cols: Vec<String> = layout
+                    .columns_per_pcol()
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect();
+                println!(
+                    "balance: GEMM GFLOP/s per rank {} (measured in {:.2} s) -> tile columns per process column {}{}",
+                    rates.join(" "),
+                    started.elapsed().as_secs_f64(),
+                    cols.join(" "),
+                    if layout.is_cyclic() { " (cyclic)" } else { "" },
+                );
+            }
+            layout
+        }
+    };
     let threads = config.workers + config.devices.len() + 3;
     // This rank's share: its tiles, the panels it factors and keeps (P > 1:
     // the diagonal ranks keep their panels' L), copies in flight (two
     // panels' worth) and the solve's vectors.
-    let t = n.div_ceil(nb) as u64;
+    let t = t as u64;
     let tile = (nb * nb * 8) as u64;
     let owned = (0..t)
         .flat_map(|j| (0..t).map(move |i| (i, j)))
-        .filter(|&(i, j)| grid.owner(i as usize, j as usize) == me)
+        .filter(|&(i, j)| layout.owner(i as usize, j as usize) == me)
         .count() as u64;
     let kept: u64 = if grid.p > 1 {
         (0..t)
-            .filter(|&k| grid.owner(k as usize, k as usize) == me)
+            .filter(|&k| layout.owner(k as usize, k as usize) == me)
             .map(|k| t - k)
             .sum()
     } else {
@@ -304,23 +368,26 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         threads,
     )?;
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
-    let lu = Arc::new(DistLu::new(&rt, n, nb, args.seed, grid, me));
+    let lu = Arc::new(DistLu::with_layout(&rt, n, nb, args.seed, layout, me));
     coll.barrier()?;
     let t0 = Instant::now();
     let stats = symbolic::run(&rt, net, Arc::clone(&lu)).map_err(|e| format!("LU failed: {e}"))?;
     let factor_time = t0.elapsed().as_secs_f64();
     let held = lu.take_factors(&rt).map_err(|e| e.to_string())?;
-    let (_, resid) = lu.solve_and_check(&held, coll)?;
+    let x = lu.solve(&held, coll)?;
     let mine = t0.elapsed().as_secs_f64();
-    // HPL's time: the slowest rank's factorisation and solve.
+    // HPL's time: the slowest rank's factorisation and solve; the residual
+    // check is outside it, as in HPL and in the single-process driver.
     let time = coll.allreduce_max((mine * 1e9) as u64)? as f64 * 1e-9;
+    let resid = lu.residual(&x, coll)?;
     let gflops = hpl_flops(n) / time / 1e9;
     let predicted = lu.predicted_bytes_sent();
     let sent = net.transport().counters();
     println!(
-        "rank {me} ({},{}): factor {factor_time:.2} s, {} tasks, {} messages with {} of data (model {}), {} sent in all",
+        "rank {me} ({},{}): factor {factor_time:.2} s, solve {:.3} s, {} tasks, {} messages with {} of data (model {}), {} sent in all",
         me / grid.q,
         me % grid.q,
+        mine - factor_time,
         stats.unfold.instantiated,
         stats.messages,
         tessera_engine::fmt::bytes(stats.bytes),
