@@ -311,11 +311,17 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             )
             .map_err(|e| format!("measuring this rank's GEMM rate: {e}"))?;
             drop(calib);
-            let speeds: Vec<f64> = coll
+            let speeds = coll
                 .allgather(&rate.to_le_bytes())?
                 .iter()
-                .map(|b| f64::from_le_bytes(b[..8].try_into().expect("8 bytes")))
-                .collect();
+                .enumerate()
+                .map(|(r, b)| {
+                    let bytes: [u8; 8] = b.as_slice().try_into().map_err(|_| {
+                        format!("rank {r} sent a GEMM rate of {} bytes, not 8", b.len())
+                    })?;
+                    Ok(f64::from_le_bytes(bytes))
+                })
+                .collect::<Result<Vec<f64>, String>>()?;
             let layout = Layout::weighted(grid, t, &speeds)?;
             if ranks.is_root() {
                 let rates: Vec<String> = speeds.iter().map(|s| format!("{:.1}", s / 1e9)).collect();
