@@ -4,7 +4,9 @@
 //! `tessera_engine::dist::symbolic`).
 //!
 //! Rank `(p, q)` (number `p·Q + q`, HPL's row-major order) owns tile `(i, j)`
-//! when `i mod P = p` and `j mod Q = q`; it generates only those tiles. The
+//! when `i mod P = p` and `j mod Q = q` (HPL's layout; a [`Layout`] may deal
+//! the tile columns otherwise, e.g. in proportion to the ranks' speeds, see
+//! `lu_layout`); it generates only the tiles it owns. The
 //! tasks are the LU's (`PANEL`, `TRSM`, `GEMM` on the same codelets, no left
 //! swaps: HPL's layout) placed on the owner of what they write, plus:
 //!
@@ -123,8 +125,11 @@ impl DistLu {
         Self::with_layout(rt, n, nb, seed, layout, rank)
     }
 
-    /// Like [`new`](Self::new) with the tiles dealt by `layout` (which must
-    /// have `⌈n / nb⌉` tile columns).
+    /// Like [`new`](Self::new) with the tiles dealt by `layout`.
+    ///
+    /// # Panics
+    /// If `layout` does not have `⌈n / nb⌉` tile columns (a caller's bug:
+    /// make it with `n.div_ceil(nb)`).
     pub fn with_layout(
         rt: &Runtime,
         n: usize,
