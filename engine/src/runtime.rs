@@ -731,6 +731,13 @@ impl Hold {
 pub struct Registrar(Weak<Shared>);
 
 impl Registrar {
+    /// A registrar of no runtime: every registration through it fails
+    /// ("the runtime was dropped"). For values that only plan, such as a
+    /// distributed DAG asked for its shape before any data exists.
+    pub fn detached() -> Registrar {
+        Registrar(Weak::new())
+    }
+
     fn shared(&self) -> Result<Arc<Shared>, Error> {
         self.0
             .upgrade()

@@ -162,20 +162,7 @@ impl DistLu {
             "a layout of {} tile columns for {t} tile columns",
             layout.tiles()
         );
-        let grid = layout.grid();
-        let lu = DistLu {
-            n,
-            nb,
-            t,
-            grid,
-            layout,
-            rank,
-            seed,
-            registrar: rt.registrar(),
-            data: Mutex::new(HashMap::new()),
-            uses: Mutex::new(HashMap::new()),
-            virtual_data: false,
-        };
+        let lu = DistLu::empty(n, nb, seed, layout, rank, rt.registrar(), false);
         {
             let mut d = lock(&lu.data);
             for j in 0..t {
@@ -202,19 +189,8 @@ impl DistLu {
         rank: usize,
     ) -> Result<DistLu, Error> {
         let t = n.div_ceil(nb);
-        let lu = DistLu {
-            n,
-            nb,
-            t,
-            grid,
-            layout: Layout::cyclic(grid, t),
-            rank,
-            seed: 0,
-            registrar: rt.registrar(),
-            data: Mutex::new(HashMap::new()),
-            uses: Mutex::new(HashMap::new()),
-            virtual_data: true,
-        };
+        let layout = Layout::cyclic(grid, t);
+        let lu = DistLu::empty(n, nb, 0, layout, rank, rt.registrar(), true);
         {
             let mut d = lock(&lu.data);
             for j in 0..t {
@@ -232,6 +208,31 @@ impl DistLu {
             }
         }
         Ok(lu)
+    }
+
+    /// Rank `rank`'s part with no data registered yet.
+    fn empty(
+        n: usize,
+        nb: usize,
+        seed: u64,
+        layout: Layout,
+        rank: usize,
+        registrar: Registrar,
+        virtual_data: bool,
+    ) -> DistLu {
+        DistLu {
+            n,
+            nb,
+            t: n.div_ceil(nb),
+            grid: layout.grid(),
+            layout,
+            rank,
+            seed,
+            registrar,
+            data: Mutex::new(HashMap::new()),
+            uses: Mutex::new(HashMap::new()),
+            virtual_data,
+        }
     }
 
     /// Tile rows (and columns).
@@ -541,6 +542,61 @@ impl DistLu {
             tiles,
             pivots: pivs,
         })
+    }
+
+    /// How many of other ranks' tiles rank `rank` copies over the LU of an
+    /// `n`-order matrix in tiles of `nb` dealt by `layout` (the panels' `L`
+    /// tiles it updates with; for P > 1 also the `U` tiles of its process
+    /// column). All of them may be held at once: a copy is dropped after
+    /// this rank's last read of it, and the column-first priorities leave
+    /// the updates of a rank's rightmost column, which read every earlier
+    /// panel, for the end. The per-rank memory check counts them all.
+    pub fn tile_copies(n: usize, nb: usize, layout: Layout, rank: usize) -> usize {
+        let t = n.div_ceil(nb);
+        let lu = DistLu::empty(n, nb, 0, layout, rank, Registrar::detached(), true);
+        (0..t)
+            .flat_map(|j| (0..t).map(move |i| (i, j)))
+            .filter(|&(i, j)| lu.reads_copy(i, j))
+            .count()
+    }
+
+    /// Whether this rank's tasks read a copy of tile `(i, j)` (another
+    /// rank's tile, not a panel this rank keeps).
+    fn reads_copy(&self, i: usize, j: usize) -> bool {
+        let g = self.grid;
+        let (pr, pc) = g.coords(self.rank);
+        if self.layout.owner(i, j) == self.rank {
+            return false;
+        }
+        if i >= j {
+            // Panel j's L (or diagonal) tile.
+            if self.panel_rank(j) == self.rank {
+                return false; // P > 1: gathered here and kept
+            }
+            let has = self.cols_of(j, pc) > 0;
+            if g.p == 1 {
+                return has;
+            }
+            has && i % g.p == pr
+        } else {
+            // U(i, j), read by this rank's GEMMs below it (P > 1 only).
+            g.p > 1 && self.layout.pcol(j) == pc && self.rows_of(i, pr) > 0
+        }
+    }
+
+    /// Copies of other ranks' tiles this rank has made and not dropped (a
+    /// check of [`tile_copies`](Self::tile_copies)).
+    pub fn tile_copies_held(&self) -> usize {
+        lock(&self.data)
+            .keys()
+            .filter(|&&key| match self.unkey(key) {
+                Key::Tile(i, j) => {
+                    self.layout.owner(i, j) != self.rank
+                        && !(self.grid.p > 1 && i >= j && self.panel_rank(j) == self.rank)
+                }
+                _ => false,
+            })
+            .count()
     }
 
     /// Bytes this rank is predicted to send over the whole factorisation

@@ -407,6 +407,50 @@ fn distributed_lu_dag_is_consistent() {
     }
 }
 
+/// The per-rank memory check's count of tile copies (`DistLu::tile_copies`,
+/// computed before any data exists) is exactly what the rank's tasks make:
+/// every task of the rank built, nothing run, then the copies held counted.
+#[test]
+fn tile_copies_counted_before_the_run_are_those_the_tasks_make() {
+    use tessera_engine::symbolic::{unroll, TaskClasses};
+    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
+    for (grid, speeds) in [
+        ("1x1", None),
+        ("1x2", None),
+        ("1x3", None),
+        ("2x1", None),
+        ("2x2", None),
+        ("3x2", None),
+        ("1x3", Some(vec![5.0, 1.0, 2.0])),
+        ("2x2", Some(vec![1.0, 3.0, 1.0, 3.0])),
+    ] {
+        let g = Grid::parse(grid).unwrap();
+        for (n, nb) in [(8 * 7 + 3, 8usize), (40, 8), (5, 8)] as [(usize, usize); 3] {
+            let t = n.div_ceil(nb);
+            let layout = match &speeds {
+                Some(s) => Layout::weighted(g, t, s).unwrap(),
+                None => Layout::cyclic(g, t),
+            };
+            for rank in 0..g.ranks() {
+                let rt = Runtime::new(Config::with_workers(1)).unwrap();
+                let lu = DistLu::with_layout(&rt, n, nb, 1, layout.clone(), rank);
+                let tasks = unroll(&lu).unwrap();
+                let built: Vec<_> = tasks
+                    .iter()
+                    .filter(|(k, _)| lu.owner(k) == rank)
+                    .map(|(k, _)| lu.task(k))
+                    .collect();
+                assert_eq!(
+                    lu.tile_copies_held(),
+                    DistLu::tile_copies(n, nb, layout.clone(), rank),
+                    "{grid} {speeds:?} n={n}: rank {rank}"
+                );
+                drop(built);
+            }
+        }
+    }
+}
+
 #[test]
 fn singular_matrix_names_the_column_on_every_rank() {
     use tessera_linalg::lu_dist::{DistLu, Grid, Layout};

@@ -505,3 +505,50 @@ fn the_communication_thread_is_bound_where_asked_and_still_carries_messages() {
         );
     }
 }
+
+fn lu_cli(args: &[&str]) -> Result<(), String> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        lu: tessera_bench::cmd::lu::LuArgs,
+    }
+    let cli = Cli::try_parse_from(std::iter::once("lu").chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    tessera_bench::cmd::lu::run(cli.lu)
+}
+
+/// A distributed LU too big for a rank's memory is refused on every rank
+/// before anything is allocated, naming what the rank needs, including its
+/// copies of other ranks' tiles (which it may hold all at once).
+#[test]
+fn tessera_lu_refuses_a_matrix_no_rank_can_hold() {
+    if is_rank() {
+        // About 1.3 TB a rank: more than any machine this runs on.
+        let r = lu_cli(&[
+            "--n",
+            "400000",
+            "--grid",
+            "1x2",
+            "--workers",
+            "1",
+            "--no-bind",
+        ]);
+        println!("rank result: {r:?}");
+        return;
+    }
+    let out = mpirun(
+        2,
+        "tessera_lu_refuses_a_matrix_no_rank_can_hold",
+        &[],
+        LIMIT,
+    );
+    assert!(!out.success, "mpirun reported success:\n{}", out.output);
+    assert!(
+        out.output
+            .contains("lu --n 400000 --nb 448 on rank 0 of a 1x2 grid needs about")
+            && out.output.contains("copies of other ranks' tiles"),
+        "{}",
+        out.output
+    );
+}

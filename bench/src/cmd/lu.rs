@@ -343,8 +343,12 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     };
     let threads = config.workers + config.devices.len() + 3;
     // This rank's share: its tiles, the panels it factors and keeps (P > 1:
-    // the diagonal ranks keep their panels' L), copies in flight (two
-    // panels' worth) and the solve's vectors.
+    // the diagonal ranks keep their panels' L), its copies of other ranks'
+    // tiles (`DistLu::tile_copies`: with the column-first priorities a rank
+    // holds them until near the end; at N=8192 NB=448 on 1x2 that is 88 and
+    // 96 tiles, 138 and 152 MiB, where "two panels in flight" said 58 MiB:
+    // peak RSS measured 438 and 447 MiB per rank, more than the old total
+    // allowed for), the messages in flight and the solve's vectors.
     let t = t as u64;
     let tile = (nb * nb * 8) as u64;
     let owned = (0..t)
@@ -367,7 +371,11 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         &[
             ("this rank's tiles", owned.saturating_mul(tile)),
             ("panels kept on this rank", kept.saturating_mul(tile)),
-            ("copies of other ranks' tiles in flight", 2 * t * tile),
+            (
+                "copies of other ranks' tiles (all may be held at once)",
+                (DistLu::tile_copies(n, nb, layout.clone(), me) as u64).saturating_mul(tile),
+            ),
+            ("messages in flight (two panels)", 2 * t * tile),
             ("vectors", 6 * 8 * n as u64),
             ("the runtime", 64 << 20),
         ],
