@@ -103,8 +103,7 @@ pub struct DistLu {
     n: usize,
     nb: usize,
     t: usize,
-    grid: Grid,
-    /// The owner of every tile (`grid` is its grid).
+    /// The owner of every tile, and the process grid ([`DistLu::grid`]).
     layout: Layout,
     rank: usize,
     seed: u64,
@@ -224,7 +223,6 @@ impl DistLu {
             n,
             nb,
             t: n.div_ceil(nb),
-            grid: layout.grid(),
             layout,
             rank,
             seed,
@@ -246,7 +244,7 @@ impl DistLu {
 
     fn key(&self, k: Key) -> u64 {
         let t = self.t as u64;
-        let p = self.grid.p as u64;
+        let p = self.grid().p as u64;
         let tt = t * t;
         match k {
             Key::Tile(i, j) => i as u64 + j as u64 * t,
@@ -258,7 +256,7 @@ impl DistLu {
 
     fn unkey(&self, key: u64) -> Key {
         let t = self.t as u64;
-        let p = self.grid.p as u64;
+        let p = self.grid().p as u64;
         let tt = t * t;
         if key < tt {
             Key::Tile((key % t) as usize, (key / t) as usize)
@@ -275,6 +273,11 @@ impl DistLu {
         }
     }
 
+    /// The process grid.
+    fn grid(&self) -> Grid {
+        self.layout.grid()
+    }
+
     /// The rank of the diagonal tile `(k, k)`: where panel `k` is factored.
     fn panel_rank(&self, k: usize) -> usize {
         self.layout.owner(k, k)
@@ -282,7 +285,7 @@ impl DistLu {
 
     /// Process rows holding tiles of rows `k+1..T` (those with a `SWAPOUT`).
     fn prows(&self, k: usize) -> Vec<usize> {
-        let mut v: Vec<usize> = (k + 1..self.t).map(|i| i % self.grid.p).collect();
+        let mut v: Vec<usize> = (k + 1..self.t).map(|i| i % self.grid().p).collect();
         v.sort_unstable();
         v.dedup();
         v
@@ -297,13 +300,13 @@ impl DistLu {
 
     /// Tile rows `i > k` of process row `p`.
     fn rows_of(&self, k: usize, p: usize) -> usize {
-        (k + 1..self.t).filter(|i| i % self.grid.p == p).count()
+        (k + 1..self.t).filter(|i| i % self.grid().p == p).count()
     }
 
     /// Panel `k`'s ring (P = 1): the process columns right of it, from the
     /// one after the panel's owner around.
     fn ring(&self, k: usize) -> Vec<usize> {
-        let q = self.grid.q;
+        let q = self.grid().q;
         let c = self.layout.pcol(k);
         (1..q)
             .map(|d| (c + d) % q)
@@ -384,12 +387,10 @@ impl DistLu {
     /// rank's data or a buffer this rank only passes on (`None`: this rank
     /// keeps it: its own tile, or a panel it factored).
     fn uses_of(&self, k: Key) -> Option<usize> {
-        let (pr, pc) = self.grid.coords(self.rank);
-        let g = self.grid;
+        let (pr, pc) = self.grid().coords(self.rank);
+        let g = self.grid();
         match k {
-            Key::Tile(i, j) if self.layout.owner(i, j) == self.rank => None,
-            // Panel `j`'s column, gathered on its panel rank: factor storage.
-            Key::Tile(i, j) if i >= j && self.panel_rank(j) == self.rank => None,
+            Key::Tile(i, j) if !self.is_copy(i, j) => None,
             Key::Tile(i, k) if i >= k => {
                 // `L(i, k)` (or the diagonal tile): read by this rank's
                 // GEMMs (or TRSMs) of step k, and forwarded by its BCAST.
@@ -474,7 +475,7 @@ impl DistLu {
             k,
             j,
             p,
-            grid_p: self.grid.p,
+            grid_p: self.grid().p,
             nb: self.nb,
             w: self.rows(k),
             cols: self.rows(j),
@@ -486,7 +487,7 @@ impl DistLu {
     /// Tiles `(i, j)`, `i > k`, `i mod P = p`, top to bottom.
     fn below(&self, k: usize, j: usize, p: usize) -> Vec<DataHandle<Tile>> {
         (k + 1..self.t)
-            .filter(|i| i % self.grid.p == p)
+            .filter(|i| i % self.grid().p == p)
             .map(|i| self.tile(i, j))
             .collect()
     }
@@ -560,19 +561,22 @@ impl DistLu {
             .count()
     }
 
-    /// Whether this rank's tasks read a copy of tile `(i, j)` (another
-    /// rank's tile, not a panel this rank keeps).
+    /// Whether this rank's handle for tile `(i, j)` would be a copy: another
+    /// rank's tile, and not one of panel `j`'s tiles, which (P > 1) are
+    /// gathered on the panel's rank and kept there as factor storage.
+    fn is_copy(&self, i: usize, j: usize) -> bool {
+        self.layout.owner(i, j) != self.rank && !(i >= j && self.panel_rank(j) == self.rank)
+    }
+
+    /// Whether this rank's tasks read a copy of tile `(i, j)`.
     fn reads_copy(&self, i: usize, j: usize) -> bool {
-        let g = self.grid;
+        let g = self.grid();
         let (pr, pc) = g.coords(self.rank);
-        if self.layout.owner(i, j) == self.rank {
+        if !self.is_copy(i, j) {
             return false;
         }
         if i >= j {
             // Panel j's L (or diagonal) tile.
-            if self.panel_rank(j) == self.rank {
-                return false; // P > 1: gathered here and kept
-            }
             let has = self.cols_of(j, pc) > 0;
             if g.p == 1 {
                 return has;
@@ -589,13 +593,7 @@ impl DistLu {
     pub fn tile_copies_held(&self) -> usize {
         lock(&self.data)
             .keys()
-            .filter(|&&key| match self.unkey(key) {
-                Key::Tile(i, j) => {
-                    self.layout.owner(i, j) != self.rank
-                        && !(self.grid.p > 1 && i >= j && self.panel_rank(j) == self.rank)
-                }
-                _ => false,
-            })
+            .filter(|&&key| matches!(self.unkey(key), Key::Tile(i, j) if self.is_copy(i, j)))
             .count()
     }
 
@@ -604,7 +602,7 @@ impl DistLu {
     /// shape alone: the communication model the driver prints beside the
     /// measured counter.
     pub fn predicted_bytes_sent(&self) -> u64 {
-        let (t, g, me) = (self.t, self.grid, self.rank);
+        let (t, g, me) = (self.t, self.grid(), self.rank);
         let tile = |i: usize, j: usize| (self.rows(i) * self.rows(j) * 8) as u64;
         let piv = |k: usize| (self.rows(k) * 8) as u64;
         let mut bytes = 0u64;
@@ -932,7 +930,7 @@ impl TaskClasses for DistLu {
             DTask::SwapTop(k, _) => 1 + after(k, 1) + self.prows(k).len(),
             DTask::SwapIn(..) | DTask::Trsm(..) => 1,
             DTask::Gemm(..) => {
-                if self.grid.p == 1 {
+                if self.grid().p == 1 {
                     1
                 } else {
                     2
@@ -942,7 +940,7 @@ impl TaskClasses for DistLu {
     }
 
     fn successors(&self, key: &DTask, out: &mut Vec<DTask>) {
-        let (t, g) = (self.t, self.grid);
+        let (t, g) = (self.t, self.grid());
         match *key {
             DTask::Feed(_) => out.push(DTask::Panel(0)),
             DTask::Panel(k) if g.p == 1 => {
@@ -1043,7 +1041,7 @@ impl TaskClasses for DistLu {
                         self.buf(Key::Down(k, j)).w(),
                     ),
                 )
-                .args(self.rows_args(k, j, k % self.grid.p))
+                .args(self.rows_args(k, j, k % self.grid().p))
                 .priority(prio)
                 .into()
             }
@@ -1078,7 +1076,7 @@ impl TaskClasses for DistLu {
     }
 
     fn owner(&self, key: &DTask) -> usize {
-        let g = self.grid;
+        let g = self.grid();
         match *key {
             DTask::Feed(i) => self.layout.owner(i, 0),
             DTask::Panel(k) => self.panel_rank(k),
@@ -1092,7 +1090,7 @@ impl TaskClasses for DistLu {
 
 impl DistClasses for DistLu {
     fn flows(&self, from: &DTask, to: &DTask, out: &mut Vec<u64>) {
-        let g = self.grid;
+        let g = self.grid();
         match (*from, *to) {
             (DTask::Panel(k) | DTask::Bcast(k, _), _) if g.p == 1 => {
                 out.push(self.key(Key::Piv(k)));
@@ -1125,7 +1123,7 @@ impl DistClasses for DistLu {
     }
 
     fn owned(&self, rank: usize) -> usize {
-        let (t, g) = (self.t, self.grid);
+        let (t, g) = (self.t, self.grid());
         let (pr, pc) = g.coords(rank);
         let mut n = self
             .feeds()
@@ -1159,7 +1157,7 @@ impl DistClasses for DistLu {
             DTask::SwapOut(k, j, p) if self.layout.owner(k, j) != self.rank => {
                 self.used(Key::Up(k, j, p))
             }
-            DTask::SwapTop(k, j) if self.prows(k).iter().any(|&p| p != k % self.grid.p) => {
+            DTask::SwapTop(k, j) if self.prows(k).iter().any(|&p| p != k % self.grid().p) => {
                 self.used(Key::Down(k, j))
             }
             _ => {}

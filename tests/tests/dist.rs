@@ -113,15 +113,17 @@ fn collectives_agree_and_catch_mismatched_parameters() {
             let c = Collectives::new(&net);
             let mut v = vec![rank as f64, 1.0];
             c.allreduce_sum(&mut v).unwrap();
+            let gathered = c.allgather_f64(0.5 + rank as f64).unwrap();
             c.barrier().unwrap();
             let same = c.check_same("N", "8192").map_err(|e| e.to_string());
             let differ = c
                 .check_same("seed", if rank == 2 { "2" } else { "1" })
                 .unwrap_err();
-            (v, same, differ)
+            (v, gathered, same, differ)
         });
-        for (v, same, differ) in out {
+        for (v, gathered, same, differ) in out {
             assert_eq!(v, vec![6.0, 4.0]);
+            assert_eq!(gathered, vec![0.5, 1.5, 2.5, 3.5]);
             assert!(same.is_ok());
             assert!(differ.contains("rank 2 has '2'"), "{differ}");
         }

@@ -312,16 +312,8 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             .map_err(|e| format!("measuring this rank's GEMM rate: {e}"))?;
             drop(calib);
             let speeds = coll
-                .allgather(&rate.to_le_bytes())?
-                .iter()
-                .enumerate()
-                .map(|(r, b)| {
-                    let bytes: [u8; 8] = b.as_slice().try_into().map_err(|_| {
-                        format!("rank {r} sent a GEMM rate of {} bytes, not 8", b.len())
-                    })?;
-                    Ok(f64::from_le_bytes(bytes))
-                })
-                .collect::<Result<Vec<f64>, String>>()?;
+                .allgather_f64(rate)
+                .map_err(|e| format!("gathering the ranks' GEMM rates: {e}"))?;
             let layout = Layout::weighted(grid, t, &speeds)?;
             if ranks.is_root() {
                 let rates: Vec<String> = speeds.iter().map(|s| format!("{:.1}", s / 1e9)).collect();

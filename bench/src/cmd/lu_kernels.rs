@@ -33,10 +33,8 @@
 //! medians): tessera 32.8, OpenBLAS 1 thread 32.4 (1.01×), 2 threads 24.9
 //! (1.32×), faer 17.4 (tessera 1.88×); with core 1 running GEMMs, tessera 16.2.
 
-use std::sync::Barrier;
+use std::sync::{Barrier, OnceLock};
 use std::time::Instant;
-
-use std::sync::OnceLock;
 
 use tessera_backends::cpu::{bind_current_thread, current_thread_cpus};
 use tessera_linalg::hpl::generate_tile;

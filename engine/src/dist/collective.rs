@@ -138,6 +138,23 @@ impl Collectives {
         Ok(())
     }
 
+    /// Every rank's `v`, in rank order.
+    pub fn allgather_f64(&self, v: f64) -> Result<Vec<f64>, String> {
+        self.allgather(&v.to_le_bytes())?
+            .iter()
+            .enumerate()
+            .map(|(rank, b)| {
+                let bytes: [u8; 8] = b.as_slice().try_into().map_err(|_| {
+                    format!(
+                        "all-gather: rank {rank} contributed {} bytes, not one value",
+                        b.len()
+                    )
+                })?;
+                Ok(f64::from_le_bytes(bytes))
+            })
+            .collect()
+    }
+
     /// The largest `v` over ranks.
     pub fn allreduce_max(&self, v: u64) -> Result<u64, String> {
         let all = self.allgather(&v.to_le_bytes())?;
