@@ -521,6 +521,38 @@ fn drop_with_tasks_in_flight() {
     });
 }
 
+/// A long chain that never runs is unlinked iteratively when the runtime is
+/// dropped: each task holds its successor, and dropping 200 000 of them
+/// recursively overflows the stack.
+#[test]
+fn dropping_a_long_unrun_chain_does_not_overflow_the_stack() {
+    with_timeout(LIMIT, || {
+        let rt = rt(1, "ws");
+        let cl = Codelet::new("link");
+        let h = rt.register(0u64);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let rx = std::sync::Mutex::new(rx);
+        // The head holds the only worker until `tx` is dropped.
+        rt.submit(TaskBuilder::new(&cl).rw(&h).body(move |_| {
+            let _ = rx.lock().unwrap().recv();
+            Ok(())
+        }))
+        .unwrap();
+        for _ in 0..200_000 {
+            rt.submit(TaskBuilder::new(&cl).rw(&h).body(|_| Ok(())))
+                .unwrap();
+        }
+        // Release the head only once the runtime is shutting down.
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(tx);
+        });
+        drop(rt);
+        release.join().unwrap();
+        drop(h);
+    });
+}
+
 #[test]
 fn explicit_graph_cycle_names_a_task() {
     let cl = Codelet::new("n");

@@ -297,13 +297,16 @@ impl Drop for TaskNode {
     /// dropping them recursively would overflow the stack, so unlink them
     /// iteratively.
     fn drop(&mut self) {
-        let list = std::mem::take(
-            &mut self
-                .successors
-                .get_mut()
-                .unwrap_or_else(|e| e.into_inner())
-                .list,
-        );
+        let list = &mut self
+            .successors
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .list;
+        // The usual case: the task ran and `complete` took its successors.
+        if list.is_empty() {
+            return;
+        }
+        let list = std::mem::take(list);
         let mut stack: Vec<(Arc<TaskNode>, bool)> = list.into_vec();
         while let Some((node, _)) = stack.pop() {
             if let Some(mut inner) = Arc::into_inner(node) {
