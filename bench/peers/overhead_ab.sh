@@ -8,6 +8,13 @@
 # Extra `tessera overhead` options for both binaries go in OVERHEAD_ARGS,
 # e.g. OVERHEAD_ARGS="--workers 1" (the submitting thread then has a core of
 # its own instead of sharing one with a worker).
+# The `independent` case is sensitive to the allocator, not only to the
+# engine: a task node is allocated by the submitter and, most often, freed by
+# a worker, and glibc serialises both on its main arena lock. To separate the
+# two, run both binaries under another allocator in the same run, e.g.
+#   LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 bash bench/peers/overhead_ab.sh OLD
+# (apt-get install libjemalloc2). Instruction counts, which do not depend on
+# the load: valgrind --tool=callgrind BINARY overhead --independent 200000 --chain 1 --reps 1 --no-starpu
 set -euo pipefail
 extra=${OVERHEAD_ARGS:-}
 old=${1:?usage: overhead_ab.sh OLD_BINARY [NEW_BINARY] [ROUNDS]}

@@ -262,6 +262,8 @@ pub(crate) struct Shared {
     first_fallback: std::sync::OnceLock<String>,
     /// The virtual workers of a simulated runtime (`crate::simulate`).
     pub(crate) sim: Option<crate::simulate::SimRt>,
+    /// Finished task nodes whose allocations submissions reuse.
+    pub(crate) nodes: crate::task::NodePool,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
@@ -494,7 +496,7 @@ impl Shared {
         let accesses = declared.accesses;
         let cpu_only = cpu_only || accesses.iter().any(|a| !a.handle.replicable());
         let id = shared.next_task.fetch_add(1, Ordering::Relaxed);
-        let node = Arc::new(TaskNode::new(
+        let node = shared.nodes.make(TaskNode::new(
             id,
             crate::task::NodeParts {
                 codelet,
@@ -925,6 +927,7 @@ impl Runtime {
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             policy: Arc::clone(&policy),
             sleep: Sleep::new(total),
+            nodes: crate::task::NodePool::default(),
             next_task: CachePadded::new(AtomicU64::new(0)),
             next_handle: AtomicU64::new(0),
             submitted: CachePadded::new(AtomicU64::new(0)),

@@ -160,6 +160,7 @@ fn execute(
     };
     shared.policy.finished(index, &ReadyTask(Arc::clone(&node)));
     complete(shared, &node, outcome, queue);
+    shared.nodes.recycle(node);
 }
 
 /// Which body to run.

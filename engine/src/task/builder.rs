@@ -58,10 +58,12 @@ impl TaskBuilder {
     }
 
     /// A task applying `codelet`, with no data, priority 0 and no body.
+    #[inline]
     pub fn new(codelet: &Codelet<Dynamic>) -> TaskBuilder {
         Self::from_parts(&codelet.info)
     }
 
+    #[inline]
     fn from_parts(info: &CodeletRef) -> TaskBuilder {
         TaskBuilder {
             codelet: Arc::clone(info),
@@ -78,6 +80,7 @@ impl TaskBuilder {
     }
 
     /// Declare an access to `handle` with `mode`.
+    #[inline]
     pub fn access<T: Send + Sync + 'static>(
         mut self,
         handle: &DataHandle<T>,
@@ -91,16 +94,19 @@ impl TaskBuilder {
     }
 
     /// Declare a read-only access.
+    #[inline]
     pub fn read<T: Send + Sync + 'static>(self, handle: &DataHandle<T>) -> Self {
         self.access(handle, AccessMode::R)
     }
 
     /// Declare a write-only access.
+    #[inline]
     pub fn write<T: Send + Sync + 'static>(self, handle: &DataHandle<T>) -> Self {
         self.access(handle, AccessMode::W)
     }
 
     /// Declare a read-write access.
+    #[inline]
     pub fn rw<T: Send + Sync + 'static>(self, handle: &DataHandle<T>) -> Self {
         self.access(handle, AccessMode::RW)
     }
@@ -134,6 +140,7 @@ impl TaskBuilder {
 
     /// The CPU body. It gets the [`TaskContext`] and returns `Ok(())` or an
     /// error, which fails the task like a panic does.
+    #[inline]
     pub fn body<F>(mut self, f: F) -> Self
     where
         F: FnOnce(&TaskContext<'_>) -> Result<(), BodyError> + Send + 'static,

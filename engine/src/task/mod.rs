@@ -4,6 +4,7 @@
 
 mod builder;
 mod context;
+mod recycle;
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub use builder::{Bound, Task, TaskBuilder, Unbound};
 pub use context::TaskContext;
+pub(crate) use recycle::NodePool;
 
 use crate::access::Access;
 use crate::codelet::CodeletRef;
@@ -177,6 +179,19 @@ impl TaskNode {
             preds: OnceLock::new(),
             cause: OnceLock::new(),
         }
+    }
+
+    /// Drop what a finished task refers to (its data, arguments, label,
+    /// predecessor list), keeping the allocation for `NodePool`. The codelet
+    /// stays referenced until the node is reused or the runtime is dropped.
+    pub(crate) fn release_contents(&mut self) {
+        self.accesses = Vec::new();
+        self.params = Box::new(());
+        self.label = None;
+        self.lens = Box::default();
+        self.preds = OnceLock::new();
+        self.cause = OnceLock::new();
+        *self.once.get_mut() = StoredOnce::default();
     }
 
     /// Take the one-shot parts out, marking the task running.
