@@ -148,6 +148,10 @@ fn params<P: 'static>(p: &dyn Any) -> &P {
 impl<A: Accesses, P: Send + Sync + 'static> Codelet<A, P> {
     /// The CPU body: gets the worker's context, the task's arguments and its
     /// data borrowed as declared (`&T` for reads, `&mut T` for writes).
+    ///
+    /// A runtime may keep finished tasks' codelets (it reuses their nodes)
+    /// until it is dropped, so a body must not own the runtime: submit from
+    /// a body through [`Runtime::submitter`](crate::Runtime::submitter).
     pub fn cpu<F>(mut self, f: F) -> Self
     where
         F: for<'a> Fn(&TaskContext<'_>, &P, A::Cpu<'a>) -> Result<(), BodyError>
