@@ -375,8 +375,8 @@ impl Channel {
         self.kind
     }
 
-    /// Now on the clock messages are recorded on, when they are (to pass to
-    /// [`send_since`](Self::send_since) as the time packing began).
+    /// Now on the clock messages are recorded on, when they are (the engine's
+    /// senders pass it on as the time packing began).
     pub fn now(&self) -> Option<Tick> {
         self.shared.message_log().map(|l| l.now())
     }
