@@ -46,8 +46,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mpi::collective::CommunicatorCollectives;
+use mpi::datatype::Equivalence;
 use mpi::environment::Universe;
-use mpi::point_to_point::{Destination, MatchedReceiveVec, Source};
+use mpi::point_to_point::{Destination, Source};
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
@@ -376,10 +377,12 @@ impl Transport for MpiTransport {
     }
 }
 
-/// A send in flight: its request and the buffer MPI reads until it completes.
+/// A send in flight: its request and the buffer MPI reads until it
+/// completes. The buffer is neither touched nor dropped before then: the
+/// request reads its heap allocation, which stays put when the `Vec` moves.
 struct InFlight {
     request: Request<'static, [u8], StaticScope>,
-    buffer: *mut [u8],
+    buffer: Vec<u8>,
 }
 
 /// The communication thread: every MPI call of the rank after `init`.
@@ -401,18 +404,18 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
         // Post queued sends.
         while let Ok((to, msg)) = out.try_recv() {
             busy = true;
-            // The buffer is leaked to give MPI a 'static slice, and taken
-            // back below once the send has completed.
-            let buffer: &'static mut [u8] = Box::leak(msg.into_boxed_slice());
-            let ptr: *mut [u8] = buffer;
-            let request = world.process_at_rank(to as i32).immediate_send_with_tag(
-                StaticScope,
-                &*buffer,
-                TAG,
-            );
+            // SAFETY: MPI gets a 'static view of the message's heap buffer;
+            // `InFlight` keeps the `Vec` unchanged until the send completes
+            // (below), and moving a `Vec` does not move its allocation.
+            let view: &'static [u8] =
+                unsafe { std::slice::from_raw_parts(msg.as_ptr(), msg.len()) };
+            let request =
+                world
+                    .process_at_rank(to as i32)
+                    .immediate_send_with_tag(StaticScope, view, TAG);
             inflight.push(InFlight {
                 request,
-                buffer: ptr,
+                buffer: msg,
             });
         }
         // Complete sends.
@@ -421,9 +424,8 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
             match f.request.test() {
                 Ok(_) => {
                     busy = true;
-                    // SAFETY: `buffer` came from `Box::leak` above, and the
-                    // send that read it has completed, so MPI no longer uses it.
-                    drop(unsafe { Box::from_raw(f.buffer) });
+                    // The send has completed: MPI no longer reads the buffer.
+                    tessera_engine::dist::buffers::give(f.buffer);
                     t.pending.fetch_sub(1, Ordering::SeqCst);
                 }
                 Err(request) => still.push(InFlight {
@@ -446,9 +448,11 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
         }
         while let Some((msg, status)) = world.any_process().immediate_matched_probe_with_tag(TAG) {
             busy = true;
-            // Into a buffer of exactly the message's size, not zeroed first.
-            let (buf, status) = (msg, status).matched_receive_vec::<u8>();
-            let n = buf.len();
+            // Into a buffer of exactly the message's size: a reused one
+            // when one fits (`tessera_engine::dist::buffers`).
+            let n = usize::try_from(status.count(u8::equivalent_datatype()).max(0)).unwrap_or(0);
+            let mut buf = tessera_engine::dist::buffers::take_len(n);
+            let status = msg.matched_receive_into(&mut buf[..]);
             t.counters.received.fetch_add(1, Ordering::Relaxed);
             t.counters
                 .bytes_received

@@ -7,6 +7,7 @@
 use std::alloc::{self, Layout};
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 use tessera_engine::device::{DevSlice, DevSliceMut, DeviceParts};
 
@@ -20,6 +21,9 @@ pub struct Tile {
     /// Start of `rows * cols` initialised `f64`s, aligned to [`TILE_ALIGN`]. When the tile is
     /// empty it is a dangling, aligned pointer that owns nothing.
     ptr: NonNull<f64>,
+    /// Where the buffer goes when the tile is dropped (a [`TilePool`]'s tiles), instead of
+    /// back to the allocator.
+    pool: Option<Arc<TilePool>>,
 }
 
 /// The allocation a tile asked for could not be made: it overflows `usize` or the allocator
@@ -86,13 +90,19 @@ impl Tile {
                 rows,
                 cols,
                 ptr: NonNull::<AlignedBlock>::dangling().cast(),
+                pool: None,
             });
         }
         let layout = layout_for(len).ok_or(err)?;
         // SAFETY: `layout` has a non-zero size because `len > 0` and `f64` is not a ZST.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw.cast::<f64>()).ok_or(err)?;
-        Ok(Self { rows, cols, ptr })
+        Ok(Self {
+            rows,
+            cols,
+            ptr,
+            pool: None,
+        })
     }
 
     /// A tile holding a copy of `data`, read column-major with leading dimension `rows`.
@@ -198,10 +208,151 @@ impl Drop for Tile {
         if len == 0 {
             return;
         }
-        let layout = layout_for(len).expect("layout was valid at allocation");
-        // SAFETY: a non-empty tile's `ptr` came from `alloc_zeroed` with exactly this layout
-        // (same `len`, since `rows` and `cols` never change) and is freed only here.
-        unsafe { alloc::dealloc(self.ptr.as_ptr().cast(), layout) }
+        if let Some(pool) = self.pool.take() {
+            if pool.keep(len, self.ptr) {
+                return;
+            }
+        }
+        // SAFETY: a non-empty tile's `ptr` came from `alloc_zeroed` with `layout_for(len)`
+        // (same `len`, since `rows` and `cols` never change; a pooled buffer keeps the `len`
+        // it was made with) and is freed only here or by the pool that kept it.
+        unsafe { free_buffer(self.ptr, len) }
+    }
+}
+
+/// Free a tile buffer of `len > 0` entries.
+///
+/// # Safety
+/// `ptr` came from `alloc_zeroed(layout_for(len))` and is not used afterwards.
+unsafe fn free_buffer(ptr: NonNull<f64>, len: usize) {
+    let layout = layout_for(len).expect("layout was valid at allocation");
+    // SAFETY: forwarded to the caller.
+    unsafe { alloc::dealloc(ptr.as_ptr().cast(), layout) }
+}
+
+/// Buffers of dropped tiles, kept for new tiles of the same size.
+///
+/// For tiles that die and are born all the time, such as a distributed LU's copies of other
+/// ranks' tiles (each lives for one step's updates): a new buffer is fresh memory, whose
+/// first touch costs a page fault per 4 KiB (measured 1.7 µs a page on the 2-core VM, where
+/// writing a mapped page costs 0.35 µs; a 448×448 tile has 392 pages), and zeroing it is a
+/// pass over memory that the copy into it makes again. glibc gives such blocks back to the
+/// kernel (above its `mmap` threshold) or keeps them in the arena of the thread that
+/// allocated them, so it does not reuse them reliably.
+///
+/// A pooled tile's entries are unspecified (an old tile's, or zeros): the caller overwrites
+/// them all. Invariant: every kept buffer was allocated by a tile with `layout_for(len)` for
+/// the `len` it is kept under, and holds `len` initialised `f64`s.
+pub struct TilePool {
+    free: Mutex<Vec<(usize, NonNull<f64>)>>,
+    /// Buffers kept at most.
+    max_kept: usize,
+}
+
+// SAFETY: the pool owns the buffers it keeps (no one else refers to them), like a
+// `Vec<Vec<f64>>`; all access goes through the mutex.
+unsafe impl Send for TilePool {}
+// SAFETY: see `Send`.
+unsafe impl Sync for TilePool {}
+
+impl TilePool {
+    /// A pool keeping at most `max_kept` buffers.
+    pub fn new(max_kept: usize) -> Arc<TilePool> {
+        Arc::new(TilePool {
+            free: Mutex::new(Vec::new()),
+            max_kept,
+        })
+    }
+
+    /// A `rows × cols` tile whose buffer comes from the pool when one of that size is kept
+    /// (its entries are then unspecified: an old tile's, zeros, or NaN in debug builds), else
+    /// a new tile of zeros; either way its buffer comes back here when it is dropped.
+    ///
+    /// # Panics
+    /// As [`Tile::zeros`].
+    pub fn tile(self: &Arc<Self>, rows: usize, cols: usize) -> Tile {
+        let len = rows
+            .checked_mul(cols)
+            .unwrap_or_else(|| panic!("{}", TileAllocError { rows, cols }));
+        let kept = {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            free.iter()
+                .position(|&(l, _)| l == len)
+                .map(|i| free.swap_remove(i).1)
+        };
+        match kept {
+            Some(ptr) => {
+                let mut t = Tile {
+                    rows,
+                    cols,
+                    ptr,
+                    pool: Some(Arc::clone(self)),
+                };
+                // Debug builds (the tests) poison a reused buffer, so a caller that reads
+                // before overwriting computes NaNs instead of passing by luck.
+                if cfg!(debug_assertions) {
+                    t.as_mut_slice().fill(f64::NAN);
+                }
+                t
+            }
+            None => {
+                let mut t = Tile::zeros(rows, cols);
+                if len > 0 {
+                    t.pool = Some(Arc::clone(self));
+                }
+                t
+            }
+        }
+    }
+
+    /// Make a `rows × cols` buffer now and keep it (unless the pool is full), its pages
+    /// touched: a later [`tile`](Self::tile) of that size then costs neither an allocation
+    /// nor page faults. For set-up time (HPL allocates its work space before its timer
+    /// starts too).
+    pub fn reserve(&self, rows: usize, cols: usize) {
+        let mut t = std::mem::ManuallyDrop::new(Tile::zeros(rows, cols));
+        let len = t.len();
+        if len == 0 {
+            return;
+        }
+        // `alloc_zeroed` may hand out pages the kernel has not mapped yet (they read as
+        // zeros): write one entry per 4 KiB page so they are mapped now. Volatile, so the
+        // compiler cannot drop the writes as stores of zeros into zeroed memory.
+        for e in t.as_mut_slice().iter_mut().step_by(4096 / 8) {
+            // SAFETY: `e` is a valid, aligned, exclusive reference into the buffer.
+            unsafe { std::ptr::write_volatile(e, 0.0) }
+        }
+        if !self.keep(len, t.ptr) {
+            // SAFETY: the tile was made by `Tile::zeros` (so with `layout_for(len)`), is
+            // never dropped (`ManuallyDrop`) and owns no pool; its buffer is freed once, here.
+            unsafe { free_buffer(t.ptr, len) }
+        }
+    }
+
+    /// Buffers kept now.
+    pub fn kept(&self) -> usize {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Keep a dropped tile's buffer of `len > 0` entries; `false` when the pool is full
+    /// (the caller frees it).
+    fn keep(&self, len: usize, ptr: NonNull<f64>) -> bool {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() >= self.max_kept {
+            return false;
+        }
+        free.push((len, ptr));
+        true
+    }
+}
+
+impl Drop for TilePool {
+    fn drop(&mut self) {
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for (len, ptr) in free {
+            // SAFETY: the pool's invariant; it owned the buffer, and is gone.
+            unsafe { free_buffer(ptr, len) }
+        }
     }
 }
 
@@ -314,6 +465,66 @@ mod tests {
     //! including the empty and edge shapes.
 
     use super::*;
+
+    #[test]
+    fn a_pool_reuses_a_dropped_tiles_buffer_for_the_same_size_only() {
+        let pool = TilePool::new(2);
+        let mut a = pool.tile(8, 3);
+        assert!(
+            a.as_slice().iter().all(|&x| x == 0.0),
+            "a new buffer is zeroed"
+        );
+        a.as_mut_slice().fill(4.5);
+        let addr = a.as_slice().as_ptr();
+        drop(a);
+        assert_eq!(pool.kept(), 1);
+        // Another size does not take it.
+        let other = pool.tile(3, 8 + 1);
+        assert_ne!(other.as_slice().as_ptr(), addr);
+        assert_eq!(pool.kept(), 1);
+        // The same size does, its entries unspecified (poisoned with NaN in debug builds).
+        let b = pool.tile(4, 6);
+        assert_eq!(b.as_slice().as_ptr(), addr);
+        assert_eq!((b.rows(), b.cols()), (4, 6));
+        assert_aligned(&b);
+        if cfg!(debug_assertions) {
+            assert!(b.as_slice().iter().all(|x| x.is_nan()));
+        }
+        assert_eq!(pool.kept(), 0);
+        drop((b, other));
+        assert_eq!(pool.kept(), 2);
+    }
+
+    #[test]
+    fn reserved_buffers_are_handed_out_zeroed_up_to_the_bound() {
+        let pool = TilePool::new(2);
+        for _ in 0..3 {
+            pool.reserve(600, 7);
+        }
+        pool.reserve(0, 3);
+        assert_eq!(pool.kept(), 2, "the third buffer did not fit and was freed");
+        let a = pool.tile(7, 600);
+        assert_eq!(a.len(), 4200);
+        assert_aligned(&a);
+        assert_eq!(pool.kept(), 1);
+    }
+
+    #[test]
+    fn a_full_pool_frees_and_outlives_its_tiles() {
+        let pool = TilePool::new(1);
+        let tiles: Vec<Tile> = (0..3).map(|_| pool.tile(5, 5)).collect();
+        drop(tiles);
+        assert_eq!(pool.kept(), 1, "two of the three buffers were freed");
+        // A tile keeps its pool alive: dropping the last handle first is fine.
+        let t = pool.tile(5, 5);
+        drop(pool);
+        assert_eq!(t.len(), 25);
+        drop(t);
+        // Empty tiles own nothing and are not kept.
+        let p2 = TilePool::new(4);
+        drop(p2.tile(0, 7));
+        assert_eq!(p2.kept(), 0);
+    }
 
     fn assert_aligned(t: &Tile) {
         assert_eq!(

@@ -5,6 +5,7 @@
 //! - [`Transport`]: moves byte messages between ranks (MPI in
 //!   `tessera_backends::mpi`, threads of one process in [`local`]). It never
 //!   blocks a worker: `send` hands a message over and returns.
+//! - [`buffers`]: large message buffers, reused instead of freshly mapped.
 //! - `wire`: what a message is (kinds, keys, data items) as bytes.
 //! - [`collective`]: barrier, all-reduce, all-gather and the start-up
 //!   consistency check, over point-to-point messages.
@@ -26,6 +27,7 @@
 //! message naming the task and the rank); every rank then stops its run with
 //! that error instead of waiting for data that will never come.
 
+pub mod buffers;
 pub mod collective;
 pub mod halo;
 pub mod local;

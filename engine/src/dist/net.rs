@@ -71,6 +71,13 @@ impl std::ops::Deref for Message {
     }
 }
 
+impl Drop for Message {
+    /// The buffer goes back to the pool (`buffers`) for the next message.
+    fn drop(&mut self) {
+        super::buffers::give(std::mem::take(&mut self.buf));
+    }
+}
+
 /// One rank's view of the network (see the module doc).
 pub struct Net {
     shared: Arc<Shared>,
@@ -315,6 +322,7 @@ impl Shared {
             }
             Some(Route::Mailbox(tx)) => {
                 let _ = tx.send((from, msg[4..].to_vec()));
+                super::buffers::give(msg);
             }
             None => lock(&self.early).entry(id).or_default().push((from, msg)),
         }

@@ -15,8 +15,10 @@ use crate::memory::{Replicate, HOST};
 pub(crate) struct Writer(pub(crate) Vec<u8>, pub(crate) u64);
 
 impl Writer {
+    /// A writer of a message of about `n` bytes (in a reused buffer when
+    /// one fits, see `buffers`).
     pub(crate) fn with_capacity(n: usize) -> Writer {
-        Writer(Vec::with_capacity(n), 0)
+        Writer(super::buffers::take(n), 0)
     }
     pub(crate) fn u32(&mut self, v: u32) -> &mut Self {
         self.0.extend_from_slice(&v.to_le_bytes());
