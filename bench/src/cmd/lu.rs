@@ -340,7 +340,9 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     // holds them until near the end; at N=8192 NB=448 on 1x2 that is 88 and
     // 96 tiles, 138 and 152 MiB, where "two panels in flight" said 58 MiB:
     // peak RSS measured 438 and 447 MiB per rank, more than the old total
-    // allowed for), the messages in flight and the solve's vectors.
+    // allowed for; they are all allocated at set-up now, see
+    // `DistLu::copy_pool`), the messages in flight (two buffers of a tile
+    // column, also reserved at set-up) and the solve's vectors.
     let t = t as u64;
     let tile = (nb * nb * 8) as u64;
     let owned = (0..t)
@@ -364,7 +366,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             ("this rank's tiles", owned.saturating_mul(tile)),
             ("panels kept on this rank", kept.saturating_mul(tile)),
             (
-                "copies of other ranks' tiles (all may be held at once)",
+                "copies of other ranks' tiles (allocated at set-up)",
                 (DistLu::tile_copies(n, nb, layout.clone(), me) as u64).saturating_mul(tile),
             ),
             ("messages in flight (two panels)", 2 * t * tile),
