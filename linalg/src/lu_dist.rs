@@ -171,10 +171,7 @@ impl DistLu {
             layout.tiles()
         );
         let mut lu = DistLu::empty(n, nb, seed, layout, rank, rt.registrar(), false);
-        let copies: Vec<(usize, usize)> = (0..t)
-            .flat_map(|j| (0..t).map(move |i| (i, j)))
-            .filter(|&(i, j)| lu.reads_copy(i, j))
-            .collect();
+        let copies = lu.copied_tiles();
         lu.copy_pool = TilePool::new(copies.len());
         for &(i, j) in &copies {
             lu.copy_pool.reserve(lu.rows(i), lu.rows(j));
@@ -579,12 +576,18 @@ impl DistLu {
     /// the updates of a rank's rightmost column, which read every earlier
     /// panel, for the end. The per-rank memory check counts them all.
     pub fn tile_copies(n: usize, nb: usize, layout: Layout, rank: usize) -> usize {
-        let t = n.div_ceil(nb);
-        let lu = DistLu::empty(n, nb, 0, layout, rank, Registrar::detached(), true);
+        DistLu::empty(n, nb, 0, layout, rank, Registrar::detached(), true)
+            .copied_tiles()
+            .len()
+    }
+
+    /// The tiles `(i, j)` this rank's tasks read a copy of.
+    fn copied_tiles(&self) -> Vec<(usize, usize)> {
+        let t = self.t;
         (0..t)
             .flat_map(|j| (0..t).map(move |i| (i, j)))
-            .filter(|&(i, j)| lu.reads_copy(i, j))
-            .count()
+            .filter(|&(i, j)| self.reads_copy(i, j))
+            .collect()
     }
 
     /// Whether this rank's handle for tile `(i, j)` would be a copy: another

@@ -232,13 +232,13 @@ unsafe fn free_buffer(ptr: NonNull<f64>, len: usize) {
 
 /// Buffers of dropped tiles, kept for new tiles of the same size.
 ///
-/// For tiles that die and are born all the time, such as a distributed LU's copies of other
-/// ranks' tiles (each lives for one step's updates): a new buffer is fresh memory, whose
-/// first touch costs a page fault per 4 KiB (measured 1.7 µs a page on the 2-core VM, where
-/// writing a mapped page costs 0.35 µs; a 448×448 tile has 392 pages), and zeroing it is a
-/// pass over memory that the copy into it makes again. glibc gives such blocks back to the
-/// kernel (above its `mmap` threshold) or keeps them in the arena of the thread that
-/// allocated them, so it does not reuse them reliably.
+/// For tiles made in the middle of a run, such as a distributed LU's copies of other ranks'
+/// tiles: a new buffer is fresh memory, whose first touch costs a page fault per 4 KiB
+/// (measured 1.7 µs a page on the 2-core VM, where writing a mapped page costs 0.35 µs; a
+/// 448×448 tile has 392 pages). [`reserve`](Self::reserve) makes and touches the buffers
+/// at set-up instead, and buffers of dropped tiles are kept for the next ones (glibc gives
+/// such blocks back to the kernel above its `mmap` threshold, or keeps them in the arena of
+/// the thread that allocated them, so it does not reuse them reliably).
 ///
 /// A pooled tile's entries are unspecified (an old tile's, or zeros): the caller overwrites
 /// them all. Invariant: every kept buffer was allocated by a tile with `layout_for(len)` for
@@ -315,13 +315,8 @@ impl TilePool {
         if len == 0 {
             return;
         }
-        // `alloc_zeroed` may hand out pages the kernel has not mapped yet (they read as
-        // zeros): write one entry per 4 KiB page so they are mapped now. Volatile, so the
-        // compiler cannot drop the writes as stores of zeros into zeroed memory.
-        for e in t.as_mut_slice().iter_mut().step_by(4096 / 8) {
-            // SAFETY: `e` is a valid, aligned, exclusive reference into the buffer.
-            unsafe { std::ptr::write_volatile(e, 0.0) }
-        }
+        // `alloc_zeroed` may hand out pages the kernel has not mapped yet.
+        tessera_engine::memory::touch_pages(t.as_mut_slice());
         if !self.keep(len, t.ptr) {
             // SAFETY: the tile was made by `Tile::zeros` (so with `layout_for(len)`), is
             // never dropped (`ManuallyDrop`) and owns no pool; its buffer is freed once, here.

@@ -114,12 +114,7 @@ pub fn reserve(len: usize, count: usize) {
             return;
         }
         let mut b = vec![0u8; len];
-        // `vec![0; len]` may leave pages unmapped (they read as zeros): write
-        // one byte per 4 KiB page, volatile so the writes are not dropped.
-        for byte in b.iter_mut().step_by(4096) {
-            // SAFETY: a valid, exclusive reference into the buffer.
-            unsafe { std::ptr::write_volatile(byte, 0) }
-        }
+        crate::memory::touch_pages(&mut b);
         give(b);
     }
 }
