@@ -176,9 +176,12 @@ impl DistLu {
         for &(i, j) in &copies {
             lu.copy_pool.reserve(lu.rows(i), lu.rows(j));
         }
-        // And two message buffers (one going out, one coming in) as large as
-        // the largest message: a whole tile column, with room for headers.
-        tessera_engine::dist::buffers::reserve(n * nb.min(n) * 8 + (64 << 10), 2);
+        // And, when there are messages at all, two message buffers (one
+        // going out, one coming in) as large as the largest message: a whole
+        // tile column, with room for headers.
+        if lu.layout.grid().ranks() > 1 {
+            tessera_engine::dist::buffers::reserve(n * nb.min(n) * 8 + (64 << 10), 2);
+        }
         {
             let mut d = lock(&lu.data);
             for j in 0..t {
