@@ -182,11 +182,13 @@ fn lu_grid(
         )?;
         rts.push(Runtime::new(c).map_err(|e| e.to_string())?);
     }
+    // The dealing a real run of these arguments would use.
+    let layout = args.balance.layout(grid, n, nb);
     let wall = Instant::now();
     let mut lus = Vec::with_capacity(ranks);
     for (r, rt) in rts.iter().enumerate() {
         lus.push(Arc::new(
-            DistLu::new_virtual(rt, n, nb, grid, r).map_err(|e| e.to_string())?,
+            DistLu::new_virtual(rt, n, nb, layout.clone(), r).map_err(|e| e.to_string())?,
         ));
     }
     let started: Vec<_> = (0..ranks)

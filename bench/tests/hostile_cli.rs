@@ -289,7 +289,7 @@ fn balance_by_speed_without_ranks_is_refused() {
         "--simulate",
         platform,
     ])
-    .refused("a simulated run (--simulate) deals cyclically");
+    .refused("a simulated run (--simulate) deals by --balance work or cyclic");
 }
 
 #[test]

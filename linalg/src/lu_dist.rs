@@ -197,18 +197,27 @@ impl DistLu {
     }
 
     /// Rank `rank`'s part of the LU of an `n × n` matrix on a simulated
-    /// runtime (`Config::simulated`): the same DAG, owners and messages as
-    /// [`new`](Self::new), over virtual tiles and row buffers (sizes, no
-    /// values; the simulated network charges their bytes), so any `n` fits.
+    /// runtime (`Config::simulated`), tiles dealt by `layout`: the same DAG,
+    /// owners and messages as [`with_layout`](Self::with_layout), over
+    /// virtual tiles and row buffers (sizes, no values; the simulated network
+    /// charges their bytes), so any `n` fits.
+    ///
+    /// # Panics
+    /// If `layout` does not have `⌈n / nb⌉` tile columns.
     pub fn new_virtual(
         rt: &Runtime,
         n: usize,
         nb: usize,
-        grid: Grid,
+        layout: Layout,
         rank: usize,
     ) -> Result<DistLu, Error> {
         let t = n.div_ceil(nb);
-        let layout = Layout::cyclic(grid, t);
+        assert_eq!(
+            layout.tiles(),
+            t,
+            "a layout of {} tile columns for {t} tile columns",
+            layout.tiles()
+        );
         let lu = DistLu::empty(n, nb, 0, layout, rank, rt.registrar(), true);
         {
             let mut d = lock(&lu.data);

@@ -23,7 +23,7 @@
 use std::time::{Duration, Instant};
 
 use tessera_engine::{DataHandle, Error, Runtime};
-use tessera_tasks::kernels::gemm_flops;
+use tessera_tasks::kernels::{gemm_flops, getrf_panel_flops, trsm_flops};
 use tessera_tasks::tile::Tile;
 
 use crate::hpl::generate_tile;
@@ -148,6 +148,105 @@ impl Layout {
         Ok(Layout { grid, cols })
     }
 
+    /// HPL's block-cyclic dealing, then columns moved between process
+    /// columns until none is predicted to finish its share of the work
+    /// markedly later than the others ([`column_work`] per tile column, and
+    /// the first panel's time, which every process column but the first
+    /// waits for before its first task).
+    ///
+    /// Why: cyclic dealing gives every process column the same number of
+    /// tile columns, not the same work. A tile column's work grows with its
+    /// index (column `j` is updated by every panel before it), and the last
+    /// one is usually narrow; at N = 8192, NB = 448 on 1×2 the second rank
+    /// gets 3.6 % more flops than the first and starts about 50 ms later
+    /// (it waits for panel 0), and traces showed the first rank idle 125 ms
+    /// at the end, waiting for the other's last panel. A process column
+    /// cannot borrow work from another as a single process's workers do.
+    ///
+    /// The search: from the cyclic dealing, repeatedly take the move — one
+    /// column to another process column, or two columns of different process
+    /// columns exchanged — that lowers the most loaded process column's
+    /// predicted time the most, by at least 0.1 % of the mean, preferring
+    /// among near-equal moves the one that touches only earlier columns (the
+    /// end of the factorisation, with the least work left to overlap, keeps
+    /// its cyclic alternation). Column 0 stays on process column 0. Moves
+    /// only off the most loaded process column are tried, so each round costs
+    /// O(T²) and the load's maximum strictly falls: it ends in at most T
+    /// rounds. Every rank computes the same layout from `(grid, n, nb)`.
+    ///
+    /// Measured (2-rank `tessera lu --n 8192 --grid 1x2 --workers 1`, 6
+    /// alternated rounds): cyclic median 133.5 GFLOP/s, this dealing 137.2,
+    /// ahead in 5 rounds (the sixth equal); `bench/peers/lu_mpi.sh`, 3
+    /// rounds: 1.008–1.038× cyclic. A trace of it has both ranks 97–99.8 %
+    /// busy (cyclic: 95.5 and 97.7).
+    pub fn balanced(grid: Grid, n: usize, nb: usize) -> Layout {
+        let t = n.div_ceil(nb.max(1));
+        let mut layout = Layout::cyclic(grid, t);
+        if grid.q < 2 || t < 3 {
+            return layout;
+        }
+        let work = column_work(n, nb);
+        let mut load = vec![0.0f64; grid.q];
+        // Every process column but the first waits for panel 0.
+        for l in load.iter_mut().skip(1) {
+            *l = panel_seconds(n, nb.min(n));
+        }
+        for (j, &w) in work.iter().enumerate() {
+            load[layout.cols[j]] += w;
+        }
+        let tol = 1e-3 * load.iter().sum::<f64>() / grid.q as f64;
+        for _ in 0..t {
+            let (hot, &top) = load
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .expect("Q >= 2");
+            // The new maximum after moving `out` off `hot` and `back` (if
+            // any) onto it, onto/from process column `to`.
+            let after = |to: usize, out: f64, back: f64| {
+                let mut m = load[hot] - out + back;
+                for (q, &l) in load.iter().enumerate() {
+                    if q == to {
+                        m = m.max(l + out - back);
+                    } else if q != hot {
+                        m = m.max(l);
+                    }
+                }
+                m
+            };
+            // (new max, latest column moved, column off `hot`, process
+            // column it goes to, column coming back to `hot`).
+            let mut moves: Vec<(f64, usize, usize, usize, Option<usize>)> = Vec::new();
+            for a in (1..t).filter(|&a| layout.cols[a] == hot) {
+                for to in (0..grid.q).filter(|&q| q != hot) {
+                    moves.push((after(to, work[a], 0.0), a, a, to, None));
+                }
+                for b in (1..t).filter(|&b| layout.cols[b] != hot) {
+                    let to = layout.cols[b];
+                    moves.push((after(to, work[a], work[b]), a.max(b), a, to, Some(b)));
+                }
+            }
+            let best = moves.iter().map(|m| m.0).fold(f64::INFINITY, f64::min);
+            if best > top - tol {
+                break;
+            }
+            let &(_, _, a, to, b) = moves
+                .iter()
+                .filter(|m| m.0 <= best + tol)
+                .min_by(|x, y| x.1.cmp(&y.1).then(x.0.total_cmp(&y.0)))
+                .expect("the best move is among them");
+            layout.cols[a] = to;
+            load[hot] -= work[a];
+            load[to] += work[a];
+            if let Some(b) = b {
+                layout.cols[b] = hot;
+                load[to] -= work[b];
+                load[hot] += work[b];
+            }
+        }
+        layout
+    }
+
     /// A layout with tile column `j` on process column `cols[j]`.
     pub fn from_columns(grid: Grid, cols: Vec<usize>) -> Result<Layout, String> {
         if let Some((j, &c)) = cols.iter().enumerate().find(|(_, &c)| c >= grid.q) {
@@ -195,6 +294,46 @@ impl Layout {
             .enumerate()
             .all(|(j, &c)| c == j % self.grid.q)
     }
+}
+
+/// Nominal rates of the LU's tasks on one core of the development VM, from
+/// `tessera trace summary` of a 2-rank `tessera lu --n 8192 --grid 1x2
+/// --workers 1`: GEMM 71.8 GFLOP/s, TRSM 54.7, panel 42.9, and the row
+/// swaps 212 ms for 31.7 M row elements interchanged (6.7 ns each, memory
+/// bound). Only their ratios matter to [`Layout::balanced`].
+const GEMM_RATE: f64 = 71.8e9;
+const TRSM_RATE: f64 = 54.7e9;
+const PANEL_RATE: f64 = 42.9e9;
+const SWAP_SECONDS: f64 = 6.7e-9;
+
+/// Predicted seconds of an `m × w` panel's factorisation.
+fn panel_seconds(m: usize, w: usize) -> f64 {
+    getrf_panel_flops(m, w) / PANEL_RATE
+}
+
+/// Predicted seconds, at the nominal rates, of the tasks that write tile
+/// column `j` of the LU of an `n`-order matrix in tiles of `nb`, for every
+/// `j`: its panel, and for each step `k < j` its row swaps, its TRSM and its
+/// GEMMs (whatever rank runs them: that is where column `j` lives).
+pub fn column_work(n: usize, nb: usize) -> Vec<f64> {
+    let nb = nb.clamp(1, n.max(1));
+    let t = n.div_ceil(nb);
+    let width = |i: usize| (n - i * nb).min(nb);
+    (0..t)
+        .map(|j| {
+            let wj = width(j);
+            let steps: f64 = (0..j)
+                .map(|k| {
+                    let wk = width(k);
+                    let below = n - (k + 1) * nb;
+                    (wk * wj) as f64 * SWAP_SECONDS
+                        + trsm_flops(wk, wj) / TRSM_RATE
+                        + gemm_flops(below, wj, wk) / GEMM_RATE
+                })
+                .sum();
+            panel_seconds(n - j * nb, wj) + steps
+        })
+        .collect()
 }
 
 /// How fast `rt` runs the LU's own GEMM codelet on `nb × nb` tiles, in
@@ -277,6 +416,85 @@ mod tests {
         assert!(l.is_cyclic());
         assert_eq!(l.owner(1, 2), 2);
         assert_eq!(l.owner(1, 3), 3);
+    }
+
+    /// Each process column's predicted time: its columns' work, and panel
+    /// 0's for all but the first (as `Layout::balanced` counts it).
+    fn loads(l: &Layout, n: usize, nb: usize) -> Vec<f64> {
+        let mut load = vec![0.0; l.grid().q];
+        for (j, w) in column_work(n, nb).into_iter().enumerate() {
+            load[l.pcol(j)] += w;
+        }
+        for x in load.iter_mut().skip(1) {
+            *x += panel_seconds(n, nb.min(n));
+        }
+        load
+    }
+
+    fn max(v: &[f64]) -> f64 {
+        v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    #[test]
+    fn balanced_dealing_evens_the_predicted_work() {
+        // The case that motivated it: N = 8192, NB = 448 on 1x2, where the
+        // cyclic dealing leaves the second rank 4.7 % more (with its wait
+        // for panel 0).
+        let (n, nb) = (8192, 448);
+        let c = Layout::cyclic(g(1, 2), 19);
+        let b = Layout::balanced(g(1, 2), n, nb);
+        let (lc, lb) = (loads(&c, n, nb), loads(&b, n, nb));
+        assert!(lc[1] / lc[0] > 1.04, "cyclic {lc:?}");
+        assert!((lb[1] / lb[0] - 1.0).abs() < 0.01, "balanced {lb:?}");
+        assert_ne!(b, c);
+        for (grid, n, nb) in [
+            (g(1, 2), 8192usize, 512usize),
+            (g(1, 2), 8192, 256),
+            (g(1, 3), 8192, 448),
+            (g(2, 2), 8192, 448),
+            (g(1, 4), 20000, 384),
+            (g(1, 2), 83, 8),
+            (g(1, 3), 200, 8),
+        ] {
+            let t = n.div_ceil(nb);
+            let (c, b) = (Layout::cyclic(grid, t), Layout::balanced(grid, n, nb));
+            let (lc, lb) = (loads(&c, n, nb), loads(&b, n, nb));
+            let what = format!(
+                "{}x{} n={n} nb={nb}: cyclic {lc:?}, balanced {lb:?}",
+                grid.p, grid.q
+            );
+            // Never worse than cyclic, column 0 where it was, every column
+            // dealt to a process column of the grid, the same every time.
+            assert!(max(&lb) <= max(&lc), "{what}");
+            assert_eq!(b.pcol(0), 0, "{what}");
+            assert_eq!(b.tiles(), t);
+            assert!((0..t).all(|j| b.pcol(j) < grid.q), "{what}");
+            assert_eq!(b, Layout::balanced(grid, n, nb), "{what}");
+            // Within 1 % of the mean (at these sizes a column is a small
+            // part of a share).
+            let mean = lb.iter().sum::<f64>() / lb.len() as f64;
+            assert!(max(&lb) <= 1.01 * mean, "{what}");
+        }
+    }
+
+    #[test]
+    fn balanced_dealing_of_one_process_column_or_few_tiles_is_cyclic() {
+        assert!(Layout::balanced(g(2, 1), 8192, 448).is_cyclic());
+        assert!(Layout::balanced(g(1, 2), 9, 8).is_cyclic());
+        assert!(Layout::balanced(g(1, 3), 1, 8).is_cyclic());
+        assert_eq!(Layout::balanced(g(1, 3), 1, 8).tiles(), 1);
+    }
+
+    #[test]
+    fn column_work_counts_every_task_of_a_column() {
+        // Two tiles of 4: column 0 is its 8x4 panel; column 1 is its 4x4
+        // panel plus step 0's swaps (4x4 elements), TRSM and GEMM (4x4x4).
+        let w = column_work(8, 4);
+        let panel = |m, n| getrf_panel_flops(m, n) / PANEL_RATE;
+        assert_eq!(w.len(), 2);
+        assert!((w[0] - panel(8, 4)).abs() < 1e-15);
+        let step = 16.0 * SWAP_SECONDS + 64.0 / TRSM_RATE + 128.0 / GEMM_RATE;
+        assert!((w[1] - panel(4, 4) - step).abs() < 1e-15, "{w:?}");
     }
 
     #[test]

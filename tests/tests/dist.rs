@@ -261,15 +261,17 @@ fn distributed_lu_is_bit_identical_to_one_process() {
     use tessera_linalg::hpl::generate_matrix;
     use tessera_linalg::lu_dist::{Grid, Layout};
     use tessera_linalg::lu_seq::lu_tiled_seq;
-    // Cyclic layouts, columns dealt by speed, and an irregular dealing
-    // (rank 0 of 1x2 holds column 0 only).
+    // Cyclic layouts, columns dealt by speed or by predicted work, and an
+    // irregular dealing (rank 0 of 1x2 holds column 0 only).
     enum Dealing {
         Cyclic,
         Speeds(Vec<f64>),
+        Work,
         FirstColumnOnly,
     }
-    let layout = |d: &Dealing, g: Grid, t: usize| match d {
+    let layout = |d: &Dealing, g: Grid, n: usize, nb: usize, t: usize| match d {
         Dealing::Cyclic => Layout::cyclic(g, t),
+        Dealing::Work => Layout::balanced(g, n, nb),
         Dealing::Speeds(s) => Layout::weighted(g, t, s).unwrap(),
         Dealing::FirstColumnOnly => {
             Layout::from_columns(g, (0..t).map(|j| usize::from(j > 0)).collect()).unwrap()
@@ -287,14 +289,26 @@ fn distributed_lu_is_bit_identical_to_one_process() {
         ("1x3", 8, Dealing::Speeds(vec![1.0, 2.0, 3.0])),
         ("2x2", 8, Dealing::Speeds(vec![1.0, 3.0, 1.0, 3.0])),
         ("1x2", 8, Dealing::FirstColumnOnly),
+        ("1x2", 8, Dealing::Work),
+        ("1x3", 8, Dealing::Work),
+        ("2x2", 8, Dealing::Work),
     ];
     with_timeout(LIMIT, move || {
         for (grid, nb, dealing) in &cases {
             let (grid, nb): (&str, usize) = (*grid, *nb);
-            for n in [1, nb - 1, nb + 1, 3 * nb + 5] {
+            // The work dealing moves columns only from a few tiles on (at
+            // 10 tiles and more for these grids).
+            let sizes: &[usize] = match dealing {
+                Dealing::Work => &[3 * nb + 5, 10 * nb + 3, 12 * nb + 7],
+                _ => &[1, nb - 1, nb + 1, 3 * nb + 5],
+            };
+            for &n in sizes {
                 let g = Grid::parse(grid).unwrap();
                 let t = n.div_ceil(nb);
-                let l = layout(dealing, g, t);
+                let l = layout(dealing, g, n, nb, t);
+                if matches!(dealing, Dealing::Work) && n > 10 * nb {
+                    assert!(!l.is_cyclic(), "{grid} n={n}: the work dealing is cyclic");
+                }
                 let dealt = format!("{:?}", l.columns_per_pcol());
                 let (tiles, pivs, bytes) = dist_lu(n, nb, 3, l);
                 let grid = format!("{grid} dealt {dealt}");

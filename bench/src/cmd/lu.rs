@@ -12,6 +12,7 @@ use tessera_linalg::hpl::{
     generate_matrix, generate_rhs, hpl_flops, hpl_residual, solve_from_factors, HPL_THRESHOLD,
 };
 use tessera_linalg::lu::{lu_factor_split, Front, Split};
+use tessera_linalg::lu_dist::{Grid, Layout};
 
 /// Options of `tessera lu`.
 #[derive(clap::Args, Debug)]
@@ -61,22 +62,39 @@ pub struct LuArgs {
     #[arg(long, value_name = "PxQ")]
     pub grid: Option<String>,
     /// How a distributed run deals tile columns over the process columns:
+    /// `work` (the default) starts from HPL's block-cyclic dealing and moves
+    /// a few columns so that every process column gets the same predicted
+    /// work (later columns carry more updates, the last one is often
+    /// narrow, and all but the first process column wait for panel 0);
     /// `cyclic` is HPL's block-cyclic dealing; `speed` first measures each
     /// rank's GEMM rate (about 0.1 s, before the timed region, like the
     /// matrix generation) and deals columns in proportion, so a slower core
     /// or node gets fewer (for ranks of unequal speed; see
     /// bench/peers/lu_balance.sh). Tile rows are always cyclic.
-    #[arg(long, value_enum, default_value_t = Balance::Cyclic)]
+    #[arg(long, value_enum, default_value_t = Balance::Work)]
     pub balance: Balance,
 }
 
 /// See [`LuArgs::balance`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Balance {
+    /// Equal predicted work per process column, from the cyclic dealing.
+    Work,
     /// HPL's block-cyclic dealing.
     Cyclic,
     /// In proportion to each rank's measured GEMM rate.
     Speed,
+}
+
+impl Balance {
+    /// The dealing of `n`-order tiles of `nb` on `grid`, for the modes that
+    /// need no measurement (`speed` is dealt by `run_dist`).
+    pub fn layout(self, grid: Grid, n: usize, nb: usize) -> Layout {
+        match self {
+            Balance::Work => Layout::balanced(grid, n, nb),
+            Balance::Cyclic | Balance::Speed => Layout::cyclic(grid, n.div_ceil(nb)),
+        }
+    }
 }
 
 /// Check the sizes before allocating anything.
@@ -128,7 +146,7 @@ fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static st
 pub fn run(args: LuArgs) -> Result<(), String> {
     if let Some(platform) = &args.simulate {
         if args.balance == Balance::Speed {
-            return Err("--balance speed measures the ranks' own cores; a simulated run (--simulate) deals cyclically".into());
+            return Err("--balance speed measures the ranks' own cores; a simulated run (--simulate) deals by --balance work or cyclic".into());
         }
         return crate::simulate::lu(&args, platform);
     }
@@ -250,7 +268,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
 fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     use std::sync::Arc;
     use tessera_engine::dist::symbolic;
-    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu_dist::DistLu;
 
     let grid = match &args.grid {
         Some(g) => Grid::parse(g)?,
@@ -296,7 +314,22 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     .trace(args.trace.is_some());
     let t = n.div_ceil(nb);
     let layout = match args.balance {
-        Balance::Cyclic => Layout::cyclic(grid, t),
+        Balance::Work | Balance::Cyclic => {
+            let layout = args.balance.layout(grid, n, nb);
+            if ranks.is_root() && args.balance == Balance::Work {
+                let moved = (0..t).filter(|&j| layout.pcol(j) != j % grid.q).count();
+                println!(
+                    "balance: work -> tile columns per process column {} ({moved} of {t} dealt otherwise than cyclically)",
+                    layout
+                        .columns_per_pcol()
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                );
+            }
+            layout
+        }
         Balance::Speed => {
             // Every rank measures at once (so each core is as loaded as it
             // will be in the run), with its own workers, then all deal the
