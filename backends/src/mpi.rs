@@ -7,8 +7,12 @@
 //! buffer is owned by the thread until the send completes), test the sends
 //! in flight, and receive every message that has arrived (`MPI_Improbe`, a
 //! matched probe, so the size comes from the status before the buffer is
-//! made; then `MPI_Mrecv` of exactly that message). When a round finds
-//! nothing to do it backs off like the workers do, in three stages:
+//! made; then `MPI_Mrecv` of exactly that message). A message longer than
+//! [`MAX_PIECE`] (MPI counts are `i32`) goes as a header with its length
+//! and pieces; the receiver takes the header in its sender's order (the
+//! probe matches any tag) and then the pieces, and delivers one message.
+//! When a round finds nothing to do it backs off like the workers do, in
+//! three stages:
 //! - a few spins;
 //! - while a message was sent or received less than [`HOT`] ago, it polls
 //!   with `yield_now` between rounds (no sleep): a reply to what just went
@@ -54,8 +58,20 @@ use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
 use tessera_engine::dist::{Counters, Sink, Transport};
 
-/// The tag of every message (messages are told apart by their content).
+/// The tag of every message of at most [`MAX_PIECE`] bytes (messages are
+/// told apart by their content).
 const TAG: i32 = 7;
+/// The tag of a longer message's header: its length, 8 bytes little-endian;
+/// its bytes follow in pieces tagged [`TAG_PIECE`].
+const TAG_LONG: i32 = 8;
+/// The tag of a piece of a longer message.
+const TAG_PIECE: i32 = 9;
+/// The largest MPI message the transport sends: MPI counts are `i32`, so one
+/// MPI message carries less than 2 GiB (a tile column of the distributed LU
+/// reaches that at N·NB·8 bytes, e.g. N = 600 000, NB = 448). Longer
+/// messages go as a header and pieces of at most this size, which the
+/// receiver reassembles before delivering the message (see `comm_loop`).
+pub const MAX_PIECE: usize = 1 << 30;
 /// Longest sleep of an idle communication thread (see the module doc).
 const MAX_NAP: Duration = Duration::from_millis(5);
 /// How long after its last message the communication thread polls without
@@ -109,6 +125,7 @@ pub fn init() -> Result<Mpi, String> {
         sink: Mutex::new(None),
         bind: Mutex::new(None),
         bind_pending: AtomicBool::new(false),
+        max_piece: AtomicUsize::new(MAX_PIECE),
     });
     let t = Arc::clone(&transport);
     let thread = std::thread::Builder::new()
@@ -158,6 +175,15 @@ impl Mpi {
     /// Number of ranks.
     pub fn size(&self) -> usize {
         self.transport.size
+    }
+
+    /// Send messages longer than `bytes` (at least 1) as pieces of at most
+    /// that size ([`MAX_PIECE`] by default): for tests of the long-message
+    /// path without 2-GiB buffers. Only the sender's setting matters.
+    pub fn set_max_piece(&self, bytes: usize) {
+        self.transport
+            .max_piece
+            .store(bytes.clamp(1, MAX_PIECE), Ordering::Relaxed);
     }
 
     /// Raw MPI point-to-point figures beside the transport's, for benchmarks
@@ -323,6 +349,8 @@ pub struct MpiTransport {
     /// taken by the thread itself; `bind_pending` says one is waiting.
     bind: Mutex<Option<BindRequest>>,
     bind_pending: AtomicBool,
+    /// The largest MPI message sent ([`MAX_PIECE`]; smaller in tests).
+    max_piece: AtomicUsize,
 }
 
 /// CPUs to bind the communication thread to, and where it answers.
@@ -377,12 +405,15 @@ impl Transport for MpiTransport {
     }
 }
 
-/// A send in flight: its request and the buffer MPI reads until it
-/// completes. The buffer is neither touched nor dropped before then: the
-/// request reads its heap allocation, which stays put when the `Vec` moves.
+/// A send in flight: its requests (one, or a header and the pieces of a
+/// long message) and the buffers MPI reads until they all complete. The
+/// buffers are neither touched nor dropped before then: the requests read
+/// their heap allocations, which stay put when the `Vec`s move.
 struct InFlight {
-    request: Request<'static, [u8], StaticScope>,
+    requests: Vec<Request<'static, [u8], StaticScope>>,
     buffer: Vec<u8>,
+    /// A long message's header (its length).
+    _header: Vec<u8>,
 }
 
 /// The communication thread: every MPI call of the rank after `init`.
@@ -404,34 +435,26 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
         // Post queued sends.
         while let Ok((to, msg)) = out.try_recv() {
             busy = true;
-            // SAFETY: MPI gets a 'static view of the message's heap buffer;
-            // `InFlight` keeps the `Vec` unchanged until the send completes
-            // (below), and moving a `Vec` does not move its allocation.
-            let view: &'static [u8] =
-                unsafe { std::slice::from_raw_parts(msg.as_ptr(), msg.len()) };
-            let request =
-                world
-                    .process_at_rank(to as i32)
-                    .immediate_send_with_tag(StaticScope, view, TAG);
-            inflight.push(InFlight {
-                request,
-                buffer: msg,
-            });
+            let piece = t.max_piece.load(Ordering::Relaxed).max(1);
+            inflight.push(post_send(&world, to, msg, piece));
         }
         // Complete sends.
         let mut still = Vec::with_capacity(inflight.len());
-        for f in inflight.drain(..) {
-            match f.request.test() {
-                Ok(_) => {
-                    busy = true;
-                    // The send has completed: MPI no longer reads the buffer.
-                    tessera_engine::dist::buffers::give(f.buffer);
-                    t.pending.fetch_sub(1, Ordering::SeqCst);
+        for mut f in inflight.drain(..) {
+            let mut pending = Vec::new();
+            for r in f.requests.drain(..) {
+                if let Err(r) = r.test() {
+                    pending.push(r);
                 }
-                Err(request) => still.push(InFlight {
-                    request,
-                    buffer: f.buffer,
-                }),
+            }
+            if pending.is_empty() {
+                busy = true;
+                // The send has completed: MPI no longer reads the buffers.
+                tessera_engine::dist::buffers::give(f.buffer);
+                t.pending.fetch_sub(1, Ordering::SeqCst);
+            } else {
+                f.requests = pending;
+                still.push(f);
             }
         }
         inflight = still;
@@ -446,13 +469,40 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
                 }
             }
         }
-        while let Some((msg, status)) = world.any_process().immediate_matched_probe_with_tag(TAG) {
+        // Any tag: a long message's header must be taken in its sender's
+        // order among the short ones (MPI keeps the order of messages from
+        // one sender that match the same probe); its pieces follow it.
+        while let Some((msg, status)) = world.any_process().immediate_matched_probe() {
             busy = true;
-            // Into a buffer of exactly the message's size: a reused one
-            // when one fits (`tessera_engine::dist::buffers`).
-            let n = usize::try_from(status.count(u8::equivalent_datatype()).max(0)).unwrap_or(0);
-            let mut buf = tessera_engine::dist::buffers::take_len(n);
-            let status = msg.matched_receive_into(&mut buf[..]);
+            let buf = match status.tag() {
+                TAG => {
+                    // Into a buffer of exactly the message's size: a reused
+                    // one when one fits (`tessera_engine::dist::buffers`).
+                    let n = usize::try_from(status.count(u8::equivalent_datatype()).max(0))
+                        .unwrap_or(0);
+                    let mut buf = tessera_engine::dist::buffers::take_len(n);
+                    msg.matched_receive_into(&mut buf[..]);
+                    buf
+                }
+                TAG_LONG => {
+                    let mut head = [0u8; 8];
+                    msg.matched_receive_into(&mut head[..]);
+                    receive_pieces(&world, status.source_rank(), u64::from_le_bytes(head))
+                }
+                tag => {
+                    // Not a message of this transport: take it off the
+                    // queue (it would be probed forever) and say so.
+                    let mut sink =
+                        vec![0u8; status.count(u8::equivalent_datatype()).max(0) as usize];
+                    msg.matched_receive_into(&mut sink[..]);
+                    eprintln!(
+                        "tessera: MPI message with unknown tag {tag} from rank {} dropped",
+                        status.source_rank()
+                    );
+                    continue;
+                }
+            };
+            let n = buf.len();
             t.counters.received.fetch_add(1, Ordering::Relaxed);
             t.counters
                 .bytes_received
@@ -489,6 +539,57 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
             }
         }
     }
+}
+
+/// Post the sends of `msg` to rank `to`: one MPI message when it has at most
+/// `piece` bytes, else a header with its length ([`TAG_LONG`]) and its
+/// bytes in pieces of at most `piece` ([`TAG_PIECE`]), all posted at once.
+fn post_send(world: &SimpleCommunicator, to: usize, msg: Vec<u8>, piece: usize) -> InFlight {
+    let dest = world.process_at_rank(to as i32);
+    // SAFETY (both views): MPI gets 'static views of the message's and the
+    // header's heap buffers; `InFlight` keeps both `Vec`s unchanged until
+    // every request completes (`comm_loop`), and moving a `Vec` does not
+    // move its allocation.
+    let view: &'static [u8] = unsafe { std::slice::from_raw_parts(msg.as_ptr(), msg.len()) };
+    if msg.len() <= piece {
+        let request = dest.immediate_send_with_tag(StaticScope, view, TAG);
+        return InFlight {
+            requests: vec![request],
+            buffer: msg,
+            _header: Vec::new(),
+        };
+    }
+    let header = (msg.len() as u64).to_le_bytes().to_vec();
+    let head: &'static [u8] = unsafe { std::slice::from_raw_parts(header.as_ptr(), header.len()) };
+    let mut requests = vec![dest.immediate_send_with_tag(StaticScope, head, TAG_LONG)];
+    requests.extend(
+        view.chunks(piece)
+            .map(|p| dest.immediate_send_with_tag(StaticScope, p, TAG_PIECE)),
+    );
+    InFlight {
+        requests,
+        buffer: msg,
+        _header: header,
+    }
+}
+
+/// Receive the `len` bytes of a long message from rank `from`, whose header
+/// was just received: its pieces are already posted (see [`post_send`]), in
+/// order, so this waits only for their transfer.
+fn receive_pieces(world: &SimpleCommunicator, from: i32, len: u64) -> Vec<u8> {
+    let len = usize::try_from(len).expect("a message the sender could hold");
+    let mut buf = tessera_engine::dist::buffers::take_len(len);
+    let mut at = 0;
+    while at < len {
+        let (msg, status) = world
+            .process_at_rank(from)
+            .matched_probe_with_tag(TAG_PIECE);
+        let n = usize::try_from(status.count(u8::equivalent_datatype()).max(0)).unwrap_or(0);
+        let end = (at + n).min(len);
+        msg.matched_receive_into(&mut buf[at..end]);
+        at = end.max(at + 1);
+    }
+    buf
 }
 
 /// Naps of this thread end when asked, not up to 50 µs later (Linux's

@@ -552,3 +552,84 @@ fn tessera_lu_refuses_a_matrix_no_rank_can_hold() {
         out.output
     );
 }
+
+/// Messages longer than the transport's largest MPI message (MPI counts
+/// are `i32`: under 2 GiB) travel as a header and pieces and arrive whole,
+/// byte for byte, in their sender's order among the short ones. The piece
+/// size is cut to 1000 bytes here, so no test needs 2-GiB buffers.
+#[test]
+fn long_messages_arrive_whole_and_in_order_under_mpirun() {
+    use tessera_engine::dist::Transport;
+    if is_rank() {
+        let m = mpi::init().unwrap();
+        m.set_max_piece(1000);
+        let (rank, ranks) = (m.rank(), m.size());
+        let t = m.transport();
+        let sizes = [10usize, 5000, 999, 1000, 1001, 250_000, 3, 0, 2999];
+        let body = |from: usize, i: usize| -> Vec<u8> {
+            (0..sizes[i])
+                .map(|b| (from * 131 + i * 17 + b * 7 % 251) as u8)
+                .collect()
+        };
+        // Then one last short message, so no rank leaves while others
+        // still send to it.
+        let bye = vec![0xBBu8];
+        for to in (0..ranks).filter(|&r| r != rank) {
+            for i in 0..sizes.len() {
+                t.send(to, body(rank, i));
+            }
+            t.send(to, bye.clone());
+        }
+        let check = || -> Result<(), String> {
+            let mut next = vec![0usize; ranks];
+            next[rank] = sizes.len() + 1;
+            while next.iter().any(|&n| n <= sizes.len()) {
+                let (from, msg) = t
+                    .recv(Duration::from_secs(30))
+                    .ok_or("no message within 30 s")?;
+                let i = next[from];
+                let want = if i < sizes.len() {
+                    body(from, i)
+                } else if i == sizes.len() {
+                    bye.clone()
+                } else {
+                    return Err(format!("a message from rank {from} after its last"));
+                };
+                if msg != want {
+                    return Err(format!(
+                        "message {i} from rank {from} ({} bytes, {} expected) differs",
+                        msg.len(),
+                        want.len()
+                    ));
+                }
+                next[from] += 1;
+            }
+            Ok(())
+        };
+        if let Err(e) = check() {
+            // End every rank now, not after their own timeouts.
+            println!("rank {rank}: {e}");
+            m.abort(1);
+        }
+        while t.pending_sends() > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        println!("rank {rank}: long messages whole");
+        return;
+    }
+    let out = mpirun(
+        3,
+        "long_messages_arrive_whole_and_in_order_under_mpirun",
+        &[],
+        Duration::from_secs(120),
+    );
+    assert!(out.success, "{}", out.output);
+    for r in 0..3 {
+        assert!(
+            out.output
+                .contains(&format!("rank {r}: long messages whole")),
+            "{}",
+            out.output
+        );
+    }
+}
