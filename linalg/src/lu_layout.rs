@@ -176,9 +176,9 @@ impl Layout {
     ///
     /// Measured (2-rank `tessera lu --n 8192 --grid 1x2 --workers 1`, 6
     /// alternated rounds): cyclic median 133.5 GFLOP/s, this dealing 137.2,
-    /// ahead in 5 rounds (the sixth equal); `bench/peers/lu_mpi.sh`, 3
-    /// rounds: 1.008–1.038× cyclic. A trace of it has both ranks 97–99.8 %
-    /// busy (cyclic: 95.5 and 97.7).
+    /// ahead in 5 rounds (the sixth equal); `bench/peers/lu_mpi.sh`, two
+    /// runs of 3 rounds: 0.999–1.105× cyclic, ahead in 5 rounds of 6. A trace
+    /// of it has both ranks 97–99.8 % busy (cyclic: 95.5 and 97.7).
     pub fn balanced(grid: Grid, n: usize, nb: usize) -> Layout {
         let t = n.div_ceil(nb.max(1));
         let mut layout = Layout::cyclic(grid, t);
