@@ -186,14 +186,7 @@ impl Layout {
             return layout;
         }
         let work = column_work(n, nb);
-        let mut load = vec![0.0f64; grid.q];
-        // Every process column but the first waits for panel 0.
-        for l in load.iter_mut().skip(1) {
-            *l = panel_seconds(n, nb.min(n));
-        }
-        for (j, &w) in work.iter().enumerate() {
-            load[layout.cols[j]] += w;
-        }
+        let mut load = layout.loads(&work, n, nb);
         let tol = 1e-3 * load.iter().sum::<f64>() / grid.q as f64;
         for _ in 0..t {
             let (hot, &top) = load
@@ -245,6 +238,22 @@ impl Layout {
             }
         }
         layout
+    }
+
+    /// Each process column's predicted time for the LU of an `n`-order
+    /// matrix in tiles of `nb` whose tile columns' work is `work`
+    /// ([`column_work`]): its columns' work, plus panel 0's time for every
+    /// process column but the one factoring it (they wait for it before
+    /// their first task).
+    fn loads(&self, work: &[f64], n: usize, nb: usize) -> Vec<f64> {
+        let wait = panel_seconds(n, nb.clamp(1, n.max(1)));
+        let mut load: Vec<f64> = (0..self.grid.q)
+            .map(|q| if q == self.cols[0] { 0.0 } else { wait })
+            .collect();
+        for (j, &w) in work.iter().enumerate() {
+            load[self.cols[j]] += w;
+        }
+        load
     }
 
     /// A layout with tile column `j` on process column `cols[j]`.
@@ -418,17 +427,8 @@ mod tests {
         assert_eq!(l.owner(1, 3), 3);
     }
 
-    /// Each process column's predicted time: its columns' work, and panel
-    /// 0's for all but the first (as `Layout::balanced` counts it).
     fn loads(l: &Layout, n: usize, nb: usize) -> Vec<f64> {
-        let mut load = vec![0.0; l.grid().q];
-        for (j, w) in column_work(n, nb).into_iter().enumerate() {
-            load[l.pcol(j)] += w;
-        }
-        for x in load.iter_mut().skip(1) {
-            *x += panel_seconds(n, nb.min(n));
-        }
-        load
+        l.loads(&column_work(n, nb), n, nb)
     }
 
     fn max(v: &[f64]) -> f64 {
