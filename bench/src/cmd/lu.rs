@@ -316,7 +316,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     let layout = match args.balance {
         Balance::Work | Balance::Cyclic => {
             let layout = args.balance.layout(grid, n, nb);
-            if ranks.is_root() && args.balance == Balance::Work {
+            if ranks.is_root() && args.balance == Balance::Work && grid.q > 1 {
                 let moved = (0..t).filter(|&j| layout.pcol(j) != j % grid.q).count();
                 println!(
                     "balance: work -> tile columns per process column {} ({moved} of {t} dealt otherwise than cyclically)",
