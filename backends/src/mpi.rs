@@ -478,9 +478,7 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
                 TAG => {
                     // Into a buffer of exactly the message's size: a reused
                     // one when one fits (`tessera_engine::dist::buffers`).
-                    let n = usize::try_from(status.count(u8::equivalent_datatype()).max(0))
-                        .unwrap_or(0);
-                    let mut buf = tessera_engine::dist::buffers::take_len(n);
+                    let mut buf = tessera_engine::dist::buffers::take_len(message_bytes(&status));
                     msg.matched_receive_into(&mut buf[..]);
                     buf
                 }
@@ -492,8 +490,7 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
                 tag => {
                     // Not a message of this transport: take it off the
                     // queue (it would be probed forever) and say so.
-                    let mut sink =
-                        vec![0u8; status.count(u8::equivalent_datatype()).max(0) as usize];
+                    let mut sink = vec![0u8; message_bytes(&status)];
                     msg.matched_receive_into(&mut sink[..]);
                     eprintln!(
                         "tessera: MPI message with unknown tag {tag} from rank {} dropped",
@@ -573,6 +570,11 @@ fn post_send(world: &SimpleCommunicator, to: usize, msg: Vec<u8>, piece: usize) 
     }
 }
 
+/// The bytes of the message a matched probe found.
+fn message_bytes(status: &mpi::point_to_point::Status) -> usize {
+    usize::try_from(status.count(u8::equivalent_datatype())).unwrap_or(0)
+}
+
 /// Receive the `len` bytes of a long message from rank `from`, whose header
 /// was just received: its pieces are already posted (see [`post_send`]), in
 /// order, so this waits only for their transfer.
@@ -584,8 +586,7 @@ fn receive_pieces(world: &SimpleCommunicator, from: i32, len: u64) -> Vec<u8> {
         let (msg, status) = world
             .process_at_rank(from)
             .matched_probe_with_tag(TAG_PIECE);
-        let n = usize::try_from(status.count(u8::equivalent_datatype()).max(0)).unwrap_or(0);
-        let end = (at + n).min(len);
+        let end = (at + message_bytes(&status)).min(len);
         msg.matched_receive_into(&mut buf[at..end]);
         at = end.max(at + 1);
     }

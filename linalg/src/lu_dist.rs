@@ -164,12 +164,6 @@ impl DistLu {
         tile: impl Fn(usize, usize) -> Tile,
     ) -> DistLu {
         let t = n.div_ceil(nb);
-        assert_eq!(
-            layout.tiles(),
-            t,
-            "a layout of {} tile columns for {t} tile columns",
-            layout.tiles()
-        );
         let mut lu = DistLu::empty(n, nb, seed, layout, rank, rt.registrar(), false);
         let copies = lu.copied_tiles();
         lu.copy_pool = TilePool::new(copies.len());
@@ -212,12 +206,6 @@ impl DistLu {
         rank: usize,
     ) -> Result<DistLu, Error> {
         let t = n.div_ceil(nb);
-        assert_eq!(
-            layout.tiles(),
-            t,
-            "a layout of {} tile columns for {t} tile columns",
-            layout.tiles()
-        );
         let lu = DistLu::empty(n, nb, 0, layout, rank, rt.registrar(), true);
         {
             let mut d = lock(&lu.data);
@@ -239,6 +227,10 @@ impl DistLu {
     }
 
     /// Rank `rank`'s part with no data registered yet.
+    ///
+    /// # Panics
+    /// If `layout` does not have `⌈n / nb⌉` tile columns (a caller's bug:
+    /// make it with `n.div_ceil(nb)`).
     fn empty(
         n: usize,
         nb: usize,
@@ -248,10 +240,17 @@ impl DistLu {
         registrar: Registrar,
         virtual_data: bool,
     ) -> DistLu {
+        let t = n.div_ceil(nb);
+        assert_eq!(
+            layout.tiles(),
+            t,
+            "a layout of {} tile columns for {t} tile columns",
+            layout.tiles()
+        );
         DistLu {
             n,
             nb,
-            t: n.div_ceil(nb),
+            t,
             layout,
             rank,
             seed,

@@ -298,10 +298,17 @@ impl Layout {
 
     /// True if this is [`cyclic`](Self::cyclic)'s dealing.
     pub fn is_cyclic(&self) -> bool {
+        self.moved_from_cyclic() == 0
+    }
+
+    /// How many tile columns are dealt otherwise than by
+    /// [`cyclic`](Self::cyclic).
+    pub fn moved_from_cyclic(&self) -> usize {
         self.cols
             .iter()
             .enumerate()
-            .all(|(j, &c)| c == j % self.grid.q)
+            .filter(|&(j, &c)| c != j % self.grid.q)
+            .count()
     }
 }
 

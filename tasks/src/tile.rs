@@ -275,7 +275,7 @@ impl TilePool {
             .checked_mul(cols)
             .unwrap_or_else(|| panic!("{}", TileAllocError { rows, cols }));
         let kept = {
-            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            let mut free = self.free();
             free.iter()
                 .position(|&(l, _)| l == len)
                 .map(|i| free.swap_remove(i).1)
@@ -326,13 +326,18 @@ impl TilePool {
 
     /// Buffers kept now.
     pub fn kept(&self) -> usize {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.free().len()
+    }
+
+    /// The kept buffers, locked (a panic elsewhere leaves them as they were).
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<(usize, NonNull<f64>)>> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Keep a dropped tile's buffer of `len > 0` entries; `false` when the pool is full
     /// (the caller frees it).
     fn keep(&self, len: usize, ptr: NonNull<f64>) -> bool {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = self.free();
         if free.len() >= self.max_kept {
             return false;
         }
@@ -491,7 +496,7 @@ mod tests {
     }
 
     #[test]
-    fn reserved_buffers_are_handed_out_zeroed_up_to_the_bound() {
+    fn reserved_buffers_are_kept_up_to_the_bound_and_handed_out() {
         let pool = TilePool::new(2);
         for _ in 0..3 {
             pool.reserve(600, 7);

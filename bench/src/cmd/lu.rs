@@ -262,6 +262,16 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// How many tile columns each process column of `layout` holds, e.g. `10 9`.
+fn columns_per_pcol(layout: &Layout) -> String {
+    let cols: Vec<String> = layout
+        .columns_per_pcol()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    cols.join(" ")
+}
+
 /// The distributed LU under mpirun (`tessera_linalg::lu_dist`): every rank
 /// factors its share, the solve and the residual use distributed norms, and
 /// rank 0 prints HPL's block with the real P and Q.
@@ -317,15 +327,10 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         Balance::Work | Balance::Cyclic => {
             let layout = args.balance.layout(grid, n, nb);
             if ranks.is_root() && args.balance == Balance::Work && grid.q > 1 {
-                let moved = (0..t).filter(|&j| layout.pcol(j) != j % grid.q).count();
                 println!(
-                    "balance: work -> tile columns per process column {} ({moved} of {t} dealt otherwise than cyclically)",
-                    layout
-                        .columns_per_pcol()
-                        .iter()
-                        .map(|c| c.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" "),
+                    "balance: work -> tile columns per process column {} ({} of {t} dealt otherwise than cyclically)",
+                    columns_per_pcol(&layout),
+                    layout.moved_from_cyclic(),
                 );
             }
             layout
@@ -350,16 +355,11 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             let layout = Layout::weighted(grid, t, &speeds)?;
             if ranks.is_root() {
                 let rates: Vec<String> = speeds.iter().map(|s| format!("{:.1}", s / 1e9)).collect();
-                let cols: Vec<String> = layout
-                    .columns_per_pcol()
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect();
                 println!(
                     "balance: GEMM GFLOP/s per rank {} (measured in {:.2} s) -> tile columns per process column {}{}",
                     rates.join(" "),
                     started.elapsed().as_secs_f64(),
-                    cols.join(" "),
+                    columns_per_pcol(&layout),
                     if layout.is_cyclic() { " (cyclic)" } else { "" },
                 );
             }

@@ -109,10 +109,10 @@ pub fn give(buf: Vec<u8>) {
 /// clock starts, with `len` the largest message the run will send, so that
 /// its first messages do not pay the page faults either.
 pub fn reserve(len: usize, count: usize) {
+    if !(MIN_POOLED..=MAX_BYTES).contains(&len) {
+        return;
+    }
     for _ in 0..count {
-        if !(MIN_POOLED..=MAX_BYTES).contains(&len) {
-            return;
-        }
         let mut b = vec![0u8; len];
         crate::memory::touch_pages(&mut b);
         give(b);
