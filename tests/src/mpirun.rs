@@ -17,6 +17,23 @@ pub struct Outcome {
     pub output: String,
 }
 
+impl Outcome {
+    /// Assert that the run succeeded and that each of ranks `0..np` printed
+    /// `rank R: {said}` (its last line when all went well); `context` starts
+    /// the failure message.
+    #[track_caller]
+    pub fn assert_every_rank_said(&self, np: usize, said: &str, context: &str) {
+        assert!(self.success, "{context}: mpirun failed:\n{}", self.output);
+        for r in 0..np {
+            assert!(
+                self.output.contains(&format!("rank {r}: {said}")),
+                "{context}: rank {r} did not print '{said}':\n{}",
+                self.output
+            );
+        }
+    }
+}
+
 /// Run test `name` of this test binary on `np` ranks; kill it after `limit`.
 pub fn mpirun(np: usize, name: &str, extra_env: &[(&str, &str)], limit: Duration) -> Outcome {
     let exe = std::env::current_exe().expect("the test binary's path");

@@ -63,14 +63,7 @@ fn dags_and_stf_programs_match_sequential_under_mpirun() {
             &[],
             LIMIT,
         );
-        assert!(out.success, "mpirun -np {np} failed:\n{}", out.output);
-        for r in 0..np {
-            assert!(
-                out.output.contains(&format!("rank {r}: suite passed")),
-                "np {np}: rank {r} did not finish:\n{}",
-                out.output
-            );
-        }
+        out.assert_every_rank_said(np, "suite passed", &format!("np {np}"));
     }
 }
 
@@ -217,15 +210,11 @@ fn distributed_lu_under_mpirun() {
             &[("TESSERA_TEST_GRID", grid)],
             LIMIT,
         );
-        assert!(out.success, "grid {grid}:\n{}", out.output);
-        for r in 0..np {
-            assert!(
-                out.output
-                    .contains(&format!("rank {r}: lu suite passed on {grid}")),
-                "grid {grid}: rank {r}:\n{}",
-                out.output
-            );
-        }
+        out.assert_every_rank_said(
+            np,
+            &format!("lu suite passed on {grid}"),
+            &format!("grid {grid}"),
+        );
     }
 }
 
@@ -263,14 +252,7 @@ fn distributed_spmv_and_solvers_equal_single_process_under_mpirun() {
             &[(MM_ENV, mm.to_str().unwrap())],
             LIMIT,
         );
-        assert!(out.success, "mpirun -np {np} failed:\n{}", out.output);
-        for r in 0..np {
-            assert!(
-                out.output.contains(&format!("rank {r}: spmv suite passed")),
-                "np {np}: rank {r} did not finish:\n{}",
-                out.output
-            );
-        }
+        out.assert_every_rank_said(np, "spmv suite passed", &format!("np {np}"));
     }
     let _ = std::fs::remove_file(&mm);
 }
@@ -441,15 +423,7 @@ fn messages_that_come_before_the_network_opens_are_kept() {
         &[],
         Duration::from_secs(60),
     );
-    assert!(out.success, "{}", out.output);
-    for r in 0..3 {
-        assert!(
-            out.output
-                .contains(&format!("rank {r}: early messages kept")),
-            "{}",
-            out.output
-        );
-    }
+    out.assert_every_rank_said(3, "early messages kept", "early messages");
 }
 
 #[test]
@@ -496,14 +470,7 @@ fn the_communication_thread_is_bound_where_asked_and_still_carries_messages() {
         &[],
         Duration::from_secs(60),
     );
-    assert!(out.success, "{}", out.output);
-    for r in 0..2 {
-        assert!(
-            out.output.contains(&format!("rank {r}: bound and talking")),
-            "{}",
-            out.output
-        );
-    }
+    out.assert_every_rank_said(2, "bound and talking", "bound communication thread");
 }
 
 fn lu_cli(args: &[&str]) -> Result<(), String> {
@@ -623,13 +590,5 @@ fn long_messages_arrive_whole_and_in_order_under_mpirun() {
         &[],
         Duration::from_secs(120),
     );
-    assert!(out.success, "{}", out.output);
-    for r in 0..3 {
-        assert!(
-            out.output
-                .contains(&format!("rank {r}: long messages whole")),
-            "{}",
-            out.output
-        );
-    }
+    out.assert_every_rank_said(3, "long messages whole", "long messages");
 }
