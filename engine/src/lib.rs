@@ -33,6 +33,7 @@ mod sleep;
 pub mod symbolic;
 mod sync;
 mod task;
+pub mod team;
 pub mod trace;
 mod util;
 mod worker;

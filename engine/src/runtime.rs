@@ -244,6 +244,10 @@ pub(crate) struct Shared {
     graph: Option<Mutex<Vec<GraphEntry>>>,
     /// What each worker is (CPU workers first, then one per device).
     pub(crate) kinds: Vec<WorkerKind>,
+    /// CPU workers (the first `cpu_workers` of `kinds`): the most a team has.
+    pub(crate) cpu_workers: usize,
+    /// Where a team task's leader recruits its members (`crate::team`).
+    pub(crate) board: crate::team::Board,
     pub(crate) memory: Arc<Memory>,
     /// Whether there is more than one memory node (devices or NUMA nodes):
     /// then every task acquires its data on its worker's node.
@@ -474,6 +478,19 @@ impl Shared {
             ));
         }
 
+        let team = rare.and_then(|r| r.team).or(task.codelet.bodies.team);
+        if let Some(t) = team.filter(|t| t.min() > shared.cpu_workers) {
+            return Err(submit_error(
+                &task,
+                format!(
+                    "codelet '{}' needs a team of at least {} CPU workers; this runtime has {}",
+                    task.codelet.name,
+                    t.min(),
+                    shared.cpu_workers
+                ),
+            ));
+        }
+
         let TaskBuilder {
             codelet,
             params,
@@ -509,6 +526,7 @@ impl Shared {
                 once,
                 cpu_only,
                 node_hint,
+                team,
             },
         ));
 
@@ -942,6 +960,8 @@ impl Runtime {
             graph: config.record_graph.then(|| Mutex::new(Vec::new())),
             multi_node: !config.devices.is_empty() || host_nodes > 1,
             kinds,
+            cpu_workers: config.workers,
+            board: crate::team::Board::new(numa),
             memory,
             perf,
             calibrate,

@@ -251,6 +251,7 @@ mod tests {
                 once: Once::default(),
                 cpu_only: false,
                 node_hint: None,
+                team: None,
             },
         )))
     }

@@ -574,6 +574,7 @@ impl Simulation {
                 flops: node.flops,
                 start: r.start,
                 end,
+                team_rank: 0,
             });
             if let Some(p) = node.preds.get() {
                 let mut t = lock(trace);
