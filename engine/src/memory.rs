@@ -206,7 +206,7 @@ pub(crate) trait VirtualLinks: Send + Sync {
     fn overcommit(&self, _node: NodeId, _bytes: u64) {}
     /// Modelled seconds of a task on one host core (`dmda`'s estimate for
     /// CPU workers before measurements exist: the platform's, not a guess).
-    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>) -> f64;
+    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>, team: usize) -> f64;
 }
 
 /// One memory node's totals.

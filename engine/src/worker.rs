@@ -177,7 +177,7 @@ fn lead(
     size: usize,
     queue: &mut dyn WorkerQueue,
     index: usize,
-    mut recorder: Option<&mut Recorder>,
+    recorder: Option<&mut Recorder>,
 ) {
     let board = &shared.board;
     let here = board.numa_of(index);
@@ -210,15 +210,7 @@ fn lead(
         );
         return;
     }
-    execute(
-        shared,
-        task,
-        queue,
-        index,
-        recorder.as_deref_mut(),
-        Some(&job),
-    );
-    job.release();
+    execute(shared, task, queue, index, recorder, Some(&job));
 }
 
 /// A member of `job` at `rank`: run what its leader hands out until the
@@ -233,6 +225,7 @@ fn serve(job: &TeamJob, rank: usize, recorder: Option<&mut Recorder>) {
         e.flops = 0.0; // counted once, on the leader's event
         rec.record(e, &job.node.codelet);
     }
+    job.check_out();
 }
 
 fn execute(
@@ -285,6 +278,9 @@ fn execute(
         }
         outcome
     };
+    if let Some(job) = team {
+        job.release();
+    }
     shared.policy.finished(index, &ReadyTask(Arc::clone(&node)));
     complete(shared, &node, outcome, queue);
     shared.nodes.recycle(node);

@@ -71,6 +71,7 @@ impl Device for VirtualDevice {
             cost.codelet,
             cost.flops,
             cost.bytes,
+            1,
         ))
     }
 

@@ -414,20 +414,31 @@ impl Simulation {
         }
     }
 
-    /// Let every idle worker of `shared` take a task.
+    /// Let every idle worker of `shared` take a task. A CPU worker joins a
+    /// recruiting team first, as a real one looks at the team board before
+    /// its queue (`crate::team`).
     fn poll(&self, shared: &Arc<Shared>) {
         let sim = shared.sim.as_ref().expect("a simulated runtime");
         sim.dirty.store(false, Ordering::Relaxed);
         for w in 0..shared.kinds.len() {
             loop {
-                if lock(&sim.running)[w].is_some() {
+                if sim.busy(w) {
+                    break;
+                }
+                if w < shared.cpu_workers && self.try_join(shared, w) {
                     break;
                 }
                 let mut q = sim.take_queue(w);
                 let task = q.pop();
                 match task {
                     Some(t) => {
-                        self.start_task(shared, w, t, &mut *q);
+                        let is_device = shared.kinds[w].is_device();
+                        match worker::team_size(shared, &t.0, is_device) {
+                            Some(size) if size > 1 && !t.0.cancelled.load(Ordering::Acquire) => {
+                                self.recruit(shared, w, t, size, &mut *q);
+                            }
+                            _ => self.start_task(shared, w, t, &mut *q, Vec::new()),
+                        }
                         sim.put_queue(w, q);
                     }
                     None => {
@@ -439,7 +450,84 @@ impl Simulation {
         }
     }
 
-    fn start_task(&self, shared: &Arc<Shared>, w: usize, task: ReadyTask, q: &mut dyn WorkerQueue) {
+    /// Worker `w` pops team task `task` and leads its team of `size`: it
+    /// recruits every idle CPU worker now, and the others as they finish
+    /// (`poll`); the task starts when the team is complete. One team
+    /// recruits at a time, as on the real board: if one does, `w` hands its
+    /// task back and joins that one.
+    fn recruit(
+        &self,
+        shared: &Arc<Shared>,
+        w: usize,
+        task: ReadyTask,
+        size: usize,
+        q: &mut dyn WorkerQueue,
+    ) {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        {
+            let mut r = lock(&sim.recruit);
+            if r.is_some() {
+                drop(r);
+                let pushed = q.push(task);
+                shared.wake(pushed);
+                self.try_join(shared, w);
+                return;
+            }
+            *r = Some(Recruit {
+                leader: w,
+                task,
+                size,
+                members: Vec::new(),
+            });
+        }
+        for m in 0..shared.cpu_workers {
+            if m != w && !sim.busy(m) {
+                if let Some(done) = self.join(shared, m) {
+                    self.start_task(shared, w, done.task, q, done.members);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// CPU worker `m` joins the recruiting team, if there is one; the team
+    /// starts when `m` completes it. Returns whether `m` joined.
+    fn try_join(&self, shared: &Arc<Shared>, m: usize) -> bool {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        if lock(&sim.recruit).is_none() {
+            return false;
+        }
+        if let Some(done) = self.join(shared, m) {
+            let mut q = sim.take_queue(done.leader);
+            self.start_task(shared, done.leader, done.task, &mut *q, done.members);
+            sim.put_queue(done.leader, q);
+        }
+        true
+    }
+
+    /// Add `m` to the recruiting team (there is one); the team, taken off
+    /// the board, when `m` completes it.
+    fn join(&self, shared: &Arc<Shared>, m: usize) -> Option<Recruit> {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        let mut r = lock(&sim.recruit);
+        let rec = r.as_mut()?;
+        rec.members.push(m);
+        lock(&sim.member_of)[m] = Some(rec.leader);
+        if rec.members.len() + 1 == rec.size {
+            r.take()
+        } else {
+            None
+        }
+    }
+
+    fn start_task(
+        &self,
+        shared: &Arc<Shared>,
+        w: usize,
+        task: ReadyTask,
+        q: &mut dyn WorkerQueue,
+        members: Vec<usize>,
+    ) {
         let sim = shared.sim.as_ref().expect("a simulated runtime");
         let kind = &shared.kinds[w];
         if kind.is_device() && !task.0.can_run_on(&shared.memory, kind.node) {
@@ -451,6 +539,7 @@ impl Simulation {
         // SAFETY: this virtual worker popped the task from a ready queue.
         let once = unsafe { node.take_once() };
         if node.cancelled.load(Ordering::Acquire) {
+            sim.release_members(&members);
             self.complete(shared, w, &node, Outcome::Cancelled, q);
             return;
         }
@@ -463,6 +552,7 @@ impl Simulation {
                     for b in &node.accesses[..i] {
                         b.handle.unpin(mem_node, b.mode);
                     }
+                    sim.release_members(&members);
                     self.complete(shared, w, &node, Outcome::Failed(e), q);
                     return;
                 }
@@ -474,16 +564,17 @@ impl Simulation {
                 }
             }
         }
-        let mut secs = self.task_seconds(shared, w, &node);
+        let team = 1 + members.len();
+        let mut secs = self.task_seconds(shared, w, &node, team);
         let slowdown = &self.platform.node.cpu.slowdown;
         if !kind.is_device() && !slowdown.is_empty() {
             // Shared memory bandwidth: the cores of the platform node busy
-            // now (every rank on it), this one included.
+            // now (every rank on it), this one (and its team) included.
             let mut busy_cpus = lock(&self.busy_cpus);
             if busy_cpus.len() <= sim.platform_node {
                 busy_cpus.resize(sim.platform_node + 1, 0);
             }
-            busy_cpus[sim.platform_node] += 1;
+            busy_cpus[sim.platform_node] += team;
             let busy = busy_cpus[sim.platform_node];
             let at = |b: usize| slowdown[b.min(slowdown.len()) - 1];
             secs *= at(busy) / at(slowdown.len());
@@ -495,6 +586,7 @@ impl Simulation {
             mem_node,
             start,
             secs,
+            members,
         });
         self.schedule(
             end,
@@ -525,8 +617,9 @@ impl Simulation {
             return;
         };
         if !shared.kinds[w].is_device() && !self.platform.node.cpu.slowdown.is_empty() {
-            lock(&self.busy_cpus)[sim.platform_node] -= 1;
+            lock(&self.busy_cpus)[sim.platform_node] -= 1 + r.members.len();
         }
+        sim.release_members(&r.members);
         let node = r.node;
         let mut q = sim.take_queue(w);
         let Once {
@@ -565,17 +658,23 @@ impl Simulation {
         }
         if let Some(trace) = &sim.trace {
             let end = self.now_ns();
-            lock(trace).tasks.push(TaskRecord {
-                id: node.id,
-                codelet: node.codelet.name.clone(),
-                label: node.label().map(|l| l.into_owned()),
-                worker: w as u32,
-                priority: node.priority,
-                flops: node.flops,
-                start: r.start,
-                end,
-                team_rank: 0,
-            });
+            let label = node.label().map(|l| l.into_owned());
+            let mut t = lock(trace);
+            for (rank, &m) in std::iter::once(&w).chain(&r.members).enumerate() {
+                t.tasks.push(TaskRecord {
+                    id: node.id,
+                    codelet: node.codelet.name.clone(),
+                    label: label.clone(),
+                    worker: m as u32,
+                    priority: node.priority,
+                    // Counted once, on the leader's record.
+                    flops: if rank == 0 { node.flops } else { 0.0 },
+                    start: r.start,
+                    end,
+                    team_rank: rank as u32,
+                });
+            }
+            drop(t);
             if let Some(p) = node.preds.get() {
                 let mut t = lock(trace);
                 t.edges.extend(p.as_slice().iter().map(|&x| (x, node.id)));
@@ -584,9 +683,10 @@ impl Simulation {
         if shared.calibrate && matches!(outcome, Outcome::Ok) {
             let kind = &shared.kinds[w];
             let overhead = self.processor(shared, w).overhead;
+            let arch = crate::team::team_arch(kind.arch, 1 + r.members.len());
             self.perf.record(
                 &node.codelet.name,
-                kind.arch,
+                &arch,
                 node.size_key(),
                 (r.secs - overhead).max(0.0),
             );
@@ -614,26 +714,40 @@ impl Simulation {
         }
     }
 
-    /// Modelled duration of `node` on worker `w`, in seconds.
-    fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode) -> f64 {
+    /// Modelled duration of `node` on worker `w` (leading a team of `team`),
+    /// in seconds.
+    fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode, team: usize) -> f64 {
         let proc = self.processor(shared, w);
         if self.use_models {
-            let (codelet, arch) = (&node.codelet.name, shared.kinds[w].arch);
-            if let Some(p) = self.perf.predict(codelet, arch, node.size_key()) {
-                // A fit over sizes too close together can be absurd (an
-                // exponent of 678 over sizes within 0.01 %): trust a
-                // regression only with a plausible exponent, else the rates.
-                let plausible = p.source != crate::perfmodel::PredictionSource::Regression
-                    || self
-                        .perf
-                        .fit(codelet, arch)
-                        .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
-                if plausible {
-                    return p.seconds + proc.overhead;
+            let codelet = &node.codelet.name;
+            let arch = shared.kinds[w].arch;
+            if let Some(s) = self.predicted(codelet, &crate::team::team_arch(arch, team), node) {
+                return s + proc.overhead;
+            }
+            // A team size never measured: the one-core model, sped up as the
+            // platform says teams of this codelet scale.
+            if team > 1 {
+                if let Some(s) = self.predicted(codelet, arch, node) {
+                    return s / proc.team_speedup(codelet, team) + proc.overhead;
                 }
             }
         }
-        model_seconds(proc, &node.codelet.name, node.flops, node.footprint())
+        model_seconds(proc, &node.codelet.name, node.flops, node.footprint(), team)
+    }
+
+    /// The perf models' prediction for `node` under (`codelet`, `arch`), if
+    /// they have a plausible one.
+    fn predicted(&self, codelet: &str, arch: &str, node: &TaskNode) -> Option<f64> {
+        let p = self.perf.predict(codelet, arch, node.size_key())?;
+        // A fit over sizes too close together can be absurd (an exponent of
+        // 678 over sizes within 0.01 %): trust a regression only with a
+        // plausible exponent, else the rates.
+        let plausible = p.source != crate::perfmodel::PredictionSource::Regression
+            || self
+                .perf
+                .fit(codelet, arch)
+                .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
+        plausible.then_some(p.seconds)
     }
 
     // ---- links ----------------------------------------------------------
@@ -747,8 +861,15 @@ impl Simulation {
     }
 }
 
-/// Duration of a task on `proc` from the platform's rates, in seconds.
-pub(crate) fn model_seconds(proc: &Processor, codelet: &str, flops: f64, bytes: u64) -> f64 {
+/// Duration of a task on `proc` (a team of `team` of them) from the
+/// platform's rates, in seconds.
+pub(crate) fn model_seconds(
+    proc: &Processor,
+    codelet: &str,
+    flops: f64,
+    bytes: u64,
+    team: usize,
+) -> f64 {
     let eff = |f: f64| {
         if proc.half_flops > 0.0 {
             f / (f + proc.half_flops)
@@ -764,6 +885,11 @@ pub(crate) fn model_seconds(proc: &Processor, codelet: &str, flops: f64, bytes: 
         None if flops > 0.0 => flops / (proc.gflops * 1e9 * eff(flops)),
         None => proc.gbs.map_or(0.0, |b| bytes as f64 / b),
     };
+    let run = if team > 1 {
+        run / proc.team_speedup(codelet, team)
+    } else {
+        run
+    };
     run + proc.overhead
 }
 
@@ -776,6 +902,17 @@ struct Running {
     start: u64,
     /// Modelled duration, seconds.
     secs: f64,
+    /// The other members of its team (busy until it ends).
+    members: Vec<usize>,
+}
+
+/// A team being recruited: its leader (busy), its task, the size it needs
+/// and the members so far.
+struct Recruit {
+    leader: usize,
+    task: ReadyTask,
+    size: usize,
+    members: Vec<usize>,
 }
 
 /// A simulated runtime's virtual workers (held by its `Shared`).
@@ -786,6 +923,11 @@ pub(crate) struct SimRt {
     /// the ranks of one node share its memory bandwidth).
     platform_node: usize,
     running: Mutex<Vec<Option<Running>>>,
+    /// Per worker: the leader of the team it serves (busy until the team's
+    /// task ends).
+    member_of: Mutex<Vec<Option<usize>>>,
+    /// The team recruiting now (one at a time, as on the real board).
+    recruit: Mutex<Option<Recruit>>,
     /// Each worker's queue; taken out while the event loop uses it.
     queues: Mutex<Vec<Option<Box<dyn WorkerQueue>>>>,
     dirty: AtomicBool,
@@ -807,6 +949,8 @@ impl SimRt {
             slot,
             platform_node,
             running: Mutex::new((0..n).map(|_| None).collect()),
+            member_of: Mutex::new(vec![None; n]),
+            recruit: Mutex::new(None),
             queues: Mutex::new((0..n).map(|_| None).collect()),
             dirty: AtomicBool::new(false),
             trace: trace.then(|| {
@@ -835,6 +979,22 @@ impl SimRt {
 
     pub(crate) fn set_queues(&self, queues: Vec<Box<dyn WorkerQueue>>) {
         *lock(&self.queues) = queues.into_iter().map(Some).collect();
+    }
+
+    /// Whether virtual worker `w` runs a task, serves a team, or leads
+    /// one that recruits.
+    fn busy(&self, w: usize) -> bool {
+        lock(&self.running)[w].is_some()
+            || lock(&self.member_of)[w].is_some()
+            || lock(&self.recruit).as_ref().is_some_and(|r| r.leader == w)
+    }
+
+    /// The team of a task that ended (or never ran) goes back to work.
+    fn release_members(&self, members: &[usize]) {
+        let mut of = lock(&self.member_of);
+        for &m in members {
+            of[m] = None;
+        }
     }
 
     fn take_queue(&self, w: usize) -> Box<dyn WorkerQueue> {
@@ -888,12 +1048,13 @@ impl VirtualLinks for RtLinks {
         lock(&self.world.state).stats.overcommits += 1;
     }
 
-    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>) -> f64 {
+    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>, team: usize) -> f64 {
         model_seconds(
             &self.world.platform.node.cpu,
             cost.codelet,
             cost.flops,
             cost.bytes,
+            team,
         )
     }
 }

@@ -104,6 +104,23 @@ impl TeamSize {
     }
 }
 
+/// The serial fraction (Amdahl) assumed for a team task that nothing
+/// measured: a team of `s` then runs `1 / (f + (1 − f) / s)` times as fast
+/// as one worker. A guess, used by `dmda` before any measurement and by
+/// simulated platforms that give no `team_serial`; `tessera calibrate`
+/// measures it.
+pub const DEFAULT_TEAM_SERIAL: f64 = 0.1;
+
+/// Amdahl's speedup of a team of `size` with serial fraction `serial`.
+pub fn speedup(size: usize, serial: f64) -> f64 {
+    let s = size.max(1) as f64;
+    1.0 / (serial + (1.0 - serial) / s)
+}
+
+pub(crate) fn default_speedup(size: usize) -> f64 {
+    speedup(size, DEFAULT_TEAM_SERIAL)
+}
+
 /// The architecture name a team of `size` workers of architecture `arch`
 /// is modelled under (perf models, platform rates): `arch` itself for one
 /// member, `ARCHxSIZE` (`cpux4`) for more.
@@ -373,7 +390,7 @@ mod tests {
                     for r in 0..size {
                         let s = share(n, align, size, r);
                         assert_eq!(s.start, next, "n {n} size {size} align {align}");
-                        assert!(s.end == n || (s.end - s.start) % align == 0);
+                        assert!(s.end == n || (s.end - s.start).is_multiple_of(align));
                         next = s.end;
                     }
                     assert_eq!(next, n);

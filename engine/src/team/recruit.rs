@@ -51,6 +51,8 @@ pub(crate) struct TeamJob {
     work_done: AtomicUsize,
     /// The body has returned: members go back to their queues.
     released: AtomicBool,
+    /// Members gone back (after recording the task on their timelines).
+    checked_out: AtomicUsize,
     park: (Mutex<()>, Condvar),
     sleepers: AtomicUsize,
     /// When the body started and ended (the recorder's clock), for the
@@ -76,6 +78,7 @@ impl TeamJob {
             work_gen: AtomicUsize::new(0),
             work_done: AtomicUsize::new(0),
             released: AtomicBool::new(false),
+            checked_out: AtomicUsize::new(0),
             park: (Mutex::new(()), Condvar::new()),
             sleepers: AtomicUsize::new(0),
             span: Mutex::new((0, 0)),
@@ -104,11 +107,6 @@ impl TeamJob {
     /// Whether every member has joined.
     pub(crate) fn is_complete(&self) -> bool {
         self.joined.load(Ordering::SeqCst) == self.wanted()
-    }
-
-    /// The worker of each rank (complete once the team is).
-    pub(crate) fn workers(&self) -> Vec<usize> {
-        lock(&self.workers).clone()
     }
 
     /// The leader: wait until the team is complete, or `stop()` holds
@@ -190,9 +188,23 @@ impl TeamJob {
         }
     }
 
-    /// The body has returned: release the members.
+    /// The body has returned: release the members, and wait until each
+    /// has checked out (so the task completes after every member's trace
+    /// event is recorded, and with its workers free).
     pub(crate) fn release(&self) {
         self.released.store(true, Ordering::SeqCst);
+        wake_all(&self.park, &self.sleepers);
+        let joined = self.joined.load(Ordering::SeqCst);
+        wait_until(
+            || self.checked_out.load(Ordering::SeqCst) == joined,
+            &self.park,
+            &self.sleepers,
+        );
+    }
+
+    /// A member is done with this team.
+    pub(crate) fn check_out(&self) {
+        self.checked_out.fetch_add(1, Ordering::SeqCst);
         wake_all(&self.park, &self.sleepers);
     }
 }

@@ -65,6 +65,9 @@ pub(crate) fn wake_all(park: &(Mutex<()>, Condvar), sleepers: &AtomicUsize) {
     }
 }
 
+/// One member's contribution to an all-reduce (type-erased).
+type Slot = Mutex<Option<Box<dyn Any + Send>>>;
+
 /// What the members of one team synchronise through.
 pub(crate) struct TeamSync {
     size: usize,
@@ -78,7 +81,7 @@ pub(crate) struct TeamSync {
     /// The first failure's message.
     failure: Mutex<Option<String>>,
     /// All-reduce contributions, two sets used alternately (see `all_reduce`).
-    slots: [Box<[Mutex<Option<Box<dyn Any + Send>>>]>; 2],
+    slots: [Box<[Slot]>; 2],
     park: (Mutex<()>, Condvar),
     sleepers: AtomicUsize,
 }
