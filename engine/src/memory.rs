@@ -468,13 +468,22 @@ impl Memory {
             res.retain(|w| w.strong_count() > 0);
             res.iter().filter_map(|w| w.upgrade()).collect()
         };
-        let mut order: Vec<(u64, &Arc<dyn AnyHandle>)> = candidates
+        // Clean replicas (valid elsewhere too: evicting them costs no
+        // write-back) before the only copies, each in LRU order: a device
+        // keeps the data it owns and has written (Hetero-HPL's resident
+        // columns) while read-only copies it fetched (a broadcast panel) or
+        // written through to the host go first.
+        let mine = 1u64 << node;
+        let mut order: Vec<(bool, u64, &Arc<dyn AnyHandle>)> = candidates
             .iter()
             .filter(|h| Arc::as_ptr(h) as *const () != keep)
-            .filter_map(|h| h.last_use(node).map(|t| (t, h)))
+            .filter_map(|h| {
+                let only_copy = h.valid_mask() & !mine == 0;
+                h.last_use(node).map(|t| (only_copy, t, h))
+            })
             .collect();
-        order.sort_by_key(|(t, _)| *t);
-        for (_, h) in order {
+        order.sort_by_key(|&(only_copy, t, _)| (only_copy, t));
+        for (_, _, h) in order {
             if let Some(freed) = h.try_evict(node) {
                 self.unreserve(node, freed);
                 self.nodes[node].evictions.fetch_add(1, Ordering::Relaxed);

@@ -281,6 +281,12 @@ fn execute(
     if let Some(job) = team {
         job.release();
     }
+    let kind = &shared.kinds[index];
+    if kind.is_device() && matches!(outcome, Outcome::Ok) && crate::sched::writes_through(&node) {
+        shared
+            .policy
+            .write_back(&ReadyTask(Arc::clone(&node)), kind.node);
+    }
     shared.policy.finished(index, &ReadyTask(Arc::clone(&node)));
     complete(shared, &node, outcome, queue);
     shared.nodes.recycle(node);

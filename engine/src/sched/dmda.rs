@@ -47,8 +47,15 @@ struct Choice {
     team: Option<(usize, Vec<usize>)>,
 }
 
-/// A prefetch request: move this task's inputs to that memory node.
-type PrefetchTx = Sender<(Arc<TaskNode>, usize)>;
+/// A copy thread's work: move a task's inputs to a memory node ahead of it
+/// (prefetch), or its write-through outputs back to the host.
+enum CopyJob {
+    Inputs(Arc<TaskNode>, usize),
+    WriteBack(Arc<TaskNode>),
+}
+
+/// Requests to one device's copy thread.
+type PrefetchTx = Sender<CopyJob>;
 
 struct Shared {
     workers: Vec<WorkerState>,
@@ -78,12 +85,15 @@ impl Dmda {
         // only schedule virtual transfers; see `push_to`).
         let threads = !memory.is_virtual();
         for k in kinds.iter().filter(|k| k.is_device() && threads) {
-            let (tx, rx) = channel::<(Arc<TaskNode>, usize)>();
+            let (tx, rx) = channel::<CopyJob>();
             let t = std::thread::Builder::new()
                 .name(format!("tessera-copy{}", k.node))
                 .spawn(move || {
-                    for (task, node) in rx {
-                        prefetch_inputs(&task, node);
+                    for job in rx {
+                        match job {
+                            CopyJob::Inputs(task, node) => prefetch_inputs(&task, node),
+                            CopyJob::WriteBack(task) => super::write_back_now(&task),
+                        }
                     }
                 })
                 .expect("copy thread starts");
@@ -375,7 +385,7 @@ impl Shared {
                 .iter()
                 .any(|a| a.mode.reads() && !a.handle.valid_on(node))
             {
-                let _ = tx.send((Arc::clone(&task.0), node));
+                let _ = tx.send(CopyJob::Inputs(Arc::clone(&task.0), node));
             }
         }
         let mut q = lock(&ws.queue);
@@ -404,6 +414,22 @@ impl SchedulerPolicy for Dmda {
     fn push_cpu_only(&self, task: ReadyTask) -> Pushed {
         // `choose` never gives a CPU-only task to a device worker.
         Pushed::Worker(self.shared.push_to(task))
+    }
+
+    fn write_back(&self, task: &ReadyTask, node: usize) {
+        let w = self
+            .shared
+            .workers
+            .iter()
+            .position(|w| w.kind.node == node && w.kind.is_device());
+        let tx = w.and_then(|w| lock(&self.shared.prefetch[w]).clone());
+        match tx {
+            Some(tx) if !self.shared.memory.is_virtual() => {
+                let _ = tx.send(CopyJob::WriteBack(Arc::clone(&task.0)));
+            }
+            // Simulated time: the copy is scheduled on the link at once.
+            _ => super::write_back_now(&task.0),
+        }
     }
 
     fn finished(&self, worker: usize, task: &ReadyTask) {

@@ -115,6 +115,44 @@ pub trait SchedulerPolicy: Send + Sync {
 
     /// Worker `worker` finished `task` (for queue accounting).
     fn finished(&self, _worker: usize, _task: &ReadyTask) {}
+
+    /// A device worker's task wrote data marked write-through
+    /// (`DataHandle::set_write_through`) on memory node `node`: copy it
+    /// back to the host. This default copies at once, on the calling
+    /// worker's thread; `dmda` hands it to the device's copy thread.
+    fn write_back(&self, task: &ReadyTask, _node: usize) {
+        write_back_now(&task.0);
+    }
+}
+
+/// Make the host replica of each write-through datum `task` wrote valid
+/// again (a copy from where it was written; not pinned).
+pub(crate) fn write_back_now(task: &TaskNode) {
+    for a in task.accesses.iter().filter(|a| {
+        a.mode.writes()
+            && a.core()
+                .write_through
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }) {
+        // Best effort: a failure leaves the device's copy the valid one,
+        // written back when evicted, as without write-through.
+        let _ = a.handle.acquire(
+            &a.handle,
+            crate::memory::HOST,
+            crate::access::AccessMode::R,
+            false,
+        );
+    }
+}
+
+/// Whether `task` wrote write-through data (see `write_back`).
+pub(crate) fn writes_through(task: &TaskNode) -> bool {
+    task.accesses.iter().any(|a| {
+        a.mode.writes()
+            && a.core()
+                .write_through
+                .load(std::sync::atomic::Ordering::Relaxed)
+    })
 }
 
 /// One worker's end of a policy. Only its worker thread calls it.

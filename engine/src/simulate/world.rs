@@ -647,6 +647,12 @@ impl Simulation {
                 for a in node.accesses.iter().filter(|a| a.mode.writes()) {
                     st.ready.remove(&(sim.slot, a.handle.core().id, r.mem_node));
                 }
+                drop(st);
+                if shared.kinds[w].is_device() && crate::sched::writes_through(&node) {
+                    shared
+                        .policy
+                        .write_back(&ReadyTask(Arc::clone(&node)), r.mem_node);
+                }
             }
             if let (Outcome::Ok, Some(then)) = (&outcome, then) {
                 outcome = match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
