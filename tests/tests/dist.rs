@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use tessera_engine::dist::{local, symbolic, Collectives, Net};
 use tessera_engine::{Config, Runtime};
-use tessera_tests::dist_dag::{RankDag, Shape};
+use tessera_tests::dist_dag::RankDag;
+use tessera_tests::random_dag::Shape;
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -133,17 +134,17 @@ fn collectives_agree_and_catch_mismatched_parameters() {
 #[test]
 fn random_stf_programs_match_sequential_at_1_to_4_ranks() {
     use tessera_engine::dist::stf::DistRuntime;
-    use tessera_tests::dist_dag::StfProgram;
+    use tessera_tests::dist_dag::{run_stf, stf_program};
     with_timeout(LIMIT, || {
         for seed in 0..24u64 {
             let ranks = 1 + seed as usize % 4;
-            let prog = Arc::new(StfProgram::random(seed, 2 + seed as usize % 9, 150, ranks));
+            let prog = Arc::new(stf_program(seed, 2 + seed as usize % 9, 150, ranks));
             let expected = prog.expected();
             let p2 = Arc::clone(&prog);
             let results = spmd(ranks, move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(1 + rank % 2)).unwrap();
                 let dist = DistRuntime::new(rt, net);
-                let out = p2.run(&dist).unwrap();
+                let out = run_stf(&p2, &dist).unwrap();
                 (out, dist.stats())
             });
             let mut got = vec![None; expected.len()];

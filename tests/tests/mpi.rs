@@ -16,8 +16,9 @@ use tessera_backends::mpi;
 use tessera_engine::dist::stf::DistRuntime;
 use tessera_engine::dist::{symbolic, Collectives, Net};
 use tessera_engine::{Config, Runtime};
-use tessera_tests::dist_dag::{RankDag, Shape, StfProgram};
+use tessera_tests::dist_dag::{run_stf, stf_program, RankDag};
 use tessera_tests::mpirun::{is_rank, mpirun};
+use tessera_tests::random_dag::Shape;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -37,13 +38,13 @@ fn rank_suite() {
         for (t, v) in dag.outputs(&rt) {
             assert_eq!(v, expected[t], "rank {rank}: DAG seed {seed}, task {t}");
         }
-        let prog = StfProgram::random(seed + 100, 6, 120, ranks);
+        let prog = stf_program(seed + 100, 6, 120, ranks);
         let expected = prog.expected();
         let dist = DistRuntime::new(
             Runtime::new(Config::with_workers(1)).unwrap(),
             Arc::clone(&net),
         );
-        for (h, v) in prog.run(&dist).unwrap() {
+        for (h, v) in run_stf(&prog, &dist).unwrap() {
             assert_eq!(v, expected[h], "rank {rank}: STF seed {seed}, handle {h}");
         }
     }
