@@ -138,7 +138,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
 }
 
 /// `tessera lu --simulate PLATFORM --grid PxQ`: the distributed LU
-/// (`linalg::lu_dist`, the same DAG, owners and remote edges as under
+/// (`linalg::lu::dist`, the same DAG, owners and remote edges as under
 /// mpirun), every rank a simulated runtime of this process, messages on the
 /// simulated network.
 fn lu_grid(
@@ -149,7 +149,7 @@ fn lu_grid(
     front: Front,
 ) -> Result<(), String> {
     use tessera_engine::dist::symbolic;
-    use tessera_linalg::lu_dist::{DistLu, Grid};
+    use tessera_linalg::lu::dist::{DistLu, Grid};
     let p = sim.platform().clone();
     let grid = Grid::parse(grid).map_err(|e| format!("--grid: {e}"))?;
     if grid.ranks() != p.ranks() {

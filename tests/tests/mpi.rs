@@ -127,8 +127,8 @@ fn a_rank_that_dies_ends_mpirun() {
 /// passing; then a singular matrix named on every rank.
 fn lu_rank_suite(grid: &str) {
     use tessera_linalg::hpl::{generate_matrix, generate_tile, HPL_THRESHOLD};
-    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
-    use tessera_linalg::lu_seq::lu_tiled_seq;
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu::seq::lu_tiled_seq;
     let m = mpi::init().unwrap();
     let rank = m.rank();
     let net = Net::new(m.transport());

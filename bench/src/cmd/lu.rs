@@ -8,11 +8,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera_engine::Runtime;
-use tessera_linalg::hpl::{
-    generate_matrix, generate_rhs, hpl_flops, hpl_residual, solve_from_factors, HPL_THRESHOLD,
-};
-use tessera_linalg::lu::{lu_factor_split, Front, Split};
-use tessera_linalg::lu_dist::{Grid, Layout};
+use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_flops, hpl_residual, HPL_THRESHOLD};
+use tessera_linalg::lu::dist::{Grid, Layout};
+use tessera_linalg::lu::{lu_factor_split, solve_from_factors, Front, Split};
 
 /// Options of `tessera lu`.
 #[derive(clap::Args, Debug)]
@@ -272,13 +270,13 @@ fn columns_per_pcol(layout: &Layout) -> String {
     cols.join(" ")
 }
 
-/// The distributed LU under mpirun (`tessera_linalg::lu_dist`): every rank
+/// The distributed LU under mpirun (`tessera_linalg::lu::dist`): every rank
 /// factors its share, the solve and the residual use distributed norms, and
 /// rank 0 prints HPL's block with the real P and Q.
 fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     use std::sync::Arc;
     use tessera_engine::dist::symbolic;
-    use tessera_linalg::lu_dist::DistLu;
+    use tessera_linalg::lu::dist::DistLu;
 
     let grid = match &args.grid {
         Some(g) => Grid::parse(g)?,
@@ -342,7 +340,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             let calib = Runtime::new(config.clone().trace(false)).map_err(|e| e.to_string())?;
             coll.barrier()?;
             let started = Instant::now();
-            let rate = tessera_linalg::lu_layout::measure_gemm_rate(
+            let rate = tessera_linalg::lu::dist::layout::measure_gemm_rate(
                 &calib,
                 nb.min(n).max(1),
                 Duration::from_millis(100),
