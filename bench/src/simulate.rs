@@ -11,8 +11,8 @@ use tessera_engine::{Config, Runtime, Scheduler};
 use tessera_linalg::hpl::hpl_flops;
 use tessera_linalg::lu::{lu_simulate, Front, Split};
 
-use crate::cmd::lu::LuArgs;
-use crate::cmd::spmv::SpmvArgs;
+use crate::args::{LuArgs, SpmvArgs};
+use crate::report::{print_hpl_block, print_split_shares};
 
 /// Load a platform file and make a simulation of it.
 pub fn load(path: &Path) -> Result<Arc<Simulation>, String> {
@@ -103,7 +103,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         p.name,
         path.display()
     );
-    crate::cmd::lu::print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &verdict);
+    print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &verdict);
     println!(
         "workers {}  scheduler {}  front {:?}  tiles {}x{}",
         rt.workers(),
@@ -127,7 +127,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         stats.peak_events,
         stats.overcommits
     );
-    crate::cmd::lu::print_split_shares(&shares);
+    print_split_shares(&shares);
     if let Some(path) = &args.trace {
         crate::save_trace(&rt, path)?;
     }
@@ -223,7 +223,7 @@ fn lu_grid(
         p.name,
         path.display()
     );
-    crate::cmd::lu::print_hpl_block(&tv, n, nb, (grid.p, grid.q), time, gflops, &verdict);
+    print_hpl_block(&tv, n, nb, (grid.p, grid.q), time, gflops, &verdict);
     println!(
         "ranks {ranks} ({} nodes x {})  workers per rank {}  scheduler {}  tiles {}x{}",
         p.nodes,

@@ -266,7 +266,7 @@ fn spmv_cli(args: &[&str]) -> Result<(), String> {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        spmv: tessera_bench::cmd::spmv::SpmvArgs,
+        spmv: tessera_bench::args::SpmvArgs,
     }
     let cli = Cli::try_parse_from(std::iter::once("spmv").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
@@ -478,7 +478,7 @@ fn lu_cli(args: &[&str]) -> Result<(), String> {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        lu: tessera_bench::cmd::lu::LuArgs,
+        lu: tessera_bench::args::LuArgs,
     }
     let cli = Cli::try_parse_from(std::iter::once("lu").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
