@@ -96,6 +96,9 @@ pub struct SpmvArgs {
     #[arg(long, value_name = "FILE.mtx", conflicts_with = "gen")]
     pub matrix: Option<PathBuf>,
     /// Generated matrix: stencil7:N, stencil27:N, powerlaw:N[:AVG[:ALPHA]], banded:N:HALFBW, dense:N.
+    // This comment is `--help`'s text, where brackets mean "optional";
+    // rustdoc would read `[:ALPHA]` as a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "SPEC", default_value = "stencil27:100")]
     pub gen: String,
     /// Iterations.

@@ -44,8 +44,8 @@ enum Command {
     Trace(trace::TraceCmd),
     /// Measure this machine (LU, SpMV, STREAM) and write a platform file for `--simulate`.
     Calibrate(calibrate::CalibrateArgs),
-    /// Check the CUDA backend's operations (dgemm, dtrsm, panel LU, row swaps, CSR SpMV) against
-    /// CPU references, not through the codelets, and measure the GPUs' dgemm and copy rates.
+    /// Check the CUDA backend's operations against CPU references (not the codelets) and
+    /// measure the GPUs' dgemm and copy rates.
     GpuCheck(gpu_check::GpuCheckArgs),
 }
 
