@@ -34,7 +34,7 @@ pub mod symbolic;
 mod sync;
 mod task;
 pub mod trace;
-mod util;
+pub mod util;
 mod worker;
 
 pub use access::{AccessMode, Accesses, DeviceAccesses, Dynamic, Read, ReadWrite, Write};

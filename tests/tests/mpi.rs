@@ -128,8 +128,8 @@ fn a_rank_that_dies_ends_mpirun() {
 /// passing; then a singular matrix named on every rank.
 fn lu_rank_suite(grid: &str) {
     use tessera_linalg::hpl::{generate_matrix, generate_tile, HPL_THRESHOLD};
-    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
-    use tessera_linalg::lu_seq::lu_tiled_seq;
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu::seq::lu_tiled_seq;
     let m = mpi::init().unwrap();
     let rank = m.rank();
     let net = Net::new(m.transport());
@@ -267,7 +267,7 @@ fn spmv_cli(args: &[&str]) -> Result<(), String> {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        spmv: tessera_bench::cmd::spmv::SpmvArgs,
+        spmv: tessera_bench::args::SpmvArgs,
     }
     let cli = Cli::try_parse_from(std::iter::once("spmv").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
@@ -479,7 +479,7 @@ fn lu_cli(args: &[&str]) -> Result<(), String> {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        lu: tessera_bench::cmd::lu::LuArgs,
+        lu: tessera_bench::args::LuArgs,
     }
     let cli = Cli::try_parse_from(std::iter::once("lu").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
