@@ -1,7 +1,7 @@
 //! How long a simulated task lasts: the perf models' prediction for its
 //! (codelet, architecture, size), else the processor's rate for its codelet,
-//! else the processor's default rate — and a warning, once per codelet and
-//! architecture, when it came to the default.
+//! else the processor's default rate — and a warning, once per codelet,
+//! when it came to the default.
 //!
 //! Codelets are matched by name: a platform's `codelets` entries and perf
 //! models apply to every codelet of that name, whoever wrote it. The warning
@@ -9,7 +9,7 @@
 //! otherwise take a guessed rate silently); the converse, a name it knows
 //! for another kernel, is the user's to avoid (README.md beside this file).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::platform::{Processor, Rate};
@@ -70,8 +70,8 @@ pub(crate) struct Durations {
 
 #[derive(Default)]
 struct Defaulted {
-    /// Per architecture, the codelets warned about.
-    seen: HashMap<&'static str, HashSet<String>>,
+    /// The codelets warned about.
+    seen: HashSet<String>,
     /// The warnings, in the order they were given.
     warnings: Vec<String>,
 }
@@ -113,27 +113,20 @@ impl Durations {
         model_seconds(proc, task.codelet, task.flops, task.bytes)
     }
 
-    /// `task` came to `proc`'s default rate: warn, once per codelet and
-    /// architecture, on stderr and in [`warnings`](Self::warnings).
+    /// `task` came to `proc`'s default rate: warn, once per codelet, on
+    /// stderr and in [`warnings`](Self::warnings).
     fn note_default(&self, proc: &Processor, task: &Work<'_>) {
         if ENGINE_CODELETS.contains(&task.codelet) {
             return;
         }
         let mut d = lock(&self.defaulted);
-        if d.seen
-            .get(task.arch)
-            .is_some_and(|s| s.contains(task.codelet))
-        {
+        if !d.seen.insert(task.codelet.to_string()) {
             return;
         }
-        d.seen
-            .entry(task.arch)
-            .or_default()
-            .insert(task.codelet.to_string());
         let rate = match proc.gbs {
-            _ if task.flops > 0.0 => format!("its flops at the default {} GFLOP/s", proc.gflops),
-            Some(b) => format!("its data at the default {} GB/s", b / 1e9),
-            None => "no time (it declares no flops and the processor no `gbs`)".to_string(),
+            _ if task.flops > 0.0 => format!("its flops at {} GFLOP/s", proc.gflops),
+            Some(b) => format!("its data at {} GB/s", b / 1e9),
+            None => "no time (no flops, and no `gbs`)".to_string(),
         };
         let models = if self.use_models {
             "perf model or "
@@ -141,9 +134,10 @@ impl Durations {
             ""
         };
         let text = format!(
-            "codelet '{}' on {}: platform '{}' has no {models}rate for it, so its tasks take {rate}; \
-             add it to the platform's `codelets`, or measure it (Simulation::with_calibrated)",
-            task.codelet, task.arch, self.platform
+            "codelet '{}' has no {models}rate in platform '{}': its tasks take each processor's \
+             default rate (on {}: {rate}); give it a rate in the platform's `codelets`, or \
+             measure it (Simulation::with_calibrated)",
+            task.codelet, self.platform, task.arch
         );
         eprintln!("tessera: simulate: warning: {text}");
         d.warnings.push(text);

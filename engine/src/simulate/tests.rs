@@ -192,8 +192,8 @@ fn unknown_codelets_take_the_default_rate_with_one_warning() {
     let w = sim.warnings();
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
-        w[0].starts_with("codelet 'mine' on cpu: platform 'p' has no rate for it")
-            && w[0].contains("default 1 GFLOP/s"),
+        w[0].starts_with("codelet 'mine' has no rate in platform 'p'")
+            && w[0].contains("on cpu: its flops at 1 GFLOP/s"),
         "{}",
         w[0]
     );
@@ -208,7 +208,7 @@ fn unknown_codelets_take_the_default_rate_with_one_warning() {
     assert!((sim.now() - 4.0 - 500e-9).abs() < 1e-9, "{}", sim.now());
     let w = sim.warnings();
     assert!(
-        w.len() == 2 && w[1].contains("'idle'") && w[1].contains("default 2 GB/s"),
+        w.len() == 2 && w[1].contains("'idle'") && w[1].contains("its data at 2 GB/s"),
         "{w:?}"
     );
 }
