@@ -120,6 +120,11 @@ struct State {
     next_message: u64,
     /// Per rank: messages sent and not yet arrived.
     pending_sends: Vec<usize>,
+    /// Per (sender, receiver): when its last message arrives. A message
+    /// never arrives before an earlier one of the pair (`Transport`'s
+    /// order: between ranks of one node, a short message would otherwise
+    /// overtake a long one).
+    last_arrival: HashMap<(usize, usize), u64>,
     stats: SimStats,
 }
 
@@ -805,7 +810,8 @@ impl Simulation {
     /// Send `msg` (charged as `bytes` bytes) from rank `from` to `to`: it
     /// leaves when the sender's NIC is free and arrives after the latency
     /// and its bytes at the NIC bandwidth (ranks of one node: through
-    /// memory, at the NIC's latency and the node's memory bandwidth).
+    /// memory, at the NIC's latency and the node's memory bandwidth), and
+    /// not before the pair's previous message.
     pub(crate) fn send_message(&self, from: usize, to: usize, msg: Vec<u8>, bytes: u64) {
         let now = self.now_ns();
         let p = &self.platform;
@@ -821,6 +827,10 @@ impl Simulation {
             st.nics[nb].1.free = end;
             end
         };
+        // Equal times are delivered in scheduling order: FIFO.
+        let last = st.last_arrival.entry((from, to)).or_insert(0);
+        let arrive = arrive.max(*last);
+        *last = arrive;
         let id = st.next_message;
         st.next_message += 1;
         st.messages.insert(id, (from, to, msg));
