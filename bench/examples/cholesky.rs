@@ -38,7 +38,10 @@ fn cells() -> impl Iterator<Item = (usize, usize)> {
 
 fn main() -> Result<(), Error> {
     // Names of their own: a simulated platform matches rates by name.
-    let potrf_t = Codelet::<ReadWrite<Tile>>::new("chol-potrf").cpu(|_, _, a| Ok(potrf(a, NB)));
+    let potrf_t = Codelet::<ReadWrite<Tile>>::new("chol-potrf").cpu(|_, _, a| {
+        potrf(a, NB);
+        Ok(())
+    });
     // b := b·l⁻ᵀ, a tile below the diagonal.
     let trsm_t = Codelet::<(Read<Tile>, ReadWrite<Tile>)>::new("chol-trsm").cpu(|_, _, (l, b)| {
         for (i, j) in cells() {
