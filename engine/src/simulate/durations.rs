@@ -120,9 +120,11 @@ impl Durations {
             return;
         }
         let mut d = lock(&self.defaulted);
-        if !d.seen.insert(task.codelet.to_string()) {
+        // Every task of such a codelet comes here: no allocation once warned.
+        if d.seen.contains(task.codelet) {
             return;
         }
+        d.seen.insert(task.codelet.to_string());
         let rate = match proc.gbs {
             _ if task.flops > 0.0 => format!("its flops at {} GFLOP/s", proc.gflops),
             Some(b) => format!("its data at {} GB/s", b / 1e9),
