@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 use super::platform::{Processor, Rate};
 use crate::perfmodel::{PerfModels, PredictionSource};
+use crate::task::TaskNode;
 use crate::util::lock;
 
 /// Codelets the engine itself makes: the distributed layer's sends and
@@ -42,18 +43,6 @@ pub(crate) fn model_seconds(proc: &Processor, codelet: &str, flops: f64, bytes: 
         None => proc.gbs.map_or(0.0, |b| bytes as f64 / b),
     };
     run + proc.overhead
-}
-
-/// One task to time: what the models and rates are looked up by.
-pub(crate) struct Work<'a> {
-    pub(crate) codelet: &'a str,
-    /// The worker's architecture (`cpu`, or the accelerator's `arch`).
-    pub(crate) arch: &'static str,
-    /// The perf-model size key.
-    pub(crate) size: u64,
-    pub(crate) flops: f64,
-    /// Bytes of its data.
-    pub(crate) bytes: u64,
 }
 
 /// The durations of one simulation: its models, and the codelets that came
@@ -90,43 +79,45 @@ impl Durations {
         &self.perf
     }
 
-    /// Modelled duration of `task` on `proc`, in seconds (see the module doc).
-    pub(crate) fn seconds(&self, proc: &Processor, task: &Work<'_>) -> f64 {
+    /// Modelled duration of `task` on `proc`, a processor of architecture
+    /// `arch`, in seconds (see the module doc).
+    pub(crate) fn seconds(&self, proc: &Processor, arch: &'static str, task: &TaskNode) -> f64 {
+        let codelet = task.codelet.name.as_str();
         if self.use_models {
-            if let Some(p) = self.perf.predict(task.codelet, task.arch, task.size) {
+            if let Some(p) = self.perf.predict(codelet, arch, task.size_key()) {
                 // A fit over sizes too close together can be absurd (an
                 // exponent of 678 over sizes within 0.01 %): trust a
                 // regression only with a plausible exponent, else the rates.
                 let plausible = p.source != PredictionSource::Regression
                     || self
                         .perf
-                        .fit(task.codelet, task.arch)
+                        .fit(codelet, arch)
                         .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
                 if plausible {
                     return p.seconds + proc.overhead;
                 }
             }
         }
-        if !proc.codelets.contains_key(task.codelet) {
-            self.note_default(proc, task);
+        if !proc.codelets.contains_key(codelet) {
+            self.note_default(proc, arch, codelet, task.flops);
         }
-        model_seconds(proc, task.codelet, task.flops, task.bytes)
+        model_seconds(proc, codelet, task.flops, task.footprint())
     }
 
     /// `task` came to `proc`'s default rate: warn, once per codelet, on
     /// stderr and in [`warnings`](Self::warnings).
-    fn note_default(&self, proc: &Processor, task: &Work<'_>) {
-        if ENGINE_CODELETS.contains(&task.codelet) {
+    fn note_default(&self, proc: &Processor, arch: &str, codelet: &str, flops: f64) {
+        if ENGINE_CODELETS.contains(&codelet) {
             return;
         }
         let mut d = lock(&self.defaulted);
         // Every task of such a codelet comes here: no allocation once warned.
-        if d.seen.contains(task.codelet) {
+        if d.seen.contains(codelet) {
             return;
         }
-        d.seen.insert(task.codelet.to_string());
+        d.seen.insert(codelet.to_string());
         let rate = match proc.gbs {
-            _ if task.flops > 0.0 => format!("its flops at {} GFLOP/s", proc.gflops),
+            _ if flops > 0.0 => format!("its flops at {} GFLOP/s", proc.gflops),
             Some(b) => format!("its data at {} GB/s", b / 1e9),
             None => "no time (no flops, and no `gbs`)".to_string(),
         };
@@ -139,7 +130,7 @@ impl Durations {
             "codelet '{}' has no {models}rate in platform '{}': its tasks take each processor's \
              default rate (on {}: {rate}); give it a rate in the platform's `codelets`, or \
              measure it (Simulation::with_calibrated)",
-            task.codelet, self.platform, task.arch
+            codelet, self.platform, arch
         );
         eprintln!("tessera: simulate: warning: {text}");
         d.warnings.push(text);

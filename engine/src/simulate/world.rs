@@ -27,7 +27,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::durations::{model_seconds, Durations, Work};
+use super::durations::{model_seconds, Durations};
 use super::platform::{LinkSpec, Platform, Processor};
 use super::vdevice::VirtualDevice;
 use crate::dist::Net;
@@ -724,14 +724,8 @@ impl Simulation {
 
     /// Modelled duration of `node` on worker `w`, in seconds.
     fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode) -> f64 {
-        let work = Work {
-            codelet: &node.codelet.name,
-            arch: shared.kinds[w].arch,
-            size: node.size_key(),
-            flops: node.flops,
-            bytes: node.footprint(),
-        };
-        self.durations.seconds(self.processor(shared, w), &work)
+        self.durations
+            .seconds(self.processor(shared, w), shared.kinds[w].arch, node)
     }
 
     // ---- links ----------------------------------------------------------
