@@ -193,7 +193,7 @@ impl<A: Accesses, P: Send + Sync + 'static> Codelet<A, P> {
     /// Accesses>::Cpu<'_> == &mut [f64]`: expected `&mut [f64]`, found
     /// `&mut Vec<f64>`":
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0271
     /// # use tessera_engine::{Codelet, Config, Runtime};
     /// fn scale_slice(v: &mut [f64], a: f64) { v.iter_mut().for_each(|x| *x *= a) }
     /// let rt = Runtime::new(Config::with_workers(1)).unwrap();
