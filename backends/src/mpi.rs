@@ -57,6 +57,7 @@ use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
 use tessera_engine::dist::{Counters, Sink, Transport};
+use tessera_engine::util::lock;
 
 /// The tag of every message of at most [`MAX_PIECE`] bytes (messages are
 /// told apart by their content).
@@ -79,10 +80,6 @@ const MAX_NAP: Duration = Duration::from_millis(5);
 const HOT: Duration = Duration::from_millis(2);
 /// Idle rounds spent spinning before yielding or sleeping.
 const SPINS: u32 = 64;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// MPI for this process: initialised by [`init`], finalised on drop.
 pub struct Mpi {

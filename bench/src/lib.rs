@@ -1,12 +1,16 @@
 //! The `tessera` command line's subcommands ([`cmd`]) and what they share: placement
-//! options ([`placement`]), Gantt charts ([`gantt`]) and trace files ([`save_trace`]).
+//! options ([`placement`]), the options and report of the runs that can also be
+//! simulated ([`args`], [`report`], [`simulate`]), Gantt charts ([`gantt`]) and trace
+//! files ([`save_trace`]).
 
+pub mod args;
 pub mod budget;
 pub mod cmd;
 pub mod gantt;
 pub mod interrupt;
 pub mod placement;
 pub mod ranks;
+pub mod report;
 pub mod simulate;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.

@@ -24,11 +24,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Tiled LU with partial pivoting (HPL-style): factor, solve, check the residual.
-    Lu(lu::LuArgs),
+    Lu(tessera_bench::args::LuArgs),
     /// The LU's CPU tile kernels alone (GEMM row blocks, panel kernels), for tuning nb.
     LuKernels(lu_kernels::LuKernelsArgs),
     /// SpMV (CSR, row blocks as tasks): repeated SpMV, power iteration or CG, with bandwidth figures.
-    Spmv(spmv::SpmvArgs),
+    Spmv(tessera_bench::args::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
     Overhead(overhead::OverheadArgs),
     /// Remote edges between 2 ranks (mpirun -np 2, feature mpi): cost per edge and bandwidth
@@ -44,7 +44,8 @@ enum Command {
     Trace(trace::TraceCmd),
     /// Measure this machine (LU, SpMV, STREAM) and write a platform file for `--simulate`.
     Calibrate(calibrate::CalibrateArgs),
-    /// Check each GPU codelet against the CPU and measure the GPUs' dgemm and copy rates.
+    /// Check the CUDA backend's operations against CPU references (not the codelets) and
+    /// measure the GPUs' dgemm and copy rates.
     GpuCheck(gpu_check::GpuCheckArgs),
 }
 

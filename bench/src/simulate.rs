@@ -11,8 +11,8 @@ use tessera_engine::{Config, Runtime, Scheduler};
 use tessera_linalg::hpl::hpl_flops;
 use tessera_linalg::lu::{lu_simulate, Front, Split};
 
-use crate::cmd::lu::LuArgs;
-use crate::cmd::spmv::SpmvArgs;
+use crate::args::{LuArgs, SpmvArgs};
+use crate::report::{print_hpl_block, print_split_shares};
 
 /// Load a platform file and make a simulation of it.
 pub fn load(path: &Path) -> Result<Arc<Simulation>, String> {
@@ -103,7 +103,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         p.name,
         path.display()
     );
-    crate::cmd::lu::print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &verdict);
+    print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &verdict);
     println!(
         "workers {}  scheduler {}  front {:?}  tiles {}x{}",
         rt.workers(),
@@ -127,7 +127,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         stats.peak_events,
         stats.overcommits
     );
-    crate::cmd::lu::print_split_shares(&shares);
+    print_split_shares(&shares);
     if let Some(path) = &args.trace {
         crate::save_trace(&rt, path)?;
     }
@@ -138,7 +138,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
 }
 
 /// `tessera lu --simulate PLATFORM --grid PxQ`: the distributed LU
-/// (`linalg::lu_dist`, the same DAG, owners and remote edges as under
+/// (`linalg::lu::dist`, the same DAG, owners and remote edges as under
 /// mpirun), every rank a simulated runtime of this process, messages on the
 /// simulated network.
 fn lu_grid(
@@ -149,7 +149,7 @@ fn lu_grid(
     front: Front,
 ) -> Result<(), String> {
     use tessera_engine::dist::symbolic;
-    use tessera_linalg::lu_dist::{DistLu, Grid};
+    use tessera_linalg::lu::dist::{DistLu, Grid};
     let p = sim.platform().clone();
     let grid = Grid::parse(grid).map_err(|e| format!("--grid: {e}"))?;
     if grid.ranks() != p.ranks() {
@@ -223,7 +223,7 @@ fn lu_grid(
         p.name,
         path.display()
     );
-    crate::cmd::lu::print_hpl_block(&tv, n, nb, (grid.p, grid.q), time, gflops, &verdict);
+    print_hpl_block(&tv, n, nb, (grid.p, grid.q), time, gflops, &verdict);
     println!(
         "ranks {ranks} ({} nodes x {})  workers per rank {}  scheduler {}  tiles {}x{}",
         p.nodes,

@@ -81,6 +81,37 @@ impl Bodies {
 
 /// A kernel known to the runtime by name, with its bodies (see the module doc).
 /// Cheap to clone; clones share the bodies and the identity.
+///
+/// Declare it once (a `static` behind a `LazyLock`, or a value made at
+/// set-up), then submit tasks that name it, their data and their arguments:
+///
+/// ```
+/// use tessera_engine::{Codelet, Config, Read, ReadWrite, Runtime};
+///
+/// // y += a·x on one tile: the data's shape and modes (`A`), the
+/// // arguments (`P` = the tile's index and `a`).
+/// let axpy = Codelet::<(Read<Vec<f64>>, ReadWrite<Vec<f64>>), (usize, f64)>::with_args("axpy")
+///     .flops(|_| 2.0 * 512.0)                         // statistics, dmda, simulation
+///     .label(|&(i, _)| format!("axpy({i})"))           // built only when traced
+///     .cpu(|_ctx, &(_, a), (x, y)| {                   // (&Vec<f64>, &mut Vec<f64>)
+///         y.iter_mut().zip(x).for_each(|(y, x)| *y += a * x);
+///         Ok(())
+///     });
+///
+/// let rt = Runtime::new(Config::with_workers(2))?;
+/// let x = rt.register(vec![1.0; 512]);
+/// let y: Vec<_> = (0..3).map(|_| rt.register(vec![0.0; 512])).collect();
+/// for (i, y) in y.iter().enumerate() {
+///     rt.task(&axpy, (x.r(), y.rw())).args((i, i as f64)).submit()?;
+/// }
+/// rt.wait_all()?;
+/// assert_eq!(rt.unregister(y.into_iter().last().unwrap())?[0], 2.0);
+/// # Ok::<(), tessera_engine::Error>(())
+/// ```
+///
+/// Its name keys traces, perf models and a simulated platform's rates:
+/// give your codelets names of their own (a user's `gemm` would be timed as
+/// the LU's in a simulation, see [`simulate`](crate::simulate)).
 pub struct Codelet<A = Dynamic, P = ()> {
     pub(crate) info: CodeletRef,
     _types: std::marker::PhantomData<fn(A, P)>,
@@ -154,6 +185,42 @@ impl<A: Accesses, P: Send + Sync + 'static> Codelet<A, P> {
     /// A runtime may keep finished tasks' codelets (it reuses their nodes)
     /// until it is dropped, so a body must not own the runtime: submit from
     /// a body through [`Runtime::submitter`](crate::Runtime::submitter).
+    ///
+    /// **Type the closure's parameters when the codelet's type is left to
+    /// inference.** With `Codelet::new("scale")` and `A` known only from a
+    /// later `rt.task(&scale, x.rw())`, the closure is checked first: a call
+    /// such as `scale_slice(v, 2.0)` (a `&mut [f64]` function) fixes `v` to
+    /// `&mut [f64]`, and the error then comes out backwards, at the
+    /// closure: "type mismatch resolving `<ReadWrite<Vec<f64>> as
+    /// Accesses>::Cpu<'_> == &mut [f64]`: expected `&mut [f64]`, found
+    /// `&mut Vec<f64>`":
+    ///
+    /// ```compile_fail,E0271
+    /// # use tessera_engine::{Codelet, Config, Runtime};
+    /// fn scale_slice(v: &mut [f64], a: f64) { v.iter_mut().for_each(|x| *x *= a) }
+    /// let rt = Runtime::new(Config::with_workers(1)).unwrap();
+    /// let x = rt.register(vec![1.0f64; 4]);
+    /// let scale = Codelet::new("scale").cpu(|_, _, v| { scale_slice(v, 2.0); Ok(()) });
+    /// rt.task(&scale, x.rw()).submit().unwrap();
+    /// ```
+    ///
+    /// Type the parameter (`v: &mut Vec<f64>`; the call then coerces it to
+    /// a slice), or name the codelet's type
+    /// (`Codelet::<ReadWrite<Vec<f64>>>::new`):
+    ///
+    /// ```
+    /// # use tessera_engine::{Codelet, Config, Runtime};
+    /// fn scale_slice(v: &mut [f64], a: f64) { v.iter_mut().for_each(|x| *x *= a) }
+    /// let rt = Runtime::new(Config::with_workers(1)).unwrap();
+    /// let x = rt.register(vec![1.0f64; 4]);
+    /// let scale = Codelet::new("scale").cpu(|_, _, v: &mut Vec<f64>| {
+    ///     scale_slice(v, 2.0);
+    ///     Ok(())
+    /// });
+    /// rt.task(&scale, x.rw()).submit().unwrap();
+    /// rt.wait_all().unwrap();
+    /// assert_eq!(rt.unregister(x).unwrap(), vec![2.0; 4]);
+    /// ```
     pub fn cpu<F>(mut self, f: F) -> Self
     where
         F: for<'a> Fn(&TaskContext<'_>, &P, A::Cpu<'a>) -> Result<(), BodyError>

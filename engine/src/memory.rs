@@ -2,8 +2,9 @@
 //! replica accounting, LRU eviction and transfer statistics.
 //!
 //! Coherence itself (which replica of a handle is valid) lives with the
-//! handle (`data.rs`); this module owns what is per node. Protocol
-//! (`data.rs` implements it, `memory/README` in prose below):
+//! handle (`data/coherence.rs`); this module owns what is per node. Protocol
+//! (`data/coherence.rs` and this module implement it; `data/README.md` has
+//! it step by step, in brief):
 //! - A task on node `n` *acquires* each access before its body runs: for a
 //!   read, a valid replica is copied to `n` if `n` has none; for a write, `n`
 //!   gets a replica (allocated if absent). The replica is *pinned* until the

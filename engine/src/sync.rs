@@ -7,18 +7,25 @@ pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 #[cfg(all(loom, test))]
 pub(crate) use loom::sync::Arc;
 #[cfg(loom)]
-pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use loom::sync::{Condvar, Mutex};
 #[cfg(loom)]
 pub(crate) use loom::thread::yield_now;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+pub(crate) use std::sync::{Condvar, Mutex};
 #[cfg(not(loom))]
 pub(crate) use std::thread::yield_now;
 
-/// Lock a mutex, ignoring poisoning (see `util::lock`).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+// Poison-ignoring lock: the workspace's one helper, `util::lock`, except
+// under loom, whose mutex and guard are other types: there, the same body over
+// them, so that loom models the sleep protocol's locks too.
+#[cfg(not(loom))]
+pub(crate) use crate::util::lock;
+
+/// [`crate::util::lock`]'s body over loom's mutex.
+#[cfg(loom)]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> loom::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

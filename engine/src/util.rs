@@ -1,11 +1,36 @@
-//! Small shared helpers.
+//! Small shared helpers: the poison-ignoring [`lock`] (public: the crates
+//! built on the engine use it too), and the engine's own text, hash and file
+//! helpers.
 
 use std::sync::{Mutex, MutexGuard};
 
-/// Lock a mutex, ignoring poisoning: no engine code panics while holding one
-/// of its locks (task bodies run outside every lock), so a poisoned mutex can
-/// only come from a bug that is already being reported.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Lock a mutex, ignoring poisoning: the one lock helper of the workspace.
+///
+/// A mutex is poisoned when a thread panicked while holding it. Where that
+/// cannot leave the guarded state half-changed, the poison carries no
+/// information and unwrapping it would turn one panic into a cascade; so
+/// each caller states why its guarded state stays consistent across a panic.
+/// The engine's reason: no engine code panics while holding one of its locks
+/// (task bodies run outside every lock), so a poisoned mutex can only come
+/// from a bug that is already being reported.
+///
+/// (The sleep protocol's `sync::lock` is this function, or, under
+/// `cfg(loom)`, the same body over loom's mutex.)
+///
+/// ```
+/// use std::sync::Mutex;
+/// use tessera_engine::util::lock;
+///
+/// let m = Mutex::new(1);
+/// let _ = std::panic::catch_unwind(|| {
+///     let _g = m.lock().unwrap();
+///     panic!("poisons the mutex");
+/// });
+/// assert!(m.is_poisoned());
+/// *lock(&m) += 1;
+/// assert_eq!(*lock(&m), 2);
+/// ```
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -3,10 +3,6 @@
 pub mod balance;
 pub mod hpl;
 pub mod lu;
-pub mod lu_dist;
-pub mod lu_layout;
-pub mod lu_seq;
-mod lu_split;
 pub mod sparse;
 pub mod spmv;
 pub mod spmv_dist;

@@ -1,6 +1,7 @@
-//! Tiled layout: a dense matrix cut into `nb × nb` tiles (smaller at the bottom and right edges).
+//! Tiled layout: a dense matrix cut into `nb × nb` tiles (smaller at the bottom and right edges),
+//! and the one-column views of vectors that multiply it.
 
-use faer::{Mat, MatRef};
+use faer::{Mat, MatMut, MatRef};
 use tessera_tasks::tile::Tile;
 
 /// An `n_rows × n_cols` matrix stored as `mt × nt` tiles of at most `nb × nb`.
@@ -191,6 +192,18 @@ impl TileMatrix {
 /// Size of tile `i` along a dimension of length `n` cut in tiles of `nb`.
 fn tile_dim(n: usize, nb: usize, i: usize) -> usize {
     nb.min(n - i * nb)
+}
+
+/// A vector as a one-column matrix, the shape every faer routine takes (the solves and the
+/// residuals multiply tiles by blocks of vectors).
+pub(crate) fn col_mut(x: &mut [f64]) -> MatMut<'_, f64> {
+    let len = x.len();
+    MatMut::from_column_major_slice_mut(x, len, 1)
+}
+
+/// See [`col_mut`].
+pub(crate) fn col_ref(x: &[f64]) -> MatRef<'_, f64> {
+    MatRef::from_column_major_slice(x, x.len(), 1)
 }
 
 #[cfg(test)]

@@ -331,7 +331,7 @@ impl TilePool {
 
     /// The kept buffers, locked (a panic elsewhere leaves them as they were).
     fn free(&self) -> std::sync::MutexGuard<'_, Vec<(usize, NonNull<f64>)>> {
-        self.free.lock().unwrap_or_else(|e| e.into_inner())
+        tessera_engine::util::lock(&self.free)
     }
 
     /// Keep a dropped tile's buffer of `len > 0` entries; `false` when the pool is full

@@ -1,77 +1,22 @@
-//! A random symbolic DAG spread over ranks, for the distributed tests (in
-//! one process over the local transport, and under mpirun over MPI): task
-//! `t` reads the outputs of its predecessors and writes its own output, a
-//! vector of `LEN` integers; its owner is drawn at random.
+//! The random graphs of [`crate::random_dag`] run over ranks, for the
+//! distributed tests (in one process over the local transport, and under
+//! mpirun over MPI): a [`Shape`] through the symbolic front-end
+//! ([`RankDag`]), a [`Program`] through the distributed STF front-end
+//! ([`run_stf`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use tessera_engine::dist::stf::{DistRuntime, DistTask};
 use tessera_engine::dist::symbolic::DistClasses;
 use tessera_engine::dist::DataRef;
 use tessera_engine::symbolic::TaskClasses;
-use tessera_engine::{Codelet, DataHandle, Read, Runtime, Task, TaskBuilder, Write};
+use tessera_engine::{
+    AccessMode, Accesses, Codelet, DataHandle, Error, Read, ReadWrite, Runtime, Task, TaskBuilder,
+    Write,
+};
 
-/// Entries of each task's output.
-pub const LEN: usize = 16;
-
-/// The DAG's shape, the same on every rank (drawn from a seed).
-#[derive(Clone, Debug)]
-pub struct Shape {
-    pub preds: Vec<Vec<usize>>,
-    pub succs: Vec<Vec<usize>>,
-    pub owner: Vec<usize>,
-    pub salt: Vec<u64>,
-}
-
-impl Shape {
-    /// `n` tasks over `ranks` ranks; each task has up to 3 earlier predecessors.
-    pub fn random(seed: u64, n: usize, ranks: usize) -> Shape {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut preds: Vec<Vec<usize>> = vec![Vec::new()];
-        let mut succs = vec![Vec::new(); n];
-        for t in 1..n {
-            let k = rng.random_range(0..=3.min(t));
-            let mut p: Vec<usize> = (0..k).map(|_| rng.random_range(0..t)).collect();
-            p.sort_unstable();
-            p.dedup();
-            for &q in &p {
-                succs[q].push(t);
-            }
-            preds.push(p);
-        }
-        preds.truncate(n);
-        Shape {
-            preds,
-            succs,
-            owner: (0..n).map(|_| rng.random_range(0..ranks)).collect(),
-            salt: (0..n).map(|_| rng.random()).collect(),
-        }
-    }
-
-    /// Output `t` from its inputs.
-    pub fn mix(salt: u64, inputs: &[&Vec<u64>]) -> Vec<u64> {
-        (0..LEN)
-            .map(|i| {
-                inputs.iter().fold(salt.wrapping_add(i as u64), |a, v| {
-                    a.wrapping_mul(0x9E37_79B9).wrapping_add(v[i])
-                })
-            })
-            .collect()
-    }
-
-    /// Every output, computed sequentially.
-    pub fn expected(&self) -> Vec<Vec<u64>> {
-        let mut out: Vec<Vec<u64>> = Vec::with_capacity(self.preds.len());
-        for t in 0..self.preds.len() {
-            let inputs: Vec<&Vec<u64>> = self.preds[t].iter().map(|&p| &out[p]).collect();
-            let v = Shape::mix(self.salt[t], &inputs);
-            out.push(v);
-        }
-        out
-    }
-}
+use crate::random_dag::{Op, Params, Program, Shape, LEN};
 
 type MixData = (Vec<Read<Vec<u64>>>, Write<Vec<u64>>);
 
@@ -177,131 +122,66 @@ impl DistClasses for RankDag {
     }
 }
 
-/// A random sequential-task-flow program over `handles` vectors with random
-/// owners: each task combines some handles into a target (RW or W), now and
-/// then forced onto a random rank.
-#[derive(Clone, Debug)]
-pub struct StfProgram {
-    pub owners: Vec<usize>,
-    pub ops: Vec<StfOp>,
+/// The distributed tests' random program: `tasks` tasks over `handles`
+/// handles of [`LEN`] lanes with random owners among `ranks`; a quarter of
+/// the tasks overwrite their target and 15 % are forced onto a random rank.
+pub fn stf_program(seed: u64, handles: usize, tasks: usize, ranks: usize) -> Program {
+    let params = Params {
+        lanes: LEN,
+        overwrite: 0.25,
+        ..Params::new(handles, tasks).over_ranks(ranks, 0.15)
+    };
+    Program::random(seed, &params)
 }
 
-/// One task of an [`StfProgram`].
-#[derive(Clone, Debug)]
-pub struct StfOp {
-    pub reads: Vec<usize>,
-    pub target: usize,
-    pub overwrite: bool,
-    pub salt: u64,
-    pub on_rank: Option<usize>,
+/// Run `prog` on `dist` (every rank calls this); returns the values of the
+/// handles this rank owns.
+pub fn run_stf(prog: &Program, dist: &DistRuntime) -> Result<Vec<(usize, Vec<u64>)>, Error> {
+    type Rw = (Vec<Read<Vec<u64>>>, ReadWrite<Vec<u64>>);
+    type W = (Vec<Read<Vec<u64>>>, Write<Vec<u64>>);
+    let mix_rw = Codelet::<Rw, Op>::with_args("mix_rw").cpu(|_, op, (inputs, t)| {
+        op.apply(&inputs, t);
+        Ok(())
+    });
+    let lanes = prog.lanes;
+    let mix_w = Codelet::<W, Op>::with_args("mix_w").cpu(move |_, op, (inputs, t)| {
+        // An overwritten value's old contents are not to be relied on, its
+        // length included.
+        *t = vec![0; lanes];
+        op.apply(&inputs, t);
+        Ok(())
+    });
+    let hs: Vec<_> = (0..prog.handles)
+        .map(|h| dist.register(prog.owners[h], prog.initial(h)))
+        .collect();
+    for op in &prog.ops {
+        let reads: Vec<_> = op.reads.iter().map(|&r| hs[r].r()).collect();
+        let args = op.clone();
+        match op.mode {
+            AccessMode::W => submit(dist.task(&mix_w, (reads, hs[op.target].w())), args),
+            _ => submit(dist.task(&mix_rw, (reads, hs[op.target].rw())), args),
+        }?;
+    }
+    dist.wait_all()?;
+    let me = dist.rank();
+    let mut out = Vec::new();
+    for (h, dh) in hs.into_iter().enumerate() {
+        let owner = dh.owner();
+        let v = dist.unregister(dh)?;
+        if owner == me {
+            out.push((h, v));
+        }
+    }
+    Ok(out)
 }
 
-impl StfProgram {
-    pub fn random(seed: u64, handles: usize, tasks: usize, ranks: usize) -> StfProgram {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let owners = (0..handles).map(|_| rng.random_range(0..ranks)).collect();
-        let ops = (0..tasks)
-            .map(|_| {
-                let target = rng.random_range(0..handles);
-                let mut reads: Vec<usize> = (0..rng.random_range(0..4))
-                    .map(|_| rng.random_range(0..handles))
-                    .filter(|&r| r != target)
-                    .collect();
-                reads.sort_unstable();
-                reads.dedup();
-                StfOp {
-                    reads,
-                    target,
-                    overwrite: rng.random_bool(0.25),
-                    salt: rng.random(),
-                    on_rank: rng.random_bool(0.15).then(|| rng.random_range(0..ranks)),
-                }
-            })
-            .collect();
-        StfProgram { owners, ops }
+/// Submit `t` with `op` as its arguments, on the rank `op` is pinned to if any.
+fn submit<A: Accesses>(t: DistTask<'_, A, Op>, op: Op) -> Result<(), Error> {
+    let on_rank = op.on_rank;
+    let t = t.args(op);
+    match on_rank {
+        Some(r) => t.on_rank(r).submit(),
+        None => t.submit(),
     }
-
-    /// The initial value of handle `h`.
-    pub fn initial(h: usize) -> Vec<u64> {
-        (0..LEN as u64).map(|i| h as u64 * 1000 + i).collect()
-    }
-
-    /// The target's new value.
-    pub fn apply(op: &StfOp, inputs: &[&Vec<u64>], old: &[u64]) -> Vec<u64> {
-        let mixed = Shape::mix(op.salt, inputs);
-        if op.overwrite {
-            mixed
-        } else {
-            mixed
-                .iter()
-                .zip(old)
-                .map(|(m, o)| o.wrapping_mul(31).wrapping_add(*m))
-                .collect()
-        }
-    }
-
-    /// Every handle's final value, computed sequentially.
-    pub fn expected(&self) -> Vec<Vec<u64>> {
-        let mut v: Vec<Vec<u64>> = (0..self.owners.len()).map(StfProgram::initial).collect();
-        for op in &self.ops {
-            let inputs: Vec<&Vec<u64>> = op.reads.iter().map(|&r| &v[r]).collect();
-            let new = StfProgram::apply(op, &inputs, &v[op.target]);
-            v[op.target] = new;
-        }
-        v
-    }
-
-    /// Run it on `dist` (every rank calls this); returns the values of the
-    /// handles this rank owns.
-    pub fn run(
-        &self,
-        dist: &tessera_engine::dist::stf::DistRuntime,
-    ) -> Result<Vec<(usize, Vec<u64>)>, tessera_engine::Error> {
-        use tessera_engine::ReadWrite;
-        type Rw = (Vec<Read<Vec<u64>>>, ReadWrite<Vec<u64>>);
-        type W = (Vec<Read<Vec<u64>>>, Write<Vec<u64>>);
-        let mix_rw = Codelet::<Rw, StfOp>::with_args("mix_rw").cpu(|_, op, (inputs, t)| {
-            *t = StfProgram::apply(op, &inputs, t);
-            Ok(())
-        });
-        let mix_w = Codelet::<W, StfOp>::with_args("mix_w").cpu(|_, op, (inputs, t)| {
-            *t = StfProgram::apply(op, &inputs, &[]);
-            Ok(())
-        });
-        let hs: Vec<_> = (0..self.owners.len())
-            .map(|h| dist.register(self.owners[h], StfProgram::initial(h)))
-            .collect();
-        for op in &self.ops {
-            let reads: Vec<_> = op.reads.iter().map(|&r| hs[r].r()).collect();
-            let t = if op.overwrite {
-                let t = dist
-                    .task(&mix_w, (reads, hs[op.target].w()))
-                    .args(op.clone());
-                match op.on_rank {
-                    Some(r) => t.on_rank(r).submit(),
-                    None => t.submit(),
-                }
-            } else {
-                let t = dist
-                    .task(&mix_rw, (reads, hs[op.target].rw()))
-                    .args(op.clone());
-                match op.on_rank {
-                    Some(r) => t.on_rank(r).submit(),
-                    None => t.submit(),
-                }
-            };
-            t?;
-        }
-        dist.wait_all()?;
-        let me = dist.rank();
-        let mut out = Vec::new();
-        for (h, dh) in hs.into_iter().enumerate() {
-            let owner = dh.owner();
-            let v = dist.unregister(dh)?;
-            if owner == me {
-                out.push((h, v));
-            }
-        }
-        Ok(out)
-    }
+    .map(drop)
 }

@@ -3,6 +3,7 @@
 pub mod dist_dag;
 pub mod dist_spmv;
 pub mod mpirun;
+pub mod random_dag;
 
 use std::time::Duration;
 

@@ -7,11 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tessera_backends::sim::{SimConfig, SimDevice};
 use tessera_engine::device::{Device, Link};
-use tessera_engine::{AccessMode, Codelet, Config, Runtime, TaskBuilder, TaskContext};
+use tessera_engine::{Codelet, Config, Runtime, TaskBuilder, TaskContext};
+use tessera_tests::random_dag::{Params, Program};
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -79,51 +78,27 @@ fn run_random_on(
     hint: Option<usize>,
     device_runs: Option<&Arc<std::sync::atomic::AtomicUsize>>,
 ) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let init: Vec<Vec<u64>> = (0..handles).map(|h| vec![h as u64 + seed; len]).collect();
-    let hs: Vec<_> = init
-        .iter()
-        .map(|v| rt.register_replicable(v.clone()))
+    let params = Params {
+        lanes: len,
+        max_reads: 2,
+        overwrite: 0.4,
+        ..Params::new(handles, tasks)
+    };
+    let prog = Program::random(seed, &params);
+    let hs: Vec<_> = (0..handles)
+        .map(|h| rt.register_replicable(prog.initial(h)))
         .collect();
-    let mut expected = init.clone();
     let cl = Codelet::new("mix");
-    for k in 0..tasks {
-        let target = rng.random_range(0..handles);
-        let mut reads: Vec<usize> = (0..rng.random_range(0..3))
-            .map(|_| rng.random_range(0..handles))
-            .filter(|&r| r != target)
-            .collect();
-        reads.sort_unstable();
-        reads.dedup();
-        let mode = if rng.random_bool(0.6) {
-            AccessMode::RW
-        } else {
-            AccessMode::W
-        };
-        let salt = rng.random::<u64>() % 1000;
-        // the sequential replay
-        let acc: u64 = reads
-            .iter()
-            .map(|&r| expected[r][0])
-            .fold(salt, |a, v| a.wrapping_mul(31).wrapping_add(v));
-        for (i, x) in expected[target].iter_mut().enumerate() {
-            *x = match mode {
-                AccessMode::RW => x.wrapping_mul(3).wrapping_add(acc).wrapping_add(i as u64),
-                _ => acc.wrapping_add(i as u64),
-            };
-        }
+    for (k, op) in prog.ops.iter().enumerate() {
         let mut t = TaskBuilder::new(&cl).label(format!("mix{k}")).flops(1e5);
         if let Some(n) = hint {
             t = t.on_node(n);
         }
-        for &r in &reads {
-            t = t.read(&hs[r]);
-        }
-        t = t.access(&hs[target], mode);
-        let rh: Vec<_> = reads.iter().map(|&r| hs[r].clone()).collect();
-        let th = hs[target].clone();
+        t = op.declare(t, &hs);
         if let Some(count) = device_runs {
-            let (rh, th, count) = (rh.clone(), th.clone(), Arc::clone(count));
+            let rh: Vec<_> = op.reads.iter().map(|&r| hs[r].clone()).collect();
+            let th = hs[op.target].clone();
+            let (op, count) = (op.clone(), Arc::clone(count));
             t = t.device_body(move |ctx| {
                 assert!(ctx.device().is_some(), "a device body runs on a device");
                 assert!(
@@ -131,49 +106,29 @@ fn run_random_on(
                     "typed access to device memory must fail"
                 );
                 let sim = sim_of(ctx);
-                let mut acc = salt;
+                let mut inputs: Vec<&[u64]> = Vec::with_capacity(rh.len());
                 for h in &rh {
-                    acc = acc
-                        .wrapping_mul(31)
-                        .wrapping_add(sim.host(ctx.device_view(h)?)?[0]);
+                    inputs.push(sim.host(ctx.device_view(h)?)?);
                 }
-                let v = sim.host_mut(ctx.device_view_mut(&th)?)?;
-                for (i, x) in v.iter_mut().enumerate() {
-                    *x = match mode {
-                        AccessMode::RW => {
-                            x.wrapping_mul(3).wrapping_add(acc).wrapping_add(i as u64)
-                        }
-                        _ => acc.wrapping_add(i as u64),
-                    };
-                }
+                op.apply(&inputs, sim.host_mut(ctx.device_view_mut(&th)?)?);
                 count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             });
         }
         let own_memory = device_runs.is_some();
+        let run = op.body(&hs);
         t = t.body(move |ctx| {
             assert!(
                 !own_memory || ctx.device().is_none(),
                 "a CPU body never runs on device memory"
             );
-            let mut acc = salt;
-            for h in &rh {
-                acc = acc.wrapping_mul(31).wrapping_add(ctx.read(h)?[0]);
-            }
-            let v = ctx.write(&th)?;
-            for (i, x) in v.iter_mut().enumerate() {
-                *x = match mode {
-                    AccessMode::RW => x.wrapping_mul(3).wrapping_add(acc).wrapping_add(i as u64),
-                    _ => acc.wrapping_add(i as u64),
-                };
-            }
-            Ok(())
+            run(ctx)
         });
         rt.submit(t).unwrap();
     }
     rt.wait_all_timeout(LIMIT).unwrap();
     let got = hs.into_iter().map(|h| rt.unregister(h).unwrap()).collect();
-    (got, expected)
+    (got, prog.expected())
 }
 
 #[test]

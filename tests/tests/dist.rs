@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use tessera_engine::dist::{local, symbolic, Collectives, Net};
 use tessera_engine::{Config, Runtime};
-use tessera_tests::dist_dag::{RankDag, Shape};
+use tessera_tests::dist_dag::RankDag;
+use tessera_tests::random_dag::Shape;
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -133,17 +134,17 @@ fn collectives_agree_and_catch_mismatched_parameters() {
 #[test]
 fn random_stf_programs_match_sequential_at_1_to_4_ranks() {
     use tessera_engine::dist::stf::DistRuntime;
-    use tessera_tests::dist_dag::StfProgram;
+    use tessera_tests::dist_dag::{run_stf, stf_program};
     with_timeout(LIMIT, || {
         for seed in 0..24u64 {
             let ranks = 1 + seed as usize % 4;
-            let prog = Arc::new(StfProgram::random(seed, 2 + seed as usize % 9, 150, ranks));
+            let prog = Arc::new(stf_program(seed, 2 + seed as usize % 9, 150, ranks));
             let expected = prog.expected();
             let p2 = Arc::clone(&prog);
             let results = spmd(ranks, move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(1 + rank % 2)).unwrap();
                 let dist = DistRuntime::new(rt, net);
-                let out = p2.run(&dist).unwrap();
+                let out = run_stf(&p2, &dist).unwrap();
                 (out, dist.stats())
             });
             let mut got = vec![None; expected.len()];
@@ -220,13 +221,13 @@ fn dist_lu(
     n: usize,
     nb: usize,
     seed: u64,
-    layout: tessera_linalg::lu_dist::Layout,
+    layout: tessera_linalg::lu::dist::Layout,
 ) -> (
     Vec<(usize, usize, tessera_tasks::tile::Tile)>,
     Vec<(usize, Vec<usize>)>,
     Vec<(u64, u64)>,
 ) {
-    use tessera_linalg::lu_dist::DistLu;
+    use tessera_linalg::lu::dist::DistLu;
     let out = spmd(layout.grid().ranks(), move |rank, net| {
         let rt = Runtime::new(
             Config::with_workers(1 + rank % 2).scheduler(tessera_engine::Scheduler::Prio),
@@ -259,8 +260,8 @@ fn dist_lu(
 #[test]
 fn distributed_lu_is_bit_identical_to_one_process() {
     use tessera_linalg::hpl::generate_matrix;
-    use tessera_linalg::lu_dist::{Grid, Layout};
-    use tessera_linalg::lu_seq::lu_tiled_seq;
+    use tessera_linalg::lu::dist::{Grid, Layout};
+    use tessera_linalg::lu::seq::lu_tiled_seq;
     // Cyclic layouts, columns dealt by speed or by predicted work, and an
     // irregular dealing (rank 0 of 1x2 holds column 0 only).
     enum Dealing {
@@ -346,7 +347,7 @@ fn distributed_lu_is_bit_identical_to_one_process() {
 #[test]
 fn traced_distributed_lu_merges_into_one_dag() {
     use tessera_engine::trace::{self, RANK_ID_SHIFT};
-    use tessera_linalg::lu_dist::{DistLu, Grid};
+    use tessera_linalg::lu::dist::{DistLu, Grid};
     with_timeout(LIMIT, || {
         let grid = Grid::parse("1x2").unwrap();
         let traces = spmd(grid.ranks(), move |rank, net| {
@@ -396,7 +397,7 @@ fn traced_distributed_lu_merges_into_one_dag() {
 fn distributed_lu_dag_is_consistent() {
     use tessera_engine::dist::symbolic::DistClasses;
     use tessera_engine::symbolic::{unroll, TaskClasses};
-    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
     for (grid, speeds) in [
         ("1x1", None),
         ("1x2", None),
@@ -429,7 +430,7 @@ fn distributed_lu_dag_is_consistent() {
 #[test]
 fn tile_copies_counted_before_the_run_are_those_the_tasks_make() {
     use tessera_engine::symbolic::{unroll, TaskClasses};
-    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
     for (grid, speeds) in [
         ("1x1", None),
         ("1x2", None),
@@ -469,7 +470,7 @@ fn tile_copies_counted_before_the_run_are_those_the_tasks_make() {
 
 #[test]
 fn singular_matrix_names_the_column_on_every_rank() {
-    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
     with_timeout(LIMIT, || {
         for grid in ["1x2", "2x2", "1x3"] {
             let g = Grid::parse(grid).unwrap();

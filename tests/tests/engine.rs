@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tessera_engine::{AccessMode, Codelet, Config, Error, Runtime, TaskBuilder, TaskGraph};
+use tessera_engine::{Codelet, Config, Error, Runtime, TaskBuilder, TaskGraph};
+use tessera_tests::random_dag::{Params, Program};
 use tessera_tests::with_timeout;
 
 const WORKERS: [usize; 4] = [1, 2, 3, 4];
@@ -42,82 +43,17 @@ fn smoke() {
     });
 }
 
-/// One random operation of a fuzzed DAG: combine some handles into one.
-#[derive(Clone, Debug)]
-struct Op {
-    reads: Vec<usize>,
-    target: usize,
-    mode: AccessMode,
-    salt: u64,
-}
-
-fn apply(values: &mut [u64], op: &Op) {
-    let acc = op.reads.iter().fold(op.salt, |acc, &r| {
-        acc.wrapping_mul(31).wrapping_add(values[r])
-    });
-    let t = &mut values[op.target];
-    *t = match op.mode {
-        AccessMode::RW => t.wrapping_mul(17).wrapping_add(acc),
-        _ => acc,
-    };
-}
-
-fn random_ops(rng: &mut ChaCha8Rng, handles: usize, tasks: usize) -> Vec<Op> {
-    (0..tasks)
-        .map(|_| {
-            let target = rng.random_range(0..handles);
-            let mut reads: Vec<usize> = (0..rng.random_range(0..4))
-                .map(|_| rng.random_range(0..handles))
-                .filter(|&r| r != target)
-                .collect();
-            reads.sort_unstable();
-            reads.dedup();
-            let mode = if rng.random_bool(0.5) {
-                AccessMode::RW
-            } else {
-                AccessMode::W
-            };
-            Op {
-                reads,
-                target,
-                mode,
-                salt: rng.random(),
-            }
-        })
-        .collect()
-}
-
-fn run_ops(rt: &Runtime, ops: &[Op], handles: usize, seed: u64) -> Vec<u64> {
+/// Run `prog` (one-lane handles) on `rt`, each task with its priority;
+/// returns the handles' final values.
+fn run_program(rt: &Runtime, prog: &Program) -> Vec<u64> {
     let cl = Codelet::new("op");
-    let hs: Vec<_> = (0..handles)
-        .map(|i| rt.register(i as u64 * 7 + seed))
-        .collect();
-    for (k, op) in ops.iter().enumerate() {
-        let mut t = TaskBuilder::new(&cl)
+    let hs = prog.register_scalars(rt);
+    for (k, op) in prog.ops.iter().enumerate() {
+        let t = TaskBuilder::new(&cl)
             .label(format!("op{k}"))
-            .priority((op.salt % 5) as i32);
-        for &r in &op.reads {
-            t = t.read(&hs[r]);
-        }
-        t = t.access(&hs[op.target], op.mode);
-        let reads: Vec<_> = op.reads.iter().map(|&r| hs[r].clone()).collect();
-        let target = hs[op.target].clone();
-        let op = op.clone();
-        t = t.body(move |ctx| {
-            let acc = reads
-                .iter()
-                .map(|h| ctx.read(h).copied())
-                .try_fold(op.salt, |acc, v| {
-                    v.map(|v| acc.wrapping_mul(31).wrapping_add(v))
-                })?;
-            let t = ctx.write(&target)?;
-            *t = match op.mode {
-                AccessMode::RW => t.wrapping_mul(17).wrapping_add(acc),
-                _ => acc,
-            };
-            Ok(())
-        });
-        rt.submit(t).expect("submit");
+            .priority(op.priority());
+        rt.submit(op.declare(t, &hs).body(op.body(&hs)))
+            .expect("submit");
     }
     rt.wait_all_timeout(LIMIT).expect("dag finishes");
     hs.into_iter().map(|h| rt.unregister(h).unwrap()).collect()
@@ -132,18 +68,12 @@ fn random_dags_match_sequential_replay() {
             .collect();
         for seed in 0..1000u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let handles = rng.random_range(1..12);
-            let tasks = rng.random_range(1..60);
-            let ops = random_ops(&mut rng, handles, tasks);
-            let mut expected: Vec<u64> = (0..handles).map(|i| i as u64 * 7 + seed).collect();
-            for op in &ops {
-                apply(&mut expected, op);
-            }
+            let params = Params::new(rng.random_range(1..12), rng.random_range(1..60));
+            let prog = Program::draw(&mut rng, &params);
             let rt = &runtimes[(seed as usize) % runtimes.len()];
-            let got = run_ops(rt, &ops, handles, seed);
             assert_eq!(
-                got,
-                expected,
+                run_program(rt, &prog),
+                prog.expected_scalars(),
                 "seed {seed}: {} workers, {} scheduler differs from sequential replay",
                 rt.workers(),
                 rt.scheduler_name()
@@ -651,10 +581,8 @@ fn custom_steal_order_is_validated_and_used() {
         let mut cfg = Config::with_workers(3);
         cfg.steal_order = Some(vec![vec![1, 2], vec![0, 2], vec![1, 0]]);
         let rt = Runtime::new(cfg).unwrap();
-        let ops = random_ops(&mut ChaCha8Rng::seed_from_u64(5), 6, 300);
-        let mut expected: Vec<u64> = (0..6).map(|i| i as u64 * 7 + 5).collect();
-        ops.iter().for_each(|op| apply(&mut expected, op));
-        assert_eq!(run_ops(&rt, &ops, 6, 5), expected);
+        let prog = Program::random(5, &Params::new(6, 300));
+        assert_eq!(run_program(&rt, &prog), prog.expected_scalars());
         let mut bad = Config::with_workers(2);
         bad.steal_order = Some(vec![vec![0], vec![0]]);
         assert!(Runtime::new(bad).is_err());

@@ -9,10 +9,8 @@ use std::time::{Duration, Instant};
 use tessera_backends::sim::{SimConfig, SimDevice};
 use tessera_engine::device::{Device, Link};
 use tessera_engine::{Config, Runtime};
-use tessera_linalg::hpl::{
-    generate_matrix, generate_rhs, scaled_residual, solve_from_factors, HPL_THRESHOLD,
-};
-use tessera_linalg::lu::{lu_factor, Front};
+use tessera_linalg::hpl::{generate_matrix, generate_rhs, scaled_residual, HPL_THRESHOLD};
+use tessera_linalg::lu::{lu_factor, solve_from_factors, Front};
 use tessera_tests::with_timeout;
 
 /// A sim device with its own memory (the GPU data path) of `mem` bytes.

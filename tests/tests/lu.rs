@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use tessera_engine::{Config, Runtime};
-use tessera_linalg::hpl::{
-    generate_matrix, generate_rhs, hpl_residual, solve_from_factors, HPL_THRESHOLD,
+use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_residual, HPL_THRESHOLD};
+use tessera_linalg::lu::seq::lu_tiled_seq;
+use tessera_linalg::lu::{
+    lu_factor, lu_factor_split, solve_from_factors, symbolic_task_count, Front, Split,
 };
-use tessera_linalg::lu::{lu_factor, lu_factor_split, symbolic_task_count, Front, Split};
-use tessera_linalg::lu_seq::lu_tiled_seq;
 use tessera_linalg::tiled::TileMatrix;
 use tessera_tests::with_timeout;
 

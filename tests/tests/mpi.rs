@@ -16,8 +16,9 @@ use tessera_backends::mpi;
 use tessera_engine::dist::stf::DistRuntime;
 use tessera_engine::dist::{symbolic, Collectives, Net};
 use tessera_engine::{Config, Runtime};
-use tessera_tests::dist_dag::{RankDag, Shape, StfProgram};
+use tessera_tests::dist_dag::{run_stf, stf_program, RankDag};
 use tessera_tests::mpirun::{is_rank, mpirun};
+use tessera_tests::random_dag::Shape;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
@@ -37,13 +38,13 @@ fn rank_suite() {
         for (t, v) in dag.outputs(&rt) {
             assert_eq!(v, expected[t], "rank {rank}: DAG seed {seed}, task {t}");
         }
-        let prog = StfProgram::random(seed + 100, 6, 120, ranks);
+        let prog = stf_program(seed + 100, 6, 120, ranks);
         let expected = prog.expected();
         let dist = DistRuntime::new(
             Runtime::new(Config::with_workers(1)).unwrap(),
             Arc::clone(&net),
         );
-        for (h, v) in prog.run(&dist).unwrap() {
+        for (h, v) in run_stf(&prog, &dist).unwrap() {
             assert_eq!(v, expected[h], "rank {rank}: STF seed {seed}, handle {h}");
         }
     }
@@ -127,8 +128,8 @@ fn a_rank_that_dies_ends_mpirun() {
 /// passing; then a singular matrix named on every rank.
 fn lu_rank_suite(grid: &str) {
     use tessera_linalg::hpl::{generate_matrix, generate_tile, HPL_THRESHOLD};
-    use tessera_linalg::lu_dist::{DistLu, Grid, Layout};
-    use tessera_linalg::lu_seq::lu_tiled_seq;
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu::seq::lu_tiled_seq;
     let m = mpi::init().unwrap();
     let rank = m.rank();
     let net = Net::new(m.transport());
@@ -266,7 +267,7 @@ fn spmv_cli(args: &[&str]) -> Result<(), String> {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        spmv: tessera_bench::cmd::spmv::SpmvArgs,
+        spmv: tessera_bench::args::SpmvArgs,
     }
     let cli = Cli::try_parse_from(std::iter::once("spmv").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
@@ -478,7 +479,7 @@ fn lu_cli(args: &[&str]) -> Result<(), String> {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        lu: tessera_bench::cmd::lu::LuArgs,
+        lu: tessera_bench::args::LuArgs,
     }
     let cli = Cli::try_parse_from(std::iter::once("lu").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;

@@ -17,7 +17,8 @@ use tessera_engine::trace::Trace;
 use tessera_engine::{Config, Runtime, Scheduler};
 use tessera_linalg::hpl::generate_matrix;
 use tessera_linalg::lu::{lu_factor, lu_simulate, Front, Split};
-use tessera_tests::dist_dag::{RankDag, Shape};
+use tessera_tests::dist_dag::RankDag;
+use tessera_tests::random_dag::Shape;
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(120);

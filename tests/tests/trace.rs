@@ -6,13 +6,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use tessera_engine::trace::model::Trace;
 use tessera_engine::trace::{chrome, stats};
 use tessera_engine::{Codelet, Config, Runtime, TaskBuilder};
 use tessera_linalg::hpl::generate_matrix;
 use tessera_linalg::lu::{lu_factor, Front};
+use tessera_tests::random_dag::{Params, Program};
 use tessera_tests::with_timeout;
 
 fn check_trace(t: &Trace, submitted: usize) {
@@ -75,24 +74,20 @@ fn random_dag_trace_round_trip() {
             )
             .unwrap();
             let cl = [Codelet::new("a"), Codelet::new("b")];
-            let hs: Vec<_> = (0..8).map(|_| rt.register(0u64)).collect();
-            let mut rng = ChaCha8Rng::seed_from_u64(workers as u64);
-            let n = 500;
-            for k in 0..n {
-                let (r, w) = (rng.random_range(0..8), rng.random_range(0..8));
-                let mut t = TaskBuilder::new(&cl[k % 2])
+            let prog = Program::random(workers as u64, &Params::new(8, 500));
+            let n = prog.ops.len();
+            let hs = prog.register_scalars(&rt);
+            for (k, op) in prog.ops.iter().enumerate() {
+                let t = TaskBuilder::new(&cl[k % 2])
                     .label(format!("t{k}"))
                     .flops(1e3);
-                if r != w {
-                    t = t.read(&hs[r]);
-                }
-                let h = hs[w].clone();
-                t = t.rw(&hs[w]).body(move |ctx| {
-                    *ctx.write(&h)? += 1;
+                let run = op.body(&hs);
+                rt.submit(op.declare(t, &hs).body(move |ctx| {
+                    run(ctx)?;
                     std::hint::black_box((0..200).sum::<u64>());
                     Ok(())
-                });
-                rt.submit(t).unwrap();
+                }))
+                .unwrap();
             }
             rt.wait_all().unwrap();
             let live = rt.trace();
@@ -104,6 +99,9 @@ fn random_dag_trace_round_trip() {
             assert_eq!(back.edges.len(), live.edges.len());
             let s = stats(&back);
             assert_eq!(s.workers.len(), workers);
+            let got: Vec<u64> = hs.into_iter().map(|h| rt.unregister(h).unwrap()).collect();
+            let expected = prog.expected_scalars();
+            assert_eq!(got, expected, "{workers} workers");
         }
     });
 }

@@ -11,7 +11,10 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tessera_backends::sim::{SimConfig, SimDevice};
-use tessera_engine::{Codelet, Config, Read, ReadWrite, Runtime, Scheduler, Task, Write};
+use tessera_engine::{
+    AccessMode, Codelet, Config, Read, ReadWrite, Runtime, Scheduler, Task, Write,
+};
+use tessera_tests::random_dag::{Op, Params, Program};
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -63,80 +66,44 @@ fn smoke_tuple_vec_and_single() {
     });
 }
 
-/// One random task: combine the read handles into the target.
-struct Op {
-    reads: Vec<usize>,
-    target: usize,
-    overwrite: bool,
-    salt: u64,
-}
-
-fn combine(reads: &[&u64], salt: u64) -> u64 {
-    reads
-        .iter()
-        .fold(salt, |acc, &&v| acc.wrapping_mul(31).wrapping_add(v))
-}
-
 #[test]
 fn random_typed_dags_match_sequential_replay() {
     with_timeout(LIMIT, || {
-        let mixrw = Codelet::<(Vec<Read<u64>>, ReadWrite<u64>), u64>::with_args("mixrw").cpu(
-            |_ctx, salt, (reads, t)| {
-                *t = t.wrapping_mul(17).wrapping_add(combine(&reads, *salt));
+        let mixrw = Codelet::<(Vec<Read<u64>>, ReadWrite<u64>), Op>::with_args("mixrw").cpu(
+            |_ctx, op, (reads, t)| {
+                op.apply(&reads, t);
                 Ok(())
             },
         );
-        let mixw = Codelet::<(Vec<Read<u64>>, Write<u64>), u64>::with_args("mixw").cpu(
-            |_ctx, salt, (reads, t)| {
-                *t = combine(&reads, *salt);
+        let mixw = Codelet::<(Vec<Read<u64>>, Write<u64>), Op>::with_args("mixw").cpu(
+            |_ctx, op, (reads, t)| {
+                op.apply(&reads, t);
                 Ok(())
             },
         );
         for seed in 0..40u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let handles = rng.random_range(1..8);
-            let ops: Vec<Op> = (0..rng.random_range(1..200))
-                .map(|_| {
-                    let target = rng.random_range(0..handles);
-                    let mut reads: Vec<usize> = (0..rng.random_range(0..4))
-                        .map(|_| rng.random_range(0..handles))
-                        .filter(|&r| r != target)
-                        .collect();
-                    reads.sort_unstable();
-                    reads.dedup();
-                    Op {
-                        reads,
-                        target,
-                        overwrite: rng.random_bool(0.3),
-                        salt: rng.random(),
-                    }
-                })
-                .collect();
-            let mut expected: Vec<u64> = (0..handles as u64).collect();
-            for op in &ops {
-                let r: Vec<&u64> = op.reads.iter().map(|&i| &expected[i]).collect();
-                let v = combine(&r, op.salt);
-                let t = &mut expected[op.target];
-                *t = if op.overwrite {
-                    v
-                } else {
-                    t.wrapping_mul(17).wrapping_add(v)
-                };
-            }
+            let params = Params {
+                overwrite: 0.3,
+                ..Params::new(rng.random_range(1..8), rng.random_range(1..200))
+            };
+            let prog = Program::draw(&mut rng, &params);
+            let expected = prog.expected_scalars();
             let sched = POLICIES[seed as usize % 3].clone();
             let workers = 1 + seed as usize % 4;
             let rt = Runtime::new(Config::with_workers(workers).scheduler(sched)).unwrap();
-            let hs: Vec<_> = (0..handles as u64).map(|v| rt.register(v)).collect();
-            for op in &ops {
+            let hs = prog.register_scalars(&rt);
+            for op in &prog.ops {
                 let reads = op.reads.iter().map(|&i| hs[i].r()).collect::<Vec<_>>();
-                if op.overwrite {
-                    rt.task(&mixw, (reads, hs[op.target].w()))
-                        .args(op.salt)
-                        .submit()
-                } else {
-                    rt.task(&mixrw, (reads, hs[op.target].rw()))
-                        .args(op.salt)
-                        .submit()
+                match op.mode {
+                    AccessMode::W => rt
+                        .task(&mixw, (reads, hs[op.target].w()))
+                        .args(op.clone())
+                        .submit(),
+                    _ => rt
+                        .task(&mixrw, (reads, hs[op.target].rw()))
+                        .args(op.clone())
+                        .submit(),
                 }
                 .unwrap();
             }

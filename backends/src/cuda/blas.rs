@@ -9,8 +9,8 @@ use cudarc::cublas::sys::{
     self, cublasDiagType_t, cublasFillMode_t, cublasOperation_t, cublasSideMode_t,
 };
 use cudarc::driver::{CudaContext, CudaStream};
+use tessera_engine::util::lock;
 
-use super::device::lock;
 use super::{driver_error, CudaDevice};
 
 /// A cuBLAS handle bound to one stream.

@@ -1,6 +1,9 @@
-//! The GPU self-check: every operation of this backend against a plain CPU
+//! The GPU self-check: every raw operation of this backend against a plain CPU
 //! reference on seeded random data, plus copy round trips and two speed
-//! figures. `cargo test` has no GPU; this is the GPU test, run by hand.
+//! figures. `cargo test` has no GPU; this is the GPU test, run by hand
+//! (`tessera gpu-check`). It calls the operations directly: the typed
+//! [`views`](super::views) and the codelets' CUDA bodies built on them are
+//! checked only by real runs (e.g. `tessera lu --gpus all`, with its residual).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -3,11 +3,15 @@
 //! [module docs](super)).
 
 use std::any::Any;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
 use tessera_engine::device::{Device, DeviceBuffer, DeviceMemory, Link, TaskCost};
+// Every lock of this backend ignores poison: each state its mutexes guard
+// stays consistent across a panic, which can only come from a device body,
+// between complete operations.
+use tessera_engine::util::lock;
 
 use super::blas::BlasHandle;
 use super::kernels::{Kernels, LaswpScratch, SpmvLanes};
@@ -25,13 +29,6 @@ const LINK_PROBE_BYTES: usize = 64 << 20;
 /// Share of the free device memory left to the runtime; the rest is for
 /// cuBLAS workspace, our scratch buffers and other users of the GPU.
 const MEMORY_FRACTION: f64 = 0.9;
-
-/// Locks `m`, ignoring poisoning: every guarded state here stays consistent
-/// across a panic (a panic can only come from a device body, between
-/// complete operations).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// One NVIDIA GPU, opened by [`open`](super::open).
 ///

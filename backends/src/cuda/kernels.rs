@@ -16,9 +16,10 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{result, CudaContext, CudaFunction, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc;
 
-use super::device::{lock, CudaBuffer, PinnedChunk};
+use super::device::{CudaBuffer, PinnedChunk};
 use super::{driver_error, CudaDevice};
 use tessera_engine::device::DeviceBuffer;
+use tessera_engine::util::lock;
 
 /// CUDA C source of every kernel of this backend.
 const SOURCE: &str = r#"

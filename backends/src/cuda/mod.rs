@@ -59,8 +59,9 @@
 //! - the memory limit: 90 % of the free device memory after the context,
 //!   cuBLAS and the kernels are set up, leaving room for cuBLAS workspace.
 //!
-//! [`check::self_check`] runs every operation against a CPU reference on a
-//! real GPU; `cargo test` has no GPU and tests only the host-side logic.
+//! [`check::self_check`] runs every raw operation (not the [`views`] nor the
+//! codelets built on them) against a CPU reference on a real GPU; `cargo test`
+//! has no GPU and tests only the host-side logic.
 
 pub mod blas;
 pub mod check;

@@ -17,8 +17,9 @@ use cudarc::cusolver::sys as cs;
 use cudarc::driver::sys as ds;
 
 use tessera_engine::device::DeviceBuffer;
+use tessera_engine::util::lock;
 
-use super::device::{lock, CudaBuffer, CudaDevice};
+use super::device::{CudaBuffer, CudaDevice};
 use super::driver_error;
 
 /// The device's cuSOLVER handle and the panel's scratch buffers (grown on

@@ -1,6 +1,12 @@
-//! `tessera gpu-check`: each GPU codelet against a CPU reference, upload and
-//! download round trips, and the GPU's own cuBLAS dgemm and device-to-device
-//! copy rates — what to run first on a machine with GPUs.
+//! `tessera gpu-check`: the CUDA backend's self-check (`cuda::check`) on each
+//! GPU asked for — what to run first on a machine with GPUs.
+//!
+//! It runs the backend's raw operations (cuBLAS dgemm and dtrsm, the panel LU,
+//! the NVRTC row-swap and CSR SpMV kernels) against plain CPU references on
+//! seeded data, upload and download round trips, and measures the GPU's own
+//! cuBLAS dgemm and device-to-device copy rates. It does not run the codelets
+//! (`tessera_tasks::codelets`) nor the typed `views` their CUDA bodies call: a
+//! real run checks those, e.g. `tessera lu --gpus all` with its residual.
 
 /// Options of `tessera gpu-check`.
 #[derive(clap::Args, Debug)]

@@ -2,100 +2,17 @@
 //! factors it with the task-graph LU, solves, and prints HPL's result block
 //! with the scaled residual check.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera_engine::Runtime;
-use tessera_linalg::hpl::{
-    generate_matrix, generate_rhs, hpl_flops, hpl_residual, solve_from_factors, HPL_THRESHOLD,
-};
-use tessera_linalg::lu::{lu_factor_split, Front, Split};
-use tessera_linalg::lu_dist::{Grid, Layout};
+use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_flops, hpl_residual, HPL_THRESHOLD};
+use tessera_linalg::lu::dist::{Grid, Layout};
+use tessera_linalg::lu::{lu_factor_split, solve_from_factors, Front, Split};
 
-/// Options of `tessera lu`.
-#[derive(clap::Args, Debug)]
-pub struct LuArgs {
-    /// Matrix order N.
-    #[arg(long, default_value_t = 8192)]
-    pub n: usize,
-    /// Tile size NB. 448 was the fastest at N=8192 on the faster VM type; on
-    /// the slower one (issue 16) it fell off faer's GEMM cache cliff, which the
-    /// GEMM kernel now avoids with row blocks sized from the L2 it reads at run
-    /// time, and 448 is again the fastest there: `tessera lu --n 8192 --nb X`
-    /// alternated over 320/384/448/512, 3 rounds, load 4.4–4.7, medians
-    /// 89.6 / 86.3 / 94.3 / 88.1 GFLOP/s.
-    #[arg(long, default_value_t = 448)]
-    pub nb: usize,
-    #[command(flatten)]
-    pub placement: crate::placement::PlacementArgs,
-    /// Scheduler: ws, prio (prio gives the look-ahead), dmda (data-aware,
-    /// for devices), or auto (dmda with devices, else prio).
-    #[arg(long, default_value = "auto")]
-    pub sched: String,
-    /// Seed of the random matrix and right-hand side.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// With devices: how tile columns are placed. auto (cyclic over two or
-    /// more devices, else the scheduler), sched (dmda decides per task),
-    /// cyclic (columns dealt over the devices, Hetero-HPL), adaptive (each
-    /// step's columns split between host and devices by the TianHe-1
-    /// splitter, learnt from measured rates; needs --front symbolic).
-    #[arg(long, default_value = "auto")]
-    pub split: String,
-    /// Task-graph front-end: symbolic (lazily unfolded) or stf.
-    #[arg(long, default_value = "symbolic")]
-    pub front: String,
-    /// Write a Chrome/Perfetto trace of the factorisation to FILE (under
-    /// mpirun: one file per rank, FILE with `.rankR` before its extension).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Predict this run on the machine described in PLATFORM (TOML, see
-    /// bench/platforms/) in simulated time instead of running it here.
-    #[arg(long, value_name = "PLATFORM")]
-    pub simulate: Option<PathBuf>,
-    /// Process grid PxQ of a distributed run under mpirun (tiles dealt
-    /// 2-D block-cyclically; default 1xR for R ranks; needs a tessera built
-    /// with `--features mpi`). With --simulate every rank is simulated in
-    /// this process, and the platform must have P·Q ranks.
-    #[arg(long, value_name = "PxQ")]
-    pub grid: Option<String>,
-    /// How a distributed run deals tile columns over the process columns:
-    /// `work` (the default) starts from HPL's block-cyclic dealing and moves
-    /// a few columns so that every process column gets the same predicted
-    /// work (later columns carry more updates, the last one is often
-    /// narrow, and all but the first process column wait for panel 0);
-    /// `cyclic` is HPL's block-cyclic dealing; `speed` first measures each
-    /// rank's GEMM rate (about 0.1 s, before the timed region, like the
-    /// matrix generation) and deals columns in proportion, so a slower core
-    /// or node gets fewer (for ranks of unequal speed; see
-    /// bench/peers/lu_balance.sh). Tile rows are always cyclic.
-    #[arg(long, value_enum, default_value_t = Balance::Work)]
-    pub balance: Balance,
-}
-
-/// See [`LuArgs::balance`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Balance {
-    /// Equal predicted work per process column, from the cyclic dealing.
-    Work,
-    /// HPL's block-cyclic dealing.
-    Cyclic,
-    /// In proportion to each rank's measured GEMM rate.
-    Speed,
-}
-
-impl Balance {
-    /// The dealing of `n`-order tiles of `nb` on `grid`, for the modes that
-    /// need no measurement (`speed` is dealt by `run_dist`).
-    pub fn layout(self, grid: Grid, n: usize, nb: usize) -> Layout {
-        match self {
-            Balance::Work => Layout::balanced(grid, n, nb),
-            Balance::Cyclic | Balance::Speed => Layout::cyclic(grid, n.div_ceil(nb)),
-        }
-    }
-}
+use crate::args::{Balance, LuArgs};
+use crate::report::{passed, print_hpl_block, print_split_shares, residual_line};
 
 /// Check the sizes before allocating anything.
 pub fn validate(n: usize, nb: usize) -> Result<(), String> {
@@ -272,13 +189,13 @@ fn columns_per_pcol(layout: &Layout) -> String {
     cols.join(" ")
 }
 
-/// The distributed LU under mpirun (`tessera_linalg::lu_dist`): every rank
+/// The distributed LU under mpirun (`tessera_linalg::lu::dist`): every rank
 /// factors its share, the solve and the residual use distributed norms, and
 /// rank 0 prints HPL's block with the real P and Q.
 fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     use std::sync::Arc;
     use tessera_engine::dist::symbolic;
-    use tessera_linalg::lu_dist::DistLu;
+    use tessera_linalg::lu::dist::DistLu;
 
     let grid = match &args.grid {
         Some(g) => Grid::parse(g)?,
@@ -342,7 +259,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             let calib = Runtime::new(config.clone().trace(false)).map_err(|e| e.to_string())?;
             coll.barrier()?;
             let started = Instant::now();
-            let rate = tessera_linalg::lu_layout::measure_gemm_rate(
+            let rate = tessera_linalg::lu::dist::layout::measure_gemm_rate(
                 &calib,
                 nb.min(n).max(1),
                 Duration::from_millis(100),
@@ -466,70 +383,6 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// HPL's result block: the `T/V N NB P Q Time Gflops` table with one row,
-/// then `verdict` (the residual line, or what a simulated run says instead)
-/// between the rules. Shared by the real, distributed and simulated runs.
-pub(crate) fn print_hpl_block(
-    tv: &str,
-    n: usize,
-    nb: usize,
-    (p, q): (usize, usize),
-    time: f64,
-    gflops: f64,
-    verdict: &str,
-) {
-    let line = "=".repeat(80);
-    let dash = "-".repeat(80);
-    println!("{line}");
-    println!("T/V                N    NB     P     Q               Time                 Gflops");
-    println!("{dash}");
-    println!(
-        "{tv:<10}{n:>9}{nb:>6}{p:>6}{q:>6}{time:>19.2}{:>23}",
-        sci(gflops, 4)
-    );
-    println!("{dash}");
-    println!("{verdict}");
-    println!("{line}");
-}
-
-/// TianHe-1's adaptive split: the device share of each step's columns (a
-/// line only when the split is adaptive, `shares` empty otherwise).
-pub(crate) fn print_split_shares(shares: &[(usize, f64)]) {
-    if !shares.is_empty() {
-        let list: Vec<String> = shares
-            .iter()
-            .map(|(k, s)| format!("{k}:{:.0}%", s * 100.0))
-            .collect();
-        println!("adaptive split, device share per step: {}", list.join(" "));
-    }
-}
-
-/// Whether HPL's scaled residual passes its check.
-fn passed(resid: f64) -> bool {
-    resid.is_finite() && resid < HPL_THRESHOLD
-}
-
-/// HPL's residual line with its PASSED/FAILED verdict.
-fn residual_line(resid: f64) -> String {
-    let verdict = if passed(resid) { "PASSED" } else { "FAILED" };
-    format!(
-        "||Ax-b||_oo/(eps*(||A||_oo*||x||_oo+||b||_oo)*N)= {:>15} ...... {verdict}",
-        sci(resid, 8)
-    )
-}
-
-/// C-style scientific notation as HPL prints it: `1.4770e+02`.
-pub(crate) fn sci(x: f64, digits: usize) -> String {
-    let s = format!("{x:.digits$e}");
-    match s.split_once('e') {
-        Some((m, e)) => {
-            let e: i32 = e.parse().unwrap_or(0);
-            format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
-        }
-        None => s, // inf / NaN
-    }
 }
 
 /// A progress bar on stderr that appears only once the run has lasted a

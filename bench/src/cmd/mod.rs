@@ -1,5 +1,6 @@
-//! The subcommands of `tessera`, one module each; the options they share (placement) and
-//! the Gantt chart live beside this folder.
+//! The subcommands of `tessera`, one module each; what they share lives beside this folder:
+//! the placement options, the options of `lu` and `spmv` and the LU's report (which their
+//! simulation reads and prints too), the Gantt chart.
 
 pub mod calibrate;
 pub mod gpu_check;

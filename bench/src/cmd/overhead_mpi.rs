@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use tessera_engine::dist::symbolic::{self, DistClasses};
 use tessera_engine::dist::{Collectives, DataRef, Net};
 use tessera_engine::symbolic::TaskClasses;
+use tessera_engine::util::lock;
 use tessera_engine::{Codelet, Config, DataHandle, Read, Runtime, Task, TaskBuilder, Write};
 
 use crate::ranks::Ranks;
@@ -102,12 +103,12 @@ impl EdgeBench {
     }
 
     fn handle(&self, k: u64) -> DataHandle<Vec<u8>> {
-        let mut h = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        let mut h = lock(&self.handles);
         h.entry(k).or_insert_with(|| (self.register)(k)).clone()
     }
 
     fn release(&self, rt: &Runtime) -> Result<(), String> {
-        let h = std::mem::take(&mut *self.handles.lock().unwrap_or_else(|e| e.into_inner()));
+        let h = std::mem::take(&mut *lock(&self.handles));
         for (_, d) in h {
             rt.unregister(d).map_err(|e| e.to_string())?;
         }

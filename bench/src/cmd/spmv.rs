@@ -5,7 +5,6 @@
 //! the same matrix in the same run. Under `mpirun` with several ranks (feature
 //! `mpi`) it runs distributed instead (`super::spmv_dist`).
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use faer::sparse::linalg::matmul::sparse_dense_matmul;
@@ -20,58 +19,7 @@ use tessera_linalg::spmv::{
 };
 use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
 
-/// Options of `tessera spmv`.
-#[derive(clap::Args, Debug)]
-pub struct SpmvArgs {
-    /// Matrix Market file (coordinate real/integer/pattern; general/symmetric/skew-symmetric).
-    #[arg(long, value_name = "FILE.mtx", conflicts_with = "gen")]
-    pub matrix: Option<PathBuf>,
-    /// Generated matrix: stencil7:N, stencil27:N, powerlaw:N[:AVG[:ALPHA]], banded:N:HALFBW, dense:N.
-    #[arg(long, value_name = "SPEC", default_value = "stencil27:100")]
-    pub gen: String,
-    /// Iterations.
-    #[arg(long, default_value_t = 50, value_parser = crate::placement::at_least_one)]
-    pub iters: usize,
-    /// What to run: spmv (y += A·x repeated), power (power iteration), cg (conjugate gradient, SPD matrices).
-    #[arg(long, default_value = "spmv")]
-    pub solver: String,
-    /// CG stops when ||r|| <= tol·||b||.
-    #[arg(long, default_value_t = 1e-8)]
-    pub tol: f64,
-    /// Row blocks per worker (16 measured at least as fast as 4 and 32 on
-    /// stencil27:150 here: finer blocks even out the two workers' finish).
-    #[arg(long, default_value_t = 16, value_parser = crate::placement::at_least_one)]
-    pub blocks_per_worker: usize,
-    /// Scheduler: ws, prio, dmda, or auto (dmda with devices, else ws).
-    #[arg(long, default_value = "auto")]
-    pub sched: String,
-    /// Run every block on the first device (`--gpus` or `--sim`): the
-    /// device's SpMV alone, compared with its device-to-device copy rate.
-    #[arg(long)]
-    pub on_device: bool,
-    /// STREAM triad array length in Mi elements (3 arrays of 8 bytes each).
-    #[arg(long, default_value_t = 64, value_parser = crate::placement::at_least_one)]
-    pub stream_mi: usize,
-    /// With a device (--gpus or --sim): split the rows between the CPU workers and the first
-    /// device, balanced at run time (Roadrunner); runs power iteration under dmda.
-    #[arg(long)]
-    pub balance: bool,
-    /// Host peak rate for the balancer's first split, GFLOP/s (default: 50 per CPU worker).
-    #[arg(long)]
-    pub host_peak_gflops: Option<f64>,
-    /// Skip faer's sparse×dense comparison.
-    #[arg(long)]
-    pub no_faer: bool,
-    /// Write a Chrome/Perfetto trace to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    #[command(flatten)]
-    pub placement: crate::placement::PlacementArgs,
-    /// Predict this run on the machine described in PLATFORM (TOML) in
-    /// simulated time instead of running it here.
-    #[arg(long, value_name = "PLATFORM")]
-    pub simulate: Option<PathBuf>,
-}
+use crate::args::SpmvArgs;
 
 /// faer's sparse×dense product `y += A·x`, `iters` times, 2 threads when available; seconds.
 fn faer_spmv_seconds(a: &Csr, x: &[f64], iters: usize, threads: usize) -> Result<f64, String> {

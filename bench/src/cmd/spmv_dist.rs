@@ -16,7 +16,7 @@ use tessera_linalg::sparse::mm::scan_matrix_market;
 use tessera_linalg::spmv_dist::{self, DistMatrix, MatrixSource};
 use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
 
-use super::spmv::SpmvArgs;
+use crate::args::SpmvArgs;
 use crate::ranks::Ranks;
 
 /// The parameters every rank must agree on, as one string.

@@ -26,6 +26,7 @@
 //! Failure: a rank whose task fails tells every other rank (an `Abort`
 //! message naming the task and the rank); every rank then stops its run with
 //! that error instead of waiting for data that will never come.
+//! Channels, message layout, ordering, DONE, aborts and long messages: README.md beside this file.
 
 pub mod buffers;
 pub mod collective;

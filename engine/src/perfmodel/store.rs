@@ -149,6 +149,47 @@ impl PerfModels {
             .fit()
     }
 
+    /// Takes `measured`'s models of every (codelet, architecture) it has,
+    /// replacing this store's models of those pairs, all sizes (the sizes of
+    /// one pair share a fit: two kernels that happen to share a name must
+    /// not mix). Each size keeps its accepted samples; one with fewer than
+    /// this store's `min_samples` is padded with its median, so a size
+    /// measured once is predicted from that measurement rather than guessed
+    /// (what a simulation of a measured run wants, see
+    /// `Simulation::with_calibrated`).
+    pub fn adopt(&self, measured: &PerfModels) {
+        // A snapshot first: no guard of `measured` is held while this store
+        // is written (`measured` may be this store).
+        let mut taken: Vec<(FamilyKey, Vec<(u64, History)>)> = Vec::new();
+        for family in measured.families.iter() {
+            let key = family.key();
+            let sizes = family
+                .sizes
+                .iter()
+                .filter(|h| !h.samples.is_empty())
+                .map(|h| {
+                    let mut samples: Vec<f64> = h.samples.iter().copied().collect();
+                    samples.resize(samples.len().max(self.config.min_samples), h.median);
+                    let history =
+                        History::from_samples(samples, h.outliers, self.config.history_len);
+                    (*h.key(), history)
+                })
+                .collect();
+            let key = FamilyKey {
+                codelet: key.codelet.clone(),
+                arch: key.arch.clone(),
+            };
+            taken.push((key, sizes));
+        }
+        for (key, sizes) in taken {
+            let family = Family::default();
+            for (size, history) in sizes {
+                family.sizes.insert(size, history);
+            }
+            self.families.insert(key, family);
+        }
+    }
+
     /// One row per (codelet, arch, size), sorted by them.
     pub fn summary(&self) -> Vec<ModelSummary> {
         let mut rows = Vec::new();
@@ -233,6 +274,36 @@ mod tests {
             m.record("k", "cpu", 1, 1.0);
         }
         assert!(!m.calibrating("k", "cpu", 1));
+    }
+
+    #[test]
+    fn adopt_replaces_whole_codelets_and_trusts_single_measurements() {
+        let platform = PerfModels::default();
+        for _ in 0..3 {
+            platform.record("gemm", "cpu", 100, 1.0);
+            platform.record("gemm", "cpu", 200, 8.0);
+            platform.record("trsm", "cpu", 100, 0.5);
+        }
+        let measured = PerfModels::default();
+        measured.record("gemm", "cpu", 100, 3.0);
+        measured.record("mine", "cpu", 7, 0.25);
+        measured.record("mine", "cpu", 7, 0.75);
+        platform.adopt(&measured);
+        // One sample, or two, is enough once adopted: padded with the median.
+        let p = platform.predict("gemm", "cpu", 100).unwrap();
+        assert_eq!((p.seconds, p.source), (3.0, PredictionSource::History));
+        let mine = platform.predict("mine", "cpu", 7).unwrap();
+        assert_eq!(mine.source, PredictionSource::History);
+        assert_eq!(mine.seconds, measured.summary()[1].median);
+        // The measured codelet replaced every size of the platform's one
+        // (no fit over both); the others are untouched.
+        assert_eq!(platform.predict("gemm", "cpu", 200), None);
+        assert_eq!(platform.predict("trsm", "cpu", 100).unwrap().seconds, 0.5);
+        // The measured models themselves are unchanged, and adopting
+        // oneself pads in place.
+        assert_eq!(measured.predict("gemm", "cpu", 100), None);
+        measured.adopt(&measured);
+        assert_eq!(measured.predict("gemm", "cpu", 100).unwrap().seconds, 3.0);
     }
 
     #[test]

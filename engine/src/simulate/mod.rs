@@ -12,11 +12,20 @@
 //! same on the NICs. Data may be *virtual* (`Runtime::register_virtual`: a
 //! size and a shape, no value), so an N = 10^6 LU fits in this machine.
 //!
+//! Task durations come from the platform's perf models and per-codelet
+//! rates, matched by codelet name; a codelet they do not know takes the
+//! processor's default rate, with a warning ([`Simulation::warnings`]). To
+//! time your own codelets, measure them in a real run and predict with
+//! [`Simulation::with_calibrated`].
+//!
 //! Modules: `platform` (the description and its file format), `world` (the
-//! event loop, links, durations), `vdevice` (virtual accelerators),
-//! `transport` (the simulated network under `dist`). README.md beside this
-//! file describes the loop, the models and what they leave out.
+//! event loop, links), `durations` (task times and the default-rate
+//! warnings), `vdevice` (virtual accelerators), `transport` (the simulated
+//! network under `dist`). README.md beside this file describes the loop,
+//! the models, calibrating one's own codelets and what the simulation
+//! leaves out.
 
+mod durations;
 pub mod platform;
 mod transport;
 mod vdevice;

@@ -38,11 +38,13 @@
 //! topology = "full-bisection"    # or "fat-tree": no contention in the core
 //! ```
 //!
-//! A task's duration (see `simulate::world`): the perf models' prediction
+//! A task's duration (see `simulate::durations`): the perf models' prediction
 //! for (codelet, arch, size) when `perf_models` is given and has one (history
 //! or regression); else the processor's rate for the codelet; else its
-//! default rate (`gflops` for tasks with flops, `gbs` for the others); plus
-//! the per-task overhead (cores) or launch latency (accelerators).
+//! default rate (`gflops` for tasks with flops, `gbs` for the others), with
+//! a warning naming the codelet; plus the per-task overhead (cores) or
+//! launch latency (accelerators). `codelets` entries and perf models are
+//! matched by codelet *name*: any codelet called `gemm` gets `gemm`'s rate.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -75,7 +77,8 @@ pub struct Processor {
     pub half_flops: f64,
     /// Default rate for tasks with no flops, over their data bytes, GB/s.
     pub gbs: Option<f64>,
-    /// Per-codelet rates (override the defaults).
+    /// Per-codelet rates (override the defaults), by codelet name: every
+    /// codelet of that name gets it, whoever wrote it.
     pub codelets: BTreeMap<String, Rate>,
     /// Team tasks (`tessera_engine::team`): the serial fraction of a team's
     /// run (Amdahl: a team of `s` runs `1 / (f + (1 − f) / s)` times as fast

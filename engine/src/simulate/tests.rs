@@ -1,7 +1,11 @@
 //! Proves the event loop on hand-built DAGs whose makespans are worked out
 //! by hand: a chain, a fork-join on two cores, a transfer-bound case (one
 //! link, FIFO), the symbolic front-end's unfolding in virtual time, and
-//! that virtual data is refused by a real runtime.
+//! that virtual data is refused by a real runtime; and the durations: a
+//! codelet the platform does not know takes the default rate with one
+//! warning (the engine's own receive tasks with none), and a real run's
+//! measurements time its codelets in `Simulation::with_calibrated`; and
+//! that messages between two ranks arrive in the order they were sent.
 
 use std::sync::Arc;
 
@@ -162,4 +166,212 @@ fn symbolic_dags_unfold_in_virtual_time() {
     let stats = symbolic::run(&rt, Arc::new(Tree(Codelet::new("node")))).unwrap();
     assert_eq!(stats.instantiated, 15);
     assert!((sim.now() - 5.0).abs() < 1e-9, "{}", sim.now());
+}
+
+#[test]
+fn unknown_codelets_take_the_default_rate_with_one_warning() {
+    // Default 1 GFLOP/s; `known` has 2. Three `mine` (1 s each) and two
+    // `known` (0.5 s each) in a chain: 4 s, and one warning, for `mine`.
+    let p = Platform::parse(
+        "name = \"p\"\n[node]\ncores = 1\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\ngbs = 2\ncodelets = { known = { gflops = 2 } }\n",
+        false,
+        "p.toml",
+    )
+    .unwrap();
+    let (sim, rt) = sim_runtime(p, Scheduler::Ws);
+    let h = rt.register(0u64);
+    let (mine, known): (Codelet, Codelet) = (Codelet::new("mine"), Codelet::new("known"));
+    for cl in [&mine, &known, &mine, &known, &mine] {
+        crate::TaskBuilder::new(cl)
+            .rw(&h)
+            .flops(1e9)
+            .body(|_| Ok(()))
+            .submit_to(&rt);
+    }
+    rt.wait_all().unwrap();
+    assert!((sim.now() - 4.0).abs() < 1e-9, "{}", sim.now());
+    let w = sim.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("codelet 'mine' has no rate in platform 'p'")
+            && w[0].contains("on cpu: its flops at 1 GFLOP/s"),
+        "{}",
+        w[0]
+    );
+    // Without flops: its data at the default GB/s.
+    let idle: Codelet = Codelet::new("idle");
+    let v = rt.register_replicable(vec![0u8; 1000]);
+    crate::TaskBuilder::new(&idle)
+        .rw(&v)
+        .body(|_| Ok(()))
+        .submit_to(&rt);
+    rt.wait_all().unwrap();
+    assert!((sim.now() - 4.0 - 500e-9).abs() < 1e-9, "{}", sim.now());
+    let w = sim.warnings();
+    assert!(
+        w.len() == 2 && w[1].contains("'idle'") && w[1].contains("its data at 2 GB/s"),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn engine_codelets_are_not_warned_about() {
+    use crate::dist::symbolic::{self, DistClasses};
+    use crate::dist::DataRef;
+    use crate::symbolic::TaskClasses;
+    // Task 0 on rank 0 writes `x`, task 1 on rank 1 reads it: a remote
+    // edge, so rank 1 runs the distributed layer's receive task, which the
+    // platform has no rate for and takes the default on purpose.
+    struct Edge {
+        x: crate::DataHandle<Vec<f64>>,
+        cl: Codelet,
+    }
+    impl TaskClasses for Edge {
+        type Key = u32;
+        fn roots(&self) -> Vec<u32> {
+            vec![0]
+        }
+        fn predecessor_count(&self, k: &u32) -> usize {
+            *k as usize
+        }
+        fn successors(&self, k: &u32, out: &mut Vec<u32>) {
+            if *k == 0 {
+                out.push(1);
+            }
+        }
+        fn task(&self, k: &u32) -> crate::TaskBuilder {
+            let t = crate::TaskBuilder::new(&self.cl)
+                .flops(1e9)
+                .body(|_| Ok(()));
+            if *k == 0 {
+                t.write(&self.x)
+            } else {
+                t.read(&self.x)
+            }
+        }
+        fn owner(&self, k: &u32) -> usize {
+            *k as usize
+        }
+    }
+    impl DistClasses for Edge {
+        fn flows(&self, _: &u32, _: &u32, out: &mut Vec<u64>) {
+            out.push(0);
+        }
+        fn data(&self, _: u64) -> DataRef {
+            DataRef::of(&self.x)
+        }
+        fn owned(&self, _: usize) -> usize {
+            1
+        }
+    }
+    let p = Platform::parse(
+        "nodes = 2\n[node]\ncores = 1\n[node.cpu]\ngflops = 1\ngbs = 1\ncodelets = { t = { gflops = 1 } }\n[network]\ngbs = 1\n",
+        false,
+        "two.toml",
+    )
+    .unwrap();
+    let sim = Simulation::with_models(p, Arc::default(), false, false);
+    let nets: Vec<_> = (0..2).map(|r| sim.net(r)).collect();
+    let rts: Vec<Runtime> = (0..2)
+        .map(|r| Runtime::new(Config::simulated(sim.node(r)).trace(true)).unwrap())
+        .collect();
+    let started: Vec<_> = (0..2)
+        .map(|r| {
+            let x = rts[r].register_replicable(vec![0.0; 8]);
+            let edge = Arc::new(Edge {
+                x,
+                cl: Codelet::new("t"),
+            });
+            symbolic::start(&rts[r], &nets[r], edge)
+        })
+        .collect();
+    sim.run().unwrap();
+    let finishing: Vec<_> = started
+        .into_iter()
+        .enumerate()
+        .map(|(r, s)| s.finish(&rts[r], &nets[r]).unwrap())
+        .collect();
+    sim.run().unwrap();
+    for (r, f) in finishing.into_iter().enumerate() {
+        f.wait(&nets[r]).unwrap();
+    }
+    let received = rts[1].trace().tasks;
+    assert!(
+        received.iter().any(|t| t.codelet == "recv"),
+        "rank 1 ran a receive task: {received:?}"
+    );
+    assert_eq!(sim.warnings(), Vec::<String>::new());
+}
+
+#[test]
+fn a_real_run_times_its_codelets_in_a_calibrated_simulation() {
+    use crate::ReadWrite;
+    // The user's `gemm` is not the platform's: the platform's rate (1000
+    // GFLOP/s) predicts its flops (a thousand per element) at that rate, by
+    // name. Measured for real, then
+    // simulated with those measurements, each task takes what it took
+    // here, though each size was measured once.
+    let p = || {
+        Platform::parse(
+            "[node]\ncores = 1\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\ncodelets = { gemm = { gflops = 1000 } }\n",
+            false,
+            "p.toml",
+        )
+        .unwrap()
+    };
+    let gemm = Codelet::<ReadWrite<Vec<f64>>, usize>::with_args("gemm")
+        .flops(|&n| n as f64 * 1e3)
+        .cpu(|_, _, v| {
+            for _ in 0..20 {
+                v.iter_mut().for_each(|x| *x = (*x + 1.0).sqrt());
+            }
+            Ok(())
+        });
+    let dag = |rt: &Runtime| {
+        for n in [1 << 12, 1 << 14] {
+            let v = rt.register(vec![1.0; n]);
+            rt.task(&gemm, v.rw()).args(n).submit().unwrap();
+        }
+        rt.wait_all().unwrap();
+    };
+    let real = Runtime::new(Config::with_workers(1).calibrate(true)).unwrap();
+    dag(&real);
+    let measured: f64 = real.perf_models().summary().iter().map(|r| r.median).sum();
+    assert_eq!(real.perf_models().summary().len(), 2, "one size each");
+
+    let by_name = Simulation::new(p()).unwrap();
+    dag(&Runtime::new(Config::simulated(by_name.node(0))).unwrap());
+    let rated = (1 << 12 | 1 << 14) as f64 * 1e3 / 1e12;
+    assert!((by_name.now() - rated).abs() < 1e-9, "{}", by_name.now());
+
+    let sim = Simulation::with_calibrated(p(), real.perf_models()).unwrap();
+    dag(&Runtime::new(Config::simulated(sim.node(0))).unwrap());
+    assert!(
+        (sim.now() - measured).abs() < 1e-8,
+        "{} vs {measured}",
+        sim.now()
+    );
+    assert!(sim.warnings().is_empty(), "{:?}", sim.warnings());
+}
+
+#[test]
+fn a_short_message_does_not_overtake_a_long_one() {
+    // Two ranks of one node, through memory at 1 GB/s: alone, the 1 MB
+    // message would arrive after 1 ms and the 10-byte one sent after it
+    // after 14 ns.
+    let p = Platform::parse(
+        "ranks_per_node = 2\nmemory_gbs = 1\n[node]\ncores = 2\n[node.cpu]\ngflops = 1\n[network]\nlatency_us = 0\ngbs = 1\n",
+        false,
+        "node.toml",
+    )
+    .unwrap();
+    let sim = Simulation::with_models(p, Arc::default(), false, false);
+    let (a, b) = (sim.net(0), sim.net(1));
+    let (to_b, (_, inbox)) = (a.channel(), b.open_mailbox());
+    to_b.send_bytes(1, &vec![7u8; 1_000_000]);
+    to_b.send_bytes(1, &[9u8; 10]);
+    sim.run().unwrap();
+    let lens: Vec<usize> = inbox.try_iter().map(|(_, m)| m.len()).collect();
+    assert_eq!(lens, [1_000_000, 10]);
+    assert!((sim.now() - 1.000_004e-3).abs() < 1e-12, "{}", sim.now());
 }

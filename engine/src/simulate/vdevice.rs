@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
+use super::durations::model_seconds;
 use super::platform::Accelerator;
-use super::world::model_seconds;
 use crate::device::{Device, Link, TaskCost};
 
 /// One accelerator of a simulated node.

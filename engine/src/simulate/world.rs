@@ -10,7 +10,7 @@
 //!    memory node through the real coherence protocol (virtual copies: the
 //!    link model schedules them and remembers when each replica is ready),
 //!    starts when its inputs are there, and its end is scheduled at
-//!    `start + duration` (perf models, else platform rates).
+//!    `start + duration` (`durations.rs`: perf models, else platform rates).
 //! 2. *Advance*: take every event of the earliest time, set the clock, and
 //!    process them in the order they were scheduled: a task end runs the
 //!    real completion path (release of data, `then` hooks with the worker's
@@ -27,7 +27,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::platform::{LinkSpec, Platform, Processor, Rate};
+use super::durations::{model_seconds, Durations};
+use super::platform::{LinkSpec, Platform, Processor};
 use super::vdevice::VirtualDevice;
 use crate::dist::Net;
 use crate::memory::{NodeId, VirtualLinks};
@@ -119,15 +120,55 @@ struct State {
     next_message: u64,
     /// Per rank: messages sent and not yet arrived.
     pending_sends: Vec<usize>,
+    /// Per (sender, receiver): when its last message arrives. A message
+    /// never arrives before an earlier one of the pair (`Transport`'s
+    /// order: between ranks of one node, a short message would otherwise
+    /// overtake a long one).
+    last_arrival: HashMap<(usize, usize), u64>,
     stats: SimStats,
 }
 
 /// A simulated machine and its virtual clock (see the module doc).
+///
+/// Load a platform, make a runtime of one of its ranks, submit as usual: the
+/// runtime's waits play the tasks in virtual time, and [`now`](Self::now)
+/// is the predicted time.
+///
+/// ```
+/// use tessera_engine::simulate::{Platform, Simulation};
+/// use tessera_engine::{Codelet, Config, ReadWrite, Runtime};
+///
+/// // `Platform::load("bench/platforms/h100-node.toml")` reads a file; this
+/// // one is given inline: one node of 4 cores, a `step` at 10 GFLOP/s.
+/// let platform = Platform::parse(r#"
+///     name = "four cores"
+///     [node]
+///     cores = 4
+///     task_overhead_us = 5
+///     [node.cpu]
+///     gflops = 20
+///     codelets = { step = { gflops = 10 } }
+/// "#, false, "inline").unwrap();
+/// let sim = Simulation::new(platform).unwrap();
+/// let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
+///
+/// let step = Codelet::<ReadWrite<u64>>::new("step")
+///     .flops(|_| 1e9)
+///     .cpu(|_, _, x| { *x += 1; Ok(()) }); // not run: only its time is
+/// let x = rt.register(0u64);
+/// for _ in 0..3 {
+///     rt.task(&step, x.rw()).submit().unwrap(); // a chain of three tasks
+/// }
+/// rt.wait_all().unwrap(); // runs the event loop: no thread, no body
+/// // Predicted: 3 × (1 GFLOP at 10 GFLOP/s + 5 µs of overhead).
+/// assert!((sim.now() - 0.300_015).abs() < 1e-9);
+/// assert!(sim.warnings().is_empty()); // every codelet had a rate
+/// ```
 pub struct Simulation {
     pub(crate) platform: Arc<Platform>,
-    pub(crate) perf: Arc<PerfModels>,
-    /// Whether `perf` came from measured models (then predictions are used).
-    use_models: bool,
+    /// The perf models and rates tasks are timed by, and the warnings of
+    /// codelets that came to a default rate.
+    durations: Durations,
     execute_bodies: bool,
     now: AtomicU64,
     state: Mutex<State>,
@@ -217,6 +258,67 @@ impl Simulation {
         ))
     }
 
+    /// A simulation of `platform` that times the codelets measured in
+    /// `measured` by those measurements, and everything else as
+    /// [`new`](Self::new) does. `measured` is a real run's
+    /// [`Runtime::perf_models`](crate::Runtime::perf_models) with
+    /// [`Config::calibrate`](crate::Config::calibrate) on: run your DAG here
+    /// for real, then predict it on a described machine whose cores are
+    /// like this one's (more of them, more nodes, accelerators).
+    ///
+    /// Each (codelet, architecture) in `measured` replaces the platform's
+    /// models of that name and architecture, all sizes (codelets are
+    /// matched by name; see the module doc); a size measured fewer than
+    /// [`PerfModelConfig::min_samples`](crate::perfmodel::PerfModelConfig)
+    /// times still counts (its median is used). `Err` if the platform's
+    /// own models cannot be read.
+    ///
+    /// To keep the result, save [`perf_models`](Self::perf_models) into a
+    /// folder and name it in the platform file (`perf_models = "..."`):
+    /// [`new`](Self::new) then predicts the same from the file.
+    ///
+    /// ```
+    /// use tessera_engine::simulate::{Platform, Simulation};
+    /// use tessera_engine::{Codelet, Config, ReadWrite, Runtime};
+    ///
+    /// let spin = Codelet::<ReadWrite<Vec<f64>>>::new("spin")
+    ///     .cpu(|_, _, v| { v.iter_mut().for_each(|x| *x = x.sqrt() + 1.0); Ok(()) });
+    /// let dag = |rt: &Runtime| {
+    ///     let v = rt.register(vec![1.0; 1 << 16]);
+    ///     for _ in 0..4 {
+    ///         rt.task(&spin, v.rw()).submit().unwrap();
+    ///     }
+    ///     rt.wait_all().unwrap();
+    /// };
+    /// // 1. For real, every task timed into the runtime's perf models.
+    /// let real = Runtime::new(Config::with_workers(1).calibrate(true)).unwrap();
+    /// dag(&real);
+    /// // 2. The same DAG on a platform, timed by those measurements.
+    /// let platform = Platform::parse(
+    ///     "[node]\ncores = 2\ntask_overhead_us = 0\n[node.cpu]\ngflops = 10\n",
+    ///     false,
+    ///     "inline",
+    /// ).unwrap();
+    /// let sim = Simulation::with_calibrated(platform, real.perf_models()).unwrap();
+    /// dag(&Runtime::new(Config::simulated(sim.node(0))).unwrap());
+    /// let spin_time = real.perf_models().summary()[0].median; // "spin" on "cpu"
+    /// assert!((sim.now() - 4.0 * spin_time).abs() < 1e-6);
+    /// assert!(sim.warnings().is_empty());
+    /// ```
+    pub fn with_calibrated(
+        platform: Platform,
+        measured: &PerfModels,
+    ) -> Result<Arc<Simulation>, String> {
+        let perf = match &platform.perf_models {
+            Some(dir) => {
+                PerfModels::load(dir).map_err(|e| format!("perf models of the platform: {e}"))?
+            }
+            None => PerfModels::default(),
+        };
+        perf.adopt(measured);
+        Ok(Self::with_models(platform, Arc::new(perf), true, false))
+    }
+
     /// A simulation with the given models (`use_models`: predict from them)
     /// and, with `execute_bodies`, the bodies of tasks on real data run too
     /// (to check results; their wall time is ignored).
@@ -229,9 +331,8 @@ impl Simulation {
         let nodes = platform.nodes;
         let ranks = platform.ranks();
         Arc::new(Simulation {
+            durations: Durations::new(perf, use_models, &platform.name),
             platform: Arc::new(platform),
-            perf,
-            use_models,
             execute_bodies,
             now: AtomicU64::new(0),
             state: Mutex::new(State {
@@ -267,7 +368,7 @@ impl Simulation {
     /// The perf models durations are predicted from (and simulated
     /// runtimes record into).
     pub fn perf_models(&self) -> &Arc<PerfModels> {
-        &self.perf
+        self.durations.perf()
     }
 
     /// Virtual time now, in seconds since the simulation began.
@@ -277,6 +378,14 @@ impl Simulation {
 
     pub(crate) fn now_ns(&self) -> u64 {
         self.now.load(Ordering::Relaxed)
+    }
+
+    /// What the simulation warned about so far (also printed on stderr,
+    /// once each): codelets that no perf model and no rate of the platform
+    /// knew, so that their tasks took the processor's default rate. Each
+    /// names the codelet, the architecture and the rate used.
+    pub fn warnings(&self) -> Vec<String> {
+        self.durations.warnings()
     }
 
     /// The counters so far.
@@ -690,7 +799,7 @@ impl Simulation {
             let kind = &shared.kinds[w];
             let overhead = self.processor(shared, w).overhead;
             let arch = crate::team::team_arch(kind.arch, 1 + r.members.len());
-            self.perf.record(
+            self.durations.perf().record(
                 &node.codelet.name,
                 &arch,
                 node.size_key(),
@@ -723,37 +832,8 @@ impl Simulation {
     /// Modelled duration of `node` on worker `w` (leading a team of `team`),
     /// in seconds.
     fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode, team: usize) -> f64 {
-        let proc = self.processor(shared, w);
-        if self.use_models {
-            let codelet = &node.codelet.name;
-            let arch = shared.kinds[w].arch;
-            if let Some(s) = self.predicted(codelet, &crate::team::team_arch(arch, team), node) {
-                return s + proc.overhead;
-            }
-            // A team size never measured: the one-core model, sped up as the
-            // platform says teams of this codelet scale.
-            if team > 1 {
-                if let Some(s) = self.predicted(codelet, arch, node) {
-                    return s / proc.team_speedup(codelet, team) + proc.overhead;
-                }
-            }
-        }
-        model_seconds(proc, &node.codelet.name, node.flops, node.footprint(), team)
-    }
-
-    /// The perf models' prediction for `node` under (`codelet`, `arch`), if
-    /// they have a plausible one.
-    fn predicted(&self, codelet: &str, arch: &str, node: &TaskNode) -> Option<f64> {
-        let p = self.perf.predict(codelet, arch, node.size_key())?;
-        // A fit over sizes too close together can be absurd (an exponent of
-        // 678 over sizes within 0.01 %): trust a regression only with a
-        // plausible exponent, else the rates.
-        let plausible = p.source != crate::perfmodel::PredictionSource::Regression
-            || self
-                .perf
-                .fit(codelet, arch)
-                .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
-        plausible.then_some(p.seconds)
+        self.durations
+            .seconds(self.processor(shared, w), shared.kinds[w].arch, node, team)
     }
 
     // ---- links ----------------------------------------------------------
@@ -832,7 +912,8 @@ impl Simulation {
     /// Send `msg` (charged as `bytes` bytes) from rank `from` to `to`: it
     /// leaves when the sender's NIC is free and arrives after the latency
     /// and its bytes at the NIC bandwidth (ranks of one node: through
-    /// memory, at the NIC's latency and the node's memory bandwidth).
+    /// memory, at the NIC's latency and the node's memory bandwidth), and
+    /// not before the pair's previous message.
     pub(crate) fn send_message(&self, from: usize, to: usize, msg: Vec<u8>, bytes: u64) {
         let now = self.now_ns();
         let p = &self.platform;
@@ -848,6 +929,10 @@ impl Simulation {
             st.nics[nb].1.free = end;
             end
         };
+        // Equal times are delivered in scheduling order: FIFO.
+        let last = st.last_arrival.entry((from, to)).or_insert(0);
+        let arrive = arrive.max(*last);
+        *last = arrive;
         let id = st.next_message;
         st.next_message += 1;
         st.messages.insert(id, (from, to, msg));
@@ -865,38 +950,6 @@ impl Simulation {
             .copied()
             .unwrap_or(0)
     }
-}
-
-/// Duration of a task on `proc` (a team of `team` of them) from the
-/// platform's rates, in seconds.
-pub(crate) fn model_seconds(
-    proc: &Processor,
-    codelet: &str,
-    flops: f64,
-    bytes: u64,
-    team: usize,
-) -> f64 {
-    let eff = |f: f64| {
-        if proc.half_flops > 0.0 {
-            f / (f + proc.half_flops)
-        } else {
-            1.0
-        }
-    };
-    let run = match proc.codelets.get(codelet) {
-        Some(Rate::Gflops(r)) if flops > 0.0 => flops / (r * 1e9 * eff(flops)),
-        Some(Rate::Gflops(_)) => 0.0,
-        Some(Rate::Gbs(r)) => bytes as f64 / (r * 1e9),
-        Some(Rate::Seconds(s)) => *s,
-        None if flops > 0.0 => flops / (proc.gflops * 1e9 * eff(flops)),
-        None => proc.gbs.map_or(0.0, |b| bytes as f64 / b),
-    };
-    let run = if team > 1 {
-        run / proc.team_speedup(codelet, team)
-    } else {
-        run
-    };
-    run + proc.overhead
 }
 
 /// A task on a virtual worker: popped, data acquired, waiting for its end event.

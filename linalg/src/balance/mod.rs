@@ -8,8 +8,9 @@
 //!   (peak ratio, then measured rates, then trial and error); it drives
 //!   `spmv::balanced_power_iteration`.
 //! - [`AdaptiveSplitter`] (seed 003, TianHe-1): each worker class's share of a
-//!   task, learnt from measured GFLOP/s per workload size; meant for the LU
-//!   GEMM split.
+//!   task, learnt from measured GFLOP/s per workload size; it drives the LU's
+//!   host/device split of each step's trailing update (`tessera lu --split
+//!   adaptive`, [`Split::Adaptive`](crate::lu::Split::Adaptive)).
 //!
 //! [`partition`] turns shares into whole item counts. Each module's docs say
 //! where it departs from its paper, and why.

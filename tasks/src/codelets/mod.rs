@@ -1,15 +1,18 @@
-//! The codelets of LU and SpMV: each declared once, with its CPU body, its
-//! bodies for the devices that have kernels for it (a CUDA GPU with feature
-//! `cuda`; the sim device with its own memory, whose bodies run the CPU
-//! kernels on copies of its buffers so CI exercises the GPU data path), its
-//! flop model and its label. Algorithms (`tessera-linalg`) only name a
-//! codelet, its data and its arguments.
+//! The codelets of the LU (the tile LU's and the distributed LU's own) and SpMV.
+//!
+//! Each is declared once, with its CPU body, its bodies for the devices that
+//! have kernels for it (a CUDA GPU with feature `cuda`; the sim device with
+//! its own memory, whose bodies run the CPU kernels on copies of its buffers
+//! so CI exercises the GPU data path), its flop model and its label.
+//! Algorithms (`tessera-linalg`) only name a codelet, its data and its
+//! arguments.
 //!
 //! Adding a device backend: implement `Device` (and `DeviceMemory`) in
 //! `tessera-backends`, then give each codelet here a
 //! `.device::<YourDevice>(..)` body built on its safe, typed operations.
 
 pub mod lu;
+pub mod lu_dist;
 pub mod spmv;
 
 use tessera_backends::sim::SimDevice;

@@ -65,7 +65,7 @@ pub fn gemm_minus_blocked(
 /// 2 MiB L2) and streams the whole of `A` from L2 for every 4-column strip of
 /// `B`; at `nb = 448` that is 1.6 MB of a 2 MiB L2 and falls off a cliff.
 /// Measured here with `tessera lu-kernels` (two threads, cold tiles): see the
-/// table in `bench/src/lu_kernels_cmd.rs`.
+/// table in the module doc of `bench/src/cmd/lu_kernels.rs`.
 pub fn gemm_row_block(m: usize, k: usize) -> usize {
     let budget = l2_bytes() / 2;
     let max_rows = (budget / (8 * k.max(1))).max(16) / 16 * 16;

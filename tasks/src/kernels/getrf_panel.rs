@@ -62,7 +62,7 @@ impl std::error::Error for SingularColumn {}
 /// layout the LU makes) the panel is copied into one contiguous matrix instead. Measured
 /// against faer's recursive `lu_in_place` (the previous kernel, [`getrf_panel_faer`]) and
 /// OpenBLAS `dgetrf` on the same panel by `bench/peers/lu_kernels.sh`; the figures are in
-/// `bench/src/lu_kernels_cmd.rs`.
+/// the module doc of `bench/src/cmd/lu_kernels.rs`.
 pub fn getrf_panel(panel: &mut [&mut Tile], col0: usize) -> Result<Vec<usize>, SingularColumn> {
     let Some(first) = panel.first() else {
         return Ok(Vec::new());

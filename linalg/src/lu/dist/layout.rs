@@ -27,7 +27,7 @@ use tessera_tasks::kernels::{gemm_flops, getrf_panel_flops, trsm_flops};
 use tessera_tasks::tile::Tile;
 
 use crate::hpl::generate_tile;
-use crate::lu::gemm_task;
+use crate::lu::tasks::gemm_task;
 
 /// A P×Q process grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

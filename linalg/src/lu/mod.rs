@@ -1,6 +1,12 @@
-//! Tiled LU with partial pivoting as a task graph (the HPL driver), in two
-//! front-ends over the same tasks: sequential task flow ([`Front::Stf`]) and a
-//! symbolic, lazily unfolded DAG ([`Front::Symbolic`]).
+//! Tiled LU with partial pivoting as a task graph on one process (the HPL
+//! driver), in two front-ends over the same tasks: sequential task flow
+//! ([`Front::Stf`]) and a symbolic, lazily unfolded DAG ([`Front::Symbolic`]).
+//!
+//! Beside it in this folder: the tasks it shares with the distributed LU
+//! (`tasks.rs`), the placement of tile columns on devices ([`Split`],
+//! `split.rs`), the solve from the factors ([`solve_from_factors`]), the
+//! sequential reference the DAG must reproduce bit for bit ([`seq`]), and the
+//! LU across MPI ranks ([`dist`]).
 //!
 //! Tasks per step `k` (tiles `nb × nb`, `T` tile rows and columns):
 //! - `PANEL(k)`: factor tiles `(k..T, k)` with partial pivoting → `piv[k]`;
@@ -24,18 +30,23 @@
 //! travel; panels stay on the CPU. With one device `dmda` shares the updates
 //! between the CPU workers and the device by its cost estimates.
 
+pub mod dist;
+pub mod seq;
+mod solve;
+mod split;
+mod tasks;
+
 use std::sync::Arc;
 
 use tessera_engine::symbolic::{self, TaskClasses};
-use tessera_engine::{DataHandle, Error, ReadWrite, Runtime, Task, TaskBuilder};
-use tessera_tasks::codelets::lu::{
-    GemmArgs, PanelArgs, SwapArgs, TrsmArgs, GEMM, PANEL, SWAP, TRSM,
-};
+use tessera_engine::{DataHandle, Error, ReadWrite, Runtime, TaskBuilder};
 use tessera_tasks::tile::Tile;
 
-use crate::lu_seq::ipiv_global;
-use crate::lu_split::ColumnPlacement;
-pub use crate::lu_split::Split;
+use self::seq::ipiv_global;
+pub use self::solve::solve_from_factors;
+use self::split::ColumnPlacement;
+pub use self::split::Split;
+use self::tasks::{column_priority, gemm_task, panel_priority, panel_task, swap_task, trsm_task};
 use crate::tiled::TileMatrix;
 
 /// Which task-graph front-end builds the LU DAG.
@@ -118,110 +129,6 @@ impl LuGraph {
     }
 }
 
-/// Rows (or columns) of tile row (or column) `i` of an `n`-order matrix.
-fn tile_rows(n: usize, nb: usize, i: usize) -> usize {
-    (n - i * nb).min(nb)
-}
-
-/// Priorities of the LU's tasks over `t` tile columns: a task on column `j`
-/// ranks higher the closer `j` is to the left, and a panel above the
-/// updates of its column (the look-ahead; the distributed LU uses them too).
-pub(crate) fn column_priority(t: usize, j: usize) -> i32 {
-    4 * (t as i32 - j as i32) + 1
-}
-
-/// See [`column_priority`].
-pub(crate) fn panel_priority(t: usize, k: usize) -> i32 {
-    4 * (t as i32 - k as i32) + 3
-}
-
-// The LU's tasks, shared by the one-process DAG and the distributed one
-// (`lu_dist`): the codelet, the data, the arguments and the priority.
-
-/// `PANEL(k)` over its pivots and tile column `col` (rows `k..T`).
-pub(crate) fn panel_task(
-    piv: &DataHandle<Vec<usize>>,
-    col: Vec<ReadWrite<Tile>>,
-    k: usize,
-    n: usize,
-    nb: usize,
-    prio: i32,
-) -> TaskBuilder {
-    Task::new(&PANEL, (piv.w(), col))
-        .args(PanelArgs {
-            k,
-            col0: k * nb,
-            rows: n - k * nb,
-            cols: tile_rows(n, nb, k),
-        })
-        .priority(prio)
-        .into()
-}
-
-/// `SWAP(k, j)` over panel `k`'s pivots and tile column `col` of column `j`.
-pub(crate) fn swap_task(
-    piv: &DataHandle<Vec<usize>>,
-    col: Vec<ReadWrite<Tile>>,
-    k: usize,
-    j: usize,
-    n: usize,
-    nb: usize,
-    prio: i32,
-) -> TaskBuilder {
-    Task::new(&SWAP, (piv.r(), col))
-        .args(SwapArgs {
-            k,
-            j,
-            cols: tile_rows(n, nb, j),
-        })
-        .priority(prio)
-        .into()
-}
-
-/// `TRSM(k, j)`: tile `b` = `(k, j)` against the diagonal tile `l`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn trsm_task(
-    l: &DataHandle<Tile>,
-    b: &DataHandle<Tile>,
-    k: usize,
-    j: usize,
-    n: usize,
-    nb: usize,
-    prio: i32,
-) -> TaskBuilder {
-    Task::new(&TRSM, (l.r(), b.rw()))
-        .args(TrsmArgs {
-            k,
-            j,
-            shape: (tile_rows(n, nb, k), tile_rows(n, nb, j)),
-        })
-        .priority(prio)
-        .into()
-}
-
-/// `GEMM(k, i, j)` over tiles `[(i, k), (k, j), (i, j)]`.
-pub(crate) fn gemm_task(
-    [a, b, c]: [&DataHandle<Tile>; 3],
-    (k, i, j): (usize, usize, usize),
-    n: usize,
-    nb: usize,
-    prio: i32,
-) -> TaskBuilder {
-    Task::new(&GEMM, (a.r(), b.r(), c.rw()))
-        .args(GemmArgs {
-            k,
-            i,
-            j,
-            shape: (
-                tile_rows(n, nb, i),
-                tile_rows(n, nb, j),
-                tile_rows(n, nb, k),
-            ),
-        })
-        .priority(prio)
-        .into()
-}
-
 /// The symbolic description of the LU DAG (see the module doc for the tasks).
 ///
 /// Dependencies, for `T` tiles per side:
@@ -299,9 +206,9 @@ fn submit_stf(rt: &Runtime, g: &LuGraph) -> Result<(), Error> {
 ///
 /// HPL's layout, not `dgetrf`'s: a tile column `k` of `L` is left as
 /// `PANEL(k)` wrote it, without the interchanges of later panels
-/// ([`solve_from_factors`](crate::hpl::solve_from_factors) applies them to the
-/// right-hand side step by step). [`to_dgetrf_layout`](crate::lu_seq::to_dgetrf_layout)
-/// applies them to `L`, giving `dgetrf`'s `P·A = L·U`.
+/// ([`solve_from_factors`] applies them to the right-hand side step by step).
+/// [`to_dgetrf_layout`](seq::to_dgetrf_layout) applies them to `L`, giving
+/// `dgetrf`'s `P·A = L·U`.
 pub struct LuFactors {
     /// `L` (unit, strictly below the diagonal) and `U` (on and above it).
     pub factors: TileMatrix,

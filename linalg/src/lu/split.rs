@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tessera_engine::perfmodel::PerfModels;
+use tessera_engine::util::lock;
 use tessera_engine::Runtime;
 use tessera_tasks::kernels::gemm_flops;
 
@@ -199,8 +200,4 @@ impl Adaptive {
         self.device_cols.insert(k, d);
         d
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -117,10 +117,8 @@ mod tests {
     use faer::{Mat, Par};
 
     use super::*;
-    use crate::hpl::{
-        generate_matrix, generate_rhs, hpl_residual, scaled_residual, solve_from_factors,
-        HPL_THRESHOLD,
-    };
+    use crate::hpl::{generate_matrix, generate_rhs, hpl_residual, scaled_residual, HPL_THRESHOLD};
+    use crate::lu::solve_from_factors;
 
     /// Pivots of faer's (untiled, recursive) LU of the whole matrix, as LAPACK transpositions.
     fn reference_ipiv(a: &Mat<f64>) -> Vec<usize> {

@@ -1,0 +1,146 @@
+//! The options of `tessera lu` and `tessera spmv`, apart from their commands
+//! (`cmd/lu.rs`, `cmd/spmv.rs`) because the simulation of their runs
+//! (`simulate.rs`) reads them too.
+
+use std::path::PathBuf;
+
+use tessera_linalg::lu::dist::{Grid, Layout};
+
+/// Options of `tessera lu`.
+#[derive(clap::Args, Debug)]
+pub struct LuArgs {
+    /// Matrix order N.
+    #[arg(long, default_value_t = 8192)]
+    pub n: usize,
+    /// Tile size NB. 448 was the fastest at N=8192 on the faster VM type; on
+    /// the slower one (issue 16) it fell off faer's GEMM cache cliff, which the
+    /// GEMM kernel now avoids with row blocks sized from the L2 it reads at run
+    /// time, and 448 is again the fastest there: `tessera lu --n 8192 --nb X`
+    /// alternated over 320/384/448/512, 3 rounds, load 4.4–4.7, medians
+    /// 89.6 / 86.3 / 94.3 / 88.1 GFLOP/s.
+    #[arg(long, default_value_t = 448)]
+    pub nb: usize,
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementArgs,
+    /// Scheduler: ws, prio (prio gives the look-ahead), dmda (data-aware,
+    /// for devices), or auto (dmda with devices, else prio).
+    #[arg(long, default_value = "auto")]
+    pub sched: String,
+    /// Seed of the random matrix and right-hand side.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// With devices: how tile columns are placed. auto (cyclic over two or
+    /// more devices, else the scheduler), sched (dmda decides per task),
+    /// cyclic (columns dealt over the devices, Hetero-HPL), adaptive (each
+    /// step's columns split between host and devices by the TianHe-1
+    /// splitter, learnt from measured rates; needs --front symbolic).
+    #[arg(long, default_value = "auto")]
+    pub split: String,
+    /// Task-graph front-end: symbolic (lazily unfolded) or stf.
+    #[arg(long, default_value = "symbolic")]
+    pub front: String,
+    /// Write a Chrome/Perfetto trace of the factorisation to FILE (under
+    /// mpirun: one file per rank, FILE with `.rankR` before its extension).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Predict this run on the machine described in PLATFORM (TOML, see
+    /// bench/platforms/) in simulated time instead of running it here.
+    #[arg(long, value_name = "PLATFORM")]
+    pub simulate: Option<PathBuf>,
+    /// Process grid PxQ of a distributed run under mpirun (tiles dealt
+    /// 2-D block-cyclically; default 1xR for R ranks; needs a tessera built
+    /// with `--features mpi`). With --simulate every rank is simulated in
+    /// this process, and the platform must have P·Q ranks.
+    #[arg(long, value_name = "PxQ")]
+    pub grid: Option<String>,
+    /// How a distributed run deals tile columns over the process columns:
+    /// `work` (the default) starts from HPL's block-cyclic dealing and moves
+    /// a few columns so that every process column gets the same predicted
+    /// work (later columns carry more updates, the last one is often
+    /// narrow, and all but the first process column wait for panel 0);
+    /// `cyclic` is HPL's block-cyclic dealing; `speed` first measures each
+    /// rank's GEMM rate (about 0.1 s, before the timed region, like the
+    /// matrix generation) and deals columns in proportion, so a slower core
+    /// or node gets fewer (for ranks of unequal speed; see
+    /// bench/peers/lu_balance.sh). Tile rows are always cyclic.
+    #[arg(long, value_enum, default_value_t = Balance::Work)]
+    pub balance: Balance,
+}
+
+/// See [`LuArgs::balance`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Balance {
+    /// Equal predicted work per process column, from the cyclic dealing.
+    Work,
+    /// HPL's block-cyclic dealing.
+    Cyclic,
+    /// In proportion to each rank's measured GEMM rate.
+    Speed,
+}
+
+impl Balance {
+    /// The dealing of `n`-order tiles of `nb` on `grid`, for the modes that
+    /// need no measurement (`speed` is dealt by `run_dist`).
+    pub fn layout(self, grid: Grid, n: usize, nb: usize) -> Layout {
+        match self {
+            Balance::Work => Layout::balanced(grid, n, nb),
+            Balance::Cyclic | Balance::Speed => Layout::cyclic(grid, n.div_ceil(nb)),
+        }
+    }
+}
+
+/// Options of `tessera spmv`.
+#[derive(clap::Args, Debug)]
+pub struct SpmvArgs {
+    /// Matrix Market file (coordinate real/integer/pattern; general/symmetric/skew-symmetric).
+    #[arg(long, value_name = "FILE.mtx", conflicts_with = "gen")]
+    pub matrix: Option<PathBuf>,
+    /// Generated matrix: stencil7:N, stencil27:N, powerlaw:N[:AVG[:ALPHA]], banded:N:HALFBW, dense:N.
+    // This comment is `--help`'s text, where brackets mean "optional";
+    // rustdoc would read `[:ALPHA]` as a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
+    #[arg(long, value_name = "SPEC", default_value = "stencil27:100")]
+    pub gen: String,
+    /// Iterations.
+    #[arg(long, default_value_t = 50, value_parser = crate::placement::at_least_one)]
+    pub iters: usize,
+    /// What to run: spmv (y += A·x repeated), power (power iteration), cg (conjugate gradient, SPD matrices).
+    #[arg(long, default_value = "spmv")]
+    pub solver: String,
+    /// CG stops when ||r|| <= tol·||b||.
+    #[arg(long, default_value_t = 1e-8)]
+    pub tol: f64,
+    /// Row blocks per worker (16 measured at least as fast as 4 and 32 on
+    /// stencil27:150 here: finer blocks even out the two workers' finish).
+    #[arg(long, default_value_t = 16, value_parser = crate::placement::at_least_one)]
+    pub blocks_per_worker: usize,
+    /// Scheduler: ws, prio, dmda, or auto (dmda with devices, else ws).
+    #[arg(long, default_value = "auto")]
+    pub sched: String,
+    /// Run every block on the first device (`--gpus` or `--sim`): the
+    /// device's SpMV alone, compared with its device-to-device copy rate.
+    #[arg(long)]
+    pub on_device: bool,
+    /// STREAM triad array length in Mi elements (3 arrays of 8 bytes each).
+    #[arg(long, default_value_t = 64, value_parser = crate::placement::at_least_one)]
+    pub stream_mi: usize,
+    /// With a device (--gpus or --sim): split the rows between the CPU workers and the first
+    /// device, balanced at run time (Roadrunner); runs power iteration under dmda.
+    #[arg(long)]
+    pub balance: bool,
+    /// Host peak rate for the balancer's first split, GFLOP/s (default: 50 per CPU worker).
+    #[arg(long)]
+    pub host_peak_gflops: Option<f64>,
+    /// Skip faer's sparse×dense comparison.
+    #[arg(long)]
+    pub no_faer: bool,
+    /// Write a Chrome/Perfetto trace to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub placement: crate::placement::PlacementArgs,
+    /// Predict this run on the machine described in PLATFORM (TOML) in
+    /// simulated time instead of running it here.
+    #[arg(long, value_name = "PLATFORM")]
+    pub simulate: Option<PathBuf>,
+}

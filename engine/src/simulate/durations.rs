@@ -1,0 +1,176 @@
+//! How long a simulated task lasts: the perf models' prediction for its
+//! (codelet, architecture, size), else the processor's rate for its codelet,
+//! else the processor's default rate — and a warning, once per codelet,
+//! when it came to the default.
+//!
+//! Codelets are matched by name: a platform's `codelets` entries and perf
+//! models apply to every codelet of that name, whoever wrote it. The warning
+//! covers the case of a name the platform does not know (its tasks would
+//! otherwise take a guessed rate silently); the converse, a name it knows
+//! for another kernel, is the user's to avoid (README.md beside this file).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use super::platform::{Processor, Rate};
+use crate::perfmodel::{PerfModels, PredictionSource};
+use crate::task::TaskNode;
+use crate::util::lock;
+
+/// Codelets the engine itself makes: the distributed layer's sends and
+/// receives, whose tasks copy a message's bytes at the processor's default
+/// `gbs` on purpose (the network's time is the transport's). Never warned
+/// about; `tests::engine_codelets_are_not_warned_about` keeps the list in
+/// step with `dist`.
+const ENGINE_CODELETS: [&str; 4] = ["send", "recv", "halo-send", "halo-recv"];
+
+/// Duration of a task on `proc` (a team of `team` of them) from the
+/// platform's rates, in seconds (the codelet's own rate, else the default
+/// one, a team's sped up by the processor's `team_serial`), plus its
+/// overhead.
+pub(crate) fn model_seconds(
+    proc: &Processor,
+    codelet: &str,
+    flops: f64,
+    bytes: u64,
+    team: usize,
+) -> f64 {
+    let eff = |f: f64| {
+        if proc.half_flops > 0.0 {
+            f / (f + proc.half_flops)
+        } else {
+            1.0
+        }
+    };
+    let run = match proc.codelets.get(codelet) {
+        Some(Rate::Gflops(r)) if flops > 0.0 => flops / (r * 1e9 * eff(flops)),
+        Some(Rate::Gflops(_)) => 0.0,
+        Some(Rate::Gbs(r)) => bytes as f64 / (r * 1e9),
+        Some(Rate::Seconds(s)) => *s,
+        None if flops > 0.0 => flops / (proc.gflops * 1e9 * eff(flops)),
+        None => proc.gbs.map_or(0.0, |b| bytes as f64 / b),
+    };
+    let run = if team > 1 {
+        run / proc.team_speedup(codelet, team)
+    } else {
+        run
+    };
+    run + proc.overhead
+}
+
+/// The durations of one simulation: its models, and the codelets that came
+/// to a default rate so far (each warned about once).
+pub(crate) struct Durations {
+    perf: std::sync::Arc<PerfModels>,
+    /// Whether `perf` holds measured models to predict from.
+    use_models: bool,
+    /// The platform's name, for the warnings.
+    platform: String,
+    /// A leaf lock, taken only when a task came to a default rate.
+    defaulted: Mutex<Defaulted>,
+}
+
+#[derive(Default)]
+struct Defaulted {
+    /// The codelets warned about.
+    seen: HashSet<String>,
+    /// The warnings, in the order they were given.
+    warnings: Vec<String>,
+}
+
+impl Durations {
+    pub(crate) fn new(perf: std::sync::Arc<PerfModels>, use_models: bool, platform: &str) -> Self {
+        Durations {
+            perf,
+            use_models,
+            platform: platform.to_string(),
+            defaulted: Mutex::new(Defaulted::default()),
+        }
+    }
+
+    pub(crate) fn perf(&self) -> &std::sync::Arc<PerfModels> {
+        &self.perf
+    }
+
+    /// Modelled duration of `task` on `proc`, a processor of architecture
+    /// `arch` (leading a team of `team` of them), in seconds (see the
+    /// module doc). A team size the models never measured takes the
+    /// one-core model, sped up as the platform says teams of this codelet
+    /// scale (`team_serial`).
+    pub(crate) fn seconds(
+        &self,
+        proc: &Processor,
+        arch: &'static str,
+        task: &TaskNode,
+        team: usize,
+    ) -> f64 {
+        let codelet = task.codelet.name.as_str();
+        if self.use_models {
+            let team_arch = crate::team::team_arch(arch, team);
+            if let Some(s) = self.predicted(codelet, &team_arch, task) {
+                return s + proc.overhead;
+            }
+            if team > 1 {
+                if let Some(s) = self.predicted(codelet, arch, task) {
+                    return s / proc.team_speedup(codelet, team) + proc.overhead;
+                }
+            }
+        }
+        if !proc.codelets.contains_key(codelet) {
+            self.note_default(proc, arch, codelet, task.flops);
+        }
+        model_seconds(proc, codelet, task.flops, task.footprint(), team)
+    }
+
+    /// The perf models' prediction for `task` under (`codelet`, `arch`), if
+    /// they have a plausible one.
+    fn predicted(&self, codelet: &str, arch: &str, task: &TaskNode) -> Option<f64> {
+        let p = self.perf.predict(codelet, arch, task.size_key())?;
+        // A fit over sizes too close together can be absurd (an exponent of
+        // 678 over sizes within 0.01 %): trust a regression only with a
+        // plausible exponent, else the rates.
+        let plausible = p.source != PredictionSource::Regression
+            || self
+                .perf
+                .fit(codelet, arch)
+                .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
+        plausible.then_some(p.seconds)
+    }
+
+    /// `task` came to `proc`'s default rate: warn, once per codelet, on
+    /// stderr and in [`warnings`](Self::warnings).
+    fn note_default(&self, proc: &Processor, arch: &str, codelet: &str, flops: f64) {
+        if ENGINE_CODELETS.contains(&codelet) {
+            return;
+        }
+        let mut d = lock(&self.defaulted);
+        // Every task of such a codelet comes here: no allocation once warned.
+        if d.seen.contains(codelet) {
+            return;
+        }
+        d.seen.insert(codelet.to_string());
+        let rate = match proc.gbs {
+            _ if flops > 0.0 => format!("its flops at {} GFLOP/s", proc.gflops),
+            Some(b) => format!("its data at {} GB/s", b / 1e9),
+            None => "no time (no flops, and no `gbs`)".to_string(),
+        };
+        let models = if self.use_models {
+            "perf model or "
+        } else {
+            ""
+        };
+        let text = format!(
+            "codelet '{}' has no {models}rate in platform '{}': its tasks take each processor's \
+             default rate (on {}: {rate}); give it a rate in the platform's `codelets`, or \
+             measure it (Simulation::with_calibrated)",
+            codelet, self.platform, arch
+        );
+        eprintln!("tessera: simulate: warning: {text}");
+        d.warnings.push(text);
+    }
+
+    /// The warnings given so far.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        lock(&self.defaulted).warnings.clone()
+    }
+}

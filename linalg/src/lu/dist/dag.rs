@@ -1,0 +1,339 @@
+//! The distributed LU's DAG: its task classes (roots, predecessor counts,
+//! successors, each task's codelet and data, its owner) and what flows along
+//! its remote edges.
+
+use tessera_engine::dist::symbolic::DistClasses;
+use tessera_engine::dist::DataRef;
+use tessera_engine::symbolic::TaskClasses;
+use tessera_engine::{DataHandle, Read, ReadWrite, Task, TaskBuilder};
+use tessera_tasks::codelets::lu_dist::{RowsArgs, BCAST, FEED, SWAPIN, SWAPOUT, SWAPTOP};
+use tessera_tasks::tile::Tile;
+
+use super::storage::{Key, Slot};
+use super::{DTask, DistLu};
+use crate::lu::tasks::{
+    column_priority, gemm_task, panel_priority, panel_task, swap_task, trsm_task,
+};
+
+impl DistLu {
+    /// Tile rows `i` of column 0 whose owner is not panel 0's rank: they are
+    /// fed to it before the first panel (P > 1).
+    fn feeds(&self) -> Vec<usize> {
+        (0..self.t)
+            .filter(|&i| self.layout.owner(i, 0) != self.panel_rank(0))
+            .collect()
+    }
+
+    /// The one-process LU's priorities; the panel's sends rank just below it.
+    fn priority(&self, task: DTask) -> i32 {
+        let t = self.t;
+        match task {
+            DTask::Feed(_) => panel_priority(t, 0) + 1,
+            DTask::Panel(k) => panel_priority(t, k),
+            DTask::Bcast(k, _) => panel_priority(t, k) - 1,
+            DTask::Swap(_, j)
+            | DTask::SwapOut(_, j, _)
+            | DTask::SwapTop(_, j)
+            | DTask::SwapIn(_, j, _)
+            | DTask::Trsm(_, j)
+            | DTask::Gemm(_, _, j) => column_priority(t, j),
+        }
+    }
+
+    fn rows_args(&self, k: usize, j: usize, p: usize) -> RowsArgs {
+        RowsArgs {
+            k,
+            j,
+            p,
+            grid_p: self.grid().p,
+            nb: self.nb,
+            w: self.rows(k),
+            cols: self.rows(j),
+            m: self.n - k * self.nb,
+            prows: self.prows(k).iter().fold(0u64, |m, &p| m | (1 << p)),
+        }
+    }
+
+    /// Tiles `(i, j)`, `i > k`, `i mod P = p`, top to bottom.
+    fn below(&self, k: usize, j: usize, p: usize) -> Vec<DataHandle<Tile>> {
+        (k + 1..self.t)
+            .filter(|i| i % self.grid().p == p)
+            .map(|i| self.tile(i, j))
+            .collect()
+    }
+
+    /// The data keys a task reads that may be copies (for `used`).
+    pub(super) fn reads(&self, task: &DTask) -> Vec<Key> {
+        match *task {
+            DTask::Feed(_) | DTask::Panel(_) => Vec::new(),
+            DTask::Bcast(k, _) => std::iter::once(Key::Piv(k))
+                .chain((k..self.t).map(|i| Key::Tile(i, k)))
+                .collect(),
+            DTask::Swap(k, _) | DTask::SwapOut(k, _, _) => vec![Key::Piv(k)],
+            DTask::SwapTop(k, j) => std::iter::once(Key::Piv(k))
+                .chain(self.prows(k).into_iter().map(|p| Key::Up(k, j, p)))
+                .collect(),
+            DTask::SwapIn(k, j, _) => vec![Key::Piv(k), Key::Down(k, j)],
+            DTask::Trsm(k, _) => vec![Key::Tile(k, k)],
+            DTask::Gemm(k, i, j) => vec![Key::Tile(i, k), Key::Tile(k, j)],
+        }
+    }
+}
+
+impl TaskClasses for DistLu {
+    type Key = DTask;
+
+    fn roots(&self) -> Vec<DTask> {
+        match self.feeds() {
+            f if f.is_empty() => vec![DTask::Panel(0)],
+            f => f.into_iter().map(DTask::Feed).collect(),
+        }
+    }
+
+    fn predecessor_count(&self, key: &DTask) -> usize {
+        let t = self.t;
+        let after = |k: usize, n: usize| if k > 0 { n } else { 0 };
+        match *key {
+            DTask::Feed(_) => 0,
+            DTask::Panel(0) => self.feeds().len(),
+            DTask::Panel(k) => t - k,
+            DTask::Bcast(..) => 1,
+            DTask::Swap(k, _) => 1 + after(k, t - k),
+            DTask::SwapOut(k, _, p) => 1 + after(k, self.rows_of(k, p)),
+            DTask::SwapTop(k, _) => 1 + after(k, 1) + self.prows(k).len(),
+            DTask::SwapIn(..) | DTask::Trsm(..) => 1,
+            DTask::Gemm(..) => {
+                if self.grid().p == 1 {
+                    1
+                } else {
+                    2
+                }
+            }
+        }
+    }
+
+    fn successors(&self, key: &DTask, out: &mut Vec<DTask>) {
+        let (t, g) = (self.t, self.grid());
+        match *key {
+            DTask::Feed(_) => out.push(DTask::Panel(0)),
+            DTask::Panel(k) if g.p == 1 => {
+                let c = self.layout.pcol(k);
+                out.extend(
+                    (k + 1..t)
+                        .filter(|&j| self.layout.pcol(j) == c)
+                        .map(|j| DTask::Swap(k, j)),
+                );
+                if let Some(&r) = self.ring(k).first() {
+                    out.push(DTask::Bcast(k, r));
+                }
+            }
+            DTask::Panel(k) => {
+                for j in k + 1..t {
+                    out.extend(self.prows(k).into_iter().map(|p| DTask::SwapOut(k, j, p)));
+                    out.push(DTask::SwapTop(k, j));
+                }
+            }
+            DTask::Bcast(k, r) => {
+                out.extend(
+                    (k + 1..t)
+                        .filter(|&j| self.layout.pcol(j) == r)
+                        .map(|j| DTask::Swap(k, j)),
+                );
+                let ring = self.ring(k);
+                let at = ring.iter().position(|&x| x == r).expect("r is on the ring");
+                if let Some(&next) = ring.get(at + 1) {
+                    out.push(DTask::Bcast(k, next));
+                }
+            }
+            DTask::Swap(k, j) => out.push(DTask::Trsm(k, j)),
+            DTask::SwapOut(k, j, _) => out.push(DTask::SwapTop(k, j)),
+            DTask::SwapTop(k, j) => {
+                out.extend(self.prows(k).into_iter().map(|p| DTask::SwapIn(k, j, p)));
+                out.push(DTask::Trsm(k, j));
+            }
+            DTask::SwapIn(k, j, p) => out.extend(
+                (k + 1..t)
+                    .filter(|i| i % g.p == p)
+                    .map(|i| DTask::Gemm(k, i, j)),
+            ),
+            DTask::Trsm(k, j) => out.extend((k + 1..t).map(|i| DTask::Gemm(k, i, j))),
+            DTask::Gemm(k, i, j) => out.push(if j == k + 1 {
+                DTask::Panel(k + 1)
+            } else if g.p == 1 {
+                DTask::Swap(k + 1, j)
+            } else if i == k + 1 {
+                DTask::SwapTop(k + 1, j)
+            } else {
+                DTask::SwapOut(k + 1, j, i % g.p)
+            }),
+        }
+    }
+
+    fn task(&self, key: &DTask) -> TaskBuilder {
+        let prio = self.priority(*key);
+        let t = self.t;
+        let column = |k: usize, j: usize| -> Vec<ReadWrite<Tile>> {
+            (k..t).map(|i| self.tile(i, j).rw()).collect()
+        };
+        match *key {
+            DTask::Feed(i) => Task::new(&FEED, vec![self.tile(i, 0).r()])
+                .args(i)
+                .priority(prio)
+                .into(),
+            DTask::Panel(k) => panel_task(&self.piv(k), column(k, k), k, self.n, self.nb, prio),
+            DTask::Bcast(k, _) => {
+                let tiles: Vec<Read<Tile>> = (k..t).map(|i| self.tile(i, k).r()).collect();
+                Task::new(&BCAST, (self.piv(k).r(), tiles))
+                    .args(k)
+                    .priority(prio)
+                    .into()
+            }
+            DTask::Swap(k, j) => swap_task(&self.piv(k), column(k, j), k, j, self.n, self.nb, prio),
+            DTask::SwapOut(k, j, p) => {
+                let tiles: Vec<Read<Tile>> = self.below(k, j, p).iter().map(|h| h.r()).collect();
+                Task::new(
+                    &SWAPOUT,
+                    (self.piv(k).r(), tiles, self.buf(Key::Up(k, j, p)).w()),
+                )
+                .args(self.rows_args(k, j, p))
+                .priority(prio)
+                .into()
+            }
+            DTask::SwapTop(k, j) => {
+                let ups: Vec<Read<Vec<f64>>> = self
+                    .prows(k)
+                    .into_iter()
+                    .map(|p| self.buf(Key::Up(k, j, p)).r())
+                    .collect();
+                Task::new(
+                    &SWAPTOP,
+                    (
+                        self.piv(k).r(),
+                        self.tile(k, j).rw(),
+                        ups,
+                        self.buf(Key::Down(k, j)).w(),
+                    ),
+                )
+                .args(self.rows_args(k, j, k % self.grid().p))
+                .priority(prio)
+                .into()
+            }
+            DTask::SwapIn(k, j, p) => {
+                let tiles: Vec<ReadWrite<Tile>> =
+                    self.below(k, j, p).iter().map(|h| h.rw()).collect();
+                Task::new(
+                    &SWAPIN,
+                    (self.piv(k).r(), self.buf(Key::Down(k, j)).r(), tiles),
+                )
+                .args(self.rows_args(k, j, p))
+                .priority(prio)
+                .into()
+            }
+            DTask::Trsm(k, j) => trsm_task(
+                &self.tile(k, k),
+                &self.tile(k, j),
+                k,
+                j,
+                self.n,
+                self.nb,
+                prio,
+            ),
+            DTask::Gemm(k, i, j) => gemm_task(
+                [&self.tile(i, k), &self.tile(k, j), &self.tile(i, j)],
+                (k, i, j),
+                self.n,
+                self.nb,
+                prio,
+            ),
+        }
+    }
+
+    fn owner(&self, key: &DTask) -> usize {
+        let g = self.grid();
+        match *key {
+            DTask::Feed(i) => self.layout.owner(i, 0),
+            DTask::Panel(k) => self.panel_rank(k),
+            DTask::Bcast(_, r) => r,
+            DTask::Swap(k, j) | DTask::SwapTop(k, j) | DTask::Trsm(k, j) => self.layout.owner(k, j),
+            DTask::SwapOut(_, j, p) | DTask::SwapIn(_, j, p) => g.rank(p, self.layout.pcol(j)),
+            DTask::Gemm(_, i, j) => self.layout.owner(i, j),
+        }
+    }
+}
+
+impl DistClasses for DistLu {
+    fn flows(&self, from: &DTask, to: &DTask, out: &mut Vec<u64>) {
+        let g = self.grid();
+        match (*from, *to) {
+            (DTask::Panel(k) | DTask::Bcast(k, _), _) if g.p == 1 => {
+                out.push(self.key(Key::Piv(k)));
+                out.extend((k..self.t).map(|i| self.key(Key::Tile(i, k))));
+            }
+            (DTask::Panel(k), to) => {
+                let (pr, _) = g.coords(self.owner(&to));
+                out.push(self.key(Key::Piv(k)));
+                out.extend(
+                    (k..self.t)
+                        .filter(|i| i % g.p == pr)
+                        .map(|i| self.key(Key::Tile(i, k))),
+                );
+            }
+            (DTask::Gemm(_, i, j), DTask::Panel(_)) => out.push(self.key(Key::Tile(i, j))),
+            (DTask::Feed(i), _) => out.push(self.key(Key::Tile(i, 0))),
+            (DTask::SwapOut(k, j, p), _) => out.push(self.key(Key::Up(k, j, p))),
+            (DTask::SwapTop(k, j), _) => out.push(self.key(Key::Down(k, j))),
+            (DTask::Trsm(k, j), _) => out.push(self.key(Key::Tile(k, j))),
+            (from, to) => unreachable!("no data flows from {from:?} to {to:?} across ranks"),
+        }
+    }
+
+    fn data(&self, key: u64) -> DataRef {
+        match self.slot(key) {
+            Slot::Tile(h) => DataRef::of(&h),
+            Slot::Piv(h) => DataRef::of(&h),
+            Slot::Rows(h) => DataRef::of(&h),
+        }
+    }
+
+    fn owned(&self, rank: usize) -> usize {
+        let (t, g) = (self.t, self.grid());
+        let (pr, pc) = g.coords(rank);
+        let mut n = self
+            .feeds()
+            .into_iter()
+            .filter(|&i| self.layout.owner(i, 0) == rank)
+            .count();
+        for k in 0..t {
+            n += usize::from(self.panel_rank(k) == rank);
+            let cols = self.cols_of(k, pc);
+            if g.p == 1 {
+                n += usize::from(self.ring(k).contains(&pc));
+                // SWAP, TRSM, and a GEMM per row below, per column of mine.
+                n += cols * (2 + (t - k - 1));
+            } else {
+                let rows = self.rows_of(k, pr);
+                let top = usize::from(k % g.p == pr);
+                // SWAPOUT + SWAPIN if I hold rows below, SWAPTOP + TRSM if I
+                // hold the top tile, and my GEMMs.
+                n += cols * (2 * usize::from(self.prows(k).contains(&pr)) + 2 * top + rows);
+            }
+        }
+        n
+    }
+
+    fn finished(&self, key: &DTask) {
+        for k in self.reads(key) {
+            self.used(k);
+        }
+        // What a task made only to send away is done once sent.
+        match *key {
+            DTask::SwapOut(k, j, p) if self.layout.owner(k, j) != self.rank => {
+                self.used(Key::Up(k, j, p))
+            }
+            DTask::SwapTop(k, j) if self.prows(k).iter().any(|&p| p != k % self.grid().p) => {
+                self.used(Key::Down(k, j))
+            }
+            _ => {}
+        }
+    }
+}
