@@ -12,6 +12,7 @@ use std::time::Duration;
 use tessera_engine::simulate::{Platform, Simulation};
 use tessera_engine::team::TeamSize;
 use tessera_engine::{Codelet, Config, Error, Runtime, Scheduler, TaskBuilder};
+use tessera_tests::random_dag::{Params, Program};
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -298,6 +299,49 @@ fn one_process_team_sizes_under_dmda_follow_the_models() {
         .unwrap();
         rt.wait_all().unwrap();
         assert_eq!(size.load(Ordering::SeqCst), 3);
+    });
+}
+
+#[test]
+fn random_dags_mixing_team_and_single_tasks_match_sequential_replay() {
+    with_timeout(Duration::from_secs(240), || {
+        use rand::{Rng, SeedableRng};
+        let runtimes: Vec<Runtime> = (1..=4).flat_map(|w| SCHEDULERS.map(|s| rt(w, s))).collect();
+        let cl = Codelet::new("op");
+        for seed in 0..300u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let params = Params::new(rng.random_range(1..10), rng.random_range(1..40));
+            let prog = Program::draw(&mut rng, &params);
+            let rt = &runtimes[(seed as usize) % runtimes.len()];
+            let hs = prog.register_scalars(rt);
+            for (i, op) in prog.ops.iter().enumerate() {
+                let body = op.body(&hs);
+                let t = op
+                    .declare(TaskBuilder::new(&cl), &hs)
+                    .priority(op.priority());
+                let t = if i % 3 == 0 {
+                    // A team task: every member meets at a barrier, then
+                    // the leader applies the operation.
+                    let size = TeamSize::up_to(1 + (op.salt as usize) % rt.config().workers);
+                    t.team(size).body(move |ctx| {
+                        ctx.team().run(|m| m.barrier())?;
+                        body(ctx)
+                    })
+                } else {
+                    t.body(body)
+                };
+                rt.submit(t).unwrap();
+            }
+            rt.wait_all().unwrap();
+            let got: Vec<u64> = hs.into_iter().map(|h| rt.unregister(h).unwrap()).collect();
+            assert_eq!(
+                got,
+                prog.expected_scalars(),
+                "seed {seed}: {} workers under {}",
+                rt.workers(),
+                rt.scheduler_name()
+            );
+        }
     });
 }
 
