@@ -37,10 +37,11 @@ use std::sync::{Barrier, OnceLock};
 use std::time::Instant;
 
 use tessera_backends::cpu::{bind_current_thread, current_thread_cpus};
+use tessera_engine::team::run_threads;
 use tessera_linalg::hpl::generate_tile;
 use tessera_tasks::kernels::{
     gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
-    getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
+    getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower, TeamPanel,
 };
 use tessera_tasks::tile::Tile;
 
@@ -92,6 +93,12 @@ pub struct LuKernelsArgs {
     /// Rounds per figure (the median is printed).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Team sizes for `--what panel`: the team panel (`TeamPanel`) on that
+    /// many threads, each bound to its own core (the process's first ones),
+    /// is timed beside the single-core panel; comma-separated. Leave core 1
+    /// to the team: `--companion none`.
+    #[arg(long, value_delimiter = ',')]
+    pub team: Vec<usize>,
 }
 
 /// How many rows one GEMM call gets.
@@ -126,8 +133,8 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
         "none" => false,
         other => return Err(format!("--companion: unknown '{other}' (gemm, none)")),
     };
-    if args.threads == 0 || args.rounds == 0 {
-        return Err("--threads and --rounds must be at least 1".into());
+    if args.threads == 0 || args.rounds == 0 || args.team.contains(&0) {
+        return Err("--threads, --rounds and --team must be at least 1".into());
     }
     for what in &args.what {
         match what.as_str() {
@@ -155,10 +162,16 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
             }
             "panel" => {
                 for &nb in &args.nb {
-                    for (name, kernel) in [
-                        ("tessera", getrf_panel as PanelFn),
-                        ("faer", getrf_panel_faer as PanelFn),
-                    ] {
+                    let mut kernels: Vec<(String, Box<PanelKernel>)> = vec![
+                        ("tessera".into(), Box::new(getrf_panel)),
+                        ("faer".into(), Box::new(getrf_panel_faer)),
+                    ];
+                    kernels.extend(
+                        args.team
+                            .iter()
+                            .map(|&k| (format!("team{k}"), team_panel(k))),
+                    );
+                    for (name, kernel) in &kernels {
                         let rates: Vec<f64> = (0..args.rounds)
                             .map(|_| panel_rate(args.n, nb, kernel, busy))
                             .collect::<Result<_, _>>()?;
@@ -203,8 +216,21 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
     Ok(())
 }
 
-type PanelFn =
-    fn(&mut [&mut Tile], usize) -> Result<Vec<usize>, tessera_tasks::kernels::SingularColumn>;
+type PanelKernel =
+    dyn Fn(&mut [&mut Tile], usize) -> Result<Vec<usize>, tessera_tasks::kernels::SingularColumn>;
+
+/// The team panel on `k` plain threads (`run_threads`), member `r` bound to
+/// the process's `r`-th CPU.
+fn team_panel(k: usize) -> Box<PanelKernel> {
+    Box::new(move |tiles: &mut [&mut Tile], col0: usize| {
+        let panel = TeamPanel::new(tiles);
+        run_threads(k, |m| {
+            let _ = bind_current_thread(&[cpu(m.rank())]);
+            panel.factor(col0, m)
+        })
+        .expect("no team member panics")
+    })
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -319,7 +345,7 @@ fn swap_ms(n: usize, nb: usize) -> f64 {
 /// GFLOP/s of one panel kernel on the first `n × nb` panel of the HPL matrix
 /// of order `n` (best of 3 on fresh copies), on core 0 while core 1 runs
 /// GEMMs on cold tiles, as in the LU (`busy`), or idles.
-fn panel_rate(n: usize, nb: usize, kernel: PanelFn, busy: bool) -> Result<f64, String> {
+fn panel_rate(n: usize, nb: usize, kernel: &PanelKernel, busy: bool) -> Result<f64, String> {
     let t = n.div_ceil(nb);
     let panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
     let stop = std::sync::atomic::AtomicBool::new(false);

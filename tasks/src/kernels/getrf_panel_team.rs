@@ -63,11 +63,12 @@ const ROW_ALIGN: usize = 8;
 /// the single-core pivots even where rounding decides them (nearly singular panels), which
 /// "equal within rounding" could not promise.
 ///
-/// Synchronisation per recursion step (a panel of `w` columns has about `w / LEAF − 1`):
-/// 3 barriers (after the interchanges of the right half, after the TRSM, after the GEMM).
-/// Per leaf column: 1, the reduction's; none after a leaf or after the interchanges of a
-/// left half (see the phase table under *Safety*). Plus one barrier at the start, after the
-/// members claimed the panel. At `w = 448`: 55 steps, 448 leaf columns, 614 synchronisations.
+/// Synchronisation per recursion step (one fewer than the leaves): 3 barriers (after the
+/// interchanges of the right half, after the TRSM, after the GEMM). Per leaf column: 1, the
+/// reduction's; none after a leaf or after the interchanges of a left half (see the phase
+/// table under *Safety*). Plus one barrier at the start, after the members claimed the panel.
+/// A tall panel of `w = 448` columns: 63 steps, 64 leaves of 7 columns, 448 leaf columns:
+/// 638 synchronisations.
 ///
 /// The contiguous fallback of the single-core kernel (first tile shorter than `min(m, w)`:
 /// not a layout the LU makes), and leaves wider than [`LEAF`] (at most `LEAF` rows left: only
@@ -91,12 +92,13 @@ const ROW_ALIGN: usize = 8;
 /// | interchanges, left half | its columns of `d..d+n1`, every row | nothing (below) |
 /// | wide leaf, contiguous fallback | rank 0 alone | reduction |
 ///
-/// Phases that end with nothing are followed, until the next barrier, only by phases on other
-/// columns: a leaf on columns `d..d+n1` by the parent step's interchanges of `d+n1..d+n`; the
-/// left-half interchanges of a step on columns `d..d+n1` by the enclosing steps' left-half
-/// interchanges (columns left of `d`) and at most one right-half interchange phase (columns
-/// right of the step), which ends with a barrier. Every leaf starts after a barrier (the claim's
-/// or a GEMM's), with nothing in between. The barriers are acquire/release (the engine's
+/// A leaf, or a step, that ends with nothing is followed, up to the next barrier, only by the
+/// interchanges of enclosing steps as the recursion returns: the left-half interchanges of
+/// each step it is the right half of (columns left of it), then, at the first step it is the
+/// left half of, that step's right-half interchanges (columns right of it), which end with a
+/// barrier; or by the end of `factor`. No two phases of such a run touch the same column.
+/// Every leaf starts right after a barrier (the claim's, or the GEMM's of the step whose right
+/// half it begins). The barriers and reductions synchronise as acquire/release (the engine's
 /// [`Member::barrier`]), so what one phase wrote is visible to the next.
 pub struct TeamPanel<'a> {
     /// Each tile's entries (column-major, leading dimension `rows`) and its rows.
