@@ -42,12 +42,12 @@ const ROW_ALIGN: usize = 8;
 /// leaves of at most [`LEAF`] columns), each phase done by the team, SPMD: every member runs
 /// the recursion and takes its part of each phase.
 /// - **Leaf** (unblocked LU of rows `d..m`, columns `d..d+n`): the rows are split into
-///   contiguous, rank-ordered ranges ([`Member::share`] over rows `d..m`, in groups of
-///   [`ROW_ALIGN`]); a member reads and writes only its own rows. Per column, each member finds
-///   its first row of largest magnitude (the single-core kernel's `iamax` and strict `>`), and
-///   one [`Member::all_reduce`] in rank order (a later rank replaces only when strictly
-///   greater) gives every member the single-core pivot, together with the pivot row's and the
-///   diagonal row's entries. The owners of those two rows then swap them, and every member
+///   contiguous, rank-ordered ranges ([`Member::share`] over rows `d..m`, cut at multiples
+///   of 8 panel rows: a cache line of a column); a member reads and writes only its own
+///   rows. Per column, each member finds its first row of largest magnitude (the single-core
+///   kernel's `iamax` and strict `>`), and one [`Member::all_reduce`] in rank order (a later
+///   rank replaces only when strictly greater) gives every member the single-core pivot,
+///   together with the pivot row's and the diagonal row's entries. The owners of those two rows then swap them, and every member
 ///   scales and updates its own rows with the pivot row it received.
 /// - **Row interchanges** of a recursion step: the columns are split among the members, each
 ///   applying every interchange to its columns.
@@ -289,7 +289,7 @@ impl<'a> TeamPanel<'a> {
     }
 
     /// This member's leaf rows when rows `d..m` are shared: contiguous, in rank order, cut at
-    /// multiples of [`ROW_ALIGN`] panel rows.
+    /// multiples of `ROW_ALIGN` panel rows.
     fn rows_of(&self, member: &Member<'_>, d: usize) -> Range<usize> {
         let base = d / ROW_ALIGN * ROW_ALIGN;
         let r = share(self.m - base, ROW_ALIGN, member.size(), member.rank());
@@ -757,7 +757,10 @@ mod tests {
         for w in [1, 3, 8, 9, 17, 40] {
             // nb = w: the LU's tiles (nb × nb, the panel's first tile holds the diagonal).
             let nb = w.max(2);
-            for m in [1, 2, 3, nb - 1, nb, nb + 1, 2 * nb + 3, 5 * nb - 2] {
+            // 1 to 5 tiles, the last one short or whole.
+            let one_or_two = [1, 2, 3, nb - 1, nb, nb + 1];
+            let more = [2 * nb + 3, 4 * nb - 1, 5 * nb - 2];
+            for m in one_or_two.into_iter().chain(more) {
                 for splits in tilings(m, w, nb) {
                     seed += 1;
                     let a = random_dense(m, w, seed);
