@@ -32,6 +32,14 @@
 //! the same shape (`bash bench/peers/lu_kernels.sh 8192 448 3`, load 6.2–6.4,
 //! medians): tessera 32.8, OpenBLAS 1 thread 32.4 (1.01×), 2 threads 24.9
 //! (1.32×), faer 17.4 (tessera 1.88×); with core 1 running GEMMs, tessera 16.2.
+//!
+//! The team panel (`--what panel --nb 448 --team 1,2 --companion none`, three
+//! runs, load 4.4–5.0 from other sessions' builds), GFLOP/s: single-core
+//! 18.6 / 17.1 / 18.6, team of 1 23.7 / 21.5 / 18.7, team of 2 14.1 / 12.0 /
+//! 12.5. With both cores shared, each of the panel's 638 synchronisations
+//! waits for a member the OS has descheduled. Instruction counts (callgrind,
+//! one factorisation of the same panel): a team of 2 gives its members 51.5 %
+//! and 50.0 % of the single-core kernel's count; a team of 1 (N=4096) 101.4 %.
 
 use std::sync::{Barrier, OnceLock};
 use std::time::Instant;
