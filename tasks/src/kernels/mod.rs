@@ -12,6 +12,7 @@ mod getrf_panel_team;
 mod laswp;
 pub mod spmv;
 mod trsm;
+mod update;
 
 pub use gemm::{gemm_flops, gemm_minus_blocked, gemm_row_block, gemm_update, l2_bytes};
 pub use getrf_panel::{getrf_panel, getrf_panel_faer, getrf_panel_flops, SingularColumn, LEAF};
@@ -19,6 +20,7 @@ pub use getrf_panel_team::TeamPanel;
 pub use laswp::{laswp, laswp_bytes, laswp_flops};
 pub use spmv::{spmv_bytes, spmv_csr, spmv_csr_split, spmv_csr_unchecked, spmv_flops};
 pub use trsm::{trsm_flops, trsm_unit_lower};
+pub use update::{gemm_rows, update_column};
 
 #[cfg(test)]
 pub(crate) mod test_support {
