@@ -30,6 +30,7 @@ mod runtime;
 pub mod sched;
 pub mod simulate;
 mod sleep;
+mod stf;
 pub mod symbolic;
 mod sync;
 mod task;
