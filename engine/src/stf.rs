@@ -4,7 +4,8 @@
 //! classes) and [`dist::stf`](crate::dist::stf) (this flow across ranks).
 //!
 //! A submission goes in steps ([`Shared::submit_inner`]): check the task
-//! (the runtime is open, its accesses are its own and distinct), make its node, lock its handles, link the edges from its
+//! (the runtime is open, its accesses are its own and distinct, some worker
+//! can run it), make its node, lock its handles, link the edges from its
 //! explicit predecessors and from each handle's last writer and readers,
 //! then hand it to the policy if nothing holds it back.
 //!
@@ -24,12 +25,13 @@ use smallvec::SmallVec;
 
 use crate::access::{Access, AccessMode};
 use crate::data::{DepState, TaskRef};
+use crate::device::Device;
 use crate::error::Error;
 use crate::preds::{PredBuilder, PredList};
 use crate::runtime::{Hold, Shared, INTERRUPTED};
 use crate::sched::{Pushed, ReadyTask};
 use crate::task::TaskNode;
-use crate::task::{lock_successors, state, NodeParts, TaskBuilder, TaskHandle};
+use crate::task::{lock_successors, state, DeviceMatch, NodeParts, TaskBuilder, TaskHandle};
 use crate::util::lock;
 
 /// The positions of a task's accesses, sorted by handle id (the order their
@@ -77,6 +79,7 @@ impl Shared {
     ) -> Result<(TaskHandle, Option<Arc<TaskNode>>), Error> {
         self.check_open(&task)?;
         let order = self.check_accesses(&task)?;
+        self.check_runnable(&task)?;
         let (node, explicit) = self.make_node(task);
         let mut locked = lock_handles(&node, &order)?;
         self.submitted.fetch_add(1, Ordering::SeqCst);
@@ -165,6 +168,61 @@ impl Shared {
             ));
         }
         Ok(order)
+    }
+
+    /// Refuse a task that no worker of this runtime could run: no CPU body
+    /// (its own or its codelet's), no device body for a device here, and a
+    /// codelet not declared empty ([`Codelet::empty`](crate::Codelet::empty)).
+    /// A simulated runtime runs no body, so it takes any task.
+    #[inline]
+    fn check_runnable(&self, task: &TaskBuilder) -> Result<(), Error> {
+        let bodies = &task.codelet.bodies;
+        if task.once.cpu.is_some() || bodies.cpu.is_some() || bodies.empty || self.sim.is_some() {
+            return Ok(());
+        }
+        self.check_device_bodies(task)
+    }
+
+    /// The rare case of [`check_runnable`](Self::check_runnable): a task
+    /// with no CPU body runs only if one of this runtime's devices has a
+    /// body for it.
+    #[cold]
+    fn check_device_bodies(&self, task: &TaskBuilder) -> Result<(), Error> {
+        let cpu_only = task.cpu_only
+            || task
+                .declared
+                .accesses
+                .iter()
+                .any(|a| !a.handle.replicable());
+        let runs = |d: &Arc<dyn Device>| {
+            let ty = d.as_any().type_id();
+            // Typed device bodies see device views, which exist only in
+            // memory the host cannot address (see `TaskNode::has_device_body`).
+            let raw = d.memory().is_some();
+            let body = match &task.once.device {
+                Some((DeviceMatch::Any, _)) => true,
+                Some((DeviceMatch::Type(t), _)) if *t == ty => raw,
+                _ => raw && task.codelet.bodies.device(ty).is_some(),
+            };
+            body && d.runs(&task.codelet.name)
+        };
+        let devices = self.kinds.iter().filter_map(|k| k.device.as_ref());
+        let names: Vec<String> = devices.clone().map(|d| d.name()).collect();
+        if !cpu_only && devices.clone().any(runs) {
+            return Ok(());
+        }
+        let on_devices = match (names.is_empty(), cpu_only) {
+            (true, _) => String::new(),
+            (false, true) => " (it is kept on the CPU workers)".to_owned(),
+            (false, false) => format!(" and no device body for {}", names.join(", ")),
+        };
+        Err(submit_error(
+            task,
+            format!(
+                "no worker of this runtime can run it: codelet '{}' has no CPU body{on_devices}; give one (`.cpu(..)`, `.body(..)`), or declare the codelet empty on purpose with `Codelet::empty`",
+                task.codelet.name
+            ),
+        ))
     }
 
     /// The task's node (from the pool), and what the builder carries for
@@ -387,4 +445,122 @@ fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) {
     // Relaxed: the submitter still holds one count, so `pending` cannot reach
     // zero before the submitter's AcqRel decrement, which publishes this.
     succ.pending.fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that a task no worker can run is refused at submission, naming
+    //! its codelet and label; that a task reaching a CPU worker with no body
+    //! for it fails instead of leaving its data silently unchanged; and that
+    //! a codelet declared empty runs its body-less tasks fine.
+    use std::time::Duration;
+
+    use crate::device::{Link, TaskCost};
+    use crate::{Codelet, Config, Error, ReadWrite, Runtime, TaskBuilder};
+
+    #[test]
+    fn a_task_no_worker_can_run_is_refused_naming_its_codelet() {
+        let rt = Runtime::with_workers(2).unwrap();
+        let h = rt.register(1u32);
+        let cl: Codelet<ReadWrite<u32>> = Codelet::new("bump");
+        let e = rt.task(&cl, h.rw()).label("bump(7)").submit().unwrap_err();
+        match &e {
+            Error::Submit { task, reason } => {
+                assert_eq!(task, "bump(7)");
+                assert!(reason.contains("codelet 'bump' has no CPU body"), "{e}");
+                assert!(reason.contains("Codelet::empty"), "{e}");
+            }
+            other => panic!("{other}"),
+        }
+        // The dynamic builder without `.body(..)`, and with a device body
+        // only on a runtime without devices.
+        let dynamic = Codelet::new("scale");
+        let e = rt.submit(TaskBuilder::new(&dynamic).rw(&h)).unwrap_err();
+        assert!(e.to_string().contains("codelet 'scale'"), "{e}");
+        let e = rt
+            .submit(TaskBuilder::new(&dynamic).device_body(|_| Ok(())))
+            .unwrap_err();
+        assert!(e.to_string().contains("no worker of this runtime"), "{e}");
+        // Nothing was submitted, and the data is untouched.
+        rt.wait_all().unwrap();
+        assert_eq!(rt.tasks_in_flight(), 0);
+        assert_eq!(rt.unregister(h).unwrap(), 1);
+    }
+
+    #[test]
+    fn an_empty_codelet_runs_without_a_body() {
+        let rt = Runtime::with_workers(2).unwrap();
+        let h = rt.register(1u32);
+        let join: Codelet<ReadWrite<u32>> = Codelet::new("join").empty();
+        let bump = Codelet::<ReadWrite<u32>>::new("bump").cpu(|_, _, h: &mut u32| {
+            *h += 1;
+            Ok(())
+        });
+        rt.task(&join, h.rw()).submit().unwrap();
+        rt.task(&bump, h.rw()).submit().unwrap();
+        rt.submit(TaskBuilder::new(&Codelet::new("mark").empty()).rw(&h))
+            .unwrap();
+        rt.wait_all().unwrap();
+        assert_eq!(rt.unregister(h).unwrap(), 2);
+    }
+
+    /// A host-addressable device with no room at all: every task with data
+    /// is handed back to the CPU workers (admission control).
+    struct Full;
+
+    impl crate::device::Device for Full {
+        fn name(&self) -> String {
+            "full0".into()
+        }
+        fn arch(&self) -> &'static str {
+            "full"
+        }
+        fn memory_limit(&self) -> Option<u64> {
+            Some(0)
+        }
+        fn link(&self) -> Link {
+            Link {
+                latency: Duration::ZERO,
+                bandwidth: 1e12,
+            }
+        }
+        fn peak_flops(&self) -> f64 {
+            1e9
+        }
+        fn expected_time(&self, _: &TaskCost<'_>) -> Duration {
+            Duration::ZERO
+        }
+        fn run(&self, _: &TaskCost<'_>, body: &mut dyn FnMut()) -> Result<Duration, String> {
+            body();
+            Ok(Duration::ZERO)
+        }
+        fn copy(&self, _: u64, copy: &mut dyn FnMut()) -> Duration {
+            copy();
+            Duration::ZERO
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    #[test]
+    fn a_cpu_worker_without_a_body_fails_the_task() {
+        let rt = Runtime::new(Config::with_workers(1).device(std::sync::Arc::new(Full))).unwrap();
+        let h = rt.register_replicable(vec![1.0f64; 4]);
+        // A device body only: accepted (the device could run it), but its
+        // data never fits there, so a CPU worker gets it.
+        let cl = Codelet::new("gpu-only");
+        rt.submit(
+            TaskBuilder::new(&cl)
+                .label("gpu-only(0)")
+                .rw(&h)
+                .device_body(|_| Ok(())),
+        )
+        .unwrap();
+        let e = rt.wait_all().unwrap_err().to_string();
+        assert!(
+            e.contains("gpu-only(0)") && e.contains("codelet 'gpu-only' has no CPU body"),
+            "{e}"
+        );
+    }
 }
