@@ -64,6 +64,15 @@ pub struct Message {
     buf: Vec<u8>,
 }
 
+#[cfg(test)]
+impl Message {
+    /// A message as the network would hand it over: `buf` holds the channel
+    /// header (4 bytes), then the body.
+    pub(crate) fn from_bytes(buf: Vec<u8>) -> Message {
+        Message { buf }
+    }
+}
+
 impl std::ops::Deref for Message {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

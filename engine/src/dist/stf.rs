@@ -27,7 +27,7 @@ use std::time::Duration;
 use super::log::Tick;
 use super::net::{Channel, Net};
 use super::wire::{DataRef, Reader};
-use crate::access::{AccessMode, Accesses};
+use crate::access::{AccessMode, Accesses, Dynamic};
 use crate::codelet::Codelet;
 use crate::data::DataHandle;
 use crate::error::{BodyError, Error};
@@ -79,6 +79,12 @@ struct Entry {
 /// Received bytes for a held receive task: filled before it is released.
 type Slot = Arc<OnceLock<Vec<u8>>>;
 
+/// What a receive task's label is made of, built only when traced:
+/// (data id, version).
+type RecvArgs = (u64, u64);
+/// What a send task's label is made of: (data id, version, destination).
+type SendArgs = (u64, u64, usize);
+
 /// Message kinds on the runtime's channel.
 const DATA: u32 = 0;
 /// "This rank's `wait_all` is done": see `DistRuntime::wait_all`.
@@ -125,8 +131,8 @@ pub struct DistRuntime {
     state: Arc<Mutex<State>>,
     /// Notified when a `DONE` arrives.
     wake: Arc<(Mutex<()>, std::sync::Condvar)>,
-    recv: Codelet,
-    send: Codelet,
+    recv: Codelet<Dynamic, RecvArgs>,
+    send: Codelet<Dynamic, SendArgs>,
 }
 
 impl DistRuntime {
@@ -177,8 +183,10 @@ impl DistRuntime {
             ch,
             state,
             wake,
-            recv: Codelet::new("recv"),
-            send: Codelet::new("send"),
+            recv: Codelet::with_args("recv")
+                .label_args(|&(gid, version)| format!("recv({gid}@{version})")),
+            send: Codelet::with_args("send")
+                .label_args(|&(gid, version, to)| format!("send({gid}@{version}→{to})")),
         }
     }
 
@@ -230,10 +238,16 @@ impl DistRuntime {
     /// This rank sends the current version of `gid` to `to`.
     fn post_send(&self, s: &mut State, gid: u64, to: usize) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
-        let (data, version, ch) = (e.data.clone(), e.version, self.ch.clone());
+        let task = self.send_task(e.data.clone(), gid, e.version, to);
         s.sends += 1;
-        let task = TaskBuilder::new(&self.send)
-            .label(format!("send({gid}@{version}→{to})"))
+        self.rt.submit(task)?;
+        Ok(())
+    }
+
+    /// The task that sends `data`, version `version` of `gid`, to `to`.
+    fn send_task(&self, data: DataRef, gid: u64, version: u64, to: usize) -> TaskBuilder {
+        let ch = self.ch.clone();
+        TaskBuilder::with_args(&self.send, (gid, version, to))
             .access_erased(Arc::clone(&data.handle), AccessMode::R)
             .cpu_only()
             .body(move |_| {
@@ -244,28 +258,16 @@ impl DistRuntime {
                 data.pack(&mut w)?;
                 ch.send_since(to, w, start);
                 Ok(())
-            });
-        self.rt.submit(task)?;
-        Ok(())
+            })
     }
 
     /// This rank receives the current version of `gid`.
     fn post_recv(&self, s: &mut State, gid: u64) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
-        let (version, data) = (e.version, e.data.clone());
+        let version = e.version;
         let slot: Slot = Arc::new(OnceLock::new());
-        let target = (data.clone(), Arc::clone(&slot));
+        let task = self.recv_task(e.data.clone(), gid, version, Arc::clone(&slot));
         s.receives += 1;
-        let task = TaskBuilder::new(&self.recv)
-            .label(format!("recv({gid}@{version})"))
-            .access_erased(Arc::clone(&data.handle), AccessMode::W)
-            .cpu_only()
-            .body(move |_| {
-                let bytes = target.1.get().ok_or("released before its message came")?;
-                // SAFETY: this task declared the handle W, on a CPU worker.
-                unsafe { target.0.unpack(bytes) }?;
-                Ok(())
-            });
         match s.arrived.remove(&(gid, version)) {
             Some(bytes) => {
                 let _ = slot.set(bytes);
@@ -278,6 +280,21 @@ impl DistRuntime {
             }
         }
         Ok(())
+    }
+
+    /// The task that writes version `version` of `gid` into `data` from the
+    /// bytes `slot` holds once it is released.
+    fn recv_task(&self, data: DataRef, gid: u64, version: u64, slot: Slot) -> TaskBuilder {
+        let handle = Arc::clone(&data.handle);
+        TaskBuilder::with_args(&self.recv, (gid, version))
+            .access_erased(handle, AccessMode::W)
+            .cpu_only()
+            .body(move |_| {
+                let bytes = slot.get().ok_or("released before its message came")?;
+                // SAFETY: this task declared the handle W, on a CPU worker.
+                unsafe { data.unpack(bytes) }?;
+                Ok(())
+            })
     }
 
     /// Wait for every task of this rank and every send to finish, then for
@@ -472,5 +489,65 @@ impl<A: Accesses, P: Send + Sync + 'static> DistTask<'_, A, P> {
 impl Drop for DistRuntime {
     fn drop(&mut self) {
         self.ch.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that receive and send tasks carry no label string (nothing is
+    //! formatted per message with tracing off), that their labels are made
+    //! from their numbers when asked, and that a traced run shows them.
+    use super::*;
+    use crate::dist::local;
+    use crate::{Config, Read, ReadWrite};
+
+    type CopyData = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+
+    #[test]
+    fn labels_are_built_only_when_asked() {
+        let net = Net::new(local::world(1).pop().expect("one rank"));
+        let d = DistRuntime::new(Runtime::with_workers(1).unwrap(), net);
+        let h = d.register(0, vec![1.0f64; 2]);
+        let send = d.send_task(DataRef::of(&h), h.id(), 3, 1);
+        assert!(send.label.is_none());
+        assert_eq!(send.display_name(), "send(0@3→1)");
+        let recv = d.recv_task(DataRef::of(&h), h.id(), 3, Arc::default());
+        assert!(recv.label.is_none());
+        assert_eq!(recv.display_name(), "recv(0@3)");
+    }
+
+    #[test]
+    fn a_traced_run_labels_its_sends_and_receives() {
+        let ranks: Vec<_> = local::world(2)
+            .into_iter()
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let rt = Runtime::new(Config::with_workers(1).trace(true)).unwrap();
+                    let d = DistRuntime::new(rt, Net::new(t));
+                    let (a, b) = (d.register(0, vec![2.0f64]), d.register(1, vec![0.0f64]));
+                    let cl: Codelet<CopyData> = Codelet::new("copy");
+                    d.task(&cl, (a.r(), b.rw()))
+                        .cpu(|(a, b)| {
+                            b[0] = a[0];
+                            Ok(())
+                        })
+                        .submit()
+                        .unwrap();
+                    d.wait_all().unwrap();
+                    let labels: Vec<String> = d
+                        .runtime()
+                        .trace()
+                        .tasks
+                        .into_iter()
+                        .filter_map(|t| t.label)
+                        .collect();
+                    (d.unregister(b).unwrap(), labels)
+                })
+            })
+            .collect();
+        let out: Vec<_> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+        assert_eq!(out[1].0, vec![2.0]);
+        assert_eq!(out[0].1, ["send(0@0→1)"]);
+        assert_eq!(out[1].1, ["recv(0@0)"]);
     }
 }
