@@ -24,9 +24,12 @@ pub struct Config {
     pub record_graph: bool,
     /// Run on each worker thread before it takes tasks (to bind it to a core).
     pub on_worker_start: Option<WorkerHook>,
-    /// Victims each worker tries, in order, when stealing under `ws`
-    /// (hierarchical stealing: NUMA siblings first). Default: round robin.
-    /// Given for the CPU workers; device workers are appended.
+    /// Victims each worker tries when stealing under `ws` (hierarchical
+    /// stealing: NUMA siblings first), group by group: a group is a run of
+    /// victims on one memory node, and each scan starts each group at a
+    /// victim drawn by the worker, so idle workers spread their first
+    /// steals. Default: all the others, round robin. Given for the CPU
+    /// workers; device workers are appended.
     pub steal_order: Option<Vec<Vec<usize>>>,
     /// Accelerators: one device worker and one memory node each.
     pub devices: Vec<Arc<dyn Device>>,
@@ -135,7 +138,8 @@ impl Config {
         self
     }
 
-    /// The victims each CPU worker tries, in order, when stealing under `ws`.
+    /// The victims each CPU worker tries when stealing under `ws` (see
+    /// [`Config::steal_order`](#structfield.steal_order)).
     pub fn steal_order(mut self, order: Vec<Vec<usize>>) -> Self {
         self.steal_order = Some(order);
         self
