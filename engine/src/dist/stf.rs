@@ -52,6 +52,16 @@ impl<T> std::ops::Deref for DistHandle<T> {
 }
 
 impl<T> DistHandle<T> {
+    /// `local`, known on every rank as `gid`, owned by `owner`.
+    pub(crate) fn new(local: DataHandle<T>, gid: u64, owner: usize) -> Self {
+        DistHandle { local, gid, owner }
+    }
+
+    /// The local handle, given back.
+    pub(crate) fn into_local(self) -> DataHandle<T> {
+        self.local
+    }
+
     /// The rank that owns this data.
     pub fn owner(&self) -> usize {
         self.owner
@@ -282,6 +292,100 @@ impl DistRuntime {
         Ok(())
     }
 
+    /// Submit a task on every rank (a typed [`Task`] made with `Task::new`,
+    /// or a [`TaskBuilder`]): the rank that runs it (the owner of the first
+    /// data it writes, else of the first it reads) submits the task, the
+    /// others their sends and receives, or nothing. Returns the local task
+    /// on the rank that runs it.
+    pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error> {
+        self.submit_on(task.into(), None)
+    }
+
+    /// [`submit`](Self::submit), run on `on_rank` if given.
+    fn submit_on(
+        &self,
+        builder: TaskBuilder,
+        on_rank: Option<usize>,
+    ) -> Result<Option<TaskHandle>, Error> {
+        let me = self.net.rank();
+        let accesses: Vec<(u64, AccessMode)> = {
+            let s = lock(&self.state);
+            builder
+                .declared
+                .accesses
+                .iter()
+                .map(|a| {
+                    s.by_local
+                        .get(&a.core().id)
+                        .map(|&g| (g, a.mode))
+                        .ok_or_else(|| Error::Submit {
+                            task: builder.display_name(),
+                            reason: format!(
+                                "data '{}' was not registered with the distributed runtime",
+                                a.core().display_name()
+                            ),
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut s = lock(&self.state);
+        let exec = on_rank.unwrap_or_else(|| {
+            let first = accesses
+                .iter()
+                .find(|(_, m)| m.writes())
+                .or(accesses.first());
+            first.map_or(0, |&(g, _)| s.entries[g as usize].owner)
+        });
+        if exec >= self.net.size() {
+            return Err(Error::Submit {
+                task: builder.display_name(),
+                reason: format!("rank {exec} does not exist ({} ranks)", self.net.size()),
+            });
+        }
+        // Reads: the data's current version must reach the running rank,
+        // from its owner, unless that rank holds it already (the cache).
+        for &(gid, mode) in &accesses {
+            let e = &mut s.entries[gid as usize];
+            if !mode.reads() || !e.holders.insert(exec) {
+                continue;
+            }
+            let owner = e.owner;
+            if exec == me {
+                self.post_recv(&mut s, gid)?;
+            } else if owner == me {
+                self.post_send(&mut s, gid, exec)?;
+            }
+        }
+        let mut handle = None;
+        if exec == me {
+            handle = Some(self.rt.submit(builder)?);
+        } else if !accesses
+            .iter()
+            .any(|&(g, _)| s.entries[g as usize].owner == me)
+        {
+            s.pruned += 1;
+        }
+        // Writes: a new version, held by the rank that ran the task; its
+        // owner gets it back if another rank wrote it.
+        for &(gid, mode) in &accesses {
+            if !mode.writes() {
+                continue;
+            }
+            let e = &mut s.entries[gid as usize];
+            e.version += 1;
+            e.holders = HashSet::from([exec, e.owner]);
+            let owner = e.owner;
+            if exec != owner {
+                if exec == me {
+                    self.post_send(&mut s, gid, owner)?;
+                } else if owner == me {
+                    self.post_recv(&mut s, gid)?;
+                }
+            }
+        }
+        Ok(handle)
+    }
+
     /// The task that writes version `version` of `gid` into `data` from the
     /// bytes `slot` holds once it is released.
     fn recv_task(&self, data: DataRef, gid: u64, version: u64, slot: Slot) -> TaskBuilder {
@@ -400,89 +504,9 @@ impl<A: Accesses, P: Send + Sync + 'static> DistTask<'_, A, P> {
         self
     }
 
-    /// Submit on every rank: the rank that runs it submits the task, the
-    /// others their sends and receives, or nothing. Returns the local task
-    /// on the rank that runs it.
+    /// Submit on every rank (see [`DistRuntime::submit`]).
     pub fn submit(self) -> Result<Option<TaskHandle>, Error> {
-        let d = self.dist;
-        let me = d.net.rank();
-        let builder: TaskBuilder = self.task.into();
-        let accesses: Vec<(u64, AccessMode)> = {
-            let s = lock(&d.state);
-            builder
-                .declared
-                .accesses
-                .iter()
-                .map(|a| {
-                    s.by_local
-                        .get(&a.core().id)
-                        .map(|&g| (g, a.mode))
-                        .ok_or_else(|| Error::Submit {
-                            task: builder.display_name(),
-                            reason: format!(
-                                "data '{}' was not registered with the distributed runtime",
-                                a.core().display_name()
-                            ),
-                        })
-                })
-                .collect::<Result<_, _>>()?
-        };
-        let mut s = lock(&d.state);
-        let exec = self.on_rank.unwrap_or_else(|| {
-            let first = accesses
-                .iter()
-                .find(|(_, m)| m.writes())
-                .or(accesses.first());
-            first.map_or(0, |&(g, _)| s.entries[g as usize].owner)
-        });
-        if exec >= d.net.size() {
-            return Err(Error::Submit {
-                task: builder.display_name(),
-                reason: format!("rank {exec} does not exist ({} ranks)", d.net.size()),
-            });
-        }
-        // Reads: the data's current version must reach the running rank,
-        // from its owner, unless that rank holds it already (the cache).
-        for &(gid, mode) in &accesses {
-            let e = &mut s.entries[gid as usize];
-            if !mode.reads() || !e.holders.insert(exec) {
-                continue;
-            }
-            let owner = e.owner;
-            if exec == me {
-                d.post_recv(&mut s, gid)?;
-            } else if owner == me {
-                d.post_send(&mut s, gid, exec)?;
-            }
-        }
-        let mut handle = None;
-        if exec == me {
-            handle = Some(d.rt.submit(builder)?);
-        } else if !accesses
-            .iter()
-            .any(|&(g, _)| s.entries[g as usize].owner == me)
-        {
-            s.pruned += 1;
-        }
-        // Writes: a new version, held by the rank that ran the task; its
-        // owner gets it back if another rank wrote it.
-        for &(gid, mode) in &accesses {
-            if !mode.writes() {
-                continue;
-            }
-            let e = &mut s.entries[gid as usize];
-            e.version += 1;
-            e.holders = HashSet::from([exec, e.owner]);
-            let owner = e.owner;
-            if exec != owner {
-                if exec == me {
-                    d.post_send(&mut s, gid, owner)?;
-                } else if owner == me {
-                    d.post_recv(&mut s, gid)?;
-                }
-            }
-        }
-        Ok(handle)
+        self.dist.submit_on(self.task.into(), self.on_rank)
     }
 }
 
