@@ -4,7 +4,10 @@
 //! how they access it ([`Runtime::task`] with a typed access list such as
 //! `(a.r(), b.rw())`, or the dynamic [`TaskBuilder`]), and wait. Dependencies follow from
 //! submission order and access modes (sequential task flow); ready tasks run
-//! on CPU worker threads under a [`SchedulerPolicy`](sched::SchedulerPolicy).
+//! on the runtime's workers (CPU worker threads, one device worker per
+//! accelerator, or virtual workers in simulated time) under a
+//! [`SchedulerPolicy`](sched::SchedulerPolicy), and across processes each
+//! rank runs its share ([`dist`]).
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -381,7 +381,41 @@ impl Registrar {
     }
 }
 
-/// A task-graph runtime with its CPU workers.
+/// A task-graph runtime: its workers (CPU worker threads, one device worker
+/// per accelerator, or virtual workers in simulated time), the data
+/// registered with it, and the tasks submitted to it.
+///
+/// Register data, submit tasks that declare how they access it (their
+/// dependencies follow from the order of submission), wait, take the data
+/// back:
+///
+/// ```
+/// use tessera_engine::{Codelet, Config, Read, ReadWrite, Runtime};
+///
+/// let rt = Runtime::new(Config::with_workers(2).trace(true))?;
+/// let (x, y) = (rt.register(vec![1.0f64; 4]), rt.register(vec![0.0f64; 4]));
+/// // y += a x, with `a` as the task's argument.
+/// let axpy = Codelet::<(Read<Vec<f64>>, ReadWrite<Vec<f64>>), f64>::with_args("axpy")
+///     .cpu(|_, &a, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+///         y.iter_mut().zip(x).for_each(|(y, x)| *y += a * x);
+///         Ok(())
+///     });
+/// for a in [1.0, 2.0, 3.0] {
+///     // Each task reads x and updates y: they run one after the other.
+///     rt.task(&axpy, (x.r(), y.rw())).args(a).submit()?;
+/// }
+/// rt.wait_all()?;
+/// assert_eq!(rt.unregister(y)?, vec![6.0; 4]);
+///
+/// // With `Config::trace`, the timeline: save it for Perfetto UI or
+/// // chrome://tracing (what `--trace FILE` does on the command line).
+/// let trace = rt.trace();
+/// assert_eq!(trace.tasks.len(), 3);
+/// let path = std::env::temp_dir().join(format!("axpy-{}.json", std::process::id()));
+/// tessera_engine::trace::save(&trace, &path, &Default::default())?;
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// Dropping it stops the workers after their current task; tasks not yet
 /// started are cancelled (dropped unrun). Call [`wait_all`](Self::wait_all)
@@ -403,8 +437,9 @@ impl Runtime {
         &self.config
     }
 
-    /// Number of workers: CPU workers plus one per device (threads, or
-    /// virtual workers in simulated time).
+    /// Number of workers, device workers included: the `Config::workers`
+    /// CPU workers plus one per device (e.g. 5 for 4 CPU workers and a
+    /// GPU), as threads, or virtual workers in simulated time.
     pub fn workers(&self) -> usize {
         self.shared.kinds.len()
     }
@@ -420,12 +455,17 @@ impl Runtime {
         self.shared.sim.as_ref().map(|s| s.world.now())
     }
 
-    /// Register *virtual* data: `bytes` bytes shaped `dims` (as
-    /// `Replicate::dims` would give), with no value. Tasks declare it like
-    /// any data, the coherence protocol tracks its replicas and the link
-    /// model charges its transfers, but bodies never see it (they do not run
-    /// in simulated time). Only a simulated runtime takes it: an N = 10^6
-    /// LU's tiles need no memory there.
+    /// Register *virtual* data: `bytes` bytes with no value. Tasks declare
+    /// it like any data, the coherence protocol tracks its replicas and the
+    /// link model charges its transfers, but bodies never see it (they do
+    /// not run in simulated time). Only a simulated runtime takes it: an
+    /// N = 10^6 LU's tiles need no memory there.
+    ///
+    /// `dims` is the shape a real value of type `T` would report through
+    /// [`Replicate::dims`]: the figures a device view needs besides the
+    /// size, e.g. `[rows, cols, 0, 0]` for a tile, `[len, 0, 0, 0]` for a
+    /// `Vec`. `bytes` alone is the size that transfers and device memory
+    /// are charged for; `[0; 4]` will do when nothing reads the shape.
     pub fn register_virtual<T: Replicate>(
         &self,
         bytes: u64,
@@ -691,7 +731,10 @@ impl Runtime {
         }
     }
 
-    /// The timeline recorded so far (empty unless `Config::trace`).
+    /// The timeline recorded so far (empty unless `Config::trace`). Save it
+    /// with [`trace::save`](crate::trace::save) (Chrome trace JSON, for
+    /// Perfetto UI), or summarise it with [`trace::stats`](fn@crate::trace::stats);
+    /// see the example on [`Runtime`].
     pub fn trace(&self) -> Trace {
         if let Some(sim) = &self.shared.sim {
             return sim.trace();

@@ -103,7 +103,12 @@ pub struct Channel {
 }
 
 impl Net {
-    /// Start routing `transport`'s messages.
+    /// Start routing `transport`'s messages. Whatever owns the transport's
+    /// machinery must outlive this network and its users: with MPI, keep
+    /// the `Mpi` value of `tessera_backends::mpi::init` alive until every
+    /// runtime and [`DistRuntime`](super::stf::DistRuntime) on this network
+    /// is dropped (dropping it stops the communication thread and finalises
+    /// MPI).
     pub fn new(transport: Arc<dyn Transport>) -> Arc<Net> {
         let shared = Shared::new(transport);
         let s = Arc::clone(&shared);

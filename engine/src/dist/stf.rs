@@ -133,7 +133,59 @@ pub struct StfStats {
 
 /// A runtime taking part in a distributed sequential task flow (see the
 /// module doc). Every rank creates one, in the same order relative to its
-/// other channels.
+/// other channels, and runs the same program: the same registrations (each
+/// with an owner rank) and the same tasks, in the same order. To write that
+/// program once for one process and for many, see [`Submit`](super::Submit).
+///
+/// Two ranks, here threads of one process over the in-process transport
+/// ([`local::world`](super::local::world)):
+///
+/// ```
+/// use tessera_engine::dist::stf::DistRuntime;
+/// use tessera_engine::dist::{local, Net};
+/// use tessera_engine::{Codelet, Read, ReadWrite, Runtime};
+///
+/// type Add = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+/// let ranks: Vec<_> = local::world(2)
+///     .into_iter()
+///     .map(|transport| {
+///         std::thread::spawn(move || {
+///             let dist = DistRuntime::new(Runtime::with_workers(1).unwrap(), Net::new(transport));
+///             // `x` lives on rank 0, `y` on rank 1 (every rank registers both).
+///             let (x, y) = (dist.register(0, vec![2.0f64]), dist.register(1, vec![1.0f64]));
+///             let add = Codelet::<Add>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+///                 y[0] += x[0];
+///                 Ok(())
+///             });
+///             // Runs on rank 1, the owner of what it writes; rank 0 sends `x`.
+///             dist.task(&add, (x.r(), y.rw())).submit().unwrap();
+///             dist.wait_all().unwrap();
+///             (dist.rank(), dist.unregister(y).unwrap())
+///         })
+///     })
+///     .collect();
+/// for r in ranks {
+///     let (rank, y) = r.join().unwrap();
+///     if rank == 1 {
+///         assert_eq!(y, [3.0]);
+///     }
+/// }
+/// ```
+///
+/// Under `mpirun`, each process makes its rank's network from MPI (feature
+/// `mpi` of `tessera-backends`). The `tessera_backends::mpi::Mpi` value
+/// that `mpi::init` returns must outlive the runtime, the network and
+/// everything using them: dropping it stops the communication thread and
+/// finalises MPI, after which no message moves (a rank still waiting hangs,
+/// or MPI aborts). Declare it first, so it is dropped last:
+///
+/// ```ignore
+/// let mpi = tessera_backends::mpi::init()?; // first: dropped last
+/// let net = Net::new(mpi.transport());
+/// let dist = DistRuntime::new(Runtime::new(Config::default())?, Arc::clone(&net));
+/// // ... register, submit, wait_all, unregister ...
+/// // `dist`, `net`, then `mpi` are dropped, in that order.
+/// ```
 pub struct DistRuntime {
     rt: Runtime,
     net: Arc<Net>,
@@ -146,7 +198,9 @@ pub struct DistRuntime {
 }
 
 impl DistRuntime {
-    /// Take part in the distributed run over `net` with the runtime `rt`.
+    /// Take part in the distributed run over `net` with the runtime `rt`
+    /// (whose trace, with `Config::trace`, records this rank's messages too).
+    /// With MPI, the `Mpi` handle must outlive it (see [`DistRuntime`]).
     pub fn new(rt: Runtime, net: Arc<Net>) -> DistRuntime {
         let state: Arc<Mutex<State>> = Arc::default();
         let wake: Arc<(Mutex<()>, std::sync::Condvar)> = Arc::default();
