@@ -95,7 +95,8 @@ impl Shared {
             runtime: self.id,
         };
         let held_node = held.then(|| {
-            // Relaxed: published by the AcqRel decrement of `release`.
+            // Relaxed: published by the AcqRel decrement in
+            // `release_submitters_count`.
             node.pending.fetch_add(1, Ordering::Relaxed);
             Arc::clone(&node)
         });
