@@ -71,6 +71,8 @@ pub(crate) struct Bodies {
     pub(crate) label: Option<ArgsFn<String>>,
     /// Its tasks run on a team of CPU workers of this size (`team`).
     pub(crate) team: Option<crate::team::TeamSize>,
+    /// Its tasks may have no body on purpose ([`Codelet::empty`]).
+    pub(crate) empty: bool,
 }
 
 impl Bodies {
@@ -164,6 +166,43 @@ impl<A, P> Codelet<A, P> {
     /// A process-wide unique id.
     pub fn id(&self) -> u32 {
         self.info.id
+    }
+
+    /// Declare that this codelet's tasks may do nothing on purpose (join
+    /// points, placeholders, tasks that only order others or only carry a
+    /// `then`): a task of it with no body for the worker that runs it then
+    /// succeeds without running anything.
+    ///
+    /// Without it, a body-less task is a mistake (a forgotten `.cpu(..)`):
+    /// [`Runtime::submit`](crate::Runtime::submit) refuses a task that no
+    /// worker of the runtime could run, and a task that reaches a worker
+    /// with no body for it fails. (A simulated runtime runs no body, so it
+    /// takes any task.)
+    ///
+    /// ```
+    /// # use tessera_engine::{Codelet, Runtime};
+    /// let rt = Runtime::with_workers(1).unwrap();
+    /// let h = rt.register(0u32);
+    /// let forgot: Codelet<tessera_engine::ReadWrite<u32>> = Codelet::new("bump");
+    /// assert!(rt.task(&forgot, h.rw()).submit().is_err());
+    /// let join: Codelet<tessera_engine::ReadWrite<u32>> = Codelet::new("join").empty();
+    /// rt.task(&join, h.rw()).submit().unwrap();
+    /// rt.wait_all().unwrap();
+    /// ```
+    pub fn empty(mut self) -> Self {
+        self.bodies_mut().empty = true;
+        self
+    }
+
+    /// The label of a dynamic codelet's tasks from their arguments (like
+    /// [`label`](Codelet::label), which typed codelets have): the engine's
+    /// receive and send tasks build theirs only when traced.
+    pub(crate) fn label_args(mut self, f: impl Fn(&P) -> String + Send + Sync + 'static) -> Self
+    where
+        P: 'static,
+    {
+        self.bodies_mut().label = Some(Arc::new(move |p| f(params::<P>(p))));
+        self
     }
 
     fn bodies_mut(&mut self) -> &mut Bodies {

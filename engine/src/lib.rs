@@ -4,7 +4,10 @@
 //! how they access it ([`Runtime::task`] with a typed access list such as
 //! `(a.r(), b.rw())`, or the dynamic [`TaskBuilder`]), and wait. Dependencies follow from
 //! submission order and access modes (sequential task flow); ready tasks run
-//! on CPU worker threads under a [`SchedulerPolicy`](sched::SchedulerPolicy).
+//! on the runtime's workers (CPU worker threads, one device worker per
+//! accelerator, or virtual workers in simulated time) under a
+//! [`SchedulerPolicy`](sched::SchedulerPolicy), and across processes each
+//! rank runs its share ([`dist`]).
 //!
 //! # A first DAG
 //!
@@ -120,6 +123,7 @@ mod runtime;
 pub mod sched;
 pub mod simulate;
 mod sleep;
+mod stf;
 pub mod symbolic;
 mod sync;
 mod task;

@@ -1,213 +1,31 @@
-//! The runtime: configuration, data registration, task submission (sequential
-//! task flow), waiting, and the worker threads' lifetime.
-//!
-//! Lock order (never take an earlier lock while holding a later one):
-//! 1. `HandleCore::deps` of the task's handles, in increasing handle id;
-//! 2. `TaskNode::successors` of one predecessor at a time;
-//! 3. `Shared::errors`, `Shared::graph`, `Shared::wait_lock` (leaf locks).
-//!
-//! Taking all of a task's handle locks at once, in id order, makes each
-//! submission atomic with respect to the others, so submissions from several
-//! threads always produce an acyclic graph.
+//! The runtime: the state its handle and workers share, data registration,
+//! waiting, and the handle's API. Its other rooms: [`Config`] in `config`,
+//! start-up in `start`, and task submission (sequential task flow, with
+//! the lock order) in [`crate::stf`].
+
+mod config;
+mod start;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use smallvec::SmallVec;
 
-use crate::data::{DataHandle, DepState, TaskRef};
-use crate::device::Device;
+pub use config::{Config, WorkerHook};
+
+use crate::data::DataHandle;
 use crate::error::{Error, RunError, TaskFailure};
 use crate::memory::{Memory, MemoryStats, Replicate};
-use crate::perfmodel::{PerfModelConfig, PerfModels};
-use crate::preds::{PredBuilder, PredList};
+use crate::perfmodel::PerfModels;
 use crate::recorder::TraceLog;
-use crate::sched::{build_policy, Pushed, ReadyTask, Scheduler, SchedulerPolicy, WorkerKind};
+use crate::sched::{Pushed, SchedulerPolicy, WorkerKind};
 use crate::sleep::Sleep;
-use crate::task::{lock_successors, state, TaskBuilder, TaskHandle, TaskNode};
+use crate::task::{state, TaskBuilder, TaskHandle, TaskNode};
 use crate::trace::model::Trace;
 use crate::util::lock;
-use crate::worker::{run_worker, Outcome};
-
-/// Most worker threads a runtime starts per available CPU (and at least
-/// `MIN_WORKER_CAP` in all): beyond that, threads only cost memory and
-/// start-up time (10^5 workers took 15 GB and never started).
-const WORKERS_PER_CPU: usize = 16;
-const MIN_WORKER_CAP: usize = 256;
-
-/// How to build a [`Runtime`]. Start from [`Config::default`] or
-/// [`Config::with_workers`] and set fields with the builder methods.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct Config {
-    /// Number of CPU worker threads (default: one per available core).
-    pub workers: usize,
-    /// Scheduling policy (default: `ws`).
-    pub scheduler: Scheduler,
-    /// Record a task timeline (see [`Runtime::trace`]).
-    pub trace: bool,
-    /// Keep every submitted task and edge for [`Runtime::graph_dot`].
-    pub record_graph: bool,
-    /// Run on each worker thread before it takes tasks (to bind it to a core).
-    pub on_worker_start: Option<WorkerHook>,
-    /// Victims each worker tries, in order, when stealing under `ws`
-    /// (hierarchical stealing: NUMA siblings first). Default: round robin.
-    /// Given for the CPU workers; device workers are appended.
-    pub steal_order: Option<Vec<Vec<usize>>>,
-    /// Accelerators: one device worker and one memory node each.
-    pub devices: Vec<Arc<dyn Device>>,
-    /// NUMA node (0-based index) of each CPU worker: one host memory node per
-    /// NUMA node, and each worker computes on its own node's replicas.
-    /// Default: every worker on node 0.
-    pub worker_numa: Option<Vec<usize>>,
-    /// Performance models shared with other runs (default: fresh, in memory).
-    pub perf_models: Option<Arc<PerfModels>>,
-    /// Time every task for the perf models (default: on when there are
-    /// devices or the scheduler is `dmda`).
-    pub calibrate: Option<bool>,
-    /// Simulated time: this runtime is one rank of a [`Simulation`]
-    /// (virtual workers, no thread; see [`Config::simulated`]).
-    ///
-    /// [`Simulation`]: crate::simulate::Simulation
-    pub simulate: Option<crate::simulate::SimNode>,
-}
-
-/// A function run on each worker thread at start-up, given the worker index.
-/// An `Err` is reported when the runtime starts (binding that failed).
-#[derive(Clone)]
-pub struct WorkerHook(pub Arc<dyn Fn(usize) -> Result<(), String> + Send + Sync>);
-
-impl std::fmt::Debug for WorkerHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WorkerHook(..)")
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            scheduler: Scheduler::Ws,
-            trace: false,
-            record_graph: false,
-            on_worker_start: None,
-            steal_order: None,
-            devices: Vec::new(),
-            worker_numa: None,
-            perf_models: None,
-            calibrate: None,
-            simulate: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("workers", &self.workers)
-            .field("scheduler", &self.scheduler)
-            .field("trace", &self.trace)
-            .field("record_graph", &self.record_graph)
-            .field(
-                "devices",
-                &self.devices.iter().map(|d| d.name()).collect::<Vec<_>>(),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
-impl Config {
-    /// Add a device.
-    pub fn device(mut self, d: Arc<dyn Device>) -> Self {
-        self.devices.push(d);
-        self
-    }
-
-    /// Default configuration with `n` workers.
-    pub fn with_workers(n: usize) -> Self {
-        Config {
-            workers: n,
-            ..Config::default()
-        }
-    }
-
-    /// Set the scheduling policy.
-    pub fn scheduler(mut self, scheduler: Scheduler) -> Self {
-        self.scheduler = scheduler;
-        self
-    }
-
-    /// Set the number of CPU workers.
-    pub fn workers(mut self, n: usize) -> Self {
-        self.workers = n;
-        self
-    }
-
-    /// Turn tracing on or off.
-    pub fn trace(mut self, on: bool) -> Self {
-        self.trace = on;
-        self
-    }
-
-    /// Turn graph recording on or off.
-    pub fn record_graph(mut self, on: bool) -> Self {
-        self.record_graph = on;
-        self
-    }
-
-    /// Run `hook` on each worker thread before it takes tasks.
-    pub fn on_worker_start(mut self, hook: WorkerHook) -> Self {
-        self.on_worker_start = Some(hook);
-        self
-    }
-
-    /// The victims each CPU worker tries, in order, when stealing under `ws`.
-    pub fn steal_order(mut self, order: Vec<Vec<usize>>) -> Self {
-        self.steal_order = Some(order);
-        self
-    }
-
-    /// Replace the devices.
-    pub fn devices(mut self, devices: Vec<Arc<dyn Device>>) -> Self {
-        self.devices = devices;
-        self
-    }
-
-    /// The NUMA node of each CPU worker.
-    pub fn worker_numa(mut self, numa: Vec<usize>) -> Self {
-        self.worker_numa = Some(numa);
-        self
-    }
-
-    /// Share performance models with other runs.
-    pub fn perf_models(mut self, perf: Arc<PerfModels>) -> Self {
-        self.perf_models = Some(perf);
-        self
-    }
-
-    /// Time every task for the perf models (or not).
-    pub fn calibrate(mut self, on: bool) -> Self {
-        self.calibrate = Some(on);
-        self
-    }
-
-    /// A runtime in simulated time, as rank `node.rank()` of its
-    /// simulation: its platform's CPU workers and accelerators (virtual,
-    /// no thread), its perf models; waits run the simulation's event loop.
-    /// Change the workers or the scheduler afterwards as usual.
-    pub fn simulated(node: crate::simulate::SimNode) -> Self {
-        Config {
-            workers: node.cpu_workers(),
-            devices: node.devices(),
-            perf_models: Some(std::sync::Arc::clone(node.simulation().perf_models())),
-            simulate: Some(node),
-            ..Config::default()
-        }
-    }
-}
+use crate::worker::Outcome;
 
 /// One recorded task for DOT export: (id, name, predecessor ids).
 pub(crate) type GraphEntry = (u64, String, Box<[u64]>);
@@ -217,8 +35,9 @@ pub(crate) struct Shared {
     pub(crate) id: u64,
     pub(crate) policy: Arc<dyn SchedulerPolicy>,
     pub(crate) sleep: Sleep,
-    /// Written by submitters only: on a line of its own, like `submitted`.
-    next_task: CachePadded<AtomicU64>,
+    /// Written by submitters only (`stf`): on a line of its own, like
+    /// `submitted`.
+    pub(crate) next_task: CachePadded<AtomicU64>,
     next_handle: AtomicU64,
     /// Tasks submitted, and tasks finished, so far: in flight is the
     /// difference. Two counters on lines of their own, one written by
@@ -226,7 +45,7 @@ pub(crate) struct Shared {
     /// that line moved between the submitting core and the workers' at every
     /// task (the increment was a third of `submit`'s own time in
     /// `tessera overhead`).
-    submitted: CachePadded<AtomicU64>,
+    pub(crate) submitted: CachePadded<AtomicU64>,
     finished: CachePadded<AtomicU64>,
     /// Threads inside `wait_all`: a completer notifies them only when it
     /// brings `in_flight` to zero (a notification per task would cost every
@@ -241,7 +60,7 @@ pub(crate) struct Shared {
     errors: Mutex<RunError>,
     has_errors: AtomicBool,
     pub(crate) trace: Option<Arc<TraceLog>>,
-    graph: Option<Mutex<Vec<GraphEntry>>>,
+    pub(crate) graph: Option<Mutex<Vec<GraphEntry>>>,
     /// What each worker is (CPU workers first, then one per device).
     pub(crate) kinds: Vec<WorkerKind>,
     /// CPU workers (the first `cpu_workers` of `kinds`): the most a team has.
@@ -269,8 +88,6 @@ pub(crate) struct Shared {
     /// Finished task nodes whose allocations submissions reuse.
     pub(crate) nodes: crate::task::NodePool,
 }
-
-static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Shared {
     /// Virtual data of `bytes` bytes shaped `dims` (see
@@ -395,256 +212,6 @@ impl Shared {
         self.has_errors.store(true, Ordering::SeqCst);
     }
 
-    /// See [`Runtime::submit`].
-    #[inline]
-    pub(crate) fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
-        self.submit_inner(task, false).map(|(h, _)| h)
-    }
-
-    /// Submit `task` holding it back: it does not become ready before the
-    /// returned [`Hold`] is released, even once its dependencies are met (a
-    /// receive waiting for its message).
-    pub(crate) fn submit_held(
-        self: &Arc<Self>,
-        task: TaskBuilder,
-    ) -> Result<(TaskHandle, Hold), Error> {
-        let (h, node) = self.submit_inner(task, true)?;
-        Ok((
-            h,
-            Hold {
-                node: node.expect("a held task returns its node"),
-                shared: Arc::downgrade(self),
-            },
-        ))
-    }
-
-    fn submit_inner(
-        &self,
-        task: TaskBuilder,
-        held: bool,
-    ) -> Result<(TaskHandle, Option<Arc<TaskNode>>), Error> {
-        let shared = self;
-        if shared.sleep.is_shutdown() {
-            return Err(submit_error(&task, "the runtime is shutting down".into()));
-        }
-        if shared.interrupted.load(Ordering::Relaxed) {
-            return Err(submit_error(&task, INTERRUPTED.into()));
-        }
-        let rare = task.rare.as_deref();
-        if let Some(reason) = rare.and_then(|r| r.invalid.as_ref()) {
-            return Err(submit_error(&task, reason.clone()));
-        }
-        // Reject foreign and duplicate handles before touching any state
-        // (typed bodies rely on it: a duplicate would alias a `&mut`).
-        let accesses = &task.declared.accesses;
-        let mut order: SmallVec<[usize; 8]> = SmallVec::new();
-        // Pushed one by one: `extend` over a range costs more than the few
-        // pushes of a typical task (it reserves first), and nothing for none.
-        for i in 0..accesses.len() {
-            order.push(i);
-        }
-        if order.len() > 1 {
-            order.sort_unstable_by_key(|&i| accesses[i].core().id);
-        }
-        for (k, &i) in order.iter().enumerate() {
-            let core = accesses[i].core();
-            if core.runtime_id != shared.id {
-                return Err(submit_error(
-                    &task,
-                    format!("data '{}' belongs to another runtime", core.display_name()),
-                ));
-            }
-            if k > 0 && accesses[order[k - 1]].core().id == core.id {
-                return Err(submit_error(
-                    &task,
-                    format!(
-                        "data '{}' is declared twice; declare it once with the combined mode (RW)",
-                        core.display_name()
-                    ),
-                ));
-            }
-        }
-        if let Some(t) = rare
-            .into_iter()
-            .flat_map(|r| &r.after)
-            .find(|t| t.runtime != shared.id)
-        {
-            return Err(submit_error(
-                &task,
-                format!(
-                    "it depends on {}, which belongs to another runtime",
-                    t.info()
-                ),
-            ));
-        }
-
-        let team = rare.and_then(|r| r.team).or(task.codelet.bodies.team);
-        if let Some(t) = team.filter(|t| t.min() > shared.cpu_workers) {
-            return Err(submit_error(
-                &task,
-                format!(
-                    "codelet '{}' needs a team of at least {} CPU workers; this runtime has {}",
-                    task.codelet.name,
-                    t.min(),
-                    shared.cpu_workers
-                ),
-            ));
-        }
-
-        let TaskBuilder {
-            codelet,
-            params,
-            label,
-            priority,
-            flops,
-            declared,
-            once,
-            cpu_only,
-            node_hint,
-            rare,
-        } = task;
-        let (after, satisfied_preds) = match rare {
-            Some(r) => (r.after, r.satisfied_preds),
-            None => (Vec::new(), Vec::new()),
-        };
-        let flops = flops
-            .or_else(|| codelet.bodies.flops.as_ref().map(|f| f(&*params)))
-            .unwrap_or(0.0);
-        let accesses = declared.accesses;
-        let cpu_only = cpu_only || accesses.iter().any(|a| !a.handle.replicable());
-        let id = shared.next_task.fetch_add(1, Ordering::Relaxed);
-        let node = shared.nodes.make(TaskNode::new(
-            id,
-            crate::task::NodeParts {
-                codelet,
-                params,
-                label,
-                priority,
-                flops,
-                accesses,
-                lens: declared.lens.into_boxed_slice(),
-                once,
-                cpu_only,
-                node_hint,
-                team,
-            },
-        ));
-
-        // Step 1: lock every handle of the task, in id order.
-        // Filled in place (collecting into an inline list returns it by
-        // value, a copy of its whole inline buffer per task).
-        let mut guards: SmallVec<[(usize, MutexGuard<'_, DepState>); 8]> = SmallVec::new();
-        for &i in &order {
-            guards.push((i, node.accesses[i].lock_deps()));
-        }
-        if let Some((i, _)) = guards.iter().find(|(_, g)| g.unregistered) {
-            let name = node.accesses[*i].core().display_name();
-            drop(guards);
-            return Err(Error::Submit {
-                task: node.display_name(),
-                reason: format!("data '{name}' was unregistered"),
-            });
-        }
-        shared.submitted.fetch_add(1, Ordering::SeqCst);
-        let keep_preds = shared.trace.is_some() || shared.graph.is_some();
-        let mut preds = PredBuilder::default();
-        let link = |pred: &Arc<TaskNode>, flow: bool, preds: &mut PredBuilder| {
-            add_edge(pred, &node, flow);
-            // Traces keep the edge even when `pred` had already finished.
-            if keep_preds {
-                preds.push(pred.id);
-            }
-        };
-
-        for t in &after {
-            link(&t.node, true, &mut preds);
-        }
-        if keep_preds {
-            satisfied_preds.iter().for_each(|&p| preds.push(p));
-        }
-        // Step 2: edges from the data, and the new dependency state.
-        for (i, deps) in guards.iter_mut() {
-            let mode = node.accesses[*i].mode;
-            if mode.reads() {
-                if let Some(p) = &deps.poisoned_by {
-                    node.cancel(|| {
-                        format!(
-                            "data '{}' is invalid: {p}",
-                            node.accesses[*i].core().display_name()
-                        )
-                    });
-                }
-            }
-            if let Some(w) = &deps.last_writer {
-                // Read-after-write carries data; write-after-write only orders.
-                match w.node.upgrade() {
-                    Some(w) => link(&w, mode.reads(), &mut preds),
-                    None if keep_preds => preds.push(w.id),
-                    None => {}
-                }
-            }
-            if mode.writes() {
-                for r in deps.readers.drain(..) {
-                    match r.node.upgrade() {
-                        Some(r) => link(&r, false, &mut preds),
-                        None if keep_preds => preds.push(r.id),
-                        None => {}
-                    }
-                }
-                deps.last_writer = Some(TaskRef::new(&node));
-                // A pure write replaces poisoned contents; an RW of poisoned
-                // data is cancelled above and re-poisons it when it ends.
-                if mode == crate::access::AccessMode::W {
-                    deps.poisoned_by = None;
-                }
-            } else {
-                node.accesses[*i]
-                    .core()
-                    .push_reader(deps, TaskRef::new(&node));
-            }
-        }
-        drop(guards);
-        if keep_preds {
-            let preds = PredList::from_ids(&mut preds);
-            if let Some(g) = &shared.graph {
-                lock(g).push((id, node.display_name(), preds.as_slice().into()));
-            }
-            let _ = node.preds.set(Box::new(preds));
-        }
-        let handle = TaskHandle {
-            node: Arc::clone(&node),
-            runtime: shared.id,
-        };
-        let held_node = held.then(|| {
-            // Relaxed: published by the AcqRel decrement below.
-            node.pending.fetch_add(1, Ordering::Relaxed);
-            Arc::clone(&node)
-        });
-        // Step 3: drop the submitter's hold; whoever reaches zero pushes.
-        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // A body's submission goes to its worker's own queue (its data
-            // is hot there); that worker is busy running the body, so the
-            // task is offered to a sleeper too.
-            let pushed = match crate::worker::current(shared.id) {
-                Some(w) => match w.push(ReadyTask(node)) {
-                    Pushed::Worker(t) if t == w.worker => Pushed::Local,
-                    p => p,
-                },
-                None => shared.policy.push_external(ReadyTask(node)),
-            };
-            shared.wake(pushed);
-        }
-        Ok((handle, held_node))
-    }
-
-    /// Make `node` ready if this was its last pending count.
-    fn release_one(&self, node: Arc<TaskNode>) {
-        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let pushed = self.policy.push_external(ReadyTask(node));
-            self.wake(pushed);
-        }
-    }
-
     /// Block until `done()` holds, or the deadline passes. `all`: `done` is
     /// "nothing in flight" (see `all_waiters`), else it is about given tasks.
     fn wait_until(
@@ -743,6 +310,14 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
+    /// The count `node` keeps for `shared` until released.
+    pub(crate) fn new(node: Arc<TaskNode>, shared: &Arc<Shared>) -> Hold {
+        Hold {
+            node,
+            shared: Arc::downgrade(shared),
+        }
+    }
+
     /// Let the task run (once its dependencies are met).
     pub(crate) fn release(self) {
         if let Some(s) = self.shared.upgrade() {
@@ -810,7 +385,41 @@ impl Registrar {
     }
 }
 
-/// A task-graph runtime with its CPU workers.
+/// A task-graph runtime: its workers (CPU worker threads, one device worker
+/// per accelerator, or virtual workers in simulated time), the data
+/// registered with it, and the tasks submitted to it.
+///
+/// Register data, submit tasks that declare how they access it (their
+/// dependencies follow from the order of submission), wait, take the data
+/// back:
+///
+/// ```
+/// use tessera_engine::{Codelet, Config, Read, ReadWrite, Runtime};
+///
+/// let rt = Runtime::new(Config::with_workers(2).trace(true))?;
+/// let (x, y) = (rt.register(vec![1.0f64; 4]), rt.register(vec![0.0f64; 4]));
+/// // y += a x, with `a` as the task's argument.
+/// let axpy = Codelet::<(Read<Vec<f64>>, ReadWrite<Vec<f64>>), f64>::with_args("axpy")
+///     .cpu(|_, &a, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+///         y.iter_mut().zip(x).for_each(|(y, x)| *y += a * x);
+///         Ok(())
+///     });
+/// for a in [1.0, 2.0, 3.0] {
+///     // Each task reads x and updates y: they run one after the other.
+///     rt.task(&axpy, (x.r(), y.rw())).args(a).submit()?;
+/// }
+/// rt.wait_all()?;
+/// assert_eq!(rt.unregister(y)?, vec![6.0; 4]);
+///
+/// // With `Config::trace`, the timeline: save it for Perfetto UI or
+/// // chrome://tracing (what `--trace FILE` does on the command line).
+/// let trace = rt.trace();
+/// assert_eq!(trace.tasks.len(), 3);
+/// let path = std::env::temp_dir().join(format!("axpy-{}.json", std::process::id()));
+/// tessera_engine::trace::save(&trace, &path, &Default::default())?;
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// Dropping it stops the workers after their current task; tasks not yet
 /// started are cancelled (dropped unrun). Call [`wait_all`](Self::wait_all)
@@ -822,200 +431,6 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Start a runtime with `config.workers` worker threads.
-    pub fn new(config: Config) -> Result<Runtime, Error> {
-        if config.workers == 0 {
-            return Err(Error::Config("at least one worker is needed".into()));
-        }
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let cap = (WORKERS_PER_CPU * cpus).max(MIN_WORKER_CAP);
-        if config.workers > cap && config.simulate.is_none() {
-            return Err(Error::Config(format!(
-                "{} workers asked for, but this machine has {cpus} CPU(s); at most {cap} workers are allowed ({WORKERS_PER_CPU} per CPU, at least {MIN_WORKER_CAP})",
-                config.workers
-            )));
-        }
-        if config.devices.len() + 1 > crate::memory::MAX_NODES {
-            return Err(Error::Config(format!(
-                "at most {} devices are supported",
-                crate::memory::MAX_NODES - 1
-            )));
-        }
-        if let Some(order) = &config.steal_order {
-            let bad = order.len() != config.workers
-                || order
-                    .iter()
-                    .enumerate()
-                    .any(|(w, v)| v.iter().any(|&x| x >= config.workers || x == w));
-            if bad {
-                return Err(Error::Config(format!(
-                    "steal order must list, for each of the {} workers, other worker indices",
-                    config.workers
-                )));
-            }
-        }
-        let numa: Vec<usize> = match &config.worker_numa {
-            Some(v) if v.len() == config.workers => v.clone(),
-            Some(v) => {
-                return Err(Error::Config(format!(
-                    "worker_numa lists {} workers, but there are {}",
-                    v.len(),
-                    config.workers
-                )))
-            }
-            None => vec![0; config.workers],
-        };
-        let host_nodes = numa.iter().max().map_or(1, |m| m + 1);
-        if host_nodes + config.devices.len() > crate::memory::MAX_NODES {
-            return Err(Error::Config(format!(
-                "{host_nodes} NUMA nodes and {} devices exceed {} memory nodes",
-                config.devices.len(),
-                crate::memory::MAX_NODES
-            )));
-        }
-        let mut kinds: Vec<WorkerKind> = numa
-            .iter()
-            .map(|&n| WorkerKind {
-                node: n,
-                ..WorkerKind::cpu()
-            })
-            .collect();
-        let mut names: Vec<String> = (0..config.workers).map(|i| format!("cpu{i}")).collect();
-        for (d, dev) in config.devices.iter().enumerate() {
-            kinds.push(WorkerKind {
-                node: host_nodes + d,
-                arch: dev.arch(),
-                device: Some(Arc::clone(dev)),
-            });
-            names.push(dev.name());
-        }
-        let total = kinds.len();
-        // Device workers steal from everyone; CPU workers try them last.
-        let steal_order = config.steal_order.as_ref().map(|order| {
-            let mut o = order.clone();
-            for v in &mut o {
-                v.extend(config.workers..total);
-            }
-            for d in config.workers..total {
-                o.push((1..total).map(|k| (d + k) % total).collect());
-            }
-            o
-        });
-        let trace = config.trace.then(|| {
-            Arc::new(TraceLog::new(
-                names
-                    .iter()
-                    .cloned()
-                    .zip(kinds.iter().map(|k| k.node as u32))
-                    .collect(),
-            ))
-        });
-        let mut memory = Memory::new(host_nodes, config.devices.clone(), trace.clone());
-        // Simulated time: virtual workers in a slot of the simulation, and
-        // transfers handed to its link model.
-        let sim = config.simulate.as_ref().map(|node| {
-            let world = Arc::clone(node.simulation());
-            let slot = world.reserve_slot(&config.devices);
-            let names = names
-                .iter()
-                .cloned()
-                .zip(kinds.iter().map(|k| k.node as u32))
-                .collect();
-            crate::simulate::SimRt::new(world, slot, node.node(), names, config.trace)
-        });
-        if let Some(s) = &sim {
-            memory.virtual_links = Some(s.links());
-        }
-        let memory = Arc::new(memory);
-        let perf = config
-            .perf_models
-            .clone()
-            .unwrap_or_else(|| Arc::new(PerfModels::new(PerfModelConfig::default())));
-        let policy = build_policy(
-            &config.scheduler,
-            &kinds,
-            steal_order.as_deref(),
-            &memory,
-            &perf,
-        );
-        let calibrate = config
-            .calibrate
-            .unwrap_or(!config.devices.is_empty() || config.scheduler.is_data_aware());
-        let shared = Arc::new(Shared {
-            id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
-            policy: Arc::clone(&policy),
-            sleep: Sleep::new(total),
-            nodes: crate::task::NodePool::default(),
-            next_task: CachePadded::new(AtomicU64::new(0)),
-            next_handle: AtomicU64::new(0),
-            submitted: CachePadded::new(AtomicU64::new(0)),
-            finished: CachePadded::new(AtomicU64::new(0)),
-            all_waiters: AtomicUsize::new(0),
-            task_waiters: AtomicUsize::new(0),
-            wait_lock: Mutex::new(()),
-            wait_cond: Condvar::new(),
-            errors: Mutex::new(RunError::default()),
-            has_errors: AtomicBool::new(false),
-            trace,
-            graph: config.record_graph.then(|| Mutex::new(Vec::new())),
-            multi_node: !config.devices.is_empty() || host_nodes > 1,
-            kinds,
-            cpu_workers: config.workers,
-            board: crate::team::Board::new(numa),
-            memory,
-            perf,
-            calibrate,
-            flops_done: AtomicU64::new(0),
-            interrupted: AtomicBool::new(false),
-            fallbacks: AtomicU64::new(0),
-            first_fallback: std::sync::OnceLock::new(),
-            sim,
-        });
-        if let Some(s) = &shared.sim {
-            s.set_queues((0..total).map(|i| policy.worker_queue(i)).collect());
-            s.world.attach(s.slot, &shared);
-            return Ok(Runtime {
-                shared,
-                threads: Vec::new(),
-                config,
-            });
-        }
-        let (started_tx, started_rx) = std::sync::mpsc::channel::<Result<(), String>>();
-        let mut rt = Runtime {
-            shared: Arc::clone(&shared),
-            threads: Vec::new(),
-            config: config.clone(),
-        };
-        for (i, name) in names.into_iter().enumerate() {
-            let queue = policy.worker_queue(i);
-            let s = Arc::clone(&shared);
-            let hook = config.on_worker_start.clone();
-            let tx = started_tx.clone();
-            let t = std::thread::Builder::new()
-                .name(format!("tessera-{name}"))
-                .spawn(move || {
-                    let started = hook.map_or(Ok(()), |h| (h.0)(i));
-                    let ok = started.is_ok();
-                    let _ = tx.send(started.map_err(|e| format!("worker {i}: {e}")));
-                    drop(tx);
-                    if ok {
-                        run_worker(s, queue, i)
-                    }
-                })
-                .map_err(|e| Error::Config(format!("cannot start worker thread {i}: {e}")))?;
-            rt.threads.push(t);
-        }
-        drop(started_tx);
-        // Dropping `rt` on error stops and joins the workers already started.
-        for _ in 0..total {
-            match started_rx.recv() {
-                Ok(r) => r.map_err(Error::Config)?,
-                Err(_) => return Err(Error::Config("a worker thread exited at start-up".into())),
-            }
-        }
-        Ok(rt)
-    }
-
     /// A runtime with `n` workers and the default policy.
     pub fn with_workers(n: usize) -> Result<Runtime, Error> {
         Runtime::new(Config::with_workers(n))
@@ -1026,8 +441,9 @@ impl Runtime {
         &self.config
     }
 
-    /// Number of workers: CPU workers plus one per device (threads, or
-    /// virtual workers in simulated time).
+    /// Number of workers, device workers included: the `Config::workers`
+    /// CPU workers plus one per device (e.g. 5 for 4 CPU workers and a
+    /// GPU), as threads, or virtual workers in simulated time.
     pub fn workers(&self) -> usize {
         self.shared.kinds.len()
     }
@@ -1043,12 +459,17 @@ impl Runtime {
         self.shared.sim.as_ref().map(|s| s.world.now())
     }
 
-    /// Register *virtual* data: `bytes` bytes shaped `dims` (as
-    /// `Replicate::dims` would give), with no value. Tasks declare it like
-    /// any data, the coherence protocol tracks its replicas and the link
-    /// model charges its transfers, but bodies never see it (they do not run
-    /// in simulated time). Only a simulated runtime takes it: an N = 10^6
-    /// LU's tiles need no memory there.
+    /// Register *virtual* data: `bytes` bytes with no value. Tasks declare
+    /// it like any data, the coherence protocol tracks its replicas and the
+    /// link model charges its transfers, but bodies never see it (they do
+    /// not run in simulated time). Only a simulated runtime takes it: an
+    /// N = 10^6 LU's tiles need no memory there.
+    ///
+    /// `dims` is the shape a real value of type `T` would report through
+    /// [`Replicate::dims`]: the figures a device view needs besides the
+    /// size, e.g. `[rows, cols, 0, 0]` for a tile, `[len, 0, 0, 0]` for a
+    /// `Vec`. `bytes` alone is the size that transfers and device memory
+    /// are charged for; `[0; 4]` will do when nothing reads the shape.
     pub fn register_virtual<T: Replicate>(
         &self,
         bytes: u64,
@@ -1314,7 +735,10 @@ impl Runtime {
         }
     }
 
-    /// The timeline recorded so far (empty unless `Config::trace`).
+    /// The timeline recorded so far (empty unless `Config::trace`). Save it
+    /// with [`trace::save`](crate::trace::save) (Chrome trace JSON, for
+    /// Perfetto UI), or summarise it with [`trace::stats`](fn@crate::trace::stats);
+    /// see the example on [`Runtime`].
     pub fn trace(&self) -> Trace {
         if let Some(sim) = &self.shared.sim {
             return sim.trace();
@@ -1342,13 +766,10 @@ impl Runtime {
         }
     }
 
-    /// Where the distributed layer records this rank's messages, on this
-    /// runtime's trace clock (`None` unless `Config::trace`). Also marks the
-    /// trace as rank `rank`'s (the first rank given stays).
-    pub fn message_log(&self, rank: usize) -> Option<crate::dist::MessageLog> {
-        let log = self.shared.trace.as_ref()?;
-        let _ = log.rank.set(rank as u32);
-        Some(crate::dist::MessageLog::new(Arc::clone(log), rank as u32))
+    /// The trace log, if this runtime records a trace (the distributed
+    /// layer records messages into it).
+    pub(crate) fn trace_log(&self) -> Option<&Arc<TraceLog>> {
+        self.shared.trace.as_ref()
     }
 
     /// Whether this runtime records a trace.
@@ -1372,30 +793,6 @@ impl Runtime {
 /// Why tasks are cancelled or refused after `Runtime::interrupt`.
 pub(crate) const INTERRUPTED: &str = "interrupted (Runtime::interrupt, e.g. Ctrl-C)";
 
-fn submit_error(task: &TaskBuilder, reason: String) -> Error {
-    Error::Submit {
-        task: task.display_name(),
-        reason,
-    }
-}
-
-/// Add the edge `pred → succ` unless `pred` already finished. `flow`: a
-/// failure of `pred` cancels `succ` (see `Successors::list`); for a finished
-/// failed/cancelled `pred` that happens now.
-fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) {
-    let mut s = lock_successors(pred);
-    if s.done {
-        if flow && pred.state.load(Ordering::SeqCst) != state::DONE_OK {
-            succ.cancel(|| pred.root_cause());
-        }
-        return;
-    }
-    s.list.push((Arc::clone(succ), flow));
-    // Relaxed: the submitter still holds one count, so `pending` cannot reach
-    // zero before the submitter's AcqRel decrement, which publishes this.
-    succ.pending.fetch_add(1, Ordering::Relaxed);
-}
-
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.shared.sleep.shut_down();
@@ -1409,49 +806,11 @@ impl Drop for Runtime {
 
 #[cfg(test)]
 mod tests {
-    //! Proves the runtime's own checks: configuration errors, the worker
-    //! cap, deadlines that cannot overflow, and calls from a body that would
-    //! wait for the body itself.
+    //! Proves the runtime handle's own checks: deadlines that cannot
+    //! overflow, calls from a body that would wait for the body itself, and
+    //! the count of flops done.
     use super::*;
     use crate::codelet::Codelet;
-
-    #[test]
-    fn bad_configurations_are_errors() {
-        let e = Runtime::new(Config::with_workers(0))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("at least one worker"), "{e}");
-        let e = Runtime::new(Config::with_workers(1_000_000))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("1000000 workers") && e.contains("at most"),
-            "{e}"
-        );
-        let e = Runtime::new(Config::with_workers(2).steal_order(vec![vec![0], vec![0]]))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("steal order"), "{e}");
-    }
-
-    #[test]
-    fn builder_sets_every_field() {
-        let c = Config::default()
-            .workers(3)
-            .scheduler(Scheduler::Prio)
-            .trace(true)
-            .record_graph(true)
-            .worker_numa(vec![0, 0, 0])
-            .calibrate(false);
-        assert_eq!(c.workers, 3);
-        assert_eq!(c.scheduler.name(), "prio");
-        assert!(c.trace && c.record_graph && c.calibrate == Some(false));
-        let rt = Runtime::new(c).unwrap();
-        assert_eq!((rt.workers(), rt.scheduler_name()), (3, "prio"));
-    }
 
     #[test]
     fn huge_timeouts_do_not_overflow() {

@@ -311,7 +311,14 @@ pub(crate) fn call(
         Chosen::Cpu(Some(b)) | Chosen::Device(Some(b)) => b(ctx),
         Chosen::Cpu(None) => match &node.codelet.bodies.cpu {
             Some(f) => f(ctx, &*node.params, &mut ctx.cursor()),
-            None => Ok(()),
+            // Nothing to run, on purpose (`Codelet::empty`).
+            None if node.codelet.bodies.empty => Ok(()),
+            // Succeeding here would leave the data silently unchanged.
+            None => Err(format!(
+                "codelet '{}' has no CPU body (give one with `.cpu(..)` or `.body(..)`, or declare the codelet `Codelet::empty` if its tasks do nothing on purpose)",
+                node.codelet.name
+            )
+            .into()),
         },
         Chosen::Device(None) => {
             let d = device.ok_or("a device body ran off a device")?;

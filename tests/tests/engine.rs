@@ -532,7 +532,7 @@ fn explicit_graph_runs_in_edge_order() {
 #[test]
 fn dot_export_of_submitted_graph() {
     let rt = Runtime::new(Config::with_workers(2).record_graph(true)).unwrap();
-    let cl = Codelet::new("k");
+    let cl = Codelet::new("k").empty();
     let h = rt.register(0u8);
     rt.submit(TaskBuilder::new(&cl).label("first").write(&h))
         .unwrap();

@@ -72,7 +72,7 @@ fn edge_with_a_vertex_of_another_graph_is_an_error() {
     with_timeout(Duration::from_secs(60), || {
         use tessera_engine::{Codelet, TaskBuilder, TaskGraph};
         let rt = Runtime::with_workers(1).unwrap();
-        let cl = Codelet::new("noop");
+        let cl = Codelet::new("noop").empty();
         let task = || TaskBuilder::new(&cl);
         let mut g1 = TaskGraph::new();
         let mut g2 = TaskGraph::new();

@@ -22,7 +22,7 @@ impl TaskRef {
 }
 
 /// Dependency state of one handle: who last wrote it, who read it since.
-/// Protected by `HandleCore::deps`; see `Runtime::submit` for the lock order.
+/// Protected by `HandleCore::deps`; see `crate::stf` for the lock order.
 pub(crate) struct DepState {
     /// The last task that declared W or RW (weak: a finished task may be freed,
     /// and a freed task can never be a dependency again).

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::log::Tick;
 use super::net::{Channel, Net};
 use super::wire::Reader;
+use crate::access::Dynamic;
 use crate::codelet::Codelet;
 use crate::data::DataHandle;
 use crate::error::Error;
@@ -94,8 +95,10 @@ pub struct HaloExchange {
     state: Arc<Mutex<State>>,
     /// Number of the next exchange (the same on every rank).
     next: AtomicU64,
-    send: Codelet,
-    recv: Codelet,
+    /// Labels from (exchange, destination rank), built only when traced.
+    send: Codelet<Dynamic, (u64, usize)>,
+    /// Labels from the exchange's number.
+    recv: Codelet<Dynamic, u64>,
 }
 
 impl HaloExchange {
@@ -162,8 +165,9 @@ impl HaloExchange {
             plan,
             state,
             next: AtomicU64::new(0),
-            send: Codelet::new("halo-send"),
-            recv: Codelet::new("halo-recv"),
+            send: Codelet::with_args("halo-send")
+                .label_args(|&(seq, to)| format!("halo-send({seq}→{to})")),
+            recv: Codelet::with_args("halo-recv").label_args(|seq| format!("halo-recv({seq})")),
         }
     }
 
@@ -183,42 +187,73 @@ impl HaloExchange {
     ) -> Result<(), Error> {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
         for (to, idx) in &self.plan.sends {
-            let (to, idx, ch) = (*to, idx.clone(), self.ch.clone());
-            let h = own.clone();
-            let task = TaskBuilder::new(&self.send)
-                .label(format!("halo-send({seq}→{to})"))
-                .read(own)
-                .cpu_only()
-                .body(move |ctx| {
-                    let own = ctx.read(&h)?;
-                    let start = ch.now();
-                    let mut w = ch.writer(8 + 8 * idx.len());
-                    w.u64(seq);
-                    w.0.reserve(8 * idx.len());
-                    for &i in &idx {
-                        let v = own.get(i as usize).ok_or_else(|| {
-                            format!("halo entry {i} is past the {} owned entries", own.len())
-                        })?;
-                        w.0.extend_from_slice(&v.to_le_bytes());
-                    }
-                    ch.send_since(to, w, start);
-                    Ok(())
-                });
-            rt.submit(task)?;
+            rt.submit(self.send_task(seq, *to, idx.clone(), own))?;
         }
         if self.plan.recvs.is_empty() {
             return Ok(());
         }
         let slot: Arc<Mutex<Parts>> = Arc::default();
-        let (parts, plan) = (Arc::clone(&slot), Arc::clone(&self.plan));
-        let h = halo.clone();
-        let task = TaskBuilder::new(&self.recv)
-            .label(format!("halo-recv({seq})"))
+        let (_, hold) = rt.submit_held(self.recv_task(seq, halo, Arc::clone(&slot)))?;
+        let mut s = lock(&self.state);
+        let ex = s.exchanges.entry(seq).or_default();
+        ex.posted = self.ch.now();
+        if ex.parts.len() == self.plan.recvs.len() {
+            let ex = s.exchanges.remove(&seq).expect("present");
+            drop(s);
+            *lock(&slot) = ex.parts;
+            hold.release();
+        } else {
+            ex.hold = Some(hold);
+            ex.slot = Some(slot);
+        }
+        Ok(())
+    }
+
+    /// The task of exchange `seq` that sends rank `to` the entries `idx`
+    /// of `own`.
+    fn send_task(
+        &self,
+        seq: u64,
+        to: usize,
+        idx: Vec<u32>,
+        own: &DataHandle<Vec<f64>>,
+    ) -> TaskBuilder {
+        let (ch, h) = (self.ch.clone(), own.clone());
+        TaskBuilder::with_args(&self.send, (seq, to))
+            .read(own)
+            .cpu_only()
+            .body(move |ctx| {
+                let own = ctx.read(&h)?;
+                let start = ch.now();
+                let mut w = ch.writer(8 + 8 * idx.len());
+                w.u64(seq);
+                w.0.reserve(8 * idx.len());
+                for &i in &idx {
+                    let v = own.get(i as usize).ok_or_else(|| {
+                        format!("halo entry {i} is past the {} owned entries", own.len())
+                    })?;
+                    w.0.extend_from_slice(&v.to_le_bytes());
+                }
+                ch.send_since(to, w, start);
+                Ok(())
+            })
+    }
+
+    /// The task of exchange `seq` that copies the parts `slot` holds, once
+    /// released, into `halo`.
+    fn recv_task(
+        &self,
+        seq: u64,
+        halo: &DataHandle<Vec<f64>>,
+        slot: Arc<Mutex<Parts>>,
+    ) -> TaskBuilder {
+        let (plan, h) = (Arc::clone(&self.plan), halo.clone());
+        TaskBuilder::with_args(&self.recv, seq)
             .write(halo)
             .cpu_only()
             .body(move |ctx| {
                 let halo = ctx.write(&h)?;
-                let parts = std::mem::take(&mut *lock(&parts));
+                let parts = std::mem::take(&mut *lock(&slot));
                 if parts.len() != plan.recvs.len() {
                     return Err(format!(
                         "halo exchange {seq} released with {} of {} messages",
@@ -244,21 +279,7 @@ impl HaloExchange {
                     }
                 }
                 Ok(())
-            });
-        let (_, hold) = rt.submit_held(task)?;
-        let mut s = lock(&self.state);
-        let ex = s.exchanges.entry(seq).or_default();
-        ex.posted = self.ch.now();
-        if ex.parts.len() == self.plan.recvs.len() {
-            let ex = s.exchanges.remove(&seq).expect("present");
-            drop(s);
-            *lock(&slot) = ex.parts;
-            hold.release();
-        } else {
-            ex.hold = Some(hold);
-            ex.slot = Some(slot);
-        }
-        Ok(())
+            })
     }
 
     /// The network.
@@ -309,4 +330,27 @@ pub fn wait_all(rt: &Runtime, net: &Net) -> Result<(), Error> {
         return Err(Error::Remote(why));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that halo send and receive tasks carry no label string
+    //! (nothing is formatted per exchange with tracing off), and that their
+    //! labels are made from their numbers when asked.
+    use super::*;
+    use crate::dist::local;
+
+    #[test]
+    fn labels_are_built_only_when_asked() {
+        let net = Net::new(local::world(1).pop().expect("one rank"));
+        let halo = HaloExchange::new(&net, HaloPlan::default());
+        let rt = Runtime::with_workers(1).unwrap();
+        let (own, ghosts) = (rt.register(vec![0.0f64; 4]), rt.register(Vec::new()));
+        let send = halo.send_task(7, 1, vec![0, 3], &own);
+        assert!(send.label.is_none());
+        assert_eq!(send.display_name(), "halo-send(7→1)");
+        let recv = halo.recv_task(7, &ghosts, Arc::default());
+        assert!(recv.label.is_none());
+        assert_eq!(recv.display_name(), "halo-recv(7)");
+    }
 }

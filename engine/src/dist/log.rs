@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::recorder::TraceLog;
+use crate::runtime::Runtime;
 use crate::trace::model::{MessageDir, MessageRecord};
 use crate::util::lock;
 
@@ -54,5 +55,19 @@ impl MessageLog {
             start,
             end,
         });
+    }
+}
+
+impl Runtime {
+    /// Where the distributed layer records this rank's messages, on this
+    /// runtime's trace clock (`None` unless `Config::trace`). Also marks the
+    /// trace as rank `rank`'s (the first rank given stays).
+    ///
+    /// (Written here, beside [`MessageLog`], so that the runtime does not
+    /// depend on the distributed layer.)
+    pub fn message_log(&self, rank: usize) -> Option<MessageLog> {
+        let log = self.trace_log()?;
+        let _ = log.rank.set(rank as u32);
+        Some(MessageLog::new(Arc::clone(log), rank as u32))
     }
 }

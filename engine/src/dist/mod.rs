@@ -15,6 +15,8 @@
 //! - [`stf`]: sequential task flow across ranks (StarPU-MPI-style): every rank
 //!   submits the same tasks, each runs on the owner of the data it writes,
 //!   and the engine inserts the sends and receives.
+//! - [`Submit`]: one interface over a one-process [`Runtime`](crate::Runtime)
+//!   and a [`stf::DistRuntime`], so a submission loop is written once.
 //! - [`halo`]: the halo exchange of distributed vectors (SpMV's `x`): each
 //!   rank sends the entries others read and receives the ones it reads, as
 //!   tasks ordered by the task graph.
@@ -35,12 +37,14 @@ pub mod local;
 mod log;
 mod net;
 pub mod stf;
+mod submit;
 pub mod symbolic;
 mod wire;
 
 pub use collective::Collectives;
 pub use log::{MessageLog, Tick};
 pub use net::{Channel, Message, Net};
+pub use submit::Submit;
 pub use wire::DataRef;
 
 use std::time::Duration;

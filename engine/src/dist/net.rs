@@ -64,6 +64,15 @@ pub struct Message {
     buf: Vec<u8>,
 }
 
+#[cfg(test)]
+impl Message {
+    /// A message as the network would hand it over: `buf` holds the channel
+    /// header (4 bytes), then the body.
+    pub(crate) fn from_bytes(buf: Vec<u8>) -> Message {
+        Message { buf }
+    }
+}
+
 impl std::ops::Deref for Message {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -94,7 +103,12 @@ pub struct Channel {
 }
 
 impl Net {
-    /// Start routing `transport`'s messages.
+    /// Start routing `transport`'s messages. Whatever owns the transport's
+    /// machinery must outlive this network and its users: with MPI, keep
+    /// the `Mpi` value of `tessera_backends::mpi::init` alive until every
+    /// runtime and [`DistRuntime`](super::stf::DistRuntime) on this network
+    /// is dropped (dropping it stops the communication thread and finalises
+    /// MPI).
     pub fn new(transport: Arc<dyn Transport>) -> Arc<Net> {
         let shared = Shared::new(transport);
         let s = Arc::clone(&shared);

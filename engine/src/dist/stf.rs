@@ -27,7 +27,7 @@ use std::time::Duration;
 use super::log::Tick;
 use super::net::{Channel, Net};
 use super::wire::{DataRef, Reader};
-use crate::access::{AccessMode, Accesses};
+use crate::access::{AccessMode, Accesses, Dynamic};
 use crate::codelet::Codelet;
 use crate::data::DataHandle;
 use crate::error::{BodyError, Error};
@@ -52,6 +52,16 @@ impl<T> std::ops::Deref for DistHandle<T> {
 }
 
 impl<T> DistHandle<T> {
+    /// `local`, known on every rank as `gid`, owned by `owner`.
+    pub(crate) fn new(local: DataHandle<T>, gid: u64, owner: usize) -> Self {
+        DistHandle { local, gid, owner }
+    }
+
+    /// The local handle, given back.
+    pub(crate) fn into_local(self) -> DataHandle<T> {
+        self.local
+    }
+
     /// The rank that owns this data.
     pub fn owner(&self) -> usize {
         self.owner
@@ -78,6 +88,12 @@ struct Entry {
 
 /// Received bytes for a held receive task: filled before it is released.
 type Slot = Arc<OnceLock<Vec<u8>>>;
+
+/// What a receive task's label is made of, built only when traced:
+/// (data id, version).
+type RecvArgs = (u64, u64);
+/// What a send task's label is made of: (data id, version, destination).
+type SendArgs = (u64, u64, usize);
 
 /// Message kinds on the runtime's channel.
 const DATA: u32 = 0;
@@ -117,7 +133,59 @@ pub struct StfStats {
 
 /// A runtime taking part in a distributed sequential task flow (see the
 /// module doc). Every rank creates one, in the same order relative to its
-/// other channels.
+/// other channels, and runs the same program: the same registrations (each
+/// with an owner rank) and the same tasks, in the same order. To write that
+/// program once for one process and for many, see [`Submit`](super::Submit).
+///
+/// Two ranks, here threads of one process over the in-process transport
+/// ([`local::world`](super::local::world)):
+///
+/// ```
+/// use tessera_engine::dist::stf::DistRuntime;
+/// use tessera_engine::dist::{local, Net};
+/// use tessera_engine::{Codelet, Read, ReadWrite, Runtime};
+///
+/// type Add = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+/// let ranks: Vec<_> = local::world(2)
+///     .into_iter()
+///     .map(|transport| {
+///         std::thread::spawn(move || {
+///             let dist = DistRuntime::new(Runtime::with_workers(1).unwrap(), Net::new(transport));
+///             // `x` lives on rank 0, `y` on rank 1 (every rank registers both).
+///             let (x, y) = (dist.register(0, vec![2.0f64]), dist.register(1, vec![1.0f64]));
+///             let add = Codelet::<Add>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+///                 y[0] += x[0];
+///                 Ok(())
+///             });
+///             // Runs on rank 1, the owner of what it writes; rank 0 sends `x`.
+///             dist.task(&add, (x.r(), y.rw())).submit().unwrap();
+///             dist.wait_all().unwrap();
+///             (dist.rank(), dist.unregister(y).unwrap())
+///         })
+///     })
+///     .collect();
+/// for r in ranks {
+///     let (rank, y) = r.join().unwrap();
+///     if rank == 1 {
+///         assert_eq!(y, [3.0]);
+///     }
+/// }
+/// ```
+///
+/// Under `mpirun`, each process makes its rank's network from MPI (feature
+/// `mpi` of `tessera-backends`). The `tessera_backends::mpi::Mpi` value
+/// that `mpi::init` returns must outlive the runtime, the network and
+/// everything using them: dropping it stops the communication thread and
+/// finalises MPI, after which no message moves (a rank still waiting hangs,
+/// or MPI aborts). Declare it first, so it is dropped last:
+///
+/// ```ignore
+/// let mpi = tessera_backends::mpi::init()?; // first: dropped last
+/// let net = Net::new(mpi.transport());
+/// let dist = DistRuntime::new(Runtime::new(Config::default())?, Arc::clone(&net));
+/// // ... register, submit, wait_all, unregister ...
+/// // `dist`, `net`, then `mpi` are dropped, in that order.
+/// ```
 pub struct DistRuntime {
     rt: Runtime,
     net: Arc<Net>,
@@ -125,12 +193,14 @@ pub struct DistRuntime {
     state: Arc<Mutex<State>>,
     /// Notified when a `DONE` arrives.
     wake: Arc<(Mutex<()>, std::sync::Condvar)>,
-    recv: Codelet,
-    send: Codelet,
+    recv: Codelet<Dynamic, RecvArgs>,
+    send: Codelet<Dynamic, SendArgs>,
 }
 
 impl DistRuntime {
-    /// Take part in the distributed run over `net` with the runtime `rt`.
+    /// Take part in the distributed run over `net` with the runtime `rt`
+    /// (whose trace, with `Config::trace`, records this rank's messages too).
+    /// With MPI, the `Mpi` handle must outlive it (see [`DistRuntime`]).
     pub fn new(rt: Runtime, net: Arc<Net>) -> DistRuntime {
         let state: Arc<Mutex<State>> = Arc::default();
         let wake: Arc<(Mutex<()>, std::sync::Condvar)> = Arc::default();
@@ -177,8 +247,10 @@ impl DistRuntime {
             ch,
             state,
             wake,
-            recv: Codelet::new("recv"),
-            send: Codelet::new("send"),
+            recv: Codelet::with_args("recv")
+                .label_args(|&(gid, version)| format!("recv({gid}@{version})")),
+            send: Codelet::with_args("send")
+                .label_args(|&(gid, version, to)| format!("send({gid}@{version}→{to})")),
         }
     }
 
@@ -230,10 +302,16 @@ impl DistRuntime {
     /// This rank sends the current version of `gid` to `to`.
     fn post_send(&self, s: &mut State, gid: u64, to: usize) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
-        let (data, version, ch) = (e.data.clone(), e.version, self.ch.clone());
+        let task = self.send_task(e.data.clone(), gid, e.version, to);
         s.sends += 1;
-        let task = TaskBuilder::new(&self.send)
-            .label(format!("send({gid}@{version}→{to})"))
+        self.rt.submit(task)?;
+        Ok(())
+    }
+
+    /// The task that sends `data`, version `version` of `gid`, to `to`.
+    fn send_task(&self, data: DataRef, gid: u64, version: u64, to: usize) -> TaskBuilder {
+        let ch = self.ch.clone();
+        TaskBuilder::with_args(&self.send, (gid, version, to))
             .access_erased(Arc::clone(&data.handle), AccessMode::R)
             .cpu_only()
             .body(move |_| {
@@ -244,28 +322,16 @@ impl DistRuntime {
                 data.pack(&mut w)?;
                 ch.send_since(to, w, start);
                 Ok(())
-            });
-        self.rt.submit(task)?;
-        Ok(())
+            })
     }
 
     /// This rank receives the current version of `gid`.
     fn post_recv(&self, s: &mut State, gid: u64) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
-        let (version, data) = (e.version, e.data.clone());
+        let version = e.version;
         let slot: Slot = Arc::new(OnceLock::new());
-        let target = (data.clone(), Arc::clone(&slot));
+        let task = self.recv_task(e.data.clone(), gid, version, Arc::clone(&slot));
         s.receives += 1;
-        let task = TaskBuilder::new(&self.recv)
-            .label(format!("recv({gid}@{version})"))
-            .access_erased(Arc::clone(&data.handle), AccessMode::W)
-            .cpu_only()
-            .body(move |_| {
-                let bytes = target.1.get().ok_or("released before its message came")?;
-                // SAFETY: this task declared the handle W, on a CPU worker.
-                unsafe { target.0.unpack(bytes) }?;
-                Ok(())
-            });
         match s.arrived.remove(&(gid, version)) {
             Some(bytes) => {
                 let _ = slot.set(bytes);
@@ -278,6 +344,115 @@ impl DistRuntime {
             }
         }
         Ok(())
+    }
+
+    /// Submit a task on every rank (a typed [`Task`] made with `Task::new`,
+    /// or a [`TaskBuilder`]): the rank that runs it (the owner of the first
+    /// data it writes, else of the first it reads) submits the task, the
+    /// others their sends and receives, or nothing. Returns the local task
+    /// on the rank that runs it.
+    pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error> {
+        self.submit_on(task.into(), None)
+    }
+
+    /// [`submit`](Self::submit), run on `on_rank` if given.
+    fn submit_on(
+        &self,
+        builder: TaskBuilder,
+        on_rank: Option<usize>,
+    ) -> Result<Option<TaskHandle>, Error> {
+        let me = self.net.rank();
+        let accesses: Vec<(u64, AccessMode)> = {
+            let s = lock(&self.state);
+            builder
+                .declared
+                .accesses
+                .iter()
+                .map(|a| {
+                    s.by_local
+                        .get(&a.core().id)
+                        .map(|&g| (g, a.mode))
+                        .ok_or_else(|| Error::Submit {
+                            task: builder.display_name(),
+                            reason: format!(
+                                "data '{}' was not registered with the distributed runtime",
+                                a.core().display_name()
+                            ),
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let mut s = lock(&self.state);
+        let exec = on_rank.unwrap_or_else(|| {
+            let first = accesses
+                .iter()
+                .find(|(_, m)| m.writes())
+                .or(accesses.first());
+            first.map_or(0, |&(g, _)| s.entries[g as usize].owner)
+        });
+        if exec >= self.net.size() {
+            return Err(Error::Submit {
+                task: builder.display_name(),
+                reason: format!("rank {exec} does not exist ({} ranks)", self.net.size()),
+            });
+        }
+        // Reads: the data's current version must reach the running rank,
+        // from its owner, unless that rank holds it already (the cache).
+        for &(gid, mode) in &accesses {
+            let e = &mut s.entries[gid as usize];
+            if !mode.reads() || !e.holders.insert(exec) {
+                continue;
+            }
+            let owner = e.owner;
+            if exec == me {
+                self.post_recv(&mut s, gid)?;
+            } else if owner == me {
+                self.post_send(&mut s, gid, exec)?;
+            }
+        }
+        let mut handle = None;
+        if exec == me {
+            handle = Some(self.rt.submit(builder)?);
+        } else if !accesses
+            .iter()
+            .any(|&(g, _)| s.entries[g as usize].owner == me)
+        {
+            s.pruned += 1;
+        }
+        // Writes: a new version, held by the rank that ran the task; its
+        // owner gets it back if another rank wrote it.
+        for &(gid, mode) in &accesses {
+            if !mode.writes() {
+                continue;
+            }
+            let e = &mut s.entries[gid as usize];
+            e.version += 1;
+            e.holders = HashSet::from([exec, e.owner]);
+            let owner = e.owner;
+            if exec != owner {
+                if exec == me {
+                    self.post_send(&mut s, gid, owner)?;
+                } else if owner == me {
+                    self.post_recv(&mut s, gid)?;
+                }
+            }
+        }
+        Ok(handle)
+    }
+
+    /// The task that writes version `version` of `gid` into `data` from the
+    /// bytes `slot` holds once it is released.
+    fn recv_task(&self, data: DataRef, gid: u64, version: u64, slot: Slot) -> TaskBuilder {
+        let handle = Arc::clone(&data.handle);
+        TaskBuilder::with_args(&self.recv, (gid, version))
+            .access_erased(handle, AccessMode::W)
+            .cpu_only()
+            .body(move |_| {
+                let bytes = slot.get().ok_or("released before its message came")?;
+                // SAFETY: this task declared the handle W, on a CPU worker.
+                unsafe { data.unpack(bytes) }?;
+                Ok(())
+            })
     }
 
     /// Wait for every task of this rank and every send to finish, then for
@@ -383,94 +558,74 @@ impl<A: Accesses, P: Send + Sync + 'static> DistTask<'_, A, P> {
         self
     }
 
-    /// Submit on every rank: the rank that runs it submits the task, the
-    /// others their sends and receives, or nothing. Returns the local task
-    /// on the rank that runs it.
+    /// Submit on every rank (see [`DistRuntime::submit`]).
     pub fn submit(self) -> Result<Option<TaskHandle>, Error> {
-        let d = self.dist;
-        let me = d.net.rank();
-        let builder: TaskBuilder = self.task.into();
-        let accesses: Vec<(u64, AccessMode)> = {
-            let s = lock(&d.state);
-            builder
-                .declared
-                .accesses
-                .iter()
-                .map(|a| {
-                    s.by_local
-                        .get(&a.core().id)
-                        .map(|&g| (g, a.mode))
-                        .ok_or_else(|| Error::Submit {
-                            task: builder.display_name(),
-                            reason: format!(
-                                "data '{}' was not registered with the distributed runtime",
-                                a.core().display_name()
-                            ),
-                        })
-                })
-                .collect::<Result<_, _>>()?
-        };
-        let mut s = lock(&d.state);
-        let exec = self.on_rank.unwrap_or_else(|| {
-            let first = accesses
-                .iter()
-                .find(|(_, m)| m.writes())
-                .or(accesses.first());
-            first.map_or(0, |&(g, _)| s.entries[g as usize].owner)
-        });
-        if exec >= d.net.size() {
-            return Err(Error::Submit {
-                task: builder.display_name(),
-                reason: format!("rank {exec} does not exist ({} ranks)", d.net.size()),
-            });
-        }
-        // Reads: the data's current version must reach the running rank,
-        // from its owner, unless that rank holds it already (the cache).
-        for &(gid, mode) in &accesses {
-            let e = &mut s.entries[gid as usize];
-            if !mode.reads() || !e.holders.insert(exec) {
-                continue;
-            }
-            let owner = e.owner;
-            if exec == me {
-                d.post_recv(&mut s, gid)?;
-            } else if owner == me {
-                d.post_send(&mut s, gid, exec)?;
-            }
-        }
-        let mut handle = None;
-        if exec == me {
-            handle = Some(d.rt.submit(builder)?);
-        } else if !accesses
-            .iter()
-            .any(|&(g, _)| s.entries[g as usize].owner == me)
-        {
-            s.pruned += 1;
-        }
-        // Writes: a new version, held by the rank that ran the task; its
-        // owner gets it back if another rank wrote it.
-        for &(gid, mode) in &accesses {
-            if !mode.writes() {
-                continue;
-            }
-            let e = &mut s.entries[gid as usize];
-            e.version += 1;
-            e.holders = HashSet::from([exec, e.owner]);
-            let owner = e.owner;
-            if exec != owner {
-                if exec == me {
-                    d.post_send(&mut s, gid, owner)?;
-                } else if owner == me {
-                    d.post_recv(&mut s, gid)?;
-                }
-            }
-        }
-        Ok(handle)
+        self.dist.submit_on(self.task.into(), self.on_rank)
     }
 }
 
 impl Drop for DistRuntime {
     fn drop(&mut self) {
         self.ch.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that receive and send tasks carry no label string (nothing is
+    //! formatted per message with tracing off), that their labels are made
+    //! from their numbers when asked, and that a traced run shows them.
+    use super::*;
+    use crate::dist::local;
+    use crate::{Config, Read, ReadWrite};
+
+    type CopyData = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+
+    #[test]
+    fn labels_are_built_only_when_asked() {
+        let net = Net::new(local::world(1).pop().expect("one rank"));
+        let d = DistRuntime::new(Runtime::with_workers(1).unwrap(), net);
+        let h = d.register(0, vec![1.0f64; 2]);
+        let send = d.send_task(DataRef::of(&h), h.id(), 3, 1);
+        assert!(send.label.is_none());
+        assert_eq!(send.display_name(), "send(0@3→1)");
+        let recv = d.recv_task(DataRef::of(&h), h.id(), 3, Arc::default());
+        assert!(recv.label.is_none());
+        assert_eq!(recv.display_name(), "recv(0@3)");
+    }
+
+    #[test]
+    fn a_traced_run_labels_its_sends_and_receives() {
+        let ranks: Vec<_> = local::world(2)
+            .into_iter()
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let rt = Runtime::new(Config::with_workers(1).trace(true)).unwrap();
+                    let d = DistRuntime::new(rt, Net::new(t));
+                    let (a, b) = (d.register(0, vec![2.0f64]), d.register(1, vec![0.0f64]));
+                    let cl: Codelet<CopyData> = Codelet::new("copy");
+                    d.task(&cl, (a.r(), b.rw()))
+                        .cpu(|(a, b)| {
+                            b[0] = a[0];
+                            Ok(())
+                        })
+                        .submit()
+                        .unwrap();
+                    d.wait_all().unwrap();
+                    let labels: Vec<String> = d
+                        .runtime()
+                        .trace()
+                        .tasks
+                        .into_iter()
+                        .filter_map(|t| t.label)
+                        .collect();
+                    (d.unregister(b).unwrap(), labels)
+                })
+            })
+            .collect();
+        let out: Vec<_> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+        assert_eq!(out[1].0, vec![2.0]);
+        assert_eq!(out[0].1, ["send(0@0→1)"]);
+        assert_eq!(out[1].1, ["recv(0@0)"]);
     }
 }

@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use super::net::Net;
 use super::wire::{DataRef, Reader, Writer};
+use crate::access::Dynamic;
 use crate::codelet::Codelet;
 use crate::error::Error;
 use crate::runtime::Runtime;
@@ -92,6 +93,38 @@ fn encode_items<K: Serialize>(
         d.pack(&mut w)?;
     }
     Ok((w, bytes))
+}
+
+/// The codelet of receive tasks; a task's arguments, (data key, source
+/// rank), make its label only when a trace or a message needs it.
+fn recv_codelet() -> Codelet<Dynamic, (u64, usize)> {
+    Codelet::with_args("recv").label_args(|&(dk, from)| format!("recv({dk} from {from})"))
+}
+
+/// The receive task of data item `dk` from rank `from`: it writes the
+/// item's bytes, `msg[range]`, into this rank's copy `data`.
+fn recv_task(
+    recv: &Codelet<Dynamic, (u64, usize)>,
+    data: DataRef,
+    dk: u64,
+    from: usize,
+    msg: Arc<super::net::Message>,
+    range: std::ops::Range<usize>,
+) -> TaskBuilder {
+    let handle = Arc::clone(&data.handle);
+    // The highest priority: a receive is a short copy, and the work it
+    // unblocks is usually on the critical path (the next panel's column);
+    // at the default 0 it waited behind every queued update.
+    TaskBuilder::with_args(recv, (dk, from))
+        .priority(i32::MAX)
+        .access_erased(handle, crate::AccessMode::W)
+        .body(move |_ctx| {
+            // SAFETY: this task declared the handle W and runs on a CPU
+            // worker (the handle's host replica).
+            unsafe { data.unpack(&msg[range]) }?;
+            Ok(())
+        })
+        .cpu_only()
 }
 
 /// Run the tasks this rank owns in `classes` on `rt`, exchanging remote
@@ -175,7 +208,7 @@ where
     let unfolder = Unfolder::new(rt, Arc::clone(&classes), me, Some(remote));
     let done_peers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (peers2, wake2) = (Arc::clone(&done_peers), Arc::clone(&unfolder.wake));
-    let recv = Codelet::new("recv");
+    let recv = recv_codelet();
     let (u2, classes2, net2, submitter) = (
         Arc::clone(&unfolder),
         Arc::clone(&classes),
@@ -208,23 +241,7 @@ where
                 let len = r.bytes()?.len();
                 let end = r.position();
                 let (msg, range) = (Arc::clone(&body), end - len..end);
-                let data = classes2.data(dk);
-                let target = data.clone();
-                // The highest priority: a receive is a short copy, and the
-                // work it unblocks is usually on the critical path (the
-                // next panel's column); at the default 0 it waited behind
-                // every queued update.
-                let task = TaskBuilder::new(&recv)
-                    .label(format!("recv({dk} from {from})"))
-                    .priority(i32::MAX)
-                    .access_erased(Arc::clone(&data.handle), crate::AccessMode::W)
-                    .body(move |_ctx| {
-                        // SAFETY: this task declared the handle W and runs on
-                        // a CPU worker (the handle's host replica).
-                        unsafe { target.unpack(&msg[range]) }?;
-                        Ok(())
-                    })
-                    .cpu_only();
+                let task = recv_task(&recv, classes2.data(dk), dk, from, msg, range);
                 submitter.submit(task).map_err(|e| e.to_string())?;
             }
             let mut succ = Vec::new();
@@ -335,4 +352,22 @@ fn finish<C: TaskClasses>(
     rt.wait_all()?;
     net.flush();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that a remote edge's receive task carries no label string
+    //! (nothing is formatted per item with tracing off), and that its label
+    //! is made from its numbers when asked.
+    use super::*;
+
+    #[test]
+    fn receive_labels_are_built_only_when_asked() {
+        let rt = Runtime::with_workers(1).unwrap();
+        let h = rt.register_replicable(vec![0.0f64; 2]);
+        let msg = Arc::new(super::super::net::Message::from_bytes(vec![0; 4 + 16]));
+        let recv = recv_task(&recv_codelet(), DataRef::of(&h), 5, 2, msg, 0..16);
+        assert!(recv.label.is_none());
+        assert_eq!(recv.display_name(), "recv(5 from 2)");
+    }
 }

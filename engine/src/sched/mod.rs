@@ -251,7 +251,7 @@ pub(crate) fn build_policy(
         None => ws::round_robin(kinds.len()),
     };
     match scheduler {
-        Scheduler::Ws => Arc::new(WorkStealing::with_steal_order(order, devices)),
+        Scheduler::Ws => Arc::new(WorkStealing::for_workers(order, kinds)),
         Scheduler::Prio => Arc::new(Priority::new(devices)),
         Scheduler::Dmda => Arc::new(Dmda::new(
             kinds.to_vec(),

@@ -65,6 +65,19 @@ impl TaskBuilder {
         Self::from_parts(&codelet.info)
     }
 
+    /// A task applying `codelet` to `args`, which its codelet's models and
+    /// label see: the engine's own tasks (receives, sends) carry numbers and
+    /// build their label only when a trace or a message needs it.
+    #[inline]
+    pub(crate) fn with_args<P: Send + Sync + 'static>(
+        codelet: &Codelet<Dynamic, P>,
+        args: P,
+    ) -> TaskBuilder {
+        let mut b = Self::from_parts(&codelet.info);
+        b.params = Box::new(args);
+        b
+    }
+
     #[inline]
     fn from_parts(info: &CodeletRef) -> TaskBuilder {
         TaskBuilder {

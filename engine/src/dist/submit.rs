@@ -1,0 +1,241 @@
+//! One interface for programs that run on one process or on many: the same
+//! submission code drives a [`Runtime`] (one rank, which owns everything) or
+//! a [`DistRuntime`] (one rank of a distributed sequential task flow).
+
+use super::stf::{DistHandle, DistRuntime};
+use crate::error::Error;
+use crate::memory::Replicate;
+use crate::runtime::Runtime;
+use crate::task::{TaskBuilder, TaskHandle};
+
+/// What a submission loop needs, on one process ([`Runtime`]) or on many
+/// ([`DistRuntime`]): write the loop once, generic over `S: Submit`.
+///
+/// Every rank runs the same code: it registers the same data in the same
+/// order, each with an owner rank, and submits the same tasks (sequential
+/// task flow: dependencies follow from the data and the order). A
+/// `Runtime` is rank 0 of 1: all its data is local, whatever the owner.
+///
+/// On a `Runtime`, its own methods of the same names come first
+/// (`rt.register(value)`); a generic function, or `Submit::register(&rt,
+/// 0, value)`, reaches these.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tessera_engine::dist::stf::DistRuntime;
+/// use tessera_engine::dist::{local, Net, Submit};
+/// use tessera_engine::{Codelet, Error, Read, ReadWrite, Runtime, Task};
+///
+/// type Add = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+///
+/// /// Block `i` += block `i - 1`, down a chain of blocks dealt round the
+/// /// ranks; returns the blocks this rank owns, by index.
+/// fn prefix_sums(s: &impl Submit) -> Result<Vec<(usize, Vec<f64>)>, Error> {
+///     let add = Codelet::<Add>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+///         y.iter_mut().zip(x).for_each(|(y, x)| *y += x);
+///         Ok(())
+///     });
+///     let blocks: Vec<_> = (0..6)
+///         .map(|i| s.register(i % s.size(), vec![i as f64; 3]))
+///         .collect();
+///     for i in 1..blocks.len() {
+///         s.submit(Task::new(&add, (blocks[i - 1].r(), blocks[i].rw())))?;
+///     }
+///     s.wait_all()?;
+///     let mut mine = Vec::new();
+///     for (i, b) in blocks.into_iter().enumerate() {
+///         let owner = b.owner();
+///         let value = s.unregister(b)?;
+///         if owner == s.rank() {
+///             mine.push((i, value));
+///         }
+///     }
+///     Ok(mine)
+/// }
+///
+/// // One process.
+/// let one = prefix_sums(&Runtime::with_workers(2)?)?;
+/// // Two ranks (threads of this process here; MPI processes in a real run).
+/// let ranks: Vec<_> = local::world(2)
+///     .into_iter()
+///     .map(|t| {
+///         std::thread::spawn(move || {
+///             let dist = DistRuntime::new(Runtime::with_workers(1)?, Net::new(t));
+///             prefix_sums(&dist)
+///         })
+///     })
+///     .collect();
+/// let mut two = Vec::new();
+/// for r in ranks {
+///     two.extend(r.join().unwrap()?);
+/// }
+/// two.sort_by_key(|(i, _)| *i);
+/// assert_eq!(one, two);
+/// assert_eq!(one[5].1, vec![15.0; 3]);
+/// # Ok::<(), Error>(())
+/// ```
+pub trait Submit {
+    /// This process's rank (0 on a [`Runtime`]).
+    fn rank(&self) -> usize;
+
+    /// Number of ranks (1 on a [`Runtime`]).
+    fn size(&self) -> usize;
+
+    /// Register `value` as data owned by rank `owner` (see
+    /// [`DistRuntime::register`]); it can live on devices too
+    /// ([`Runtime::register_replicable`]). Dereference the handle to
+    /// declare accesses: `h.r()`, `h.rw()`.
+    fn register<T: Replicate>(&self, owner: usize, value: T) -> DistHandle<T>;
+
+    /// Submit a task (a typed [`Task`](crate::Task) made with `Task::new`,
+    /// or a [`TaskBuilder`]) on every rank. Returns the local task on the
+    /// rank that runs it (always, on a [`Runtime`]).
+    fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error>;
+
+    /// Wait for every task (on every rank: see [`DistRuntime::wait_all`]).
+    fn wait_all(&self) -> Result<(), Error>;
+
+    /// Wait for the data's tasks, then take its value back (on ranks other
+    /// than its owner: the copy this rank last held).
+    fn unregister<T: Replicate>(&self, handle: DistHandle<T>) -> Result<T, Error>;
+}
+
+impl Submit for Runtime {
+    fn rank(&self) -> usize {
+        0
+    }
+
+    fn size(&self) -> usize {
+        1
+    }
+
+    fn register<T: Replicate>(&self, _owner: usize, value: T) -> DistHandle<T> {
+        let local = self.register_replicable(value);
+        let id = local.id();
+        DistHandle::new(local, id, 0)
+    }
+
+    fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error> {
+        Runtime::submit(self, task).map(Some)
+    }
+
+    fn wait_all(&self) -> Result<(), Error> {
+        Runtime::wait_all(self)
+    }
+
+    fn unregister<T: Replicate>(&self, handle: DistHandle<T>) -> Result<T, Error> {
+        Runtime::unregister(self, handle.into_local())
+    }
+}
+
+impl Submit for DistRuntime {
+    fn rank(&self) -> usize {
+        DistRuntime::rank(self)
+    }
+
+    fn size(&self) -> usize {
+        DistRuntime::size(self)
+    }
+
+    fn register<T: Replicate>(&self, owner: usize, value: T) -> DistHandle<T> {
+        DistRuntime::register(self, owner, value)
+    }
+
+    fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error> {
+        DistRuntime::submit(self, task)
+    }
+
+    fn wait_all(&self) -> Result<(), Error> {
+        DistRuntime::wait_all(self)
+    }
+
+    fn unregister<T: Replicate>(&self, handle: DistHandle<T>) -> Result<T, Error> {
+        DistRuntime::unregister(self, handle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that one generic submission function, with typed and dynamic
+    //! tasks, reads and writes, gives the same data on a `Runtime` as on 2
+    //! and 3 ranks of a `DistRuntime` over the in-process transport.
+    use super::*;
+    use crate::dist::{local, Net};
+    use crate::{Codelet, Read, ReadWrite, Task};
+
+    type Mix = (Read<Vec<u64>>, ReadWrite<Vec<u64>>);
+
+    /// A fixed pseudo-random sequence of `b = 31 b + a` (typed) and
+    /// `b = a + 1` (dynamic, write-only) on eight handles; the owned
+    /// handles' values, by index.
+    fn mixes(s: &impl Submit) -> Result<Vec<(usize, u64)>, Error> {
+        let mix = Codelet::<Mix>::new("mix").cpu(|_, _, (a, b): (&Vec<u64>, &mut Vec<u64>)| {
+            b[0] = b[0].wrapping_mul(31).wrapping_add(a[0]);
+            Ok(())
+        });
+        let set = Codelet::new("set");
+        let hs: Vec<_> = (0..8)
+            .map(|i| s.register(i % s.size(), vec![i as u64 + 1]))
+            .collect();
+        let mut x = 7u64;
+        for k in 0..60 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let (a, b) = ((x >> 33) as usize % 8, (x >> 40) as usize % 8);
+            if a == b {
+                continue;
+            }
+            if k % 3 == 0 {
+                let (ra, wb) = ((*hs[a]).clone(), (*hs[b]).clone());
+                s.submit(
+                    TaskBuilder::new(&set)
+                        .read(&hs[a])
+                        .write(&hs[b])
+                        .body(move |ctx| {
+                            let v = ctx.read(&ra)?[0];
+                            ctx.write(&wb)?[0] = v + 1;
+                            Ok(())
+                        }),
+                )?;
+            } else {
+                s.submit(Task::new(&mix, (hs[a].r(), hs[b].rw())))?;
+            }
+        }
+        s.wait_all()?;
+        let mut mine = Vec::new();
+        for (i, h) in hs.into_iter().enumerate() {
+            let owner = h.owner();
+            let v = s.unregister(h)?;
+            if owner == s.rank() {
+                mine.push((i, v[0]));
+            }
+        }
+        Ok(mine)
+    }
+
+    #[test]
+    fn one_submission_function_runs_on_one_process_and_on_many() {
+        let rt = Runtime::with_workers(2).unwrap();
+        let one = mixes(&rt).unwrap();
+        assert_eq!(one.len(), 8);
+        for ranks in [2, 3] {
+            let threads: Vec<_> = local::world(ranks)
+                .into_iter()
+                .map(|t| {
+                    std::thread::spawn(move || {
+                        let rt = Runtime::with_workers(1).unwrap();
+                        let dist = DistRuntime::new(rt, Net::new(t));
+                        mixes(&dist).unwrap()
+                    })
+                })
+                .collect();
+            let mut many: Vec<(usize, u64)> = Vec::new();
+            for t in threads {
+                many.extend(t.join().unwrap());
+            }
+            many.sort_unstable();
+            assert_eq!(many, one, "{ranks} ranks");
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! Sequential task flow: a submitted task's dependencies inferred from the
+//! data it declares, in submission order (StarPU's implicit dependencies).
+//! Its twins: [`symbolic`](crate::symbolic) (a DAG unfolded from task
+//! classes) and [`dist::stf`](crate::dist::stf) (this flow across ranks).
+//!
+//! A submission goes in steps ([`Shared::submit_inner`]): check the task
+//! (the runtime is open, its accesses are its own and distinct, some worker
+//! can run it), make its node, lock its handles, link the edges from its
+//! explicit predecessors and from each handle's last writer and readers,
+//! then hand it to the policy if nothing holds it back.
+//!
+//! Lock order (never take an earlier lock while holding a later one):
+//! 1. `HandleCore::deps` of the task's handles, in increasing handle id;
+//! 2. `TaskNode::successors` of one predecessor at a time;
+//! 3. `Shared::errors`, `Shared::graph`, `Shared::wait_lock` (leaf locks).
+//!
+//! Taking all of a task's handle locks at once, in id order, makes each
+//! submission atomic with respect to the others, so submissions from several
+//! threads always produce an acyclic graph.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+
+use smallvec::SmallVec;
+
+use crate::access::{Access, AccessMode};
+use crate::data::{DepState, TaskRef};
+use crate::device::Device;
+use crate::error::Error;
+use crate::preds::{PredBuilder, PredList};
+use crate::runtime::{Hold, Shared, INTERRUPTED};
+use crate::sched::{Pushed, ReadyTask};
+use crate::task::TaskNode;
+use crate::task::{lock_successors, state, DeviceMatch, NodeParts, TaskBuilder, TaskHandle};
+use crate::util::lock;
+
+/// The positions of a task's accesses, sorted by handle id (the order their
+/// locks are taken in). Inline for up to eight accesses.
+type LockOrder = SmallVec<[usize; 8]>;
+
+/// A task's handles' dependency states, locked in id order, each with the
+/// position of its access.
+type Locked<'n> = SmallVec<[(usize, MutexGuard<'n, DepState>); 8]>;
+
+/// What a builder carries besides its node: explicit predecessors, and the
+/// ids of predecessors a front-end already satisfied (traces only).
+struct Explicit {
+    after: Vec<TaskHandle>,
+    satisfied: Vec<u64>,
+}
+
+impl Shared {
+    /// See [`Runtime::submit`](crate::Runtime::submit).
+    #[inline]
+    pub(crate) fn submit(&self, task: TaskBuilder) -> Result<TaskHandle, Error> {
+        self.submit_inner(task, false).map(|(h, _)| h)
+    }
+
+    /// Submit `task` holding it back: it does not become ready before the
+    /// returned [`Hold`] is released, even once its dependencies are met (a
+    /// receive waiting for its message).
+    pub(crate) fn submit_held(
+        self: &Arc<Self>,
+        task: TaskBuilder,
+    ) -> Result<(TaskHandle, Hold), Error> {
+        let (h, node) = self.submit_inner(task, true)?;
+        Ok((
+            h,
+            Hold::new(node.expect("a held task returns its node"), self),
+        ))
+    }
+
+    /// Submit `task` (see the module doc for the steps); `held`: keep one
+    /// pending count for a [`Hold`], and return the node with the handle.
+    fn submit_inner(
+        &self,
+        task: TaskBuilder,
+        held: bool,
+    ) -> Result<(TaskHandle, Option<Arc<TaskNode>>), Error> {
+        self.check_open(&task)?;
+        let order = self.check_accesses(&task)?;
+        self.check_runnable(&task)?;
+        self.check_team(&task)?;
+        let (node, explicit) = self.make_node(task);
+        let mut locked = lock_handles(&node, &order)?;
+        self.submitted.fetch_add(1, Ordering::SeqCst);
+        let mut edges = Edges::new(&node, self.trace.is_some() || self.graph.is_some());
+        edges.link_explicit(explicit);
+        for (i, deps) in locked.iter_mut() {
+            edges.link_data(&node.accesses[*i], deps);
+        }
+        drop(locked);
+        self.record_preds(&node, edges.preds);
+        let handle = TaskHandle {
+            node: Arc::clone(&node),
+            runtime: self.id,
+        };
+        let held_node = held.then(|| {
+            // Relaxed: published by the AcqRel decrement in
+            // `release_submitters_count`.
+            node.pending.fetch_add(1, Ordering::Relaxed);
+            Arc::clone(&node)
+        });
+        self.release_submitters_count(node);
+        Ok((handle, held_node))
+    }
+
+    /// Refuse every task once the runtime shuts down or is interrupted, and
+    /// a task whose builder found it invalid.
+    #[inline]
+    fn check_open(&self, task: &TaskBuilder) -> Result<(), Error> {
+        if self.sleep.is_shutdown() {
+            return Err(submit_error(task, "the runtime is shutting down".into()));
+        }
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(submit_error(task, INTERRUPTED.into()));
+        }
+        if let Some(reason) = task.rare.as_deref().and_then(|r| r.invalid.as_ref()) {
+            return Err(submit_error(task, reason.clone()));
+        }
+        Ok(())
+    }
+
+    /// Reject foreign and duplicate handles, and explicit predecessors of
+    /// another runtime, before touching any state (typed bodies rely on it:
+    /// a duplicate would alias a `&mut`). Returns the lock order.
+    #[inline]
+    fn check_accesses(&self, task: &TaskBuilder) -> Result<LockOrder, Error> {
+        let accesses = &task.declared.accesses;
+        let mut order = LockOrder::new();
+        // Pushed one by one: `extend` over a range costs more than the few
+        // pushes of a typical task (it reserves first), and nothing for none.
+        for i in 0..accesses.len() {
+            order.push(i);
+        }
+        if order.len() > 1 {
+            order.sort_unstable_by_key(|&i| accesses[i].core().id);
+        }
+        for (k, &i) in order.iter().enumerate() {
+            let core = accesses[i].core();
+            if core.runtime_id != self.id {
+                return Err(submit_error(
+                    task,
+                    format!("data '{}' belongs to another runtime", core.display_name()),
+                ));
+            }
+            if k > 0 && accesses[order[k - 1]].core().id == core.id {
+                return Err(submit_error(
+                    task,
+                    format!(
+                        "data '{}' is declared twice; declare it once with the combined mode (RW)",
+                        core.display_name()
+                    ),
+                ));
+            }
+        }
+        if let Some(t) = task
+            .rare
+            .as_deref()
+            .into_iter()
+            .flat_map(|r| &r.after)
+            .find(|t| t.runtime != self.id)
+        {
+            return Err(submit_error(
+                task,
+                format!(
+                    "it depends on {}, which belongs to another runtime",
+                    t.info()
+                ),
+            ));
+        }
+        Ok(order)
+    }
+
+    /// Refuse a task that no worker of this runtime could run: no CPU body
+    /// (its own or its codelet's), no device body for a device here, and a
+    /// codelet not declared empty ([`Codelet::empty`](crate::Codelet::empty)).
+    /// A simulated runtime runs no body, so it takes any task.
+    #[inline]
+    fn check_runnable(&self, task: &TaskBuilder) -> Result<(), Error> {
+        let bodies = &task.codelet.bodies;
+        if task.once.cpu.is_some() || bodies.cpu.is_some() || bodies.empty || self.sim.is_some() {
+            return Ok(());
+        }
+        self.check_device_bodies(task)
+    }
+
+    /// Refuse a team task whose smallest team is larger than this runtime's
+    /// CPU workers (it could never be recruited).
+    #[inline]
+    fn check_team(&self, task: &TaskBuilder) -> Result<(), Error> {
+        match team_of(task) {
+            Some(t) if t.min() > self.cpu_workers => Err(submit_error(
+                task,
+                format!(
+                    "codelet '{}' needs a team of at least {} CPU workers; this runtime has {}",
+                    task.codelet.name,
+                    t.min(),
+                    self.cpu_workers
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The rare case of [`check_runnable`](Self::check_runnable): a task
+    /// with no CPU body runs only if one of this runtime's devices has a
+    /// body for it.
+    #[cold]
+    fn check_device_bodies(&self, task: &TaskBuilder) -> Result<(), Error> {
+        let cpu_only = task.cpu_only
+            || task
+                .declared
+                .accesses
+                .iter()
+                .any(|a| !a.handle.replicable());
+        let runs = |d: &Arc<dyn Device>| {
+            let ty = d.as_any().type_id();
+            // Typed device bodies see device views, which exist only in
+            // memory the host cannot address (see `TaskNode::has_device_body`).
+            let raw = d.memory().is_some();
+            let body = match &task.once.device {
+                Some((DeviceMatch::Any, _)) => true,
+                Some((DeviceMatch::Type(t), _)) if *t == ty => raw,
+                _ => raw && task.codelet.bodies.device(ty).is_some(),
+            };
+            body && d.runs(&task.codelet.name)
+        };
+        let devices = self.kinds.iter().filter_map(|k| k.device.as_ref());
+        let names: Vec<String> = devices.clone().map(|d| d.name()).collect();
+        if !cpu_only && devices.clone().any(runs) {
+            return Ok(());
+        }
+        let on_devices = match (names.is_empty(), cpu_only) {
+            (true, _) => String::new(),
+            (false, true) => " (it is kept on the CPU workers)".to_owned(),
+            (false, false) => format!(" and no device body for {}", names.join(", ")),
+        };
+        Err(submit_error(
+            task,
+            format!(
+                "no worker of this runtime can run it: codelet '{}' has no CPU body{on_devices}; give one (`.cpu(..)`, `.body(..)`), or declare the codelet empty on purpose with `Codelet::empty`",
+                task.codelet.name
+            ),
+        ))
+    }
+
+    /// The task's node (from the pool), and what the builder carries for
+    /// the edges.
+    #[inline]
+    fn make_node(&self, task: TaskBuilder) -> (Arc<TaskNode>, Explicit) {
+        let team = team_of(&task);
+        let TaskBuilder {
+            codelet,
+            params,
+            label,
+            priority,
+            flops,
+            declared,
+            once,
+            cpu_only,
+            node_hint,
+            rare,
+        } = task;
+        let explicit = match rare {
+            Some(r) => Explicit {
+                after: r.after,
+                satisfied: r.satisfied_preds,
+            },
+            None => Explicit {
+                after: Vec::new(),
+                satisfied: Vec::new(),
+            },
+        };
+        let flops = flops
+            .or_else(|| codelet.bodies.flops.as_ref().map(|f| f(&*params)))
+            .unwrap_or(0.0);
+        let accesses = declared.accesses;
+        let cpu_only = cpu_only || accesses.iter().any(|a| !a.handle.replicable());
+        let id = self.next_task.fetch_add(1, Ordering::Relaxed);
+        let node = self.nodes.make(TaskNode::new(
+            id,
+            NodeParts {
+                codelet,
+                params,
+                label,
+                priority,
+                flops,
+                accesses,
+                lens: declared.lens.into_boxed_slice(),
+                once,
+                cpu_only,
+                node_hint,
+                team,
+            },
+        ));
+        (node, explicit)
+    }
+
+    /// Keep the sorted, deduplicated predecessor ids for traces and DOT
+    /// export (only when either is on).
+    #[inline]
+    fn record_preds(&self, node: &TaskNode, preds: Option<PredBuilder>) {
+        let Some(mut preds) = preds else {
+            return;
+        };
+        let preds = PredList::from_ids(&mut preds);
+        if let Some(g) = &self.graph {
+            lock(g).push((node.id, node.display_name(), preds.as_slice().into()));
+        }
+        let _ = node.preds.set(Box::new(preds));
+    }
+
+    /// Drop the submitter's pending count; if it was the last one, the task
+    /// is ready: hand it to the policy. A body's submission goes to its
+    /// worker's own queue (its data is hot there); that worker is busy
+    /// running the body, so the task is offered to a sleeper too.
+    #[inline]
+    fn release_submitters_count(&self, node: Arc<TaskNode>) {
+        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let pushed = match crate::worker::current(self.id) {
+                Some(w) => match w.push(ReadyTask(node)) {
+                    Pushed::Worker(t) if t == w.worker => Pushed::Local,
+                    p => p,
+                },
+                None => self.policy.push_external(ReadyTask(node)),
+            };
+            self.wake(pushed);
+        }
+    }
+
+    /// Make `node` ready if this was its last pending count (a [`Hold`]
+    /// released).
+    pub(crate) fn release_one(&self, node: Arc<TaskNode>) {
+        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let pushed = self.policy.push_external(ReadyTask(node));
+            self.wake(pushed);
+        }
+    }
+}
+
+/// Lock every handle of the task, in id order (the lock order); refuse
+/// the task if one was unregistered.
+#[inline]
+fn lock_handles<'n>(node: &'n TaskNode, order: &[usize]) -> Result<Locked<'n>, Error> {
+    // Filled in place (collecting into an inline list returns it by value,
+    // a copy of its whole inline buffer per task).
+    let mut locked = Locked::new();
+    for &i in order {
+        locked.push((i, node.accesses[i].lock_deps()));
+    }
+    if let Some((i, _)) = locked.iter().find(|(_, g)| g.unregistered) {
+        let name = node.accesses[*i].core().display_name();
+        drop(locked);
+        return Err(Error::Submit {
+            task: node.display_name(),
+            reason: format!("data '{name}' was unregistered"),
+        });
+    }
+    Ok(locked)
+}
+
+/// The edges into one task being submitted, and (when traces or the graph
+/// keep them) its predecessors' ids, including those already finished.
+struct Edges<'n> {
+    node: &'n Arc<TaskNode>,
+    preds: Option<PredBuilder>,
+}
+
+impl<'n> Edges<'n> {
+    #[inline]
+    fn new(node: &'n Arc<TaskNode>, keep_preds: bool) -> Self {
+        Edges {
+            node,
+            preds: keep_preds.then(PredBuilder::default),
+        }
+    }
+
+    /// `pred → node`; `flow`: a failure of `pred` cancels the task.
+    #[inline]
+    fn link(&mut self, pred: &Arc<TaskNode>, flow: bool) {
+        add_edge(pred, self.node, flow);
+        // Traces keep the edge even when `pred` had already finished.
+        if let Some(p) = &mut self.preds {
+            p.push(pred.id);
+        }
+    }
+
+    /// An edge from a task a handle remembers, if it still exists (a freed
+    /// task finished long ago: only traces note it).
+    #[inline]
+    fn link_ref(&mut self, pred: &TaskRef, flow: bool) {
+        match pred.node.upgrade() {
+            Some(p) => self.link(&p, flow),
+            None => {
+                if let Some(p) = &mut self.preds {
+                    p.push(pred.id);
+                }
+            }
+        }
+    }
+
+    /// Edges the builder gave: `after` (they carry failures), and the
+    /// satisfied predecessors a front-end recorded (traces only).
+    #[inline]
+    fn link_explicit(&mut self, explicit: Explicit) {
+        for t in &explicit.after {
+            self.link(&t.node, true);
+        }
+        if let Some(p) = &mut self.preds {
+            explicit.satisfied.iter().for_each(|&id| p.push(id));
+        }
+    }
+
+    /// The predecessors one access finds in its handle's dependency state,
+    /// and the state after it: a read follows the last writer and joins the
+    /// readers; a write follows the last writer and the readers since, and
+    /// becomes the last writer.
+    #[inline]
+    fn link_data(&mut self, access: &Access, deps: &mut DepState) {
+        let node = self.node;
+        let mode = access.mode;
+        if mode.reads() {
+            if let Some(p) = &deps.poisoned_by {
+                node.cancel(|| format!("data '{}' is invalid: {p}", access.core().display_name()));
+            }
+        }
+        if let Some(w) = &deps.last_writer {
+            // Read-after-write carries data; write-after-write only orders.
+            self.link_ref(w, mode.reads());
+        }
+        if mode.writes() {
+            for r in deps.readers.drain(..) {
+                self.link_ref(&r, false);
+            }
+            deps.last_writer = Some(TaskRef::new(node));
+            // A pure write replaces poisoned contents; an RW of poisoned
+            // data is cancelled above and re-poisons it when it ends.
+            if mode == AccessMode::W {
+                deps.poisoned_by = None;
+            }
+        } else {
+            access.core().push_reader(deps, TaskRef::new(node));
+        }
+    }
+}
+
+fn submit_error(task: &TaskBuilder, reason: String) -> Error {
+    Error::Submit {
+        task: task.display_name(),
+        reason,
+    }
+}
+
+/// Add the edge `pred → succ` unless `pred` already finished. `flow`: a
+/// failure of `pred` cancels `succ` (see `Successors::list`); for a finished
+/// failed/cancelled `pred` that happens now.
+fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) {
+    let mut s = lock_successors(pred);
+    if s.done {
+        if flow && pred.state.load(Ordering::SeqCst) != state::DONE_OK {
+            succ.cancel(|| pred.root_cause());
+        }
+        return;
+    }
+    s.list.push((Arc::clone(succ), flow));
+    // Relaxed: the submitter still holds one count, so `pending` cannot reach
+    // zero before the submitter's AcqRel decrement, which publishes this.
+    succ.pending.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The team a task asks for: its own, else its codelet's.
+fn team_of(task: &TaskBuilder) -> Option<crate::team::TeamSize> {
+    task.rare
+        .as_deref()
+        .and_then(|r| r.team)
+        .or(task.codelet.bodies.team)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that a task no worker can run is refused at submission, naming
+    //! its codelet and label; that a task reaching a CPU worker with no body
+    //! for it fails instead of leaving its data silently unchanged; and that
+    //! a codelet declared empty runs its body-less tasks fine.
+    use std::time::Duration;
+
+    use crate::device::{Link, TaskCost};
+    use crate::{Codelet, Config, Error, ReadWrite, Runtime, TaskBuilder};
+
+    #[test]
+    fn a_task_no_worker_can_run_is_refused_naming_its_codelet() {
+        let rt = Runtime::with_workers(2).unwrap();
+        let h = rt.register(1u32);
+        let cl: Codelet<ReadWrite<u32>> = Codelet::new("bump");
+        let e = rt.task(&cl, h.rw()).label("bump(7)").submit().unwrap_err();
+        match &e {
+            Error::Submit { task, reason } => {
+                assert_eq!(task, "bump(7)");
+                assert!(reason.contains("codelet 'bump' has no CPU body"), "{e}");
+                assert!(reason.contains("Codelet::empty"), "{e}");
+            }
+            other => panic!("{other}"),
+        }
+        // The dynamic builder without `.body(..)`, and with a device body
+        // only on a runtime without devices.
+        let dynamic = Codelet::new("scale");
+        let e = rt.submit(TaskBuilder::new(&dynamic).rw(&h)).unwrap_err();
+        assert!(e.to_string().contains("codelet 'scale'"), "{e}");
+        let e = rt
+            .submit(TaskBuilder::new(&dynamic).device_body(|_| Ok(())))
+            .unwrap_err();
+        assert!(e.to_string().contains("no worker of this runtime"), "{e}");
+        // Nothing was submitted, and the data is untouched.
+        rt.wait_all().unwrap();
+        assert_eq!(rt.tasks_in_flight(), 0);
+        assert_eq!(rt.unregister(h).unwrap(), 1);
+    }
+
+    #[test]
+    fn an_empty_codelet_runs_without_a_body() {
+        let rt = Runtime::with_workers(2).unwrap();
+        let h = rt.register(1u32);
+        let join: Codelet<ReadWrite<u32>> = Codelet::new("join").empty();
+        let bump = Codelet::<ReadWrite<u32>>::new("bump").cpu(|_, _, h: &mut u32| {
+            *h += 1;
+            Ok(())
+        });
+        rt.task(&join, h.rw()).submit().unwrap();
+        rt.task(&bump, h.rw()).submit().unwrap();
+        rt.submit(TaskBuilder::new(&Codelet::new("mark").empty()).rw(&h))
+            .unwrap();
+        rt.wait_all().unwrap();
+        assert_eq!(rt.unregister(h).unwrap(), 2);
+    }
+
+    /// A host-addressable device with no room at all: every task with data
+    /// is handed back to the CPU workers (admission control).
+    struct Full;
+
+    impl crate::device::Device for Full {
+        fn name(&self) -> String {
+            "full0".into()
+        }
+        fn arch(&self) -> &'static str {
+            "full"
+        }
+        fn memory_limit(&self) -> Option<u64> {
+            Some(0)
+        }
+        fn link(&self) -> Link {
+            Link {
+                latency: Duration::ZERO,
+                bandwidth: 1e12,
+            }
+        }
+        fn peak_flops(&self) -> f64 {
+            1e9
+        }
+        fn expected_time(&self, _: &TaskCost<'_>) -> Duration {
+            Duration::ZERO
+        }
+        fn run(&self, _: &TaskCost<'_>, body: &mut dyn FnMut()) -> Result<Duration, String> {
+            body();
+            Ok(Duration::ZERO)
+        }
+        fn copy(&self, _: u64, copy: &mut dyn FnMut()) -> Duration {
+            copy();
+            Duration::ZERO
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    #[test]
+    fn a_cpu_worker_without_a_body_fails_the_task() {
+        let rt = Runtime::new(Config::with_workers(1).device(std::sync::Arc::new(Full))).unwrap();
+        let h = rt.register_replicable(vec![1.0f64; 4]);
+        // A device body only: accepted (the device could run it), but its
+        // data never fits there, so a CPU worker gets it.
+        let cl = Codelet::new("gpu-only");
+        rt.submit(
+            TaskBuilder::new(&cl)
+                .label("gpu-only(0)")
+                .rw(&h)
+                .device_body(|_| Ok(())),
+        )
+        .unwrap();
+        let e = rt.wait_all().unwrap_err().to_string();
+        assert!(
+            e.contains("gpu-only(0)") && e.contains("codelet 'gpu-only' has no CPU body"),
+            "{e}"
+        );
+    }
+}
