@@ -727,7 +727,20 @@ gbs = 12.5
             "{e}"
         );
         let e = error(&GOOD.replace("gemm = { gflops = 12 }", "gemm = { speed = 12 }"));
-        assert_eq!(e, "bad.toml: node.cpu.codelets.gemm.speed: unknown key (known here: gbs, gflops, seconds)");
+        assert_eq!(e, "bad.toml: node.cpu.codelets.gemm.speed: unknown key (known here: gbs, gflops, seconds, team_serial)");
+        let e = error(&GOOD.replace(
+            "gemm = { gflops = 12 }",
+            "gemm = { gflops = 12, team_serial = 1.5 }",
+        ));
+        assert_eq!(
+            e,
+            "bad.toml: node.cpu.codelets.gemm.team_serial: must be between 0 and 1, got 1.5"
+        );
+        let e = error(&GOOD.replace("gflops = 10\n", "gflops = 10\nteam_serial = -0.1\n"));
+        assert_eq!(
+            e,
+            "bad.toml: node.cpu.team_serial: must be between 0 and 1, got -0.1"
+        );
         let e = error(&GOOD.replace("[network]\nlatency_us = 2\ngbs = 12.5\n", ""));
         assert_eq!(
             e,
