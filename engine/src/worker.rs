@@ -540,6 +540,9 @@ pub(crate) fn complete(
         node.state.store(final_state, Ordering::SeqCst);
         std::mem::take(&mut s.list)
     };
+    // Successors bound for a device whose inputs were prefetched: a task
+    // that shares many data with its successor has an edge per datum.
+    let mut prefetched: smallvec::SmallVec<[*const TaskNode; 2]> = smallvec::SmallVec::new();
     for (succ, flow) in successors {
         if failed && flow {
             succ.cancel(|| node.root_cause());
@@ -551,6 +554,23 @@ pub(crate) fn complete(
             if let Pushed::Worker(w) = queue.push(ReadyTask(succ)) {
                 shared.sleep.notify_worker(w);
             }
+        } else if let Some(n) = succ
+            .node_hint
+            .filter(|&n| !failed && !shared.memory.is_host(n))
+        {
+            // Not ready yet, but bound for a device: what this task just
+            // produced for it can move there now, while its other
+            // predecessors run (a panel's broadcast overlapping the
+            // devices' previous update).
+            if prefetched.contains(&Arc::as_ptr(&succ)) {
+                continue;
+            }
+            prefetched.push(Arc::as_ptr(&succ));
+            shared.policy.prefetch_produced(
+                &ReadyTask(Arc::clone(node)),
+                &ReadyTask(Arc::clone(&succ)),
+                n,
+            );
         }
     }
     for a in node.accesses.iter().filter(|a| !a.mode.writes()) {

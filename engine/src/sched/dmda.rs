@@ -52,6 +52,8 @@ struct Choice {
 enum CopyJob {
     Inputs(Arc<TaskNode>, usize),
     WriteBack(Arc<TaskNode>),
+    /// What the first task wrote and the second reads, to that node.
+    Produced(Arc<TaskNode>, Arc<TaskNode>, usize),
 }
 
 /// Requests to one device's copy thread.
@@ -93,6 +95,7 @@ impl Dmda {
                         match job {
                             CopyJob::Inputs(task, node) => prefetch_inputs(&task, node),
                             CopyJob::WriteBack(task) => super::write_back_now(&task),
+                            CopyJob::Produced(p, s, node) => super::prefetch_between(&p, &s, node),
                         }
                     }
                 })
@@ -414,6 +417,26 @@ impl SchedulerPolicy for Dmda {
     fn push_cpu_only(&self, task: ReadyTask) -> Pushed {
         // `choose` never gives a CPU-only task to a device worker.
         Pushed::Worker(self.shared.push_to(task))
+    }
+
+    fn prefetch_produced(&self, produced: &ReadyTask, succ: &ReadyTask, node: usize) {
+        let (produced, succ) = (&produced.0, &succ.0);
+        if self.shared.memory.is_virtual() {
+            // Simulated time: the copy is scheduled on the link at once.
+            return super::prefetch_between(produced, succ, node);
+        }
+        let w = self
+            .shared
+            .workers
+            .iter()
+            .position(|w| w.kind.node == node && w.kind.is_device());
+        if let Some(tx) = w.and_then(|w| lock(&self.shared.prefetch[w]).clone()) {
+            let _ = tx.send(CopyJob::Produced(
+                Arc::clone(produced),
+                Arc::clone(succ),
+                node,
+            ));
+        }
     }
 
     fn write_back(&self, task: &ReadyTask, node: usize) {

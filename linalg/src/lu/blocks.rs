@@ -76,13 +76,15 @@ impl Update {
             .map(|d| {
                 let half = d.half_rate_flops();
                 let want = if half > 0.0 {
-                    (8.0 * half / tile).ceil() as usize
+                    (16.0 * half / tile).ceil() as usize
                 } else {
                     4
                 };
-                // Two blocks of C and one of L in flight, each `rows` tiles.
+                // Two blocks in flight, each `rows` tiles of C and of L and
+                // one of U, in three quarters of the device's memory.
                 let room = d.memory_limit().map_or(usize::MAX, |m| {
-                    (m as f64 / 8.0 / (3.0 * nbf * nbf * 8.0)) as usize
+                    let tiles = 0.75 * m as f64 / (nbf * nbf * 8.0);
+                    ((tiles / 2.0 - 1.0) / 2.0).max(1.0) as usize
                 });
                 want.min(room)
             })
@@ -121,7 +123,13 @@ impl LuGraph {
     }
 
     /// `GEMMB(k, i0..i1, j)`.
-    fn gemm_block_task(&self, k: usize, (i0, i1): (usize, usize), j: usize) -> TaskBuilder {
+    fn gemm_block_task(
+        &self,
+        k: usize,
+        (i0, i1): (usize, usize),
+        j: usize,
+        prio: i32,
+    ) -> TaskBuilder {
         let (n, nb) = (self.n, self.nb);
         let side = |i: usize| (n - i * nb).min(nb);
         let flops = (i0..i1)
@@ -141,8 +149,17 @@ impl LuGraph {
             j,
             flops,
         })
-        .priority(column_priority(self.t, j))
+        .priority(prio)
         .into()
+    }
+
+    /// [`Self::gemm_block_task`] on column `j`'s placement node, if any.
+    fn streamed_block(&self, k: usize, rows: (usize, usize), j: usize, prio: i32) -> TaskBuilder {
+        let task = self.gemm_block_task(k, rows, j, prio);
+        match self.placement.node(k, j) {
+            Some(n) => task.on_node(n),
+            None => task,
+        }
     }
 
     /// The device node that owns column `j` in the merged shape: the
@@ -171,11 +188,15 @@ pub(super) fn submit(rt: &Runtime, g: &LuGraph, update: Update) -> Result<(), Er
                 // The next panel's column first, alone; then each owner's
                 // other columns in one task.
                 let mut groups: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
-                for j in k + 1..t {
+                if k + 1 < t {
+                    groups.push((g.owner(k, k + 1, &devices), vec![k + 1]));
+                }
+                for j in k + 2..t {
                     let owner = g.owner(k, j, &devices);
-                    match groups.iter_mut().find(|(o, _)| *o == owner) {
-                        Some((_, cols)) if j > k + 1 => cols.push(j),
-                        _ => groups.push((owner, vec![j])),
+                    // Skip the look-ahead group (the first): it stays alone.
+                    match groups.iter_mut().skip(1).find(|(o, _)| *o == owner) {
+                        Some((_, cols)) => cols.push(j),
+                        None => groups.push((owner, vec![j])),
                     }
                 }
                 for (owner, cols) in groups {
@@ -187,31 +208,53 @@ pub(super) fn submit(rt: &Runtime, g: &LuGraph, update: Update) -> Result<(), Er
                 }
             }
             Update::Streamed { rows } => {
-                for j in k + 1..t {
+                // The look-ahead column (k + 1) first, whole; then every other
+                // device column's interchange and TRSM, and their GEMM blocks
+                // row block by row block (TianHe-1's pipelining): a block of
+                // L stays on the device while it meets every column, so each
+                // step moves its panel once, not once per column.
+                let on_device = |j: usize| {
                     let node = g.placement.node(k, j);
-                    let on_device = node.is_some_and(|n| devices.contains(&n))
-                        || (node.is_none() && !devices.is_empty());
-                    if !on_device {
+                    node.is_some_and(|n| devices.contains(&n))
+                        || (node.is_none() && !devices.is_empty())
+                };
+                let mut streamed = Vec::new();
+                for j in k + 1..t {
+                    if !on_device(j) {
                         g.submit_column_tiles(rt, k, j)?;
                         continue;
                     }
                     rt.submit(g.placed(LuTask::Swap(k, j), None))?;
                     rt.submit(g.placed(LuTask::Trsm(k, j), None))?;
-                    let mut i0 = k + 1;
-                    while i0 < t {
-                        let i1 = (i0 + rows.max(1)).min(t);
-                        let task = g.gemm_block_task(k, (i0, i1), j);
-                        rt.submit(match node {
-                            Some(n) => task.on_node(n),
-                            None => task,
-                        })?;
-                        i0 = i1;
+                    if j == k + 1 {
+                        for block in row_blocks(k + 1, t, rows) {
+                            rt.submit(g.streamed_block(k, block, j, column_priority(t, j)))?;
+                        }
+                    } else {
+                        streamed.push(j);
+                    }
+                }
+                if let Some(&first) = streamed.first() {
+                    // One priority for the step's streamed blocks: the queue
+                    // keeps their (row-block-major) submission order.
+                    let prio = column_priority(t, first);
+                    for block in row_blocks(k + 1, t, rows) {
+                        for &j in &streamed {
+                            rt.submit(g.streamed_block(k, block, j, prio))?;
+                        }
                     }
                 }
             }
         }
     }
     rt.wait_all()
+}
+
+/// Tile rows `from..t` in blocks of `rows` (the last may be short).
+fn row_blocks(from: usize, t: usize, rows: usize) -> impl Iterator<Item = (usize, usize)> {
+    (from..t)
+        .step_by(rows.max(1))
+        .map(move |i0| (i0, (i0 + rows.max(1)).min(t)))
 }
 
 impl LuGraph {
