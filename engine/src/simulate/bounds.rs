@@ -35,23 +35,40 @@ const MEMORY_GIB: (f64, f64) = (1.0 / (1u64 << 20) as f64, (1u64 << 20) as f64);
 /// A core's relative time with others busy (`slowdown` entries).
 const SLOWDOWN: (f64, f64) = (0.01, 1000.0);
 
+/// `Ok` when the sizes of a platform are in range: checked before the
+/// rest, since `nodes × ranks_per_node` decides whether a network is needed
+/// (a product that wrapped to 0 skipped that check), and with more ranks
+/// than cores "network missing" would be the wrong complaint.
+pub(super) fn sizes(
+    file: &str,
+    nodes: usize,
+    ranks_per_node: usize,
+    cores: usize,
+) -> Result<(), PlatformError> {
+    count(file, "nodes", nodes, MAX_NODES)?;
+    count(file, "node.cores", cores, MAX_CORES)?;
+    if ranks_per_node > cores {
+        return Err(err(
+            file,
+            "ranks_per_node",
+            format!("{ranks_per_node} ranks on a node of {cores} cores: at most one rank per core"),
+        ));
+    }
+    match nodes.checked_mul(ranks_per_node) {
+        Some(r) if r <= MAX_RANKS => Ok(()),
+        _ => Err(err(
+            file,
+            "ranks_per_node",
+            format!(
+                "nodes {nodes} x ranks_per_node {ranks_per_node} is more than {MAX_RANKS} ranks"
+            ),
+        )),
+    }
+}
+
 /// `Ok` when every value of `p` (read from `file`) is in its range.
 pub(super) fn check(p: &Platform, file: &str) -> Result<(), PlatformError> {
-    count(file, "nodes", p.nodes, MAX_NODES)?;
-    count(file, "node.cores", p.node.cores, MAX_CORES)?;
-    match p.nodes.checked_mul(p.ranks_per_node) {
-        Some(r) if r <= MAX_RANKS => {}
-        _ => {
-            return Err(err(
-                file,
-                "ranks_per_node",
-                format!(
-                    "nodes {} x ranks_per_node {} is more than {MAX_RANKS} ranks",
-                    p.nodes, p.ranks_per_node
-                ),
-            ))
-        }
-    }
+    sizes(file, p.nodes, p.ranks_per_node, p.node.cores)?;
     let accelerators = p
         .node
         .accelerators

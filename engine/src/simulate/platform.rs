@@ -640,17 +640,7 @@ impl Platform {
             }
         }
         n.finish()?;
-        // Before the network: with more ranks than cores, "network missing"
-        // would be the wrong complaint.
-        if ranks_per_node > cores {
-            return Err(err(
-                file,
-                "ranks_per_node",
-                format!(
-                    "{ranks_per_node} ranks on a node of {cores} cores: at most one rank per core"
-                ),
-            ));
-        }
+        super::bounds::sizes(file, nodes, ranks_per_node, cores)?;
         let network = match top.get("network") {
             None if nodes.saturating_mul(ranks_per_node) > 1 => {
                 return Err(top.err("network", "missing (needed with more than one rank)"))
