@@ -45,6 +45,9 @@
 //! a warning naming the codelet; plus the per-task overhead (cores) or
 //! launch latency (accelerators). `codelets` entries and perf models are
 //! matched by codelet *name*: any codelet called `gemm` gets `gemm`'s rate.
+//!
+//! Every value must lie in a physical range (`simulate::bounds`: a slip of
+//! many orders of magnitude would otherwise overflow the simulated clock).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
