@@ -329,6 +329,7 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
     )?;
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let workers = rt.workers();
+    checks::spmv_tasks(args.iters, workers, args.blocks_per_worker)?;
     // The structure is generated (or read) for real: the partition by
     // nonzeros needs the row pointers. The blocks' data is then virtual.
     // The real run's budget: the matrix is built in this process.

@@ -141,6 +141,25 @@ pub fn lu_size(n: usize, nb: usize, ranks: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// A simulated SpMV of `iters` iterations over at most `workers ×
+/// blocks_per_worker` row blocks (a task each) within [`MAX_SIM_TASKS`].
+pub fn spmv_tasks(iters: usize, workers: usize, blocks_per_worker: usize) -> Result<(), String> {
+    let tasks = (iters as u128)
+        .saturating_mul(workers as u128)
+        .saturating_mul(blocks_per_worker.max(1) as u128);
+    if tasks > MAX_SIM_TASKS {
+        return Err(format!(
+            "spmv --simulate: up to {tasks} tasks ({iters} iterations x {workers} workers x {blocks_per_worker} blocks each), more than the {MAX_SIM_TASKS} a simulation may run (hours); use fewer --iters or --blocks-per-worker"
+        ));
+    }
+    if tasks > SLOW_SIM_TASKS {
+        eprintln!(
+            "tessera: simulate: up to {tasks} tasks to simulate: this takes minutes (the simulator runs some 10^5 to 10^6 tasks a second)"
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     //! Proves the codelet names are read from the source (today's and any

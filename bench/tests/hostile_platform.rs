@@ -231,6 +231,16 @@ fn platform_and_run_sizes_are_bounded() {
         &f,
     ])
     .refused("needs about");
+    tessera(&[
+        "spmv",
+        "--gen",
+        "stencil7:4",
+        "--iters",
+        "1000000000",
+        "--simulate",
+        &f,
+    ])
+    .refused("more than the 1000000000 a simulation may run");
 }
 
 #[test]
