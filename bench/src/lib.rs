@@ -12,10 +12,32 @@ pub mod placement;
 pub mod ranks;
 pub mod report;
 pub mod simulate;
+pub mod simulate_checks;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.
 pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Result<(), String> {
     let trace = rt.trace();
+    tessera_engine::trace::chrome::save(&trace, path, &Default::default())
+        .map_err(|e| e.to_string())?;
+    println!(
+        "trace: {} tasks written to {}",
+        trace.tasks.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// [`save_trace`] for one rank of a distributed run: its trace records
+/// the run's id ([`ranks::Ranks::run_id`]).
+pub fn save_rank_trace(
+    rt: &tessera_engine::Runtime,
+    path: &std::path::Path,
+    run_id: &str,
+) -> Result<(), String> {
+    let mut trace = rt.trace();
+    for r in &mut trace.ranks {
+        r.run_id = run_id.to_string();
+    }
     tessera_engine::trace::chrome::save(&trace, path, &Default::default())
         .map_err(|e| e.to_string())?;
     println!(

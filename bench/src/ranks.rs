@@ -34,8 +34,21 @@ pub struct Ranks {
     pub size: usize,
     /// The network and its collectives (one rank: none).
     pub net: Option<(Arc<Net>, Collectives)>,
+    /// This run's id, the same on every rank (rank 0's, sent to all at
+    /// start-up): recorded in each rank's trace, so that `tessera trace
+    /// merge` can refuse traces of different runs.
+    pub run_id: String,
     #[cfg(feature = "mpi")]
     mpi: Option<tessera_backends::mpi::Mpi>,
+}
+
+/// A new run id: the time and this process's id, in hex (unique enough to
+/// tell the runs whose traces one would merge apart).
+fn new_run_id() -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{ns:x}-{:x}", std::process::id())
 }
 
 /// Whether a launcher started this process as one rank of several.
@@ -57,10 +70,13 @@ impl Ranks {
                 let m = tessera_backends::mpi::init()?;
                 let net = Net::new(m.transport());
                 let coll = Collectives::new(&net);
+                let ids = coll.allgather(new_run_id().as_bytes())?;
+                let run_id = String::from_utf8_lossy(&ids[0]).into_owned();
                 Ok(Ranks {
                     rank: m.rank(),
                     size: m.size(),
                     net: Some((net, coll)),
+                    run_id,
                     mpi: Some(m),
                 })
             }
@@ -88,6 +104,7 @@ impl Ranks {
             rank: 0,
             size: 1,
             net: None,
+            run_id: new_run_id(),
             #[cfg(feature = "mpi")]
             mpi: None,
         }

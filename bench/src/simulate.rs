@@ -12,11 +12,18 @@ use tessera_linalg::hpl::hpl_flops;
 use tessera_linalg::lu::{lu_simulate_with, Front};
 
 use crate::args::{LuArgs, SpmvArgs};
+use crate::placement::PlacementArgs;
 use crate::report::{print_hpl_block, print_split_shares};
+use crate::simulate_checks as checks;
 
-/// Load a platform file and make a simulation of it.
-pub fn load(path: &Path) -> Result<Arc<Simulation>, String> {
+/// Load a platform file and make a simulation of it, once the options
+/// and the file pass `simulate_checks` (no option of this machine, no
+/// unknown codelet, `--workers` within the cap).
+pub fn load(path: &Path, placement: &PlacementArgs) -> Result<Arc<Simulation>, String> {
+    checks::placement(placement, path)?;
     let platform = Platform::load(path).map_err(|e| e.to_string())?;
+    checks::codelet_names(&platform, path)?;
+    checks::workers(placement.workers, &platform)?;
     Simulation::new(platform)
 }
 
@@ -53,7 +60,7 @@ fn solve_seconds(p: &Platform, n: usize) -> f64 {
 
 /// `tessera lu --simulate PLATFORM`.
 pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
-    let sim = load(path)?;
+    let sim = load(path, &args.placement)?;
     let p = sim.platform().clone();
     if args.n == 0 || args.nb == 0 || args.nb > args.n {
         return Err(format!(
@@ -61,6 +68,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
             args.n, args.nb
         ));
     }
+    checks::lu_size(args.n, args.nb, p.ranks())?;
     let front = args.front()?;
     if let Some(g) = &args.grid {
         return lu_grid(args, path, &sim, g, front);
@@ -301,7 +309,7 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
-    let sim = load(path)?;
+    let sim = load(path, &args.placement)?;
     let p = sim.platform().clone();
     if p.ranks() > 1 {
         return Err(format!(
@@ -320,11 +328,31 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
     )?;
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let workers = rt.workers();
+    checks::spmv_tasks(args.iters, workers, args.blocks_per_worker)?;
     // The structure is generated (or read) for real: the partition by
     // nonzeros needs the row pointers. The blocks' data is then virtual.
+    // The real run's budget: the matrix is built in this process.
     let a = match &args.matrix {
-        Some(m) => tessera_linalg::sparse::mm::read_matrix_market(m).map_err(|e| e.to_string())?,
-        None => tessera_linalg::sparse::gen::parse_gen_spec(&args.gen)?,
+        Some(m) => {
+            let size =
+                tessera_linalg::sparse::mm::check_regular_file(m).map_err(|e| e.to_string())?;
+            crate::budget::check(
+                &format!("reading {}", m.display()),
+                &[("the file", size), ("its entries", size)],
+                1,
+            )?;
+            tessera_linalg::sparse::mm::read_matrix_market(m).map_err(|e| e.to_string())?
+        }
+        None => {
+            let g = tessera_linalg::sparse::gen::GenSpec::parse(&args.gen)?;
+            let csr = g.csr_bytes().min(u64::MAX as u128) as u64;
+            crate::budget::check(
+                &format!("spmv --simulate --gen {}", args.gen),
+                &[("the matrix", csr)],
+                1,
+            )?;
+            g.build()
+        }
     };
     let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
     let blocks = workers * args.blocks_per_worker.max(1);

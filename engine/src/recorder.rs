@@ -171,6 +171,7 @@ impl TraceLog {
                 // Filled in by the runtime, which holds the transfers.
                 transfers: 0,
                 epoch_unix_ns: self.clock.epoch_unix_ns(),
+                run_id: String::new(),
             });
         }
         trace

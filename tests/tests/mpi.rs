@@ -354,6 +354,13 @@ fn tessera_spmv_runs_under_mpirun_with_per_rank_traces() {
     let traces: Vec<_> = (0..2)
         .map(|r| tessera_engine::trace::load(dir.join(format!("run.rank{r}.json"))).unwrap())
         .collect();
+    // Both record the run's id, the same (issue 28: merge refuses mixed ids).
+    let id = &traces[0].ranks[0].run_id;
+    assert!(
+        !id.is_empty() && traces[1].ranks[0].run_id == *id,
+        "{:?}",
+        traces[1].ranks
+    );
     let merged = tessera_engine::trace::merge(traces).unwrap();
     assert_eq!(merged.ranks.len(), 2);
     assert!(merged
@@ -592,4 +599,113 @@ fn long_messages_arrive_whole_and_in_order_under_mpirun() {
         Duration::from_secs(120),
     );
     out.assert_every_rank_said(3, "long messages whole", "long messages");
+}
+
+/// Env var naming the case of `distributed_spmv_refuses_what_one_process_refuses`.
+const CASE_ENV: &str = "TESSERA_TEST_CASE";
+
+/// Issue 28: the distributed `spmv` path skipped the one-process checks:
+/// `--matrix /dev/zero` aborted at 2.2 GB, a FIFO hung, and generated
+/// matrices too big for a rank aborted on allocation. Now each is refused
+/// on every rank with the one-process message.
+#[test]
+fn distributed_spmv_refuses_what_one_process_refuses() {
+    if is_rank() {
+        let case = std::env::var(CASE_ENV).unwrap();
+        let (flag, value) = case.split_once(' ').unwrap();
+        let r = spmv_cli(&[flag, value, "--iters", "2", "--workers", "1", "--no-bind"]);
+        println!("rank result: {r:?}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tessera-mpi-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("m.mtx");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success(), "mkfifo {}", fifo.display());
+    let cases = [
+        (
+            "--matrix /dev/zero".to_string(),
+            "a device, not a regular file",
+        ),
+        (
+            format!("--matrix {}", fifo.display()),
+            "a FIFO, not a regular file",
+        ),
+        ("--gen dense:100000".to_string(), "needs about"),
+        ("--gen stencil7:1000".to_string(), "needs about"),
+    ];
+    for (case, want) in &cases {
+        let out = mpirun(
+            2,
+            "distributed_spmv_refuses_what_one_process_refuses",
+            &[(CASE_ENV, case)],
+            Duration::from_secs(60),
+        );
+        assert!(
+            !out.success,
+            "{case}: mpirun reported success:\n{}",
+            out.output
+        );
+        assert!(
+            out.output.contains(want),
+            "{case}: no '{want}' in:\n{}",
+            out.output
+        );
+        for bad in ["memory allocation", "panicked", "capacity overflow"] {
+            assert!(!out.output.contains(bad), "{case}: {bad}:\n{}", out.output);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 28: ranks that read different files at the same path (nodes
+/// without a shared file system) passed the parameter check, which compares
+/// the path only. Each rank here runs in a folder of its own with its own
+/// `m.mtx`: the content check refuses them.
+#[test]
+fn distributed_spmv_refuses_different_files_at_one_path() {
+    if is_rank() {
+        let rank: usize = std::env::var("OMPI_COMM_WORLD_RANK")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let dir = std::path::PathBuf::from(std::env::var(DIR_ENV).unwrap());
+        std::env::set_current_dir(dir.join(format!("r{rank}"))).unwrap();
+        let r = spmv_cli(&[
+            "--matrix",
+            "m.mtx",
+            "--iters",
+            "2",
+            "--workers",
+            "1",
+            "--no-bind",
+        ]);
+        println!("rank {rank}: not refused: {r:?}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tessera-mpi-paths-{}", std::process::id()));
+    for (r, v) in [(0, "2.0"), (1, "3.0")] {
+        let d = dir.join(format!("r{r}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("m.mtx"),
+            format!("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 {v}\n2 2 1.0\n"),
+        )
+        .unwrap();
+    }
+    let out = mpirun(
+        2,
+        "distributed_spmv_refuses_different_files_at_one_path",
+        &[(DIR_ENV, dir.to_str().unwrap())],
+        Duration::from_secs(60),
+    );
+    assert!(!out.success, "mpirun reported success:\n{}", out.output);
+    assert!(!out.output.contains("not refused"), "{}", out.output);
+    assert!(
+        out.output
+            .contains("ranks disagree on the content of m.mtx"),
+        "{}",
+        out.output
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -34,10 +34,32 @@ const OVERHEAD_BOUND_NB: usize = 32;
 
 /// Tasks of the LU DAG for `T = ⌈n/nb⌉` tiles per side, in closed form:
 /// `T` panels, `T(T−1)/2` swaps and as many trsms (right of each panel:
-/// HPL's layout has no left swaps), `Σ(T−k−1)²` gemms.
-fn task_count(n: usize, nb: usize) -> u128 {
-    let t = n.div_ceil(nb) as u128;
-    t + t * (t - 1) + (t - 1) * t * (2 * t - 1) / 6
+/// HPL's layout has no left swaps), `Σ(T−k−1)²` gemms; `u128::MAX` past
+/// its range (`--n` near `u64::MAX`).
+pub(crate) fn task_count(n: usize, nb: usize) -> u128 {
+    let t = n.div_ceil(nb.max(1)) as u128;
+    if t == 0 {
+        return 0;
+    }
+    let gemms = (t - 1)
+        .checked_mul(t)
+        .and_then(|x| x.checked_mul(2 * t - 1))
+        .map(|x| x / 6);
+    gemms
+        .and_then(|g| t.checked_mul(t - 1)?.checked_add(g)?.checked_add(t))
+        .unwrap_or(u128::MAX)
+}
+
+/// Warn when tiles of `nb` are so small that the run measures (or, when
+/// simulated, models) the runtime's per-task overhead rather than LU.
+pub(crate) fn warn_if_overhead_bound(n: usize, nb: usize) {
+    if nb < OVERHEAD_BOUND_NB && n > nb {
+        let tasks = task_count(n, nb);
+        eprintln!(
+            "tessera: warning: --nb {nb} makes {tasks} tasks of at most {} flops each: the run measures the runtime's per-task overhead, not LU (use --nb {OVERHEAD_BOUND_NB} or more)",
+            2 * nb.pow(3)
+        );
+    }
 }
 
 /// Every big buffer of an LU run, for [`crate::budget::check`]: the tiled
@@ -92,14 +114,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         &buffers(args.n, args.nb, &sims),
         threads,
     )?;
-    if args.nb < OVERHEAD_BOUND_NB && args.n > args.nb {
-        let tasks = task_count(args.n, args.nb);
-        eprintln!(
-            "tessera: warning: --nb {} makes {tasks} tasks of at most {} flops each: the run measures the runtime's per-task overhead, not LU (use --nb {OVERHEAD_BOUND_NB} or more)",
-            args.nb,
-            2 * args.nb.pow(3)
-        );
-    }
+    warn_if_overhead_bound(args.n, args.nb);
     // The GPUs' own dgemm rate (cuBLAS, measured when each was opened): the
     // LU's physical reference on a GPU run.
     let gpu_dgemm: f64 = config
@@ -346,7 +361,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
     );
     if let Some(path) = &args.trace {
         let path = crate::ranks::rank_path(path, me);
-        crate::save_trace(&rt, &path)?;
+        crate::save_rank_trace(&rt, &path, &ranks.run_id)?;
     }
     coll.barrier()?;
     if ranks.is_root() {

@@ -43,6 +43,71 @@ pub fn rank_trace_path(path: &Path, rank: usize) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// The matrix this rank reads its rows of, checked as a one-process run
+/// checks it (issue 28): a regular file (a FIFO would block, `/dev/zero`
+/// fill memory), the rank's share of it within the memory budget, and the
+/// same content on every rank (nodes without a shared file system can hold
+/// different files at one path: size, entries and a checksum are compared).
+fn load_source(
+    args: &SpmvArgs,
+    ranks: &Ranks,
+    workers: usize,
+) -> Result<(MatrixSource, String), String> {
+    let threads = workers + 2;
+    let share = |bytes: u64| bytes / ranks.size as u64;
+    // The rank's rows of the matrix and its vectors (its own rows and the
+    // halo: at most every column), as the one-process budget counts them.
+    let budget = |what: &str, n: u64, m: u64, csr: u64| {
+        crate::budget::check(
+            &format!("{what} on rank {} of {}", ranks.rank, ranks.size),
+            &[
+                ("its rows of the matrix", share(csr)),
+                ("vectors", 4u64.saturating_mul(n.max(m)).saturating_mul(8)),
+            ],
+            threads,
+        )
+    };
+    match &args.matrix {
+        Some(path) => {
+            let size =
+                tessera_linalg::sparse::mm::check_regular_file(path).map_err(|e| e.to_string())?;
+            // Streamed a line at a time; the rank keeps its share of the entries.
+            crate::budget::check(
+                &format!(
+                    "reading {} on rank {} of {}",
+                    path.display(),
+                    ranks.rank,
+                    ranks.size
+                ),
+                &[("its share of the entries", share(size))],
+                threads,
+            )?;
+            let rows = scan_matrix_market(path).map_err(|e| e.to_string())?;
+            let (n, m) = (rows.n_rows() as u64, rows.n_cols() as u64);
+            let entries = *rows.row_ptr().last().unwrap_or(&0) as u64;
+            ranks.check_same(
+                &format!("the content of {}", path.display()),
+                &format!(
+                    "{n} x {m}, {entries} entries, {size} bytes, checksum {:016x}",
+                    rows.checksum()
+                ),
+            )?;
+            let csr = entries
+                .saturating_mul(12)
+                .saturating_add(n.saturating_mul(8));
+            budget(&format!("spmv on {}", path.display()), n, m, csr)?;
+            Ok((MatrixSource::MatrixMarket(rows), path.display().to_string()))
+        }
+        None => {
+            let g = GenSpec::parse(&args.gen)?;
+            let n = g.n_rows() as u64;
+            let csr = g.csr_bytes().min(u64::MAX as u128) as u64;
+            budget(&format!("spmv --gen {}", args.gen), n, n, csr)?;
+            Ok((MatrixSource::Gen(g), args.gen.clone()))
+        }
+    }
+}
+
 /// Run `tessera spmv` as one rank of several; never returns on error (every rank ends).
 pub fn run(args: SpmvArgs, ranks: Ranks) -> Result<(), String> {
     match run_inner(&args, &ranks) {
@@ -77,16 +142,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     let (rank, size) = (ranks.rank, ranks.size);
 
     let t_load = Instant::now();
-    let (source, name) = match &args.matrix {
-        Some(path) => (
-            MatrixSource::MatrixMarket(scan_matrix_market(path).map_err(|e| e.to_string())?),
-            path.display().to_string(),
-        ),
-        None => (
-            MatrixSource::Gen(GenSpec::parse(&args.gen)?),
-            args.gen.clone(),
-        ),
-    };
+    let (source, name) = load_source(args, ranks, workers)?;
     let mat = DistMatrix::new(
         &rt,
         net,
@@ -217,7 +273,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
 
     if let Some(path) = &args.trace {
         let out = rank_trace_path(path, rank);
-        crate::save_trace(&rt, &out)?;
+        crate::save_rank_trace(&rt, &out, &ranks.run_id)?;
         coll.barrier()?;
         if ranks.is_root() {
             let files: Vec<String> = (0..size)

@@ -40,6 +40,9 @@ pub enum TraceCmd {
         /// Merged trace to write.
         #[arg(short, long)]
         output: PathBuf,
+        /// Merge traces of different runs (by their run ids) anyway.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -62,11 +65,20 @@ pub fn run(cmd: TraceCmd) -> Result<(), String> {
             eprintln!("wrote {}", output.display());
             Ok(())
         }
-        TraceCmd::Merge { files, output } => {
+        TraceCmd::Merge {
+            files,
+            output,
+            force,
+        } => {
             let traces = files
                 .iter()
                 .map(|f| trace::load(f).map_err(|e| e.to_string()))
                 .collect::<Result<Vec<_>, _>>()?;
+            match trace::check_same_run(&traces) {
+                Err(e) if !force => return Err(e),
+                Err(e) => eprintln!("tessera: warning: {e}; merged as asked"),
+                Ok(()) => {}
+            }
             let merged = trace::merge(traces)?;
             trace::save(&merged, &output, &Default::default()).map_err(|e| e.to_string())?;
             println!(
@@ -118,7 +130,7 @@ mod tests {
         let cli =
             Cli::try_parse_from(["t", "merge", "a.json", "b.json", "-o", "all.json"]).unwrap();
         match cli.cmd {
-            TraceCmd::Merge { files, output } => {
+            TraceCmd::Merge { files, output, .. } => {
                 assert_eq!(files, [PathBuf::from("a.json"), "b.json".into()]);
                 assert_eq!(output, PathBuf::from("all.json"));
             }

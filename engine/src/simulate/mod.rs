@@ -25,6 +25,7 @@
 //! the models, calibrating one's own codelets and what the simulation
 //! leaves out.
 
+pub mod bounds;
 mod durations;
 pub mod platform;
 mod transport;

@@ -45,6 +45,9 @@
 //! a warning naming the codelet; plus the per-task overhead (cores) or
 //! launch latency (accelerators). `codelets` entries and perf models are
 //! matched by codelet *name*: any codelet called `gemm` gets `gemm`'s rate.
+//!
+//! Every value must lie in a physical range (`simulate::bounds`: a slip of
+//! many orders of magnitude would otherwise overflow the simulated clock).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -226,6 +229,39 @@ impl std::fmt::Display for PlatformError {
 
 impl std::error::Error for PlatformError {}
 
+/// The largest platform file read (the shipped ones are a few KiB).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// `Err` naming the first NaN or infinite number in `v` (at `path`): TOML
+/// has them, and the JSON they are converted to does not.
+fn not_finite(v: &toml::Value, path: &str, file: &str) -> Result<(), PlatformError> {
+    let at = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match v {
+        toml::Value::Float(f) if f.is_nan() => Err(err(
+            file,
+            path,
+            "nan is not a number (a finite number is required)",
+        )),
+        toml::Value::Float(f) if f.is_infinite() => Err(err(
+            file,
+            path,
+            format!("{f} is infinite (a finite number is required)"),
+        )),
+        toml::Value::Table(t) => t.iter().try_for_each(|(k, x)| not_finite(x, &at(k), file)),
+        toml::Value::Array(l) => l
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, x)| not_finite(x, &format!("{path}[{i}]"), file)),
+        _ => Ok(()),
+    }
+}
+
 /// Reads one table, remembering the keys used so unknown ones are errors.
 struct Table<'a> {
     map: &'a serde_json::Map<String, Value>,
@@ -343,7 +379,7 @@ impl<'a> Table<'a> {
     }
 }
 
-fn err(file: &str, key: &str, problem: impl Into<String>) -> PlatformError {
+pub(super) fn err(file: &str, key: &str, problem: impl Into<String>) -> PlatformError {
     PlatformError {
         file: file.to_string(),
         key: key.to_string(),
@@ -488,16 +524,65 @@ fn link(t: &mut Table<'_>, k: &'static str) -> Result<LinkSpec, PlatformError> {
 impl Platform {
     /// Read a platform file (`.toml`, or `.json`); a relative `perf_models`
     /// is resolved against the file's folder.
+    ///
+    /// Only a regular file of at most [`MAX_FILE_BYTES`] is read: a FIFO
+    /// would block, `/dev/zero` never end (issue 28). A `perf_models`
+    /// folder that does not exist is an error (a misspelt name would
+    /// otherwise fall back to the rates without a word).
     pub fn load(path: impl AsRef<Path>) -> Result<Platform, PlatformError> {
+        use std::io::Read;
         let path = path.as_ref();
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| err(&file, "", e.to_string()))?;
+        let size = crate::FileError::check_regular_file(path).map_err(|e| {
+            // The FileError names the file already.
+            let text = e.to_string();
+            let problem = text
+                .strip_prefix(&format!("{file}: "))
+                .unwrap_or(&text)
+                .to_string();
+            err(&file, "", problem)
+        })?;
+        if size > MAX_FILE_BYTES {
+            return Err(err(
+                &file,
+                "",
+                format!(
+                    "{size} bytes: too large for a platform description (at most {MAX_FILE_BYTES})"
+                ),
+            ));
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| err(&file, "", e.to_string()))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(err(&file, "", "grew past the size limit while read"));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| err(&file, "", e.to_string()))?;
         let json = path.extension().is_some_and(|e| e == "json");
         let mut p = Self::parse(&text, json, &file)?;
         if let Some(pm) = &p.perf_models {
+            let given = pm.clone();
             if pm.is_relative() {
                 let base = path.parent().unwrap_or(Path::new("."));
                 p.perf_models = Some(base.join(pm));
+            }
+            let dir = p.perf_models.as_ref().expect("set above");
+            if !dir.is_dir() {
+                let what = if dir.exists() {
+                    "is not a folder"
+                } else {
+                    "does not exist"
+                };
+                return Err(err(
+                    &file,
+                    "perf_models",
+                    format!(
+                        "'{}' ({}) {what}: give the folder of the perf models, or no perf_models to time tasks by the rates",
+                        given.display(),
+                        dir.display()
+                    ),
+                ));
             }
         }
         Ok(p)
@@ -512,6 +597,8 @@ impl Platform {
             let t: toml::Value = text.parse().map_err(|e: toml::de::Error| {
                 err(file, "", e.to_string().trim().replace('\n', " "))
             })?;
+            // JSON has no NaN: converted, it would read as "nothing".
+            not_finite(&t, "", file)?;
             serde_json::to_value(t).map_err(|e| err(file, "", e.to_string()))?
         };
         let mut top = Table::new(&value, "", file)?;
@@ -591,8 +678,9 @@ impl Platform {
             }
         }
         n.finish()?;
+        super::bounds::sizes(file, nodes, ranks_per_node, cores)?;
         let network = match top.get("network") {
-            None if nodes * ranks_per_node > 1 => {
+            None if nodes.saturating_mul(ranks_per_node) > 1 => {
                 return Err(top.err("network", "missing (needed with more than one rank)"))
             }
             None => Network {
@@ -623,14 +711,7 @@ impl Platform {
             }
         };
         top.finish()?;
-        if ranks_per_node > cores {
-            return Err(err(
-                file,
-                "ranks_per_node",
-                format!("{ranks_per_node} ranks on a node of {cores} cores"),
-            ));
-        }
-        Ok(Platform {
+        let p = Platform {
             name,
             nodes,
             ranks_per_node,
@@ -643,7 +724,9 @@ impl Platform {
             network,
             perf_models,
             memory_bandwidth,
-        })
+        };
+        super::bounds::check(&p, file)?;
+        Ok(p)
     }
 
     /// Ranks in all.

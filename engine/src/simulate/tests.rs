@@ -375,3 +375,28 @@ fn a_short_message_does_not_overtake_a_long_one() {
     assert_eq!(lens, [1_000_000, 10]);
     assert!((sim.now() - 1.000_004e-3).abs() < 1e-12, "{}", sim.now());
 }
+
+/// Issue 28: a task of 10^300 s (a platform edited past the file's bounds)
+/// used to wrap the u64-ns clock, and the run reported 0.001 s. Now the
+/// clock saturates and the run fails, saying so.
+#[test]
+fn clock_overflow_fails_the_run_instead_of_wrapping() {
+    let mut p = platform(1, None);
+    p.node
+        .cpu
+        .codelets
+        .insert("long".into(), super::Rate::Seconds(1e300));
+    let (sim, rt) = sim_runtime(p, Scheduler::Ws);
+    let h = rt.register(0u64);
+    let cl: Codelet = Codelet::new("long");
+    for _ in 0..2 {
+        crate::TaskBuilder::new(&cl).rw(&h).submit_to(&rt);
+    }
+    let e = rt.wait_all().unwrap_err().to_string();
+    assert!(e.contains("simulated clock overflowed"), "{e}");
+    assert!(
+        sim.now() >= 1e9,
+        "the clock stops at its limit: {}",
+        sim.now()
+    );
+}

@@ -56,7 +56,7 @@ impl Device for VirtualDevice {
 
     fn link(&self) -> Link {
         Link {
-            latency: Duration::from_secs_f64(self.spec.link.latency),
+            latency: saturating_duration(self.spec.link.latency),
             bandwidth: self.spec.link.bandwidth,
         }
     }
@@ -70,7 +70,7 @@ impl Device for VirtualDevice {
     }
 
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration {
-        Duration::from_secs_f64(model_seconds(
+        saturating_duration(model_seconds(
             &self.spec.proc,
             cost.codelet,
             cost.flops,
@@ -98,5 +98,16 @@ impl Device for VirtualDevice {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+}
+
+/// `secs` as a `Duration`, `Duration::MAX` past its range (and zero for a
+/// negative or NaN time): `from_secs_f64` panics there ("cannot convert
+/// float seconds to Duration", issue 28).
+fn saturating_duration(secs: f64) -> Duration {
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) => d,
+        Err(_) if secs > 0.0 => Duration::MAX,
+        Err(_) => Duration::ZERO,
     }
 }

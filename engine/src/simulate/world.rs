@@ -40,6 +40,10 @@ use crate::trace::model::{TaskRecord, Trace, TransferRecord, WorkerInfo};
 use crate::util::{lock, panic_message};
 use crate::worker::{self, Chosen, CurrentGuard, Outcome};
 
+/// The latest simulated time, in ns (about 292 years): half the u64 range,
+/// so that no sum of two times below it wraps.
+pub(crate) const CLOCK_LIMIT_NS: u64 = u64::MAX / 2;
+
 /// Counters of a simulation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SimStats {
@@ -171,6 +175,9 @@ pub struct Simulation {
     durations: Durations,
     execute_bodies: bool,
     now: AtomicU64,
+    /// Set when an event would have fallen past [`CLOCK_LIMIT_NS`]: the
+    /// run then fails, saying so, instead of wrapping (issue 28).
+    clock_overflow: AtomicBool,
     state: Mutex<State>,
     runtimes: Mutex<Vec<Weak<Shared>>>,
     dirty: Mutex<Vec<usize>>,
@@ -335,6 +342,7 @@ impl Simulation {
             platform: Arc::new(platform),
             execute_bodies,
             now: AtomicU64::new(0),
+            clock_overflow: AtomicBool::new(false),
             state: Mutex::new(State {
                 nics: vec![(Lane::default(), Lane::default()); nodes],
                 pending_sends: vec![0; ranks],
@@ -431,6 +439,29 @@ impl Simulation {
             for ev in batch {
                 self.process(ev.kind);
             }
+            if self.clock_overflow.load(Ordering::Relaxed) {
+                return Err(format!(
+                    "the simulated clock overflowed: an event fell more than {:.0} years after the start (the clock counts u64 nanoseconds); the platform's rates or times are absurd for this run",
+                    CLOCK_LIMIT_NS as f64 * 1e-9 / (365.25 * 86_400.0)
+                ));
+            }
+        }
+    }
+
+    /// The time `secs` seconds after `start` (ns), saturated at
+    /// [`CLOCK_LIMIT_NS`] and noted ([`run_until`](Self::run_until) then
+    /// fails): a plain cast and add would wrap, and a run of centuries
+    /// would be reported as one of milliseconds.
+    fn after(&self, start: u64, secs: f64) -> u64 {
+        let ns = (secs * 1e9).round();
+        // A NaN fails both tests: it is an overflow too.
+        if ns >= 0.0 && ns < CLOCK_LIMIT_NS.saturating_sub(start) as f64 {
+            start + ns as u64
+        } else if ns < 0.0 {
+            start
+        } else {
+            self.clock_overflow.store(true, Ordering::Relaxed);
+            CLOCK_LIMIT_NS
         }
     }
 
@@ -688,7 +719,7 @@ impl Simulation {
             let at = |b: usize| slowdown[b.min(slowdown.len()) - 1];
             secs *= at(busy) / at(slowdown.len());
         }
-        let end = start + (secs * 1e9).round() as u64;
+        let end = self.after(start, secs);
         lock(&sim.running)[w] = Some(Running {
             node,
             once,
@@ -871,7 +902,7 @@ impl Simulation {
             };
             let lane = if up { upl } else { downl };
             let start = t.max(lane.free);
-            let end = start + (spec.seconds(bytes) * 1e9).round() as u64;
+            let end = self.after(start, spec.seconds(bytes));
             lane.free = end;
             first_start.get_or_insert(start);
             t = end;
@@ -921,10 +952,10 @@ impl Simulation {
         let mut st = lock(&self.state);
         let arrive = if na == nb {
             let bw = p.memory_bandwidth.unwrap_or(p.network.nic.bandwidth);
-            now + ((p.network.nic.latency + bytes as f64 / bw) * 1e9).round() as u64
+            self.after(now, p.network.nic.latency + bytes as f64 / bw)
         } else {
             let start = now.max(st.nics[na].0.free).max(st.nics[nb].1.free);
-            let end = start + (p.network.nic.seconds(bytes) * 1e9).round() as u64;
+            let end = self.after(start, p.network.nic.seconds(bytes));
             st.nics[na].0.free = end;
             st.nics[nb].1.free = end;
             end

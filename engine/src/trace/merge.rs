@@ -6,6 +6,32 @@ use std::collections::HashMap;
 
 use super::model::{RankInfo, Trace, RANK_ID_SHIFT, REMOTE_TASK};
 
+/// `Err` when `inputs` come from different runs: their ranks name more than
+/// one run id ([`RankInfo::run_id`]; traces without one say nothing). A
+/// merge of different runs aligns unrelated clocks and reports a makespan
+/// and an efficiency of nothing real (issue 28).
+pub fn check_same_run(inputs: &[Trace]) -> Result<(), String> {
+    let mut first: Option<(&str, usize)> = None;
+    for (i, t) in inputs.iter().enumerate() {
+        for r in t.ranks.iter().filter(|r| !r.run_id.is_empty()) {
+            match first {
+                None => first = Some((&r.run_id, i)),
+                Some((id, j)) if id != r.run_id => {
+                    return Err(format!(
+                        "trace {} is of run {id} and trace {} of run {} (rank {}): traces of different runs do not merge (--force merges them anyway)",
+                        j + 1,
+                        i + 1,
+                        r.run_id,
+                        r.rank
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Merges the traces of several ranks (each written by one rank, or merged
 /// before) into one, ranks in increasing order.
 ///
@@ -32,6 +58,7 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
                     workers: t.worker_count() as u32,
                     transfers: t.transfers.len() as u32,
                     epoch_unix_ns: 0,
+                    run_id: String::new(),
                 });
                 // A worker index past the list: give it a (nameless) entry so
                 // that the counts cover the workers exactly.
@@ -186,9 +213,26 @@ mod tests {
                 workers: 1,
                 transfers: 0,
                 epoch_unix_ns: epoch,
+                run_id: String::new(),
             }],
             ..Trace::default()
         }
+    }
+
+    #[test]
+    fn traces_of_different_runs_are_told_apart() {
+        let with_id = |rank, id: &str| {
+            let mut t = rank_trace(rank, 1_000);
+            t.ranks[0].run_id = id.into();
+            t
+        };
+        assert!(check_same_run(&[with_id(0, "a"), with_id(1, "a")]).is_ok());
+        assert!(check_same_run(&[with_id(0, "a"), with_id(1, "")]).is_ok());
+        let e = check_same_run(&[with_id(0, "a"), with_id(1, "b")]).unwrap_err();
+        assert!(
+            e.contains("trace 1 is of run a and trace 2 of run b"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub use chrome::{
     load, read_chrome_json, read_chrome_json_slice, save, write_chrome_json, ChromeOptions,
 };
 pub use colors::CodeletColors;
-pub use merge::merge;
+pub use merge::{check_same_run, merge};
 pub use model::{
     remote_task_id, MessageDir, MessageRecord, Nanos, RankInfo, TaskRecord, Trace, TransferRecord,
     WorkerInfo, RANK_ID_SHIFT, REMOTE_TASK,

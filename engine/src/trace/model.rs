@@ -45,6 +45,11 @@ pub struct RankInfo {
     /// Wall-clock time of this rank's trace epoch (time 0), in nanoseconds
     /// since the Unix epoch; 0 when unknown. Merging aligns ranks on it.
     pub epoch_unix_ns: u64,
+    /// The run this rank belonged to: the same on every rank of one run,
+    /// different between runs (empty when unknown, as in older traces).
+    /// `tessera trace merge` refuses traces of different runs.
+    #[serde(default)]
+    pub run_id: String,
 }
 
 /// Task ids of rank `r` in a merged trace are `r << RANK_ID_SHIFT | id`.

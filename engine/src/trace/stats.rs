@@ -867,6 +867,7 @@ mod tests {
                     workers: 1,
                     transfers: 0,
                     epoch_unix_ns: 0,
+                    run_id: String::new(),
                 })
                 .collect(),
             ..Trace::default()

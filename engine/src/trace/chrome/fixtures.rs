@@ -118,12 +118,14 @@ pub(super) fn sample_ranks() -> Trace {
             workers: 3,
             transfers: 3,
             epoch_unix_ns: 1_700_000_000_000_000_000,
+            run_id: String::new(),
         },
         RankInfo {
             rank: 1,
             workers: 2,
             transfers: 1,
             epoch_unix_ns: 1_700_000_000_000_000_000,
+            run_id: String::new(),
         },
     ];
     let msg = |rank, peer, dir, bytes, start, end| MessageRecord {

@@ -409,9 +409,14 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
         }
         write!(
             w,
-            "{{\"rank\":{},\"workers\":{},\"transfers\":{},\"epoch_unix_ns\":{}}}",
+            "{{\"rank\":{},\"workers\":{},\"transfers\":{},\"epoch_unix_ns\":{}",
             r.rank, r.workers, r.transfers, r.epoch_unix_ns
         )?;
+        if !r.run_id.is_empty() {
+            w.write_all(b",\"run_id\":")?;
+            write_str(&mut w, &r.run_id)?;
+        }
+        w.write_all(b"}")?;
     }
     w.write_all(b"],\n\"edges\":[")?;
     for (i, (a, b)) in trace.edges.iter().enumerate() {

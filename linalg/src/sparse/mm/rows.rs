@@ -25,6 +25,7 @@ pub struct MatrixMarketRows {
     n_rows: usize,
     n_cols: usize,
     row_ptr: Vec<usize>,
+    checksum: u64,
 }
 
 impl MatrixMarketRows {
@@ -42,6 +43,14 @@ impl MatrixMarketRows {
     /// repeats counts each time, so this may exceed the matrix's entries).
     pub fn row_ptr(&self) -> &[usize] {
         &self.row_ptr
+    }
+
+    /// A checksum of the stored entries (row, column and the value's bits,
+    /// in file order, mirrors included): ranks of a distributed run that
+    /// read different files at the same path (nodes without a shared file
+    /// system) see different sums (issue 28).
+    pub fn checksum(&self) -> u64 {
+        self.checksum
     }
 
     /// Rows `range` as a `range.len() × n_cols` matrix, equal to rows `range` of
@@ -85,10 +94,23 @@ impl MatrixMarketRows {
 pub fn scan_matrix_market(path: impl AsRef<Path>) -> Result<MatrixMarketRows, FileError> {
     let path = path.as_ref();
     let counts = std::cell::RefCell::new(Vec::new());
+    // FNV-1a over each entry's row, column and value bits.
+    let mut checksum = 0xcbf2_9ce4_8422_2325u64;
     let (n_rows, n_cols) = scan_with(
         path,
-        |n_rows| *counts.borrow_mut() = vec![0usize; n_rows + 1],
-        |i, _, _| counts.borrow_mut()[i + 1] += 1,
+        |n_rows| {
+            let mut c = counts.borrow_mut();
+            c.try_reserve_exact(n_rows.saturating_add(1))
+                .map_err(|e| format!("cannot allocate the row counts of {n_rows} rows: {e}"))?;
+            c.resize(n_rows + 1, 0usize);
+            Ok(())
+        },
+        |i, j, v| {
+            counts.borrow_mut()[i + 1] += 1;
+            for x in [i as u64, j as u64, v.to_bits()] {
+                checksum = (checksum ^ x).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        },
     )?;
     let mut counts = counts.into_inner();
     for i in 0..n_rows {
@@ -99,24 +121,28 @@ pub fn scan_matrix_market(path: impl AsRef<Path>) -> Result<MatrixMarketRows, Fi
         n_rows,
         n_cols,
         row_ptr: counts,
+        checksum,
     })
 }
 
 fn scan(path: &Path, visit: impl FnMut(usize, usize, f64)) -> Result<(usize, usize), FileError> {
-    scan_with(path, |_| {}, visit)
+    scan_with(path, |_| Ok(()), visit)
 }
 
-/// One pass over the file: `sized(n_rows)` once the size line is read, then
-/// `visit(i, j, v)` (0-based) for every stored entry, mirrors included.
+/// One pass over the file: `sized(n_rows)` once the size line is read (its
+/// `Err` is the size line's), then `visit(i, j, v)` (0-based) for every
+/// stored entry, mirrors included. Only a regular file is read: a FIFO
+/// would block in `open`, `/dev/zero` fill memory with one endless line.
 fn scan_with(
     path: &Path,
-    sized: impl FnOnce(usize),
+    sized: impl FnOnce(usize) -> Result<(), String>,
     mut visit: impl FnMut(usize, usize, f64),
 ) -> Result<(usize, usize), FileError> {
     let err = |line: usize, message: String| {
         FileError::new(FileErrorKind::Line { line, message }).with_path(path)
     };
     let io = |e: std::io::Error| FileError::from(e).with_path(path);
+    FileError::check_regular_file(path)?;
     let mut input = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
     let mut buf: Vec<u8> = Vec::new();
     let mut line_no = 0usize;
@@ -157,7 +183,7 @@ fn scan_with(
     let (format, declared) =
         EntryFormat::from_size_line(&header, &buf).map_err(|m| err(size_line, m))?;
     let (n_rows, n_cols) = (format.n_rows, format.n_cols);
-    sized(n_rows);
+    sized(n_rows).map_err(|m| err(size_line, m))?;
     let mut count = 0usize;
     while next_line(&mut buf, &mut line_no)? {
         let mut pos = 0;
