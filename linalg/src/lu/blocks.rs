@@ -81,9 +81,11 @@ impl Update {
                     4
                 };
                 // Two blocks in flight, each `rows` tiles of C and of L and
-                // one of U, in three quarters of the device's memory.
+                // one of U, in half the device's memory (the rest for the
+                // prefetches of the blocks queued behind them: at three
+                // quarters the TSUBAME platform over-committed 399 times).
                 let room = d.memory_limit().map_or(usize::MAX, |m| {
-                    let tiles = 0.75 * m as f64 / (nbf * nbf * 8.0);
+                    let tiles = 0.5 * m as f64 / (nbf * nbf * 8.0);
                     ((tiles / 2.0 - 1.0) / 2.0).max(1.0) as usize
                 });
                 want.min(room)
