@@ -644,3 +644,24 @@ fn ctrl_c_stops_calibrate_and_keeps_the_previous_platform() {
     assert_eq!(snapshot(&d.0), before, "a file changed");
     assert!(d.temporaries().is_empty(), "{:?}", d.temporaries());
 }
+
+// ---- 15. Extrapolated predictions ----
+
+/// Issue 28, item 15: `--simulate` extrapolated calibrated models far beyond
+/// the sizes they were measured at, without a word. Now it warns, naming
+/// the codelet and the measured sizes.
+#[test]
+fn simulate_warns_when_it_extrapolates_far_from_calibrated_sizes() {
+    let platform = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/this-machine.toml");
+    // Calibrated at nb 448: nb 1024 is 12x the largest GEMM measured.
+    let out = tessera(&["lu", "--simulate", platform, "--n", "8192", "--nb", "1024"]);
+    out.ok();
+    assert!(
+        out.stderr.contains("codelet 'gemm' on cpu") && out.stderr.contains("extrapolated"),
+        "{}",
+        out.stderr
+    );
+    let near = tessera(&["lu", "--simulate", platform, "--n", "8192", "--nb", "448"]);
+    near.ok();
+    assert!(!near.stderr.contains("extrapolated"), "{}", near.stderr);
+}

@@ -78,6 +78,49 @@ fn mean(xs: &[f64]) -> f64 {
     xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
+/// A task time more than this many times its size's median is an outlier
+/// (the task was preempted, or the machine disturbed), not the kernel's time.
+const OUTLIER_RATIO: f64 = 5.0;
+
+/// The mean of `xs` without its outliers ([`OUTLIER_RATIO`]), and how many
+/// were left out. Issue 28: a few inflated samples made `slowdown = [1.0,
+/// 290.14]`, stored unchecked.
+fn robust_mean(xs: &[f64]) -> (f64, usize) {
+    let m = median(xs.to_vec());
+    let kept: Vec<f64> = xs
+        .iter()
+        .copied()
+        .filter(|&x| x <= m * OUTLIER_RATIO)
+        .collect();
+    (mean(&kept), xs.len() - kept.len())
+}
+
+/// The least r² (on the log scale) a codelet's fit over 3 or more sizes
+/// should have: below it the times do not follow the sizes (issue 28: a
+/// panel fit with r² = 0.34), and `--simulate` extrapolates noise.
+const WEAK_FIT_R2: f64 = 0.9;
+
+/// `slowdown` if plausible, else the nearest plausible value and a warning:
+/// a core cannot run faster with the others busy (below 1, less noise), nor
+/// slower than if all `workers` shared it.
+fn plausible_slowdown(slowdown: f64, workers: usize, notes: &mut String) -> f64 {
+    let max = (workers as f64).max(2.0);
+    if slowdown.is_finite() && (0.8..=max).contains(&slowdown) {
+        return slowdown;
+    }
+    let kept = if slowdown.is_finite() {
+        slowdown.clamp(1.0, max)
+    } else {
+        1.0
+    };
+    let text = format!(
+        "a core measured {slowdown:.3}x slower with {workers} busy, outside 0.8 to {max}: noise, not the machine; stored {kept:.3} (calibrate again on a quiet machine)"
+    );
+    eprintln!("tessera: warning: calibrate: {text}");
+    let _ = writeln!(notes, "# warning: {text}");
+    kept
+}
+
 /// Where the results go: the platform file and its models' folder,
 /// checked before anything is measured.
 struct Out {
@@ -293,8 +336,10 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         s.iter()
             .filter(|((c, _), _)| c == "gemm")
             .max_by_key(|(_, v)| v.len())
-            .map(|((_, f), v)| (*f, mean(v)))
+            .map(|((_, f), v)| (*f, robust_mean(v).0))
     };
+    // Warnings, also written into the platform file as comments.
+    let mut notes = String::new();
     let mut slowdown = 1.0;
     if workers > 1 {
         let n = args.n.last().copied().unwrap_or(4096);
@@ -313,6 +358,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             }
         }
         eprintln!("calibrate: a core is {slowdown:.3}x slower with {workers} busy");
+        slowdown = plausible_slowdown(slowdown, workers, &mut notes);
     }
     let triad = stream_triad(stream_elems(args.stream_mi, workers), workers, 5);
     let triad = tessera_linalg::sparse::stream::check_rate(triad, workers)?;
@@ -323,10 +369,20 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     // time (recorded min_samples times, so it is a history, not a guess);
     // codelets without flops from the models measured above.
     let saved = PerfModels::new(PerfModelConfig::default());
+    let mut outliers = 0;
     for ((c, f), v) in &samples {
+        let (m, dropped) = robust_mean(v);
+        outliers += dropped;
         for _ in 0..saved.config().min_samples {
-            saved.record(c, "cpu", *f, mean(v));
+            saved.record(c, "cpu", *f, m);
         }
+    }
+    if outliers > 0 {
+        let text = format!(
+            "{outliers} task time(s) over {OUTLIER_RATIO}x their size's median left out as noise"
+        );
+        eprintln!("calibrate: {text}");
+        let _ = writeln!(notes, "# {text}");
     }
     let flop_keyed: Vec<String> = samples.keys().map(|(c, _)| c.clone()).collect();
     for r in perf.summary() {
@@ -365,6 +421,19 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     if gemm_rate <= 0.0 {
         return Err("no GEMM was timed: is n larger than nb?".into());
     }
+    for c in &codelets {
+        if let Some(fit) = perf
+            .fit(c, "cpu")
+            .filter(|f| f.sizes >= 3 && f.r2 < WEAK_FIT_R2)
+        {
+            let text = format!(
+                "{c}'s times fit its sizes poorly (r² {:.2} over {} sizes, below {WEAK_FIT_R2}): --simulate's predictions at other sizes are unreliable; calibrate again, at the orders you will predict",
+                fit.r2, fit.sizes
+            );
+            eprintln!("tessera: warning: calibrate: {text}");
+            let _ = writeln!(notes, "# warning: {text}");
+        }
+    }
     let dir_name = out.models_name.clone();
     let _ = writeln!(
         log,
@@ -392,6 +461,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
          # themselves, in {dir_name}/, give each size's time and the regression).\n\
          # load when calibrated: {load}\n\
          {log}\
+         {notes}\
          name = \"this machine (calibrated)\"\n\
          nodes = 1\n\
          ranks_per_node = 1\n\
@@ -474,4 +544,32 @@ fn save(out: &Out, perf: &PerfModels, text: &str) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&old);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that calibrate keeps noise out of what it stores (issue 28,
+    //! item 15): outlier task times are left out of the means, and an
+    //! implausible slowdown is replaced and flagged.
+
+    use super::*;
+
+    #[test]
+    fn outliers_are_left_out_of_the_mean() {
+        let (m, dropped) = robust_mean(&[1.0, 1.1, 0.9, 1.0, 290.0]);
+        assert_eq!(dropped, 1);
+        assert!((m - 1.0).abs() < 1e-9, "{m}");
+        assert_eq!(robust_mean(&[2.0, 2.0]), (2.0, 0));
+    }
+
+    #[test]
+    fn implausible_slowdowns_are_flagged_and_bounded() {
+        let mut notes = String::new();
+        assert_eq!(plausible_slowdown(1.3, 2, &mut notes), 1.3);
+        assert!(notes.is_empty());
+        assert_eq!(plausible_slowdown(290.14, 2, &mut notes), 2.0);
+        assert!(notes.contains("290.140x"), "{notes}");
+        assert_eq!(plausible_slowdown(f64::NAN, 4, &mut notes), 1.0);
+        assert_eq!(plausible_slowdown(0.1, 4, &mut notes), 1.0);
+    }
 }
