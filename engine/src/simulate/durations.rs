@@ -65,8 +65,12 @@ pub(crate) struct Durations {
     defaulted: Mutex<Defaulted>,
     /// A leaf lock, taken only for a size predicted by a regression:
     /// (codelet, arch) → the measured sizes' range, once looked up.
-    measured: Mutex<HashMap<(String, &'static str), Option<(u64, u64)>>>,
+    measured: Mutex<HashMap<(String, &'static str), MeasuredRange>>,
 }
+
+/// The smallest and largest measured size of a (codelet, arch); `None`:
+/// none measured.
+type MeasuredRange = Option<(u64, u64)>;
 
 #[derive(Default)]
 struct Defaulted {
@@ -182,7 +186,7 @@ impl Durations {
             return;
         }
         let text = format!(
-            "codelet '{codelet}' on {arch}: size {size} is {beyond:.0}x beyond the sizes its perf              models were measured at ({lo} to {hi}), so its time is extrapolated by their              regression and may be far off; calibrate at the sizes you predict              (tessera calibrate --n, --nb)"
+            "codelet '{codelet}' on {arch}: size {size} is {beyond:.0}x beyond the sizes its perf models were measured at ({lo} to {hi}), so its time is extrapolated by their regression and may be far off; calibrate at the sizes you predict (tessera calibrate --n, --nb)"
         );
         eprintln!("tessera: simulate: warning: {text}");
         d.warnings.push(text);

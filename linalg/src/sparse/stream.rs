@@ -22,7 +22,7 @@ pub fn check_rate(rate: f64, threads: usize) -> Result<f64, String> {
         return Ok(rate);
     }
     Err(format!(
-        "the STREAM triad measured {:.1} GB/s with {threads} thread(s), more than any machine gives          ({:.0} GB/s per thread at most): the timing is wrong (a machine too loaded to time, or          arrays the caches hold), so the figure is refused",
+        "the STREAM triad measured {:.1} GB/s with {threads} thread(s), more than any machine gives ({:.0} GB/s per thread at most): the timing is wrong (a machine too loaded to time, or arrays the caches hold), so the figure is refused",
         rate / 1e9,
         MAX_BYTES_PER_SEC_PER_THREAD / 1e9
     ))
