@@ -155,7 +155,7 @@ fn resolve_links(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> 
 /// replaced by a file while its target kept the old content).
 ///
 /// - A regular file, or none yet: `write` fills a temporary file beside it
-///   ([`tmp_path`]), which is synced, given the old file's permissions and
+///   (`.NAME.PID.tmp`), which is synced, given the old file's permissions and
 ///   renamed over it. A failed or interrupted save leaves the previous file
 ///   whole (issue 17: Ctrl-C or SIGXFSZ during `--trace` left half a file);
 ///   a failed one removes its temporary file, and stale ones of killed
