@@ -296,6 +296,10 @@ impl Device for SimDevice {
         self.config.speed * self.config.reference_gflops * 1e9
     }
 
+    fn half_rate_flops(&self) -> f64 {
+        self.config.half_speed_flops
+    }
+
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration {
         self.config.exec_time(cost.flops)
     }

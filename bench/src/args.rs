@@ -4,7 +4,10 @@
 
 use std::path::PathBuf;
 
+use tessera_engine::team::TeamSize;
+use tessera_engine::Runtime;
 use tessera_linalg::lu::dist::{Grid, Layout};
+use tessera_linalg::lu::{Front, LuOptions, Split, Update};
 
 /// Options of `tessera lu`.
 #[derive(clap::Args, Debug)]
@@ -39,6 +42,20 @@ pub struct LuArgs {
     /// Task-graph front-end: symbolic (lazily unfolded) or stf.
     #[arg(long, default_value = "symbolic")]
     pub front: String,
+    /// The panel as a team task on K CPU workers (a team of every CPU
+    /// worker it can get, at most K; `dmda` picks the size), or auto: all
+    /// CPU workers with devices (the host factors panels while the devices
+    /// update, Hetero-HPL), one worker without.
+    #[arg(long, value_name = "K|auto", default_value = "auto")]
+    pub panel_team: String,
+    /// How the trailing updates are cut: tiles (a task per tile), merged
+    /// (one task per device and step over every column it owns, plus one
+    /// for the next panel's column: Hetero-HPL), streamed[:ROWS] (a device's
+    /// GEMMs in blocks of ROWS tile rows through its memory: TianHe-1), or
+    /// auto (tiles without devices; merged when each device holds its share
+    /// of the matrix, else streamed).
+    #[arg(long, value_name = "SHAPE", default_value = "auto")]
+    pub update: String,
     /// Write a Chrome/Perfetto trace of the factorisation to FILE (under
     /// mpirun: one file per rank, FILE with `.rankR` before its extension).
     #[arg(long, value_name = "FILE")]
@@ -65,6 +82,91 @@ pub struct LuArgs {
     /// bench/peers/lu_balance.sh). Tile rows are always cyclic.
     #[arg(long, value_enum, default_value_t = Balance::Work)]
     pub balance: Balance,
+}
+
+impl LuArgs {
+    /// The front-end (`--front`).
+    pub fn front(&self) -> Result<Front, String> {
+        match self.front.as_str() {
+            "symbolic" => Ok(Front::Symbolic),
+            "stf" => Ok(Front::Stf),
+            other => Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
+        }
+    }
+
+    /// How this run is cut into tasks on `rt` (its CPU workers and devices
+    /// resolve the `auto`s).
+    pub fn lu_options(&self, rt: &Runtime) -> Result<LuOptions, String> {
+        let front = self.front()?;
+        let split: Split = self.split.parse().map_err(|e| format!("--split: {e}"))?;
+        if split == Split::Adaptive && front == Front::Stf {
+            return Err(
+                "--split adaptive learns as the factorisation proceeds: it needs --front symbolic"
+                    .into(),
+            );
+        }
+        let cpus = rt.config().workers;
+        let devices = !rt.config().devices.is_empty();
+        let panel_team = match self.panel_team.as_str() {
+            "auto" if devices && cpus > 1 => Some(TeamSize::up_to(cpus)),
+            "auto" => None,
+            k => match k.parse::<usize>() {
+                Ok(0) | Err(_) => {
+                    return Err(format!(
+                        "--panel-team: expected a number of workers (1 or more) or auto, got '{k}'"
+                    ))
+                }
+                Ok(1) => None,
+                Ok(k) if k > cpus => {
+                    return Err(format!("--panel-team {k}: this run has {cpus} CPU workers"))
+                }
+                Ok(k) => Some(TeamSize::up_to(k)),
+            },
+        };
+        let update = match self.update.as_str() {
+            "auto" => Update::auto(rt, self.n, self.nb),
+            "tiles" => Update::Tiles,
+            "merged" => Update::Merged,
+            "streamed" => match Update::auto(rt, self.n, self.nb) {
+                s @ Update::Streamed { .. } => s,
+                _ => Update::Streamed { rows: 4 },
+            },
+            s => match s.strip_prefix("streamed:").map(str::parse::<usize>) {
+                Some(Ok(rows)) if rows >= 1 => Update::Streamed { rows },
+                _ => {
+                    return Err(format!(
+                        "--update: expected tiles, merged, streamed[:ROWS] or auto, got '{s}'"
+                    ))
+                }
+            },
+        };
+        if update != Update::Tiles && !devices {
+            return Err(format!(
+                "--update {}: the device-sized updates need devices (--gpus, --sim, or a platform with accelerators)",
+                self.update
+            ));
+        }
+        Ok(LuOptions {
+            front,
+            split,
+            panel_team,
+            update,
+        })
+    }
+}
+
+/// What `opts` says of the panel and the updates, for the run's report.
+pub fn describe(opts: &LuOptions) -> String {
+    let panel = match opts.panel_team {
+        Some(t) => format!("panel: a team of up to {} workers", t.max()),
+        None => "panel: one worker".to_string(),
+    };
+    let update = match opts.update {
+        Update::Tiles => "updates: tile tasks".to_string(),
+        Update::Merged => "updates: merged per device (one task per device and step, the next panel's column first)".to_string(),
+        Update::Streamed { rows } => format!("updates: streamed through the devices in blocks of {rows} tile rows (written through to the host)"),
+    };
+    format!("{panel}; {update}")
 }
 
 /// See [`LuArgs::balance`].

@@ -469,6 +469,7 @@ mod tests {
                     flops: 1e6,
                     start,
                     end,
+                    team_rank: 0,
                 }
             })
             .collect();

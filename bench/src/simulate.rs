@@ -9,7 +9,7 @@ use std::time::Instant;
 use tessera_engine::simulate::{Platform, Simulation};
 use tessera_engine::{Config, Runtime, Scheduler};
 use tessera_linalg::hpl::hpl_flops;
-use tessera_linalg::lu::{lu_simulate, Front, Split};
+use tessera_linalg::lu::{lu_simulate_with, Front};
 
 use crate::args::{LuArgs, SpmvArgs};
 use crate::report::{print_hpl_block, print_split_shares};
@@ -61,12 +61,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
             args.n, args.nb
         ));
     }
-    let front = match args.front.as_str() {
-        "symbolic" => Front::Symbolic,
-        "stf" => Front::Stf,
-        other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
-    };
-    let split: Split = args.split.parse().map_err(|e| format!("--split: {e}"))?;
+    let front = args.front()?;
     if let Some(g) = &args.grid {
         return lu_grid(args, path, &sim, g, front);
     }
@@ -87,9 +82,10 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         args.trace.is_some(),
     )?;
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let opts = args.lu_options(&rt)?;
     let (n, nb) = (args.n, args.nb);
     let wall = Instant::now();
-    let shares = lu_simulate(&rt, n, nb, front, split).map_err(|e| format!("LU failed: {e}"))?;
+    let shares = lu_simulate_with(&rt, n, nb, &opts).map_err(|e| format!("LU failed: {e}"))?;
     let wall = wall.elapsed().as_secs_f64();
     let factor = sim.now();
     let solve = solve_seconds(&p, n);
@@ -108,10 +104,13 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         "workers {}  scheduler {}  front {:?}  tiles {}x{}",
         rt.workers(),
         rt.scheduler_name(),
-        front,
+        opts.front,
         n.div_ceil(nb),
         n.div_ceil(nb)
     );
+    if opts.panel_team.is_some() || opts.update != tessera_linalg::lu::Update::Tiles {
+        println!("{}", crate::args::describe(&opts));
+    }
     println!(
         "simulated: factorisation {factor:.3} s + solve {solve:.3} s (modelled); {:.1} % of the platform's peak ({:.1} GFLOP/s)",
         gflops / p.peak_gflops() * 100.0,

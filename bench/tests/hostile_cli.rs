@@ -355,6 +355,7 @@ fn traces_with_huge_names_summarise_and_absurd_times_are_refused() {
             flops: 1e6,
             start: 0,
             end,
+            team_rank: 0,
         }],
         transfers: vec![],
         edges: vec![],

@@ -379,7 +379,14 @@ fn perf_model_saves_write_through_symlinks() {
         &models,
     ];
     tessera(&lu).ok();
-    let gemm = d.path("models").join("gemm.json");
+    // Any model file the run wrote (codelet names change with the LU).
+    let mut files: Vec<PathBuf> = std::fs::read_dir(d.path("models"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let gemm = files.pop().expect("a model file");
     let shared = d.path("shared-gemm.json");
     std::fs::rename(&gemm, &shared).unwrap();
     std::os::unix::fs::symlink(&shared, &gemm).unwrap();

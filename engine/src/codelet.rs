@@ -69,6 +69,8 @@ pub(crate) struct Bodies {
     pub(crate) flops: Option<ArgsFn<f64>>,
     pub(crate) size: Option<ArgsFn<u64>>,
     pub(crate) label: Option<ArgsFn<String>>,
+    /// Its tasks run on a team of CPU workers of this size (`team`).
+    pub(crate) team: Option<crate::team::TeamSize>,
     /// Its tasks may have no body on purpose ([`Codelet::empty`]).
     pub(crate) empty: bool,
 }
@@ -310,6 +312,16 @@ impl<A: Accesses, P: Send + Sync + 'static> Codelet<A, P> {
     /// bytes of its data).
     pub fn size(mut self, f: impl Fn(&P) -> u64 + Send + Sync + 'static) -> Self {
         self.bodies_mut().size = Some(Arc::new(move |p| f(params::<P>(p))));
+        self
+    }
+
+    /// Its tasks run on a team of CPU workers (StarPU's parallel tasks): the
+    /// CPU body runs once, on the team's leader, and fans work out to every
+    /// member with [`Team::run`](crate::team::Team::run) (see
+    /// [`crate::team`]). A task may override it (`Task::team`). A task that
+    /// runs on a device worker (a device body) runs there alone.
+    pub fn team(mut self, size: crate::team::TeamSize) -> Self {
+        self.bodies_mut().team = Some(size);
         self
     }
 

@@ -75,6 +75,13 @@ pub trait Device: Send + Sync {
     /// Peak rate in flop/s (the balancer's first guess: Roadrunner's peak ratio).
     fn peak_flops(&self) -> f64;
 
+    /// Flops at which one call reaches half the device's rate (its fixed
+    /// cost per call, in flops); 0 when unknown. Algorithms size the work
+    /// they give a device from it (`tessera_linalg::lu`'s row blocks).
+    fn half_rate_flops(&self) -> f64 {
+        0.0
+    }
+
     /// Expected execution time of a task, from the device's own speed table
     /// (used by `dmda` before measurements exist: Cashmere's order).
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration;
@@ -271,6 +278,18 @@ view_accessors!(DevSlice);
 view_accessors!(DevSliceMut);
 
 impl<'a, T> DevSliceMut<'a, T> {
+    /// A writable view of the same array, for as long as this one is
+    /// borrowed (to hand to an operation that takes its view by value, and
+    /// use this one again after).
+    pub fn reborrow(&mut self) -> DevSliceMut<'_, T> {
+        DevSliceMut {
+            ptr: self.ptr,
+            len: self.len,
+            device: self.device,
+            _m: PhantomData,
+        }
+    }
+
     /// A read-only view of the same array, for as long as this one is borrowed.
     pub fn as_ref(&self) -> DevSlice<'_, T> {
         DevSlice {

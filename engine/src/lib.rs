@@ -127,6 +127,7 @@ mod stf;
 pub mod symbolic;
 mod sync;
 mod task;
+pub mod team;
 pub mod trace;
 pub mod util;
 mod worker;

@@ -207,7 +207,7 @@ pub(crate) trait VirtualLinks: Send + Sync {
     fn overcommit(&self, _node: NodeId, _bytes: u64) {}
     /// Modelled seconds of a task on one host core (`dmda`'s estimate for
     /// CPU workers before measurements exist: the platform's, not a guess).
-    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>) -> f64;
+    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>, team: usize) -> f64;
 }
 
 /// One memory node's totals.
@@ -451,14 +451,17 @@ impl Memory {
     /// one thread may be re-allocated by another before the evicting thread
     /// could remove it, and removing it then would hide a live replica from
     /// eviction for good.
+    ///
+    /// The handle calls it once per node (its replica state's `listed`
+    /// bit): a search here made a device holding 10^5 tiles quadratic.
     pub(crate) fn add_resident(&self, node: NodeId, h: Weak<dyn AnyHandle>) {
         let mut res = lock(&self.nodes[node].resident);
-        if !res
-            .iter()
-            .any(|w| std::ptr::addr_eq(w.as_ptr(), h.as_ptr()))
-        {
-            res.push(h);
-        }
+        debug_assert!(
+            !res.iter()
+                .any(|w| std::ptr::addr_eq(w.as_ptr(), h.as_ptr())),
+            "a handle is listed once per node"
+        );
+        res.push(h);
     }
 
     /// Evict the least recently used unpinned replica on `node`. Returns
@@ -469,13 +472,22 @@ impl Memory {
             res.retain(|w| w.strong_count() > 0);
             res.iter().filter_map(|w| w.upgrade()).collect()
         };
-        let mut order: Vec<(u64, &Arc<dyn AnyHandle>)> = candidates
+        // Clean replicas (valid elsewhere too: evicting them costs no
+        // write-back) before the only copies, each in LRU order: a device
+        // keeps the data it owns and has written (Hetero-HPL's resident
+        // columns) while read-only copies it fetched (a broadcast panel) or
+        // written through to the host go first.
+        let mine = 1u64 << node;
+        let mut order: Vec<(bool, u64, &Arc<dyn AnyHandle>)> = candidates
             .iter()
             .filter(|h| Arc::as_ptr(h) as *const () != keep)
-            .filter_map(|h| h.last_use(node).map(|t| (t, h)))
+            .filter_map(|h| {
+                let only_copy = h.valid_mask() & !mine == 0;
+                h.last_use(node).map(|t| (only_copy, t, h))
+            })
             .collect();
-        order.sort_by_key(|(t, _)| *t);
-        for (_, h) in order {
+        order.sort_by_key(|&(only_copy, t, _)| (only_copy, t));
+        for (_, _, h) in order {
             if let Some(freed) = h.try_evict(node) {
                 self.unreserve(node, freed);
                 self.nodes[node].evictions.fetch_add(1, Ordering::Relaxed);

@@ -33,6 +33,8 @@ pub(crate) struct Event {
     pub(crate) start: u64,
     pub(crate) end: u64,
     pub(crate) preds: crate::preds::PredList,
+    /// Rank in the task's team (0: the leader, or not a team task).
+    pub(crate) team_rank: u32,
 }
 
 struct Chunk {
@@ -145,6 +147,7 @@ impl TraceLog {
                         flops: e.flops,
                         start: ns(e.start),
                         end: ns(e.end),
+                        team_rank: e.team_rank,
                     });
                     trace
                         .edges

@@ -63,6 +63,10 @@ pub(crate) struct Shared {
     pub(crate) graph: Option<Mutex<Vec<GraphEntry>>>,
     /// What each worker is (CPU workers first, then one per device).
     pub(crate) kinds: Vec<WorkerKind>,
+    /// CPU workers (the first `cpu_workers` of `kinds`): the most a team has.
+    pub(crate) cpu_workers: usize,
+    /// Where a team task's leader recruits its members (`crate::team`).
+    pub(crate) board: crate::team::Board,
     pub(crate) memory: Arc<Memory>,
     /// Whether there is more than one memory node (devices or NUMA nodes):
     /// then every task acquires its data on its worker's node.

@@ -80,6 +80,7 @@ impl Shared {
         self.check_open(&task)?;
         let order = self.check_accesses(&task)?;
         self.check_runnable(&task)?;
+        self.check_team(&task)?;
         let (node, explicit) = self.make_node(task);
         let mut locked = lock_handles(&node, &order)?;
         self.submitted.fetch_add(1, Ordering::SeqCst);
@@ -184,6 +185,24 @@ impl Shared {
         self.check_device_bodies(task)
     }
 
+    /// Refuse a team task whose smallest team is larger than this runtime's
+    /// CPU workers (it could never be recruited).
+    #[inline]
+    fn check_team(&self, task: &TaskBuilder) -> Result<(), Error> {
+        match team_of(task) {
+            Some(t) if t.min() > self.cpu_workers => Err(submit_error(
+                task,
+                format!(
+                    "codelet '{}' needs a team of at least {} CPU workers; this runtime has {}",
+                    task.codelet.name,
+                    t.min(),
+                    self.cpu_workers
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The rare case of [`check_runnable`](Self::check_runnable): a task
     /// with no CPU body runs only if one of this runtime's devices has a
     /// body for it.
@@ -230,6 +249,7 @@ impl Shared {
     /// the edges.
     #[inline]
     fn make_node(&self, task: TaskBuilder) -> (Arc<TaskNode>, Explicit) {
+        let team = team_of(&task);
         let TaskBuilder {
             codelet,
             params,
@@ -271,6 +291,7 @@ impl Shared {
                 once,
                 cpu_only,
                 node_hint,
+                team,
             },
         ));
         (node, explicit)
@@ -446,6 +467,14 @@ fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) {
     // Relaxed: the submitter still holds one count, so `pending` cannot reach
     // zero before the submitter's AcqRel decrement, which publishes this.
     succ.pending.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The team a task asks for: its own, else its codelet's.
+fn team_of(task: &TaskBuilder) -> Option<crate::team::TeamSize> {
+    task.rare
+        .as_deref()
+        .and_then(|r| r.team)
+        .or(task.codelet.bodies.team)
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@ use crate::error::BodyError;
 use crate::recorder::{Event, Recorder};
 use crate::runtime::Shared;
 use crate::sched::{Pushed, ReadyTask, WorkerQueue};
+use crate::sleep::Pop;
 use crate::task::{lock_successors, state, Body, DeviceMatch, Once, TaskContext, TaskNode};
+use crate::team::{Board, TeamJob};
 use crate::util::panic_message;
 
 /// How a task ended.
@@ -80,22 +82,60 @@ impl Drop for CurrentGuard {
     }
 }
 
+/// What a worker takes next: a task, or a place in a recruiting team.
+enum Work {
+    Task(ReadyTask),
+    Join(Arc<TeamJob>, usize),
+}
+
+/// What an idle worker pops from: the team board first (CPU workers only),
+/// then its policy queue. The sleep protocol's re-check after announcing
+/// (W3) thereby sees a posted team as it sees a pushed task.
+struct Source<'a> {
+    queue: &'a mut dyn WorkerQueue,
+    board: Option<&'a Board>,
+    index: usize,
+}
+
+impl Pop for Source<'_> {
+    type Item = Work;
+    fn pop(&mut self) -> Option<Work> {
+        if let Some((job, rank)) = self.board.and_then(|b| b.try_join(self.index)) {
+            return Some(Work::Join(job, rank));
+        }
+        self.queue.pop().map(Work::Task)
+    }
+}
+
 pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, index: usize) {
     let mut recorder = shared
         .trace
         .as_ref()
         .map(|log| Recorder::new(Arc::clone(log), index));
     let is_device = shared.kinds[index].is_device();
+    let board = (!is_device).then_some(&shared.board);
     loop {
         if shared.sleep.is_shutdown() {
             break;
         }
-        let task = match queue.pop() {
-            Some(t) => t,
-            None => match shared.sleep.idle(index, &mut *queue) {
-                Some(t) => t,
+        let mut source = Source {
+            queue: &mut *queue,
+            board,
+            index,
+        };
+        let work = match source.pop() {
+            Some(w) => w,
+            None => match shared.sleep.idle(index, &mut source) {
+                Some(w) => w,
                 None => break,
             },
+        };
+        let task = match work {
+            Work::Task(t) => t,
+            Work::Join(job, rank) => {
+                serve(&job, rank, recorder.as_mut());
+                continue;
+            }
         };
         if is_device && !task.0.can_run_on(&shared.memory, shared.kinds[index].node) {
             // Host-only data, a CPU-only task, a working set larger than the
@@ -109,8 +149,83 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
         if shared.sleep.has_sleepers() && queue.has_more() {
             shared.sleep.notify_one();
         }
-        execute(&shared, task, &mut *queue, index, recorder.as_mut());
+        match team_size(&shared, &task.0, is_device) {
+            Some(size) if size > 1 => {
+                lead(&shared, task, size, &mut *queue, index, recorder.as_mut())
+            }
+            _ => execute(&shared, task, &mut *queue, index, recorder.as_mut(), None),
+        }
     }
+}
+
+/// The team a team task gets on a CPU worker: the size a policy chose, else
+/// the largest the runtime allows. `None`: not a team task here (a device
+/// worker runs one alone, with its device body).
+pub(crate) fn team_size(shared: &Shared, node: &TaskNode, is_device: bool) -> Option<usize> {
+    let team = node.team.filter(|_| !is_device)?;
+    match node.team_target.load(Ordering::Relaxed) {
+        0 => team.largest_within(shared.cpu_workers),
+        chosen => Some(chosen),
+    }
+}
+
+/// Lead `task`'s team of `size`: recruit (or, if another team recruits,
+/// hand the task back and join that one), run, release the members.
+fn lead(
+    shared: &Shared,
+    task: ReadyTask,
+    size: usize,
+    queue: &mut dyn WorkerQueue,
+    index: usize,
+    recorder: Option<&mut Recorder>,
+) {
+    let board = &shared.board;
+    let here = board.numa_of(index);
+    let numa = (board.count_on(here, shared.cpu_workers) >= size).then_some(here);
+    let job = Arc::new(TeamJob::new(Arc::clone(&task.0), size, index, numa));
+    if !board.post(&job) {
+        // One team recruits at a time (team/README.md): put this one back
+        // where any worker may find it, and help the other.
+        let pushed = queue.push(task);
+        shared.wake(pushed);
+        if let Some((other, rank)) = board.try_join(index) {
+            serve(&other, rank, recorder);
+        }
+        return;
+    }
+    for w in (0..shared.cpu_workers).filter(|&w| w != index) {
+        shared.sleep.notify_worker(w);
+    }
+    if !job.wait_complete(|| shared.sleep.is_shutdown()) {
+        board.withdraw(&job);
+        job.release();
+        let node = task.0;
+        // SAFETY: this worker popped the task from a ready queue.
+        drop(unsafe { node.take_once() });
+        complete(
+            shared,
+            &node,
+            Outcome::Failed("the runtime shut down while the task's team was recruiting".into()),
+            queue,
+        );
+        return;
+    }
+    execute(shared, task, queue, index, recorder, Some(&job));
+}
+
+/// A member of `job` at `rank`: run what its leader hands out until the
+/// body returns, then record the task on this worker's timeline too.
+fn serve(job: &TeamJob, rank: usize, recorder: Option<&mut Recorder>) {
+    job.serve(rank);
+    let (start, end) = *crate::util::lock(&job.span);
+    // (0, 0): the task was cancelled, or not traced; the leader recorded nothing.
+    if let (Some(rec), true) = (recorder, end > 0) {
+        let mut e = event(&job.node, start, end);
+        e.team_rank = rank as u32;
+        e.flops = 0.0; // counted once, on the leader's event
+        rec.record(e, &job.node.codelet);
+    }
+    job.check_out();
 }
 
 fn execute(
@@ -119,6 +234,7 @@ fn execute(
     queue: &mut dyn WorkerQueue,
     index: usize,
     recorder: Option<&mut Recorder>,
+    team: Option<&TeamJob>,
 ) {
     let node = task.0;
     // SAFETY: this worker popped the task from a ready queue.
@@ -137,9 +253,10 @@ fn execute(
             let _current = CurrentGuard::set(shared.id, index, &mut *queue);
             let Once { cpu, device, then } = once;
             let outcome = if shared.multi_node {
-                run_with_data(shared, &node, index, cpu, device)
+                run_with_data(shared, &node, index, cpu, device, team)
             } else {
-                run_body(shared, &node, index, crate::memory::HOST, Chosen::Cpu(cpu))
+                let host = crate::memory::HOST;
+                run_body(shared, &node, index, host, Chosen::Cpu(cpu), team)
             };
             match (outcome, then) {
                 (Outcome::Ok, Some(then)) => {
@@ -154,10 +271,22 @@ fn execute(
         };
         if let (Some(rec), Some(start)) = (recorder, start) {
             let end = rec.now();
+            if let Some(job) = team {
+                *crate::util::lock(&job.span) = (start, end);
+            }
             rec.record(event(&node, start, end), &node.codelet);
         }
         outcome
     };
+    if let Some(job) = team {
+        job.release();
+    }
+    let kind = &shared.kinds[index];
+    if kind.is_device() && matches!(outcome, Outcome::Ok) && crate::sched::writes_through(&node) {
+        shared
+            .policy
+            .write_back(&ReadyTask(Arc::clone(&node)), kind.node);
+    }
     shared.policy.finished(index, &ReadyTask(Arc::clone(&node)));
     complete(shared, &node, outcome, queue);
     shared.nodes.recycle(node);
@@ -215,10 +344,11 @@ fn run_body(
     index: usize,
     mem_node: usize,
     chosen: Chosen,
+    team: Option<&TeamJob>,
 ) -> Outcome {
     let kind = &shared.kinds[index];
     let device = kind.device.as_ref().filter(|_| mem_node == kind.node);
-    let ctx = TaskContext::new(node, index, mem_node, &shared.sleep, device);
+    let ctx = TaskContext::new(node, index, mem_node, &shared.sleep, device).with_team(team);
     let t0 = shared.calibrate.then(Instant::now);
     let mut result = None;
     let mut once = Some(chosen);
@@ -261,9 +391,11 @@ fn run_body(
     };
     if let (true, Some(el), Outcome::Ok) = (shared.calibrate, elapsed, &outcome) {
         let arch = if device.is_none() { "cpu" } else { kind.arch };
+        let size = team.map_or(1, |j| j.sync.size());
+        let arch = crate::team::team_arch(arch, size);
         shared
             .perf
-            .record(&node.codelet.name, arch, node.size_key(), el.as_secs_f64());
+            .record(&node.codelet.name, &arch, node.size_key(), el.as_secs_f64());
     }
     outcome
 }
@@ -291,6 +423,7 @@ fn run_with_data(
     index: usize,
     cpu: Option<Body>,
     device: Option<(DeviceMatch, Body)>,
+    team: Option<&TeamJob>,
 ) -> Outcome {
     let kind = &shared.kinds[index];
     let mem_node = kind.node;
@@ -301,7 +434,7 @@ fn run_with_data(
             // A CPU worker, or a device running the CPU body on its own
             // (host-addressable) replicas.
             let (outcome, acquire_failed) = with_data(node, mem_node, || {
-                run_body(shared, node, index, mem_node, Chosen::Cpu(cpu))
+                run_body(shared, node, index, mem_node, Chosen::Cpu(cpu), team)
             });
             if !acquire_failed {
                 release_all(node, mem_node);
@@ -316,7 +449,14 @@ fn run_with_data(
         DeviceMatch::Type(_) => None,
     });
     let (outcome, acquire_failed) = with_data(node, mem_node, || {
-        run_body(shared, node, index, mem_node, Chosen::Device(task_body))
+        run_body(
+            shared,
+            node,
+            index,
+            mem_node,
+            Chosen::Device(task_body),
+            None,
+        )
     });
     if acquire_failed {
         return outcome;
@@ -337,7 +477,7 @@ fn run_with_data(
                 ));
             }
             let (outcome, acquire_failed) = with_data(node, host, || {
-                run_body(shared, node, index, host, Chosen::Cpu(cpu))
+                run_body(shared, node, index, host, Chosen::Cpu(cpu), None)
             });
             if !acquire_failed {
                 release_all(node, host);
@@ -367,6 +507,7 @@ fn event(node: &TaskNode, start: u64, end: u64) -> Event {
         flops: node.flops,
         start,
         end,
+        team_rank: 0,
         // A copy (or an Arc clone past eight): no allocation per event.
         preds: node.preds.get().map(|p| (**p).clone()).unwrap_or_default(),
     }
@@ -399,6 +540,9 @@ pub(crate) fn complete(
         node.state.store(final_state, Ordering::SeqCst);
         std::mem::take(&mut s.list)
     };
+    // Successors bound for a device whose inputs were prefetched: a task
+    // that shares many data with its successor has an edge per datum.
+    let mut prefetched: smallvec::SmallVec<[*const TaskNode; 2]> = smallvec::SmallVec::new();
     for (succ, flow) in successors {
         if failed && flow {
             succ.cancel(|| node.root_cause());
@@ -410,6 +554,23 @@ pub(crate) fn complete(
             if let Pushed::Worker(w) = queue.push(ReadyTask(succ)) {
                 shared.sleep.notify_worker(w);
             }
+        } else if let Some(n) = succ
+            .node_hint
+            .filter(|&n| !failed && !shared.memory.is_host(n))
+        {
+            // Not ready yet, but bound for a device: what this task just
+            // produced for it can move there now, while its other
+            // predecessors run (a panel's broadcast overlapping the
+            // devices' previous update).
+            if prefetched.contains(&Arc::as_ptr(&succ)) {
+                continue;
+            }
+            prefetched.push(Arc::as_ptr(&succ));
+            shared.policy.prefetch_produced(
+                &ReadyTask(Arc::clone(node)),
+                &ReadyTask(Arc::clone(&succ)),
+                n,
+            );
         }
     }
     for a in node.accesses.iter().filter(|a| !a.mode.writes()) {

@@ -9,7 +9,8 @@ use tessera_engine::{Config, Runtime};
 use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_residual, HPL_THRESHOLD};
 use tessera_linalg::lu::seq::lu_tiled_seq;
 use tessera_linalg::lu::{
-    lu_factor, lu_factor_split, solve_from_factors, symbolic_task_count, Front, Split,
+    lu_factor, lu_factor_split, lu_factor_with, solve_from_factors, symbolic_task_count, Front,
+    LuOptions, Split, Update,
 };
 use tessera_linalg::tiled::TileMatrix;
 use tessera_tests::with_timeout;
@@ -239,6 +240,90 @@ fn lu_on_devices_is_bit_identical_to_the_sequential_reference() {
                         );
                     }
                 }
+            }
+        }
+    });
+}
+
+/// The device-sized updates (merged per device, streamed in row blocks) and
+/// the panel as a team task give the sequential reference's pivots and
+/// factors bit for bit: the merged and block kernels call the tile kernels
+/// tile by tile, and the team panel equals the one-core panel.
+#[test]
+fn device_sized_updates_and_team_panels_are_bit_identical() {
+    use tessera_engine::team::TeamSize;
+    with_timeout(Duration::from_secs(300), || {
+        let nb = 8;
+        let mut case = 0;
+        for update in [
+            Update::Tiles,
+            Update::Merged,
+            Update::Streamed { rows: 1 },
+            Update::Streamed { rows: 2 },
+        ] {
+            for devices in 0..=2 {
+                for team in [None, Some(2), Some(4)] {
+                    let workers = 1 + case % 4;
+                    let own_memory = case % 2 == 0;
+                    let sched = ["dmda", "ws", "prio"][case % 3];
+                    let n = [nb * 5 + 3, nb * 4, 29, 1][case % 4];
+                    let front = if case % 2 == 0 {
+                        Front::Stf
+                    } else {
+                        Front::Symbolic
+                    };
+                    case += 1;
+                    let seed = 7 + case as u64;
+                    let mut config =
+                        Config::with_workers(workers).scheduler(sched.parse().unwrap());
+                    config.devices = (0..devices).map(|i| lu_sim(i, own_memory)).collect();
+                    let rt = Runtime::new(config).unwrap();
+                    let mut opts = LuOptions::new(front);
+                    opts.update = update;
+                    opts.panel_team = team.map(TeamSize::up_to);
+                    let what = format!(
+                        "n={n} {update:?} team={team:?} {devices} device(s) \
+                         own_memory={own_memory} {workers}w {sched} {front:?}"
+                    );
+                    let (lu, _) = lu_factor_with(&rt, generate_matrix(n, nb, seed), &opts)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let mut reference = generate_matrix(n, nb, seed);
+                    let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
+                    assert_eq!(lu.ipiv, ref_ipiv, "{what}: pivots differ");
+                    assert!(
+                        lu.factors.to_col_major() == reference.to_col_major(),
+                        "{what}: factors differ from the sequential reference"
+                    );
+                    assert_eq!(rt.device_fallbacks(), (0, None), "{what}");
+                    let b = generate_rhs(n, seed);
+                    let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
+                    let r = hpl_residual(n, nb, seed, &x, &b);
+                    assert!(r < HPL_THRESHOLD, "{what}: residual {r} FAILED");
+                }
+            }
+        }
+    });
+}
+
+/// A singular column is named by the merged and streamed shapes too.
+#[test]
+fn singular_matrix_in_device_sized_updates_names_the_column() {
+    with_timeout(LIMIT, || {
+        for update in [Update::Merged, Update::Streamed { rows: 2 }] {
+            for zero_col in [0, 9, 23] {
+                let mut config = Config::with_workers(2).scheduler("dmda".parse().unwrap());
+                config.devices = vec![lu_sim(0, true)];
+                let rt = Runtime::new(config).unwrap();
+                let mut opts = LuOptions::new(Front::Stf);
+                opts.update = update;
+                let err = match lu_factor_with(&rt, singular_matrix(24, 8, zero_col), &opts) {
+                    Err(e) => e.to_string(),
+                    Ok(_) => panic!("{update:?}: singular column {zero_col} not reported"),
+                };
+                assert!(
+                    err.contains(&format!("exact zero pivot in column {zero_col}")),
+                    "{update:?}: {err}"
+                );
             }
         }
     });

@@ -477,6 +477,13 @@ impl Device for CudaDevice {
         self.dgemm_flops
     }
 
+    fn half_rate_flops(&self) -> f64 {
+        // `expected_time`'s model: a call costs its launch latency plus its
+        // flops at the measured dgemm rate, so half the rate is reached
+        // where the two are equal.
+        LAUNCH_LATENCY.as_secs_f64() * self.dgemm_flops
+    }
+
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration {
         LAUNCH_LATENCY + Duration::from_secs_f64(cost.flops.max(0.0) / self.dgemm_flops.max(1.0))
     }

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tessera_engine::Runtime;
 use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_flops, hpl_residual, HPL_THRESHOLD};
 use tessera_linalg::lu::dist::{Grid, Layout};
-use tessera_linalg::lu::{lu_factor_split, solve_from_factors, Front, Split};
+use tessera_linalg::lu::{lu_factor_with, solve_from_factors};
 
 use crate::args::{Balance, LuArgs};
 use crate::report::{passed, print_hpl_block, print_split_shares, residual_line};
@@ -80,18 +80,6 @@ pub fn run(args: LuArgs) -> Result<(), String> {
             Err(e) => Err(e),
         };
     }
-    let front = match args.front.as_str() {
-        "symbolic" => Front::Symbolic,
-        "stf" => Front::Stf,
-        other => return Err(format!("unknown --front '{other}' (known: symbolic, stf)")),
-    };
-    let split: Split = args.split.parse().map_err(|e| format!("--split: {e}"))?;
-    if split == Split::Adaptive && front == Front::Stf {
-        return Err(
-            "--split adaptive learns as the factorisation proceeds: it needs --front symbolic"
-                .into(),
-        );
-    }
     let config = crate::placement::runtime_config(
         &args.placement,
         &args.sched,
@@ -121,6 +109,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         .map(|d| d.peak_flops())
         .sum();
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let opts = args.lu_options(&rt)?;
     let (n, nb) = (args.n, args.nb);
 
     let a = generate_matrix(n, nb, args.seed);
@@ -131,7 +120,7 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     let (result, time) = std::thread::scope(|s| {
         let (rt, finished) = (&rt, &finished);
         let bar = s.spawn(move || progress_bar(hpl_flops(n), || rt.flops_done(), finished));
-        let result = crate::interrupt::watch(rt, || lu_factor_split(rt, a, front, split));
+        let result = crate::interrupt::watch(rt, || lu_factor_with(rt, a, &opts));
         let result = result.map(|(lu, shares)| {
             let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
             (shares, x)
@@ -157,10 +146,13 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         "workers {}  scheduler {}  front {:?}  tiles {}x{}",
         rt.workers(),
         rt.scheduler_name(),
-        front,
+        opts.front,
         n.div_ceil(nb),
         n.div_ceil(nb)
     );
+    if opts.panel_team.is_some() || opts.update != tessera_linalg::lu::Update::Tiles {
+        println!("{}", crate::args::describe(&opts));
+    }
 
     print_split_shares(&shares);
     if gpu_dgemm > 0.0 {

@@ -32,15 +32,24 @@
 //! the same shape (`bash bench/peers/lu_kernels.sh 8192 448 3`, load 6.2–6.4,
 //! medians): tessera 32.8, OpenBLAS 1 thread 32.4 (1.01×), 2 threads 24.9
 //! (1.32×), faer 17.4 (tessera 1.88×); with core 1 running GEMMs, tessera 16.2.
+//!
+//! The team panel (`--what panel --nb 448 --team 1,2 --companion none`, three
+//! runs, load 4.4–5.0 from other sessions' builds), GFLOP/s: single-core
+//! 18.6 / 17.1 / 18.6, team of 1 23.7 / 21.5 / 18.7, team of 2 14.1 / 12.0 /
+//! 12.5. With both cores shared, each of the panel's 638 synchronisations
+//! waits for a member the OS has descheduled. Instruction counts (callgrind,
+//! one factorisation of the same panel): a team of 2 gives its members 51.5 %
+//! and 50.0 % of the single-core kernel's count; a team of 1 (N=4096) 101.4 %.
 
 use std::sync::{Barrier, OnceLock};
 use std::time::Instant;
 
 use tessera_backends::cpu::{bind_current_thread, current_thread_cpus};
+use tessera_engine::team::run_threads;
 use tessera_linalg::hpl::generate_tile;
 use tessera_tasks::kernels::{
     gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
-    getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
+    getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower, TeamPanel,
 };
 use tessera_tasks::tile::Tile;
 
@@ -92,6 +101,12 @@ pub struct LuKernelsArgs {
     /// Rounds per figure (the median is printed).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Team sizes for `--what panel`: the team panel (`TeamPanel`) on that
+    /// many threads, each bound to its own core (the process's first ones),
+    /// is timed beside the single-core panel; comma-separated. Leave core 1
+    /// to the team: `--companion none`.
+    #[arg(long, value_delimiter = ',')]
+    pub team: Vec<usize>,
 }
 
 /// How many rows one GEMM call gets.
@@ -126,8 +141,8 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
         "none" => false,
         other => return Err(format!("--companion: unknown '{other}' (gemm, none)")),
     };
-    if args.threads == 0 || args.rounds == 0 {
-        return Err("--threads and --rounds must be at least 1".into());
+    if args.threads == 0 || args.rounds == 0 || args.team.contains(&0) {
+        return Err("--threads, --rounds and --team must be at least 1".into());
     }
     for what in &args.what {
         match what.as_str() {
@@ -158,10 +173,16 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
             }
             "panel" => {
                 for &nb in &args.nb {
-                    for (name, kernel) in [
-                        ("tessera", getrf_panel as PanelFn),
-                        ("faer", getrf_panel_faer as PanelFn),
-                    ] {
+                    let mut kernels: Vec<(String, Box<PanelKernel>)> = vec![
+                        ("tessera".into(), Box::new(getrf_panel)),
+                        ("faer".into(), Box::new(getrf_panel_faer)),
+                    ];
+                    kernels.extend(
+                        args.team
+                            .iter()
+                            .map(|&k| (format!("team{k}"), team_panel(k))),
+                    );
+                    for (name, kernel) in &kernels {
                         let rates: Vec<f64> = (0..args.rounds)
                             .map(|_| {
                                 crate::interrupt::check()?;
@@ -217,8 +238,21 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
     Ok(())
 }
 
-type PanelFn =
-    fn(&mut [&mut Tile], usize) -> Result<Vec<usize>, tessera_tasks::kernels::SingularColumn>;
+type PanelKernel =
+    dyn Fn(&mut [&mut Tile], usize) -> Result<Vec<usize>, tessera_tasks::kernels::SingularColumn>;
+
+/// The team panel on `k` plain threads (`run_threads`), member `r` bound to
+/// the process's `r`-th CPU.
+fn team_panel(k: usize) -> Box<PanelKernel> {
+    Box::new(move |tiles: &mut [&mut Tile], col0: usize| {
+        let panel = TeamPanel::new(tiles);
+        run_threads(k, |m| {
+            let _ = bind_current_thread(&[cpu(m.rank())]);
+            panel.factor(col0, m)
+        })
+        .expect("no team member panics")
+    })
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -333,7 +367,7 @@ fn swap_ms(n: usize, nb: usize) -> f64 {
 /// GFLOP/s of one panel kernel on the first `n × nb` panel of the HPL matrix
 /// of order `n` (best of 3 on fresh copies), on core 0 while core 1 runs
 /// GEMMs on cold tiles, as in the LU (`busy`), or idles.
-fn panel_rate(n: usize, nb: usize, kernel: PanelFn, busy: bool) -> Result<f64, String> {
+fn panel_rate(n: usize, nb: usize, kernel: &PanelKernel, busy: bool) -> Result<f64, String> {
     let t = n.div_ceil(nb);
     let panel: Vec<Tile> = (0..t).map(|i| generate_tile(n, nb, 1, i, 0)).collect();
     let stop = std::sync::atomic::AtomicBool::new(false);

@@ -147,6 +147,7 @@ mod tests {
                 flops: 2e6,
                 start: 0,
                 end: 1_000,
+                team_rank: 0,
             }],
             transfers: vec![],
             edges: vec![],

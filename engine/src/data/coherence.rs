@@ -62,6 +62,9 @@ pub(crate) struct ReplicaState {
     pub(crate) writers: u32,
     /// LRU stamps per node.
     pub(crate) last_use: Vec<u64>,
+    /// Bit `n`: this handle is on node `n`'s resident list (it stays there
+    /// for good, see `Memory::add_resident`), so the list is never searched.
+    pub(crate) listed: u64,
 }
 
 impl ReplicaState {
@@ -151,6 +154,7 @@ impl<T> Replicas<T> {
                 copies: 0,
                 writers: 0,
                 last_use: vec![0; nodes],
+                listed: 0,
             }),
             changed: Condvar::new(),
             valid_hint: AtomicU64::new(1),
@@ -497,7 +501,10 @@ impl<T> Replicas<T> {
                             st.present |= b;
                             // The reservation now backs the replica.
                             reserved = false;
-                            mem.add_resident(node, Arc::downgrade(me));
+                            if st.listed & b == 0 {
+                                st.listed |= b;
+                                mem.add_resident(node, Arc::downgrade(me));
+                            }
                         }
                         if need_copy {
                             st.valid |= b;

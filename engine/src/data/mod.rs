@@ -36,6 +36,9 @@ pub(crate) struct HandleCore {
     /// Incremented under `deps` by `push_reader`, decremented by each such
     /// task's completion (`reader_finished`) without the lock.
     live_readers: AtomicUsize,
+    /// Copy back to the host right after a device task writes it (see
+    /// `DataHandle::set_write_through`).
+    pub(crate) write_through: std::sync::atomic::AtomicBool,
 }
 
 impl HandleCore {
@@ -408,6 +411,7 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
                     name,
                     deps: Mutex::new(DepState::new()),
                     live_readers: AtomicUsize::new(0),
+                    write_through: std::sync::atomic::AtomicBool::new(false),
                 },
                 value: UnsafeCell::new(value),
                 replicas,
@@ -445,6 +449,21 @@ impl<T> DataHandle<T> {
     /// The handle's id, unique within its runtime.
     pub fn id(&self) -> u64 {
         self.inner.core.id
+    }
+
+    /// Write-through to the host (StarPU's `starpu_data_set_wt_mask` for the
+    /// host): when a task has written this data on a device, a copy back to
+    /// the host starts at once, in the background (under `dmda`, on the
+    /// device's copy thread; in simulated time, on the link's device→host
+    /// lane), so the device's replica is clean by the time its room is
+    /// needed and evicting it costs nothing. For data that streams through a
+    /// device too small to keep it (TianHe-1's output stage); data a device
+    /// keeps resident is better left write-back (the default).
+    pub fn set_write_through(&self, on: bool) {
+        self.inner
+            .core
+            .write_through
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The handle's name (given at registration, or `data#<id>`).

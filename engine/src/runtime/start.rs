@@ -215,6 +215,14 @@ fn build_shared(config: &Config, layout: &Layout) -> (Arc<Shared>, Arc<dyn Sched
         graph: config.record_graph.then(|| Mutex::new(Vec::new())),
         multi_node: !config.devices.is_empty() || layout.host_nodes > 1,
         kinds: layout.kinds.clone(),
+        cpu_workers: config.workers,
+        // The CPU workers' NUMA nodes: teams recruit on one where they can.
+        board: crate::team::Board::new(
+            layout.kinds[..config.workers]
+                .iter()
+                .map(|k| k.node)
+                .collect(),
+        ),
         memory,
         perf,
         calibrate,

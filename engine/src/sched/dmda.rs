@@ -39,8 +39,25 @@ struct WorkerState {
     queued_ns: AtomicU64,
 }
 
-/// A prefetch request: move this task's inputs to that memory node.
-type PrefetchTx = Sender<(Arc<TaskNode>, usize)>;
+/// Where `dmda` put a task: its worker and predicted cost, and for a team
+/// task the size it chose and the other CPU workers it charged.
+struct Choice {
+    worker: usize,
+    cost_ns: u64,
+    team: Option<(usize, Vec<usize>)>,
+}
+
+/// A copy thread's work: move a task's inputs to a memory node ahead of it
+/// (prefetch), or its write-through outputs back to the host.
+enum CopyJob {
+    Inputs(Arc<TaskNode>, usize),
+    WriteBack(Arc<TaskNode>),
+    /// What the first task wrote and the second reads, to that node.
+    Produced(Arc<TaskNode>, Arc<TaskNode>, usize),
+}
+
+/// Requests to one device's copy thread.
+type PrefetchTx = Sender<CopyJob>;
 
 struct Shared {
     workers: Vec<WorkerState>,
@@ -51,6 +68,9 @@ struct Shared {
     /// device's, which brings data back to the host). Taken (closing the
     /// channels) when the policy is dropped.
     prefetch: Vec<Mutex<Option<PrefetchTx>>>,
+    /// Team tasks in flight: the members charged besides the leader (by
+    /// task id), discharged when the task finishes.
+    team_charges: Mutex<std::collections::HashMap<u64, Vec<usize>>>,
 }
 
 /// The dmda policy.
@@ -67,12 +87,16 @@ impl Dmda {
         // only schedule virtual transfers; see `push_to`).
         let threads = !memory.is_virtual();
         for k in kinds.iter().filter(|k| k.is_device() && threads) {
-            let (tx, rx) = channel::<(Arc<TaskNode>, usize)>();
+            let (tx, rx) = channel::<CopyJob>();
             let t = std::thread::Builder::new()
                 .name(format!("tessera-copy{}", k.node))
                 .spawn(move || {
-                    for (task, node) in rx {
-                        prefetch_inputs(&task, node);
+                    for job in rx {
+                        match job {
+                            CopyJob::Inputs(task, node) => prefetch_inputs(&task, node),
+                            CopyJob::WriteBack(task) => super::write_back_now(&task),
+                            CopyJob::Produced(p, s, node) => super::prefetch_between(&p, &s, node),
+                        }
                     }
                 })
                 .expect("copy thread starts");
@@ -106,6 +130,7 @@ impl Dmda {
                 memory,
                 perf,
                 prefetch,
+                team_charges: Mutex::new(std::collections::HashMap::new()),
             }),
             copy_threads: Mutex::new(copy_threads),
         }
@@ -139,8 +164,15 @@ impl Shared {
     /// Predicted execution time of `task`, of perf-model size `key`, on
     /// worker `w`, in seconds.
     fn exec_seconds(&self, task: &TaskNode, key: u64, w: usize) -> f64 {
+        self.exec_seconds_team(task, key, w, 1)
+    }
+
+    /// Predicted execution time of `task` on a team of `team` workers of
+    /// worker `w`'s kind (`team` 1: the worker alone).
+    fn exec_seconds_team(&self, task: &TaskNode, key: u64, w: usize, team: usize) -> f64 {
         let kind = &self.workers[w].kind;
-        if let Some(p) = self.perf.predict(&task.codelet.name, kind.arch, key) {
+        let arch = crate::team::team_arch(kind.arch, team);
+        if let Some(p) = self.perf.predict(&task.codelet.name, &arch, key) {
             return p.seconds;
         }
         match &kind.device {
@@ -153,15 +185,58 @@ impl Shared {
                 .as_secs_f64(),
             None if self.memory.is_virtual() => {
                 let v = self.memory.virtual_links.as_ref().expect("virtual");
-                v.cpu_seconds(&TaskCost {
-                    codelet: &task.codelet.name,
-                    flops: task.flops,
-                    bytes: task.footprint(),
-                })
+                v.cpu_seconds(
+                    &TaskCost {
+                        codelet: &task.codelet.name,
+                        flops: task.flops,
+                        bytes: task.footprint(),
+                    },
+                    team,
+                )
             }
-            None if task.flops > 0.0 => task.flops / DEFAULT_CPU_FLOPS,
+            None if task.flops > 0.0 => {
+                task.flops / DEFAULT_CPU_FLOPS / crate::team::default_speedup(team)
+            }
             None => DEFAULT_TASK.as_secs_f64(),
         }
+    }
+
+    /// A team task's best CPU team: for each allowed size, the time its
+    /// members are all free (the size-th least-loaded CPU worker) plus its
+    /// predicted run on that many: the earliest finish, as (end, missing
+    /// bytes, leader, cost, size, members).
+    fn best_team(&self, task: &TaskNode, key: u64) -> Option<(f64, u64, Choice)> {
+        let team = task.team?;
+        let mut cpus: Vec<(u64, usize)> = (0..self.workers.len())
+            .filter(|&w| !self.workers[w].kind.is_device())
+            .map(|w| (self.workers[w].queued_ns.load(AtomicOrdering::Relaxed), w))
+            .collect();
+        cpus.sort_unstable();
+        let top = team.largest_within(cpus.len())?;
+        let lead = cpus.first()?.1;
+        let (missing, transfer) = self.missing(task, lead);
+        let mut best: Option<(f64, usize, f64)> = None;
+        for size in team.min()..=top {
+            let free = cpus[size - 1].0 as f64 * 1e-9;
+            let exec = self.exec_seconds_team(task, key, lead, size);
+            let end = free + transfer + exec;
+            // Ties go to the larger team (it frees the critical path sooner
+            // when estimates are equal, e.g. before any measurement).
+            if best.is_none_or(|(b, _, _)| end <= b * (1.0 + 1e-9)) {
+                best = Some((end, size, exec));
+            }
+        }
+        let (end, size, exec) = best?;
+        let members = cpus[1..size].iter().map(|&(_, w)| w).collect();
+        Some((
+            end,
+            missing,
+            Choice {
+                worker: lead,
+                cost_ns: ((transfer + exec) * 1e9) as u64,
+                team: Some((size, members)),
+            },
+        ))
     }
 
     /// Bytes of `task`'s inputs not valid on worker `w`'s node, and the time to move them.
@@ -181,14 +256,20 @@ impl Shared {
         (bytes, secs)
     }
 
-    fn choose(&self, task: &TaskNode) -> (usize, u64) {
+    fn choose(&self, task: &TaskNode) -> Choice {
         let hinted = task.node_hint.filter(|&n| {
             self.workers
                 .iter()
                 .any(|w| w.kind.node == n && task.can_run_on(&self.memory, n))
         });
+        // A team task runs on a CPU team (weighed by `best_team`), or alone
+        // on a device that can run it.
+        let team = task.team.is_some();
         let capable = |w: usize| {
             let k = &self.workers[w].kind;
+            if team && !k.is_device() {
+                return false;
+            }
             match hinted {
                 Some(n) => k.node == n,
                 None => task.can_run_on(&self.memory, k.node),
@@ -253,6 +334,16 @@ impl Shared {
                 explore = Some((end, missing, w, cost_ns));
             }
         }
+        if team && hinted.is_none_or(|n| self.memory.is_host(n)) {
+            if let Some((end, missing, choice)) = self.best_team(task, key) {
+                let device_wins = best.is_some_and(|(b_end, b_missing, _, _)| {
+                    b_end < end * (1.0 - 1e-9) || (b_end <= end && b_missing < missing)
+                });
+                if !device_wins {
+                    return choice;
+                }
+            }
+        }
         let best = best.expect("at least one CPU worker can run every task");
         // Explore an uncalibrated architecture only when it costs at most
         // twice the best estimate: calibration must not ship a large working
@@ -261,12 +352,29 @@ impl Shared {
             Some(e) if e.0 <= 2.0 * best.0 + 1e-4 => e,
             _ => best,
         };
-        (chosen.2, chosen.3)
+        Choice {
+            worker: chosen.2,
+            cost_ns: chosen.3,
+            team: None,
+        }
     }
 
     fn push_to(&self, task: ReadyTask) -> usize {
-        let (w, cost) = self.choose(&task.0);
+        let Choice {
+            worker: w,
+            cost_ns: cost,
+            team,
+        } = self.choose(&task.0);
         task.0.estimate_ns.store(cost, AtomicOrdering::Relaxed);
+        if let Some((size, members)) = team {
+            task.0.team_target.store(size, AtomicOrdering::Relaxed);
+            for &m in &members {
+                self.workers[m]
+                    .queued_ns
+                    .fetch_add(cost, AtomicOrdering::Relaxed);
+            }
+            lock(&self.team_charges).insert(task.0.id, members);
+        }
         let ws = &self.workers[w];
         ws.queued_ns.fetch_add(cost, AtomicOrdering::Relaxed);
         // Start moving inputs that are missing on the chosen worker's node.
@@ -280,7 +388,7 @@ impl Shared {
                 .iter()
                 .any(|a| a.mode.reads() && !a.handle.valid_on(node))
             {
-                let _ = tx.send((Arc::clone(&task.0), node));
+                let _ = tx.send(CopyJob::Inputs(Arc::clone(&task.0), node));
             }
         }
         let mut q = lock(&ws.queue);
@@ -311,13 +419,56 @@ impl SchedulerPolicy for Dmda {
         Pushed::Worker(self.shared.push_to(task))
     }
 
+    fn prefetch_produced(&self, produced: &ReadyTask, succ: &ReadyTask, node: usize) {
+        let (produced, succ) = (&produced.0, &succ.0);
+        if self.shared.memory.is_virtual() {
+            // Simulated time: the copy is scheduled on the link at once.
+            return super::prefetch_between(produced, succ, node);
+        }
+        let w = self
+            .shared
+            .workers
+            .iter()
+            .position(|w| w.kind.node == node && w.kind.is_device());
+        if let Some(tx) = w.and_then(|w| lock(&self.shared.prefetch[w]).clone()) {
+            let _ = tx.send(CopyJob::Produced(
+                Arc::clone(produced),
+                Arc::clone(succ),
+                node,
+            ));
+        }
+    }
+
+    fn write_back(&self, task: &ReadyTask, node: usize) {
+        let w = self
+            .shared
+            .workers
+            .iter()
+            .position(|w| w.kind.node == node && w.kind.is_device());
+        let tx = w.and_then(|w| lock(&self.shared.prefetch[w]).clone());
+        match tx {
+            Some(tx) if !self.shared.memory.is_virtual() => {
+                let _ = tx.send(CopyJob::WriteBack(Arc::clone(&task.0)));
+            }
+            // Simulated time: the copy is scheduled on the link at once.
+            _ => super::write_back_now(&task.0),
+        }
+    }
+
     fn finished(&self, worker: usize, task: &ReadyTask) {
         let cost = task.0.estimate_ns.load(AtomicOrdering::Relaxed);
-        let q = &self.shared.workers[worker].queued_ns;
-        // Saturating: estimates of tasks handed in before a reset may exceed it.
-        let _ = q.fetch_update(AtomicOrdering::Relaxed, AtomicOrdering::Relaxed, |v| {
-            Some(v.saturating_sub(cost))
-        });
+        let members = if task.0.team.is_some() {
+            lock(&self.shared.team_charges).remove(&task.0.id)
+        } else {
+            None
+        };
+        for w in std::iter::once(worker).chain(members.into_iter().flatten()) {
+            let q = &self.shared.workers[w].queued_ns;
+            // Saturating: estimates of tasks handed in before a reset may exceed it.
+            let _ = q.fetch_update(AtomicOrdering::Relaxed, AtomicOrdering::Relaxed, |v| {
+                Some(v.saturating_sub(cost))
+            });
+        }
     }
 }
 

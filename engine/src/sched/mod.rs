@@ -115,6 +115,74 @@ pub trait SchedulerPolicy: Send + Sync {
 
     /// Worker `worker` finished `task` (for queue accounting).
     fn finished(&self, _worker: usize, _task: &ReadyTask) {}
+
+    /// `produced` finished, and its successor `succ`, placed on memory node
+    /// `node` (`TaskBuilder::on_node`), still waits for other predecessors:
+    /// the data `produced` wrote and `succ` reads may move to `node` now.
+    /// The default does nothing; `dmda` hands it to the node's copy thread.
+    fn prefetch_produced(&self, _produced: &ReadyTask, _succ: &ReadyTask, _node: usize) {}
+
+    /// A device worker's task wrote data marked write-through
+    /// (`DataHandle::set_write_through`) on memory node `node`: copy it
+    /// back to the host. This default copies at once, on the calling
+    /// worker's thread; `dmda` hands it to the device's copy thread.
+    fn write_back(&self, task: &ReadyTask, _node: usize) {
+        write_back_now(&task.0);
+    }
+}
+
+/// Make the host replica of each write-through datum `task` wrote valid
+/// again (a copy from where it was written; not pinned).
+pub(crate) fn write_back_now(task: &TaskNode) {
+    for a in task.accesses.iter().filter(|a| {
+        a.mode.writes()
+            && a.core()
+                .write_through
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }) {
+        // Best effort: a failure leaves the device's copy the valid one,
+        // written back when evicted, as without write-through.
+        let _ = a.handle.acquire(
+            &a.handle,
+            crate::memory::HOST,
+            crate::access::AccessMode::R,
+            false,
+        );
+    }
+}
+
+/// Make valid on `node` (not pinned) the data `produced` wrote that `succ`
+/// reads: no later writer can come between them in submission order, so
+/// the copy is of the value `succ` will read.
+pub(crate) fn prefetch_between(produced: &TaskNode, succ: &TaskNode, node: usize) {
+    let mut wrote: Vec<u64> = produced
+        .accesses
+        .iter()
+        .filter(|a| a.mode.writes() && !a.handle.valid_on(node))
+        .map(|a| a.core().id)
+        .collect();
+    if wrote.is_empty() {
+        return;
+    }
+    wrote.sort_unstable();
+    for b in succ.accesses.iter().filter(|b| b.mode.reads()) {
+        if wrote.binary_search(&b.core().id).is_ok() {
+            // Best effort, as a prefetch: no room now leaves it to the task.
+            let _ = b
+                .handle
+                .acquire(&b.handle, node, crate::access::AccessMode::R, false);
+        }
+    }
+}
+
+/// Whether `task` wrote write-through data (see `write_back`).
+pub(crate) fn writes_through(task: &TaskNode) -> bool {
+    task.accesses.iter().any(|a| {
+        a.mode.writes()
+            && a.core()
+                .write_through
+                .load(std::sync::atomic::Ordering::Relaxed)
+    })
 }
 
 /// One worker's end of a policy. Only its worker thread calls it.
@@ -251,6 +319,7 @@ mod tests {
                 once: Once::default(),
                 cpu_only: false,
                 node_hint: None,
+                team: None,
             },
         )))
     }

@@ -32,9 +32,17 @@ const ENGINE_CODELETS: [&str; 4] = ["send", "recv", "halo-send", "halo-recv"];
 /// 1.09 s, without a word.
 const FAR: f64 = 8.0;
 
-/// Duration of a task on `proc` from the platform's rates, in seconds (the
-/// codelet's own rate, else the default one), plus its overhead.
-pub(crate) fn model_seconds(proc: &Processor, codelet: &str, flops: f64, bytes: u64) -> f64 {
+/// Duration of a task on `proc` (a team of `team` of them) from the
+/// platform's rates, in seconds (the codelet's own rate, else the default
+/// one, a team's sped up by the processor's `team_serial`), plus its
+/// overhead.
+pub(crate) fn model_seconds(
+    proc: &Processor,
+    codelet: &str,
+    flops: f64,
+    bytes: u64,
+    team: usize,
+) -> f64 {
     let eff = |f: f64| {
         if proc.half_flops > 0.0 {
             f / (f + proc.half_flops)
@@ -49,6 +57,11 @@ pub(crate) fn model_seconds(proc: &Processor, codelet: &str, flops: f64, bytes: 
         Some(Rate::Seconds(s)) => *s,
         None if flops > 0.0 => flops / (proc.gflops * 1e9 * eff(flops)),
         None => proc.gbs.map_or(0.0, |b| bytes as f64 / b),
+    };
+    let run = if team > 1 {
+        run / proc.team_speedup(codelet, team)
+    } else {
+        run
     };
     run + proc.overhead
 }
@@ -65,7 +78,7 @@ pub(crate) struct Durations {
     defaulted: Mutex<Defaulted>,
     /// A leaf lock, taken only for a size predicted by a regression:
     /// (codelet, arch) → the measured sizes' range, once looked up.
-    measured: Mutex<HashMap<(String, &'static str), MeasuredRange>>,
+    measured: Mutex<HashMap<(String, String), MeasuredRange>>,
 }
 
 /// The smallest and largest measured size of a (codelet, arch); `None`:
@@ -96,31 +109,51 @@ impl Durations {
     }
 
     /// Modelled duration of `task` on `proc`, a processor of architecture
-    /// `arch`, in seconds (see the module doc).
-    pub(crate) fn seconds(&self, proc: &Processor, arch: &'static str, task: &TaskNode) -> f64 {
+    /// `arch` (leading a team of `team` of them), in seconds (see the
+    /// module doc). A team size the models never measured takes the
+    /// one-core model, sped up as the platform says teams of this codelet
+    /// scale (`team_serial`).
+    pub(crate) fn seconds(
+        &self,
+        proc: &Processor,
+        arch: &'static str,
+        task: &TaskNode,
+        team: usize,
+    ) -> f64 {
         let codelet = task.codelet.name.as_str();
         if self.use_models {
-            if let Some(p) = self.perf.predict(codelet, arch, task.size_key()) {
-                // A fit over sizes too close together can be absurd (an
-                // exponent of 678 over sizes within 0.01 %): trust a
-                // regression only with a plausible exponent, else the rates.
-                let plausible = p.source != PredictionSource::Regression
-                    || self
-                        .perf
-                        .fit(codelet, arch)
-                        .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
-                if plausible {
-                    if p.source == PredictionSource::Regression {
-                        self.note_extrapolation(arch, codelet, task.size_key());
-                    }
-                    return p.seconds + proc.overhead;
+            let team_arch = crate::team::team_arch(arch, team);
+            if let Some(s) = self.predicted(codelet, &team_arch, task) {
+                return s + proc.overhead;
+            }
+            if team > 1 {
+                if let Some(s) = self.predicted(codelet, arch, task) {
+                    return s / proc.team_speedup(codelet, team) + proc.overhead;
                 }
             }
         }
         if !proc.codelets.contains_key(codelet) {
             self.note_default(proc, arch, codelet, task.flops);
         }
-        model_seconds(proc, codelet, task.flops, task.footprint())
+        model_seconds(proc, codelet, task.flops, task.footprint(), team)
+    }
+
+    /// The perf models' prediction for `task` under (`codelet`, `arch`), if
+    /// they have a plausible one.
+    fn predicted(&self, codelet: &str, arch: &str, task: &TaskNode) -> Option<f64> {
+        let p = self.perf.predict(codelet, arch, task.size_key())?;
+        // A fit over sizes too close together can be absurd (an exponent of
+        // 678 over sizes within 0.01 %): trust a regression only with a
+        // plausible exponent, else the rates.
+        let plausible = p.source != PredictionSource::Regression
+            || self
+                .perf
+                .fit(codelet, arch)
+                .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
+        if plausible && p.source == PredictionSource::Regression {
+            self.note_extrapolation(arch, codelet, task.size_key());
+        }
+        plausible.then_some(p.seconds)
     }
 
     /// `task` came to `proc`'s default rate: warn, once per codelet, on
@@ -157,17 +190,18 @@ impl Durations {
 
     /// A regression predicted `codelet` on `arch` at `size`: warn, once per
     /// codelet, when `size` is more than [`FAR`] beyond the measured sizes.
-    fn note_extrapolation(&self, arch: &'static str, codelet: &str, size: u64) {
+    fn note_extrapolation(&self, arch: &str, codelet: &str, size: u64) {
         let range = {
             let mut m = lock(&self.measured);
-            *m.entry((codelet.to_string(), arch)).or_insert_with(|| {
-                let sizes = self.perf.summary().into_iter().filter_map(|r| {
-                    (r.codelet == codelet && r.arch == arch && r.samples > 0).then_some(r.size)
-                });
-                sizes.fold(None, |acc: Option<(u64, u64)>, s| {
-                    Some(acc.map_or((s, s), |(lo, hi)| (lo.min(s), hi.max(s))))
+            *m.entry((codelet.to_string(), arch.to_string()))
+                .or_insert_with(|| {
+                    let sizes = self.perf.summary().into_iter().filter_map(|r| {
+                        (r.codelet == codelet && r.arch == arch && r.samples > 0).then_some(r.size)
+                    });
+                    sizes.fold(None, |acc: Option<(u64, u64)>, s| {
+                        Some(acc.map_or((s, s), |(lo, hi)| (lo.min(s), hi.max(s))))
+                    })
                 })
-            })
         };
         let Some((lo, hi)) = range else {
             return;

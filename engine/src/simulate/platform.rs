@@ -80,6 +80,13 @@ pub struct Processor {
     /// Per-codelet rates (override the defaults), by codelet name: every
     /// codelet of that name gets it, whoever wrote it.
     pub codelets: BTreeMap<String, Rate>,
+    /// Team tasks (`tessera_engine::team`): the serial fraction of a team's
+    /// run (Amdahl: a team of `s` runs `1 / (f + (1 − f) / s)` times as fast
+    /// as one core), per codelet (`codelets.NAME.team_serial`), else this
+    /// processor's `team_serial`, else [`DEFAULT_TEAM_SERIAL`](crate::team::DEFAULT_TEAM_SERIAL).
+    pub team_serial: f64,
+    /// Per-codelet serial fractions (see `team_serial`).
+    pub team_serials: BTreeMap<String, f64>,
     /// Cost added to every task: runtime overhead on a core, launch latency
     /// on an accelerator; seconds.
     pub overhead: f64,
@@ -371,6 +378,8 @@ fn read_processor(
     let half_flops = t.non_negative("half_flops")?.unwrap_or(0.0);
     let gbs = t.positive("gbs")?;
     let overhead = t.non_negative(overhead_key)?.unwrap_or(overhead_default_us) * 1e-6;
+    let team_serial = fraction(t, "team_serial")?.unwrap_or(crate::team::DEFAULT_TEAM_SERIAL);
+    let mut team_serials = BTreeMap::new();
     let slowdown = match t.get("slowdown") {
         None => Vec::new(),
         Some(Value::Array(l)) => l
@@ -408,6 +417,9 @@ fn read_processor(
                 r.positive("gbs")?.map(Rate::Gbs),
                 r.positive("seconds")?.map(Rate::Seconds),
             ];
+            if let Some(f) = fraction(&mut r, "team_serial")? {
+                team_serials.insert(name.clone(), f);
+            }
             r.finish()?;
             let mut given = given.into_iter().flatten();
             let rate = given.next().ok_or_else(|| {
@@ -436,7 +448,30 @@ fn read_processor(
         codelets,
         overhead,
         slowdown,
+        team_serial,
+        team_serials,
     })
+}
+
+/// A serial fraction: a number in `[0, 1]`.
+fn fraction(t: &mut Table<'_>, k: &'static str) -> Result<Option<f64>, PlatformError> {
+    match t.number(k)? {
+        Some(x) if (0.0..=1.0).contains(&x) => Ok(Some(x)),
+        Some(x) => Err(t.err(k, format!("must be between 0 and 1, got {x}"))),
+        None => Ok(None),
+    }
+}
+
+impl Processor {
+    /// How many times faster than one core a team of `size` runs `codelet`.
+    pub fn team_speedup(&self, codelet: &str, size: usize) -> f64 {
+        let f = self
+            .team_serials
+            .get(codelet)
+            .copied()
+            .unwrap_or(self.team_serial);
+        crate::team::speedup(size, f)
+    }
 }
 
 fn link(t: &mut Table<'_>, k: &'static str) -> Result<LinkSpec, PlatformError> {
@@ -692,7 +727,20 @@ gbs = 12.5
             "{e}"
         );
         let e = error(&GOOD.replace("gemm = { gflops = 12 }", "gemm = { speed = 12 }"));
-        assert_eq!(e, "bad.toml: node.cpu.codelets.gemm.speed: unknown key (known here: gbs, gflops, seconds)");
+        assert_eq!(e, "bad.toml: node.cpu.codelets.gemm.speed: unknown key (known here: gbs, gflops, seconds, team_serial)");
+        let e = error(&GOOD.replace(
+            "gemm = { gflops = 12 }",
+            "gemm = { gflops = 12, team_serial = 1.5 }",
+        ));
+        assert_eq!(
+            e,
+            "bad.toml: node.cpu.codelets.gemm.team_serial: must be between 0 and 1, got 1.5"
+        );
+        let e = error(&GOOD.replace("gflops = 10\n", "gflops = 10\nteam_serial = -0.1\n"));
+        assert_eq!(
+            e,
+            "bad.toml: node.cpu.team_serial: must be between 0 and 1, got -0.1"
+        );
         let e = error(&GOOD.replace("[network]\nlatency_us = 2\ngbs = 12.5\n", ""));
         assert_eq!(
             e,

@@ -65,12 +65,17 @@ impl Device for VirtualDevice {
         self.spec.proc.gflops * 1e9
     }
 
+    fn half_rate_flops(&self) -> f64 {
+        self.spec.proc.half_flops
+    }
+
     fn expected_time(&self, cost: &TaskCost<'_>) -> Duration {
         Duration::from_secs_f64(model_seconds(
             &self.spec.proc,
             cost.codelet,
             cost.flops,
             cost.bytes,
+            1,
         ))
     }
 

@@ -531,20 +531,31 @@ impl Simulation {
         }
     }
 
-    /// Let every idle worker of `shared` take a task.
+    /// Let every idle worker of `shared` take a task. A CPU worker joins a
+    /// recruiting team first, as a real one looks at the team board before
+    /// its queue (`crate::team`).
     fn poll(&self, shared: &Arc<Shared>) {
         let sim = shared.sim.as_ref().expect("a simulated runtime");
         sim.dirty.store(false, Ordering::Relaxed);
         for w in 0..shared.kinds.len() {
             loop {
-                if lock(&sim.running)[w].is_some() {
+                if sim.busy(w) {
+                    break;
+                }
+                if w < shared.cpu_workers && self.try_join(shared, w) {
                     break;
                 }
                 let mut q = sim.take_queue(w);
                 let task = q.pop();
                 match task {
                     Some(t) => {
-                        self.start_task(shared, w, t, &mut *q);
+                        let is_device = shared.kinds[w].is_device();
+                        match worker::team_size(shared, &t.0, is_device) {
+                            Some(size) if size > 1 && !t.0.cancelled.load(Ordering::Acquire) => {
+                                self.recruit(shared, w, t, size, &mut *q);
+                            }
+                            _ => self.start_task(shared, w, t, &mut *q, Vec::new()),
+                        }
                         sim.put_queue(w, q);
                     }
                     None => {
@@ -556,7 +567,84 @@ impl Simulation {
         }
     }
 
-    fn start_task(&self, shared: &Arc<Shared>, w: usize, task: ReadyTask, q: &mut dyn WorkerQueue) {
+    /// Worker `w` pops team task `task` and leads its team of `size`: it
+    /// recruits every idle CPU worker now, and the others as they finish
+    /// (`poll`); the task starts when the team is complete. One team
+    /// recruits at a time, as on the real board: if one does, `w` hands its
+    /// task back and joins that one.
+    fn recruit(
+        &self,
+        shared: &Arc<Shared>,
+        w: usize,
+        task: ReadyTask,
+        size: usize,
+        q: &mut dyn WorkerQueue,
+    ) {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        {
+            let mut r = lock(&sim.recruit);
+            if r.is_some() {
+                drop(r);
+                let pushed = q.push(task);
+                shared.wake(pushed);
+                self.try_join(shared, w);
+                return;
+            }
+            *r = Some(Recruit {
+                leader: w,
+                task,
+                size,
+                members: Vec::new(),
+            });
+        }
+        for m in 0..shared.cpu_workers {
+            if m != w && !sim.busy(m) {
+                if let Some(done) = self.join(shared, m) {
+                    self.start_task(shared, w, done.task, q, done.members);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// CPU worker `m` joins the recruiting team, if there is one; the team
+    /// starts when `m` completes it. Returns whether `m` joined.
+    fn try_join(&self, shared: &Arc<Shared>, m: usize) -> bool {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        if lock(&sim.recruit).is_none() {
+            return false;
+        }
+        if let Some(done) = self.join(shared, m) {
+            let mut q = sim.take_queue(done.leader);
+            self.start_task(shared, done.leader, done.task, &mut *q, done.members);
+            sim.put_queue(done.leader, q);
+        }
+        true
+    }
+
+    /// Add `m` to the recruiting team (there is one); the team, taken off
+    /// the board, when `m` completes it.
+    fn join(&self, shared: &Arc<Shared>, m: usize) -> Option<Recruit> {
+        let sim = shared.sim.as_ref().expect("a simulated runtime");
+        let mut r = lock(&sim.recruit);
+        let rec = r.as_mut()?;
+        rec.members.push(m);
+        lock(&sim.member_of)[m] = Some(rec.leader);
+        if rec.members.len() + 1 == rec.size {
+            r.take()
+        } else {
+            None
+        }
+    }
+
+    fn start_task(
+        &self,
+        shared: &Arc<Shared>,
+        w: usize,
+        task: ReadyTask,
+        q: &mut dyn WorkerQueue,
+        members: Vec<usize>,
+    ) {
         let sim = shared.sim.as_ref().expect("a simulated runtime");
         let kind = &shared.kinds[w];
         if kind.is_device() && !task.0.can_run_on(&shared.memory, kind.node) {
@@ -568,6 +656,7 @@ impl Simulation {
         // SAFETY: this virtual worker popped the task from a ready queue.
         let once = unsafe { node.take_once() };
         if node.cancelled.load(Ordering::Acquire) {
+            sim.release_members(&members);
             self.complete(shared, w, &node, Outcome::Cancelled, q);
             return;
         }
@@ -580,6 +669,7 @@ impl Simulation {
                     for b in &node.accesses[..i] {
                         b.handle.unpin(mem_node, b.mode);
                     }
+                    sim.release_members(&members);
                     self.complete(shared, w, &node, Outcome::Failed(e), q);
                     return;
                 }
@@ -591,16 +681,17 @@ impl Simulation {
                 }
             }
         }
-        let mut secs = self.task_seconds(shared, w, &node);
+        let team = 1 + members.len();
+        let mut secs = self.task_seconds(shared, w, &node, team);
         let slowdown = &self.platform.node.cpu.slowdown;
         if !kind.is_device() && !slowdown.is_empty() {
             // Shared memory bandwidth: the cores of the platform node busy
-            // now (every rank on it), this one included.
+            // now (every rank on it), this one (and its team) included.
             let mut busy_cpus = lock(&self.busy_cpus);
             if busy_cpus.len() <= sim.platform_node {
                 busy_cpus.resize(sim.platform_node + 1, 0);
             }
-            busy_cpus[sim.platform_node] += 1;
+            busy_cpus[sim.platform_node] += team;
             let busy = busy_cpus[sim.platform_node];
             let at = |b: usize| slowdown[b.min(slowdown.len()) - 1];
             secs *= at(busy) / at(slowdown.len());
@@ -612,6 +703,7 @@ impl Simulation {
             mem_node,
             start,
             secs,
+            members,
         });
         self.schedule(
             end,
@@ -642,8 +734,9 @@ impl Simulation {
             return;
         };
         if !shared.kinds[w].is_device() && !self.platform.node.cpu.slowdown.is_empty() {
-            lock(&self.busy_cpus)[sim.platform_node] -= 1;
+            lock(&self.busy_cpus)[sim.platform_node] -= 1 + r.members.len();
         }
+        sim.release_members(&r.members);
         let node = r.node;
         let mut q = sim.take_queue(w);
         let Once {
@@ -671,6 +764,12 @@ impl Simulation {
                 for a in node.accesses.iter().filter(|a| a.mode.writes()) {
                     st.ready.remove(&(sim.slot, a.handle.core().id, r.mem_node));
                 }
+                drop(st);
+                if shared.kinds[w].is_device() && crate::sched::writes_through(&node) {
+                    shared
+                        .policy
+                        .write_back(&ReadyTask(Arc::clone(&node)), r.mem_node);
+                }
             }
             if let (Outcome::Ok, Some(then)) = (&outcome, then) {
                 outcome = match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
@@ -682,16 +781,23 @@ impl Simulation {
         }
         if let Some(trace) = &sim.trace {
             let end = self.now_ns();
-            lock(trace).tasks.push(TaskRecord {
-                id: node.id,
-                codelet: node.codelet.name.clone(),
-                label: node.label().map(|l| l.into_owned()),
-                worker: w as u32,
-                priority: node.priority,
-                flops: node.flops,
-                start: r.start,
-                end,
-            });
+            let label = node.label().map(|l| l.into_owned());
+            let mut t = lock(trace);
+            for (rank, &m) in std::iter::once(&w).chain(&r.members).enumerate() {
+                t.tasks.push(TaskRecord {
+                    id: node.id,
+                    codelet: node.codelet.name.clone(),
+                    label: label.clone(),
+                    worker: m as u32,
+                    priority: node.priority,
+                    // Counted once, on the leader's record.
+                    flops: if rank == 0 { node.flops } else { 0.0 },
+                    start: r.start,
+                    end,
+                    team_rank: rank as u32,
+                });
+            }
+            drop(t);
             if let Some(p) = node.preds.get() {
                 let mut t = lock(trace);
                 t.edges.extend(p.as_slice().iter().map(|&x| (x, node.id)));
@@ -700,9 +806,10 @@ impl Simulation {
         if shared.calibrate && matches!(outcome, Outcome::Ok) {
             let kind = &shared.kinds[w];
             let overhead = self.processor(shared, w).overhead;
+            let arch = crate::team::team_arch(kind.arch, 1 + r.members.len());
             self.durations.perf().record(
                 &node.codelet.name,
-                kind.arch,
+                &arch,
                 node.size_key(),
                 (r.secs - overhead).max(0.0),
             );
@@ -730,10 +837,11 @@ impl Simulation {
         }
     }
 
-    /// Modelled duration of `node` on worker `w`, in seconds.
-    fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode) -> f64 {
+    /// Modelled duration of `node` on worker `w` (leading a team of `team`),
+    /// in seconds.
+    fn task_seconds(&self, shared: &Shared, w: usize, node: &TaskNode, team: usize) -> f64 {
         self.durations
-            .seconds(self.processor(shared, w), shared.kinds[w].arch, node)
+            .seconds(self.processor(shared, w), shared.kinds[w].arch, node, team)
     }
 
     // ---- links ----------------------------------------------------------
@@ -861,6 +969,17 @@ struct Running {
     start: u64,
     /// Modelled duration, seconds.
     secs: f64,
+    /// The other members of its team (busy until it ends).
+    members: Vec<usize>,
+}
+
+/// A team being recruited: its leader (busy), its task, the size it needs
+/// and the members so far.
+struct Recruit {
+    leader: usize,
+    task: ReadyTask,
+    size: usize,
+    members: Vec<usize>,
 }
 
 /// A simulated runtime's virtual workers (held by its `Shared`).
@@ -871,6 +990,11 @@ pub(crate) struct SimRt {
     /// the ranks of one node share its memory bandwidth).
     platform_node: usize,
     running: Mutex<Vec<Option<Running>>>,
+    /// Per worker: the leader of the team it serves (busy until the team's
+    /// task ends).
+    member_of: Mutex<Vec<Option<usize>>>,
+    /// The team recruiting now (one at a time, as on the real board).
+    recruit: Mutex<Option<Recruit>>,
     /// Each worker's queue; taken out while the event loop uses it.
     queues: Mutex<Vec<Option<Box<dyn WorkerQueue>>>>,
     dirty: AtomicBool,
@@ -892,6 +1016,8 @@ impl SimRt {
             slot,
             platform_node,
             running: Mutex::new((0..n).map(|_| None).collect()),
+            member_of: Mutex::new(vec![None; n]),
+            recruit: Mutex::new(None),
             queues: Mutex::new((0..n).map(|_| None).collect()),
             dirty: AtomicBool::new(false),
             trace: trace.then(|| {
@@ -920,6 +1046,22 @@ impl SimRt {
 
     pub(crate) fn set_queues(&self, queues: Vec<Box<dyn WorkerQueue>>) {
         *lock(&self.queues) = queues.into_iter().map(Some).collect();
+    }
+
+    /// Whether virtual worker `w` runs a task, serves a team, or leads
+    /// one that recruits.
+    fn busy(&self, w: usize) -> bool {
+        lock(&self.running)[w].is_some()
+            || lock(&self.member_of)[w].is_some()
+            || lock(&self.recruit).as_ref().is_some_and(|r| r.leader == w)
+    }
+
+    /// The team of a task that ended (or never ran) goes back to work.
+    fn release_members(&self, members: &[usize]) {
+        let mut of = lock(&self.member_of);
+        for &m in members {
+            of[m] = None;
+        }
     }
 
     fn take_queue(&self, w: usize) -> Box<dyn WorkerQueue> {
@@ -973,12 +1115,13 @@ impl VirtualLinks for RtLinks {
         lock(&self.world.state).stats.overcommits += 1;
     }
 
-    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>) -> f64 {
+    fn cpu_seconds(&self, cost: &crate::device::TaskCost<'_>, team: usize) -> f64 {
         model_seconds(
             &self.world.platform.node.cpu,
             cost.codelet,
             cost.flops,
             cost.bytes,
+            team,
         )
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct Rare {
     pub(crate) satisfied_preds: Vec<u64>,
     /// Why this description cannot be submitted (found while building).
     pub(crate) invalid: Option<String>,
+    /// Team size overriding the codelet's (`team`).
+    pub(crate) team: Option<crate::team::TeamSize>,
 }
 
 impl TaskBuilder {
@@ -187,6 +189,13 @@ impl TaskBuilder {
     /// Keep this task on CPU workers.
     pub fn cpu_only(mut self) -> Self {
         self.cpu_only = true;
+        self
+    }
+
+    /// Run this task on a team of CPU workers of this size (overrides the
+    /// codelet's [`Codelet::team`](crate::Codelet::team)).
+    pub fn team(mut self, size: crate::team::TeamSize) -> Self {
+        self.rare_mut().team = Some(size);
         self
     }
 
@@ -343,6 +352,13 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
     /// Keep this task on CPU workers.
     pub fn cpu_only(mut self) -> Self {
         self.b.cpu_only = true;
+        self
+    }
+
+    /// Run this task on a team of CPU workers of this size (overrides the
+    /// codelet's [`Codelet::team`](crate::Codelet::team)).
+    pub fn team(mut self, size: crate::team::TeamSize) -> Self {
+        self.b = self.b.team(size);
         self
     }
 

@@ -93,6 +93,8 @@ pub struct TaskContext<'t> {
     /// A typed body took the task's data as arguments: the dynamic accessors
     /// must not hand any of it out again (that could alias a `&mut`).
     typed: Cell<bool>,
+    /// The team running this task, when it runs on more than one worker.
+    team: Option<&'t crate::team::TeamJob>,
 }
 
 impl<'t> TaskContext<'t> {
@@ -113,6 +115,23 @@ impl<'t> TaskContext<'t> {
             device,
             raw,
             typed: Cell::new(false),
+            team: None,
+        }
+    }
+
+    /// The same context, run by `team` (the leader's view of a team task).
+    pub(crate) fn with_team(mut self, team: Option<&'t crate::team::TeamJob>) -> Self {
+        self.team = team;
+        self
+    }
+
+    /// The team running this task: its size, and [`Team::run`](crate::team::Team::run)
+    /// to run a closure on every member. A task that is not a team task, or
+    /// got a team of one, sees a team of one (`run` calls the closure here).
+    pub fn team(&self) -> crate::team::Team<'t> {
+        match self.team {
+            Some(job) => crate::team::Team::engine(job),
+            None => crate::team::Team::solo(),
         }
     }
 

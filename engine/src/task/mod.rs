@@ -114,6 +114,12 @@ pub(crate) struct TaskNode {
     pub(crate) node_hint: Option<usize>,
     /// `dmda`'s predicted cost of this task on the worker it was given, in ns.
     pub(crate) estimate_ns: AtomicU64,
+    /// Runs on a team of CPU workers of this size (the task's, else the
+    /// codelet's; see `crate::team`).
+    pub(crate) team: Option<crate::team::TeamSize>,
+    /// The team size a policy chose (0: none chose; the worker takes the
+    /// largest allowed).
+    pub(crate) team_target: AtomicUsize,
     /// Unfinished predecessors, plus one held by the submitter until all edges
     /// are in place. The decrement that reaches zero makes the task ready, and
     /// whoever performs it pushes the task to a queue, exactly once.
@@ -142,6 +148,7 @@ pub(crate) struct NodeParts {
     pub(crate) once: Once,
     pub(crate) cpu_only: bool,
     pub(crate) node_hint: Option<usize>,
+    pub(crate) team: Option<crate::team::TeamSize>,
 }
 
 // SAFETY: `once` is the only non-Sync field; it is reached only by the one
@@ -169,6 +176,8 @@ impl TaskNode {
             cpu_only: p.cpu_only,
             node_hint: p.node_hint,
             estimate_ns: AtomicU64::new(0),
+            team: p.team,
+            team_target: AtomicUsize::new(0),
             pending: AtomicUsize::new(1),
             cancelled: AtomicBool::new(false),
             state: AtomicU8::new(state::SUBMITTED),

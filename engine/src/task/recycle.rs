@@ -92,6 +92,7 @@ mod tests {
                 once: Once::default(),
                 cpu_only: false,
                 node_hint: None,
+                team: None,
             },
         )
     }

@@ -168,6 +168,7 @@ mod tests {
                     flops: 0.0,
                     start: 100 * id,
                     end: 100 * id + 50,
+                    team_rank: 0,
                 })
                 .collect(),
             edges,

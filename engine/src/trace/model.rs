@@ -137,6 +137,11 @@ pub struct TaskRecord {
     pub start: Nanos,
     /// End of the body.
     pub end: Nanos,
+    /// Rank in the task's team (see `tessera_engine::team`): 0 for the
+    /// leader (whose record carries the flops) and for tasks run by one
+    /// worker; members' records share the leader's id and times.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub team_rank: u32,
 }
 
 /// One data transfer.
@@ -200,4 +205,8 @@ impl Trace {
     pub fn is_distributed(&self) -> bool {
         !self.ranks.is_empty() || !self.messages.is_empty()
     }
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }

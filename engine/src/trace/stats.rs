@@ -174,7 +174,8 @@ pub fn stats(trace: &Trace) -> TraceStats {
         total_work as f64 / workers.len() as f64
     };
     let mut s = TraceStats {
-        tasks: tasks.len(),
+        // A team task once (its members' records are busy time, not tasks).
+        tasks: tasks.iter().filter(|t| t.team_rank == 0).count(),
         first_start,
         last_end,
         makespan,
@@ -251,7 +252,7 @@ fn worker_stats(trace: &Trace, makespan: Nanos) -> Vec<WorkerStats> {
 
 fn codelet_stats(trace: &Trace) -> Vec<CodeletStats> {
     let mut by_name: HashMap<&str, (usize, Nanos, f64)> = HashMap::new();
-    for t in &trace.tasks {
+    for t in trace.tasks.iter().filter(|t| t.team_rank == 0) {
         let e = by_name.entry(&t.codelet).or_default();
         e.0 += 1;
         e.1 = e.1.saturating_add(t.end.saturating_sub(t.start));
@@ -347,7 +348,7 @@ fn rank_stats(trace: &Trace) -> Vec<RankStats> {
     }
     for t in &trace.tasks {
         let k = slot(wranks[t.worker as usize]);
-        out[k].tasks += 1;
+        out[k].tasks += usize::from(t.team_rank == 0);
         busy[k].push((t.start, t.end));
     }
     for m in &trace.messages {
@@ -408,7 +409,9 @@ fn critical_path(trace: &Trace) -> PathResult {
     let n = tasks.len();
     let mut index: HashMap<u64, usize> = HashMap::with_capacity(n);
     let mut duplicate_ids = 0;
-    for (i, t) in tasks.iter().enumerate() {
+    // A team's members repeat its leader's id and times: the leader stands
+    // for the task.
+    for (i, t) in tasks.iter().enumerate().filter(|(_, t)| t.team_rank == 0) {
         match index.entry(t.id) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(i);
@@ -675,6 +678,7 @@ mod tests {
             flops,
             start,
             end,
+            team_rank: 0,
         }
     }
 

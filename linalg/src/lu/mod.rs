@@ -30,6 +30,7 @@
 //! travel; panels stay on the CPU. With one device `dmda` shares the updates
 //! between the CPU workers and the device by its cost estimates.
 
+mod blocks;
 pub mod dist;
 pub mod seq;
 mod solve;
@@ -39,8 +40,11 @@ mod tasks;
 use std::sync::Arc;
 
 use tessera_engine::symbolic::{self, TaskClasses};
+use tessera_engine::team::TeamSize;
 use tessera_engine::{DataHandle, Error, ReadWrite, Runtime, TaskBuilder};
 use tessera_tasks::tile::Tile;
+
+pub use self::blocks::Update;
 
 use self::seq::ipiv_global;
 pub use self::solve::solve_from_factors;
@@ -71,6 +75,34 @@ pub enum LuTask {
     Gemm(usize, usize, usize),
 }
 
+/// How an LU run is cut into tasks: the front-end, where tile columns go
+/// on devices, the panel's team and the shape of the trailing updates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LuOptions {
+    /// Task-graph front-end (the device-sized updates are submitted as
+    /// sequential task flow whatever this says).
+    pub front: Front,
+    /// Placement of tile columns on devices.
+    pub split: Split,
+    /// The panel as a team task of this size (`None`: one worker).
+    pub panel_team: Option<TeamSize>,
+    /// How trailing updates are cut ([`Update::auto`] picks one for the
+    /// runtime's devices).
+    pub update: Update,
+}
+
+impl LuOptions {
+    /// Tile tasks, a one-worker panel, columns placed automatically.
+    pub fn new(front: Front) -> LuOptions {
+        LuOptions {
+            front,
+            split: Split::Auto,
+            panel_team: None,
+            update: Update::Tiles,
+        }
+    }
+}
+
 /// The LU's data registered with a runtime, and how to make each task.
 struct LuGraph {
     n: usize,
@@ -80,6 +112,8 @@ struct LuGraph {
     piv: Vec<DataHandle<Vec<usize>>>,
     /// Where each column's update tasks run (with devices).
     placement: Arc<ColumnPlacement>,
+    /// The panel's team, if it is a team task.
+    panel_team: Option<TeamSize>,
 }
 
 impl LuGraph {
@@ -104,10 +138,29 @@ impl LuGraph {
     /// The task for `key`: its codelet, data, arguments, priority and, with
     /// column owners, its placement (panels stay where `dmda` puts them).
     fn task(&self, key: LuTask) -> TaskBuilder {
+        let task = self.bare_task(key);
+        let (k, column) = match key {
+            LuTask::Panel(_) => return task,
+            LuTask::Swap(k, j) | LuTask::Trsm(k, j) | LuTask::Gemm(k, _, j) => (k, j),
+        };
+        match self.placement.node(k, column) {
+            Some(node) => task.on_node(node),
+            None => task,
+        }
+    }
+
+    /// The task for `key` without a placement.
+    fn bare_task(&self, key: LuTask) -> TaskBuilder {
         let prio = self.priority(key);
         let (n, nb) = (self.n, self.nb);
-        let task = match key {
-            LuTask::Panel(k) => panel_task(&self.piv[k], self.column(k, k), k, n, nb, prio),
+        match key {
+            LuTask::Panel(k) => {
+                let task = panel_task(&self.piv[k], self.column(k, k), k, n, nb, prio);
+                match self.panel_team {
+                    Some(size) => task.team(size),
+                    None => task,
+                }
+            }
             LuTask::Swap(k, j) => swap_task(&self.piv[k], self.column(k, j), k, j, n, nb, prio),
             LuTask::Trsm(k, j) => trsm_task(self.tile(k, k), self.tile(k, j), k, j, n, nb, prio),
             LuTask::Gemm(k, i, j) => gemm_task(
@@ -117,14 +170,6 @@ impl LuGraph {
                 nb,
                 prio,
             ),
-        };
-        let (k, column) = match key {
-            LuTask::Panel(_) => return task,
-            LuTask::Swap(k, j) | LuTask::Trsm(k, j) | LuTask::Gemm(k, _, j) => (k, j),
-        };
-        match self.placement.node(k, column) {
-            Some(node) => task.on_node(node),
-            None => task,
         }
     }
 }
@@ -235,6 +280,24 @@ pub fn lu_factor_split(
     front: Front,
     split: Split,
 ) -> Result<(LuFactors, Vec<(usize, f64)>), Error> {
+    lu_factor_with(
+        rt,
+        a,
+        &LuOptions {
+            split,
+            ..LuOptions::new(front)
+        },
+    )
+}
+
+/// [`lu_factor`] cut into tasks as `opts` says (panel team, update shape,
+/// column placement); also returns the device share chosen at each step
+/// (adaptive split only; empty otherwise).
+pub fn lu_factor_with(
+    rt: &Runtime,
+    a: TileMatrix,
+    opts: &LuOptions,
+) -> Result<(LuFactors, Vec<(usize, f64)>), Error> {
     let (n, nb) = (a.n_rows(), a.nb());
     if a.n_cols() != n {
         return Err(Error::Config(format!(
@@ -250,13 +313,17 @@ pub fn lu_factor_split(
         .enumerate()
         .map(|(ix, tile)| rt.register_replicable_named(tile, format!("A({},{})", ix % t, ix / t)))
         .collect();
-    let graph = LuGraph::new(rt, n, nb, tiles, split);
-    let graph = match front {
-        Front::Stf => {
+    let graph = LuGraph::new(rt, n, nb, tiles, opts);
+    let graph = match (opts.front, opts.update) {
+        (_, update @ (Update::Merged | Update::Streamed { .. })) => {
+            blocks::submit(rt, &graph, update)?;
+            graph
+        }
+        (Front::Stf, Update::Tiles) => {
             submit_stf(rt, &graph)?;
             graph
         }
-        Front::Symbolic => {
+        (Front::Symbolic, Update::Tiles) => {
             let classes = Arc::new(LuClasses { graph });
             symbolic::run(rt, Arc::clone(&classes))?;
             match Arc::try_unwrap(classes) {
@@ -293,9 +360,15 @@ impl LuGraph {
         n: usize,
         nb: usize,
         tiles: Vec<DataHandle<Tile>>,
-        split: Split,
+        opts: &LuOptions,
     ) -> LuGraph {
         let t = n.div_ceil(nb);
+        if let Update::Streamed { .. } = opts.update {
+            // The matrix lives on the host and streams through the devices.
+            for h in &tiles {
+                h.set_write_through(true);
+            }
+        }
         let piv = (0..t)
             .map(|k| {
                 rt.register_replicable_named(
@@ -310,7 +383,8 @@ impl LuGraph {
             nb,
             tiles,
             piv,
-            placement: Arc::new(ColumnPlacement::new(split, rt, n, nb)),
+            placement: Arc::new(ColumnPlacement::new(opts.split, rt, n, nb)),
+            panel_team: opts.panel_team,
         }
     }
 }
@@ -327,6 +401,7 @@ fn empty_classes(n: usize, nb: usize) -> LuClasses {
         tiles: a.into_tiles().into_iter().map(|x| rt.register(x)).collect(),
         piv: (0..t).map(|_| rt.register(Vec::new())).collect(),
         placement: Arc::new(ColumnPlacement::Free),
+        panel_team: None,
     };
     LuClasses { graph }
 }
@@ -355,6 +430,25 @@ pub fn lu_simulate(
     front: Front,
     split: Split,
 ) -> Result<Vec<(usize, f64)>, Error> {
+    lu_simulate_with(
+        rt,
+        n,
+        nb,
+        &LuOptions {
+            split,
+            ..LuOptions::new(front)
+        },
+    )
+}
+
+/// [`lu_simulate`] cut into tasks as `opts` says (the same tasks as
+/// [`lu_factor_with`]).
+pub fn lu_simulate_with(
+    rt: &Runtime,
+    n: usize,
+    nb: usize,
+    opts: &LuOptions,
+) -> Result<Vec<(usize, f64)>, Error> {
     if n == 0 || nb == 0 {
         return Err(Error::Config("LU needs n >= 1 and nb >= 1".into()));
     }
@@ -371,11 +465,14 @@ pub fn lu_simulate(
             )?);
         }
     }
-    let graph = LuGraph::new(rt, n, nb, tiles, split);
+    let graph = LuGraph::new(rt, n, nb, tiles, opts);
     let placement = Arc::clone(&graph.placement);
-    match front {
-        Front::Stf => submit_stf(rt, &graph)?,
-        Front::Symbolic => {
+    match (opts.front, opts.update) {
+        (_, update @ (Update::Merged | Update::Streamed { .. })) => {
+            blocks::submit(rt, &graph, update)?
+        }
+        (Front::Stf, Update::Tiles) => submit_stf(rt, &graph)?,
+        (Front::Symbolic, Update::Tiles) => {
             symbolic::run(rt, Arc::new(LuClasses { graph }))?;
         }
     }

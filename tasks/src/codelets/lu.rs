@@ -10,6 +10,7 @@ use tessera_engine::{Codelet, Read, ReadWrite, Write};
 use super::{sim_tile, sim_tile_mut, store};
 use crate::kernels::{
     gemm_flops, gemm_update, getrf_panel, getrf_panel_flops, laswp, trsm_flops, trsm_unit_lower,
+    TeamPanel,
 };
 use crate::tile::Tile;
 
@@ -75,10 +76,18 @@ pub static PANEL: LazyLock<Codelet<PanelData, PanelArgs>> = LazyLock::new(|| {
     let cl = Codelet::<PanelData, PanelArgs>::with_args("panel")
         .flops(|p| getrf_panel_flops(p.rows, p.cols))
         .label(|p| format!("panel({})", p.k))
-        // The sequential panel kernel on this worker's core: no threads
-        // outside the engine's workers.
-        .cpu(|_ctx, p, (piv, mut col)| {
-            *piv = getrf_panel(&mut col, p.col0)?;
+        // One worker: the sequential panel kernel on its core. A team task
+        // (`Task::team`): every member runs the team panel (the same
+        // operations, the tile rows shared, bit-identical factors); no
+        // threads outside the engine's workers either way.
+        .cpu(|ctx, p, (piv, mut col)| {
+            let team = ctx.team();
+            if team.size() == 1 {
+                *piv = getrf_panel(&mut col, p.col0)?;
+            } else {
+                let panel = TeamPanel::new(&mut col);
+                *piv = team.run(|m| panel.factor(p.col0, m))??;
+            }
             Ok(())
         })
         .device::<SimDevice, _>(|dev, p, (piv, col)| {

@@ -12,6 +12,7 @@
 //! `.device::<YourDevice>(..)` body built on its safe, typed operations.
 
 pub mod lu;
+pub mod lu_blocks;
 pub mod lu_dist;
 pub mod spmv;
 

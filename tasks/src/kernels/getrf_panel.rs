@@ -272,7 +272,7 @@ impl<'p, 't> TiledPanel<'p, 't> {
 
 /// Columns of the left half when a recursion step splits `k` pivots: half, rounded down
 /// to a multiple of 8 (whole vectors of `U` for the GEMM) once the blocks are wide.
-fn split_columns(k: usize) -> usize {
+pub(super) fn split_columns(k: usize) -> usize {
     if k >= 4 * LEAF {
         k / 2 / 8 * 8
     } else {
@@ -289,7 +289,7 @@ pub const LEAF: usize = 8;
 /// `ld >= m`), LAPACK `dgetrf2`'s recursion: the contiguous fallback of [`getrf_panel`]. `ipiv` (length `min(m, n)`) gets 0-based
 /// transpositions relative to row 0. `Err(j)`: the pivot of local column `j` is an exact
 /// zero; `a` is then partly factored.
-fn recursive_lu(
+pub(super) fn recursive_lu(
     a: &mut [f64],
     ld: usize,
     m: usize,
@@ -325,7 +325,7 @@ fn recursive_lu(
 }
 
 /// Unblocked right-looking LU with partial pivoting (`dgetf2`) of the `m × n` matrix in `a`.
-fn unblocked_lu(
+pub(super) fn unblocked_lu(
     a: &mut [f64],
     ld: usize,
     m: usize,
@@ -368,7 +368,7 @@ fn unblocked_lu(
 /// Index of the first entry of largest magnitude (BLAS `idamax`, 0-based); 0 for an empty
 /// or all-NaN slice. Two passes: a lane-wise maximum the compiler vectorises, then the
 /// first index that reaches it.
-fn iamax(x: &[f64]) -> usize {
+pub(super) fn iamax(x: &[f64]) -> usize {
     const LANES: usize = 8;
     let mut best = [-1.0f64; LANES];
     let chunks = x.chunks_exact(LANES);

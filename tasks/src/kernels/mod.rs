@@ -3,18 +3,24 @@
 //! These are the bodies that codelets wrap: each works on the tiles a task is handed, calls
 //! faer sequentially (`Par::Seq`: the runtime owns the parallelism), and comes with a flop
 //! count for cost hints. `gemm_update`, `trsm_unit_lower` and `laswp` allocate nothing.
+//! [`TeamPanel`] is the panel for a team task: the members of the team (the runtime's
+//! workers) share its phases, each member's part sequential.
 
 mod gemm;
 mod getrf_panel;
+mod getrf_panel_team;
 mod laswp;
 pub mod spmv;
 mod trsm;
+mod update;
 
 pub use gemm::{gemm_flops, gemm_minus_blocked, gemm_row_block, gemm_update, l2_bytes};
 pub use getrf_panel::{getrf_panel, getrf_panel_faer, getrf_panel_flops, SingularColumn, LEAF};
+pub use getrf_panel_team::TeamPanel;
 pub use laswp::{laswp, laswp_bytes, laswp_flops};
 pub use spmv::{spmv_bytes, spmv_csr, spmv_csr_split, spmv_csr_unchecked, spmv_flops};
 pub use trsm::{trsm_flops, trsm_unit_lower};
+pub use update::{gemm_rows, update_column};
 
 #[cfg(test)]
 pub(crate) mod test_support {

@@ -19,6 +19,7 @@ fn task(id: u64, codelet: &str, worker: u32, start: Nanos, end: Nanos) -> TaskRe
         },
         start,
         end,
+        team_rank: 0,
     }
 }
 

@@ -211,6 +211,10 @@ impl Builder {
                 flops,
                 start,
                 end,
+                team_rank: match args.map.get("team_rank") {
+                    None => 0,
+                    Some(_) => args.u32("team_rank")?,
+                },
             });
         }
         Ok(())

@@ -323,6 +323,9 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
         }
         write!(w, ",\"priority\":{},\"flops\":", t.priority)?;
         write_f64(&mut w, t.flops)?;
+        if t.team_rank > 0 {
+            write!(w, ",\"team_rank\":{}", t.team_rank)?;
+        }
         write!(
             w,
             ",\"worker\":{},\"start_ns\":{},\"end_ns\":{}}}}}",

@@ -1,0 +1,290 @@
+//! Recruiting a team among a runtime's CPU workers (the board), and the
+//! running team's dispatch of closures to its members (the job).
+//!
+//! One team recruits at a time. The leader posts its job on the board and
+//! wakes the parked CPU workers; every CPU worker looks at the board before
+//! it pops a task (one relaxed load while nobody recruits) and joins; the
+//! board is cleared when the team is complete. A worker that pops a team
+//! task while another team recruits puts it back and joins that team. Why
+//! this cannot deadlock or lose a wake-up: `README.md` beside this file.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::sync::{wait_until, wake_all, TeamSync};
+use super::{run_member, Member};
+use crate::error::BodyError;
+use crate::task::TaskNode;
+use crate::util::lock;
+
+/// A lifetime-erased reference to the closure members run (see
+/// [`TeamJob::run`] for why it stays valid while they use it).
+#[derive(Clone, Copy)]
+struct WorkRef(*const (dyn Fn(&Member<'_>) + Sync + 'static));
+
+// SAFETY: the pointee is `Sync` (shared references to it may cross
+// threads), and `TeamJob::run` keeps it alive while any member holds it.
+unsafe impl Send for WorkRef {}
+
+/// One team: its task, its members, their synchronisation, and the closure
+/// they run now.
+pub(crate) struct TeamJob {
+    /// The task the team runs.
+    pub(crate) node: Arc<TaskNode>,
+    /// Barrier and reductions, sized for the whole team.
+    pub(crate) sync: TeamSync,
+    /// The worker of each rank, in joining order (the leader is rank 0).
+    /// Complete when its length is the team's size.
+    workers: Mutex<Vec<usize>>,
+    /// Members that joined so far, the leader not counted (a copy of
+    /// `workers.len() - 1` the leader can wait on without the lock).
+    joined: AtomicUsize,
+    /// Only workers of this NUMA node may join (set when the node has
+    /// enough CPU workers for the whole team).
+    pub(crate) numa: Option<usize>,
+    /// The closure of the current `run`, and its generation: members run
+    /// each generation once.
+    work: Mutex<Option<WorkRef>>,
+    work_gen: AtomicUsize,
+    /// Members done with the current generation.
+    work_done: AtomicUsize,
+    /// The body has returned: members go back to their queues.
+    released: AtomicBool,
+    /// Members gone back (after recording the task on their timelines).
+    checked_out: AtomicUsize,
+    park: (Mutex<()>, Condvar),
+    sleepers: AtomicUsize,
+    /// When the body started and ended (the recorder's clock), for the
+    /// members' trace events.
+    pub(crate) span: Mutex<(u64, u64)>,
+}
+
+impl TeamJob {
+    /// A job for `node` with `size` members, led by worker `leader`.
+    pub(crate) fn new(
+        node: Arc<TaskNode>,
+        size: usize,
+        leader: usize,
+        numa: Option<usize>,
+    ) -> TeamJob {
+        TeamJob {
+            node,
+            sync: TeamSync::new(size),
+            workers: Mutex::new(vec![leader]),
+            joined: AtomicUsize::new(0),
+            numa,
+            work: Mutex::new(None),
+            work_gen: AtomicUsize::new(0),
+            work_done: AtomicUsize::new(0),
+            released: AtomicBool::new(false),
+            checked_out: AtomicUsize::new(0),
+            park: (Mutex::new(()), Condvar::new()),
+            sleepers: AtomicUsize::new(0),
+            span: Mutex::new((0, 0)),
+        }
+    }
+
+    /// Members wanted besides the leader.
+    fn wanted(&self) -> usize {
+        self.sync.size() - 1
+    }
+
+    /// Worker `worker` joins: its rank, or `None` when the team is full.
+    fn join(&self, worker: usize) -> Option<usize> {
+        let mut w = lock(&self.workers);
+        if w.len() >= self.sync.size() {
+            return None;
+        }
+        w.push(worker);
+        let rank = w.len() - 1;
+        self.joined.store(rank, Ordering::SeqCst);
+        drop(w);
+        wake_all(&self.park, &self.sleepers);
+        Some(rank)
+    }
+
+    /// Whether every member has joined.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.joined.load(Ordering::SeqCst) == self.wanted()
+    }
+
+    /// The leader: wait until the team is complete, or `stop()` holds
+    /// (the runtime shuts down). Returns whether it is complete.
+    pub(crate) fn wait_complete(&self, stop: impl Fn() -> bool) -> bool {
+        wait_until(|| self.is_complete() || stop(), &self.park, &self.sleepers);
+        self.is_complete()
+    }
+
+    /// Run `f` on every member (rank 0 here, on the leader's thread) and
+    /// return rank 0's result when all have returned.
+    pub(crate) fn run<R>(&self, f: &(impl Fn(&Member<'_>) -> R + Sync)) -> Result<R, BodyError> {
+        let others = self.wanted();
+        if others > 0 {
+            let g = |m: &Member<'_>| {
+                let _ = f(m);
+            };
+            let g: &(dyn Fn(&Member<'_>) + Sync) = &g;
+            // SAFETY: only the lifetime is erased. Members call the closure
+            // between seeing this generation and counting themselves in
+            // `work_done`; this function waits for all of them to count
+            // (member panics are caught before they count) before it
+            // returns and `g` goes out of scope.
+            let ptr: *const (dyn Fn(&Member<'_>) + Sync + 'static) =
+                unsafe { std::mem::transmute(g as *const (dyn Fn(&Member<'_>) + Sync)) };
+            *lock(&self.work) = Some(WorkRef(ptr));
+            self.work_done.store(0, Ordering::SeqCst);
+            self.work_gen.fetch_add(1, Ordering::SeqCst);
+            wake_all(&self.park, &self.sleepers);
+        }
+        let mine = run_member(&self.sync, 0, f);
+        if others > 0 {
+            wait_until(
+                || self.work_done.load(Ordering::SeqCst) == others,
+                &self.park,
+                &self.sleepers,
+            );
+            *lock(&self.work) = None;
+        }
+        // A member may fail after rank 0 returned: ask once all are done.
+        match (mine, self.sync.failure()) {
+            (Ok(r), None) => Ok(r),
+            (_, Some(e)) | (Err(e), None) => Err(BodyError::from(format!(
+                "{e} (team of {})",
+                self.sync.size()
+            ))),
+        }
+    }
+
+    /// A member of rank `rank`: run every closure the leader hands out,
+    /// until the body returns.
+    pub(crate) fn serve(&self, rank: usize) {
+        let mut seen = 0;
+        loop {
+            wait_until(
+                || {
+                    self.work_gen.load(Ordering::SeqCst) != seen
+                        || self.released.load(Ordering::SeqCst)
+                },
+                &self.park,
+                &self.sleepers,
+            );
+            let gen = self.work_gen.load(Ordering::SeqCst);
+            if gen == seen {
+                return; // released, no new work
+            }
+            seen = gen;
+            let work = lock(&self.work)
+                .as_ref()
+                .copied()
+                .expect("the work of the current generation is set until every member is done");
+            // SAFETY: see `run`: the closure lives until this member counts
+            // itself done below.
+            let f = unsafe { &*work.0 };
+            // A panic is recorded in `sync` (and reported by the leader).
+            let _ = catch_unwind(AssertUnwindSafe(|| run_member(&self.sync, rank, &|m| f(m))));
+            self.work_done.fetch_add(1, Ordering::SeqCst);
+            wake_all(&self.park, &self.sleepers);
+        }
+    }
+
+    /// The body has returned: release the members, and wait until each
+    /// has checked out (so the task completes after every member's trace
+    /// event is recorded, and with its workers free).
+    pub(crate) fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+        wake_all(&self.park, &self.sleepers);
+        let joined = self.joined.load(Ordering::SeqCst);
+        wait_until(
+            || self.checked_out.load(Ordering::SeqCst) == joined,
+            &self.park,
+            &self.sleepers,
+        );
+    }
+
+    /// A member is done with this team.
+    pub(crate) fn check_out(&self) {
+        self.checked_out.fetch_add(1, Ordering::SeqCst);
+        wake_all(&self.park, &self.sleepers);
+    }
+}
+
+/// Where a recruiting team waits for members (one per runtime).
+pub(crate) struct Board {
+    /// A job is posted (checked by every CPU worker before each pop).
+    recruiting: AtomicBool,
+    job: Mutex<Option<Arc<TeamJob>>>,
+    /// NUMA node of each worker (empty: one node).
+    numa: Vec<usize>,
+}
+
+impl Board {
+    pub(crate) fn new(numa: Vec<usize>) -> Board {
+        Board {
+            recruiting: AtomicBool::new(false),
+            job: Mutex::new(None),
+            numa,
+        }
+    }
+
+    /// Whether a team is recruiting (a hint: `try_join` decides). Relaxed
+    /// is enough: a worker about to park re-checks after the sleep
+    /// protocol's SeqCst fence (W2–W3), and `post` is followed by the
+    /// pusher's fence (P2) before it reads who sleeps.
+    #[inline]
+    pub(crate) fn is_recruiting(&self) -> bool {
+        self.recruiting.load(Ordering::Relaxed)
+    }
+
+    /// NUMA node of worker `w` (0 when unknown).
+    pub(crate) fn numa_of(&self, w: usize) -> usize {
+        self.numa.get(w).copied().unwrap_or(0)
+    }
+
+    /// How many CPU workers among `cpus` (worker indexes) are on `node`.
+    pub(crate) fn count_on(&self, node: usize, cpus: usize) -> usize {
+        (0..cpus).filter(|&w| self.numa_of(w) == node).count()
+    }
+
+    /// Post `job`; `false` if another team is recruiting (then join it).
+    pub(crate) fn post(&self, job: &Arc<TeamJob>) -> bool {
+        let mut slot = lock(&self.job);
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(Arc::clone(job));
+        self.recruiting.store(true, Ordering::SeqCst);
+        true
+    }
+
+    /// Worker `worker` joins the recruiting team, if any will have it:
+    /// the job and its rank. The member that completes a team clears the
+    /// board.
+    pub(crate) fn try_join(&self, worker: usize) -> Option<(Arc<TeamJob>, usize)> {
+        if !self.is_recruiting() {
+            return None;
+        }
+        let mut slot = lock(&self.job);
+        let job = slot.as_ref()?;
+        if job.numa.is_some_and(|n| n != self.numa_of(worker)) {
+            return None;
+        }
+        let job = Arc::clone(job);
+        let rank = job.join(worker)?;
+        if job.is_complete() {
+            *slot = None;
+            self.recruiting.store(false, Ordering::SeqCst);
+        }
+        Some((job, rank))
+    }
+
+    /// Take `job` off the board if it is still there (the leader gives up:
+    /// the runtime shuts down).
+    pub(crate) fn withdraw(&self, job: &Arc<TeamJob>) {
+        let mut slot = lock(&self.job);
+        if slot.as_ref().is_some_and(|j| Arc::ptr_eq(j, job)) {
+            *slot = None;
+            self.recruiting.store(false, Ordering::SeqCst);
+        }
+    }
+}

@@ -1,0 +1,923 @@
+//! GETRF on a panel by a team: [`getrf_panel`]'s recursive LU with its phases shared among the
+//! members of a team task (HPL's `pdfact` run by the threads of a process).
+//!
+//! [`getrf_panel`]: super::getrf_panel
+
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::Mutex;
+
+use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
+use faer::{MatMut, MatRef, Par};
+use tessera_engine::team::{share, Member};
+
+use super::gemm::{gemm_minus_blocked, gemm_row_block};
+use super::getrf_panel::{iamax, recursive_lu, split_columns, unblocked_lu, SingularColumn, LEAF};
+use crate::tile::Tile;
+
+/// Rows of a member's share of the panel are whole groups of this many panel rows (one cache
+/// line of `f64` when the tiles' rows are multiples of 8): two members never write the same
+/// cache line of a column in the leaves, where they write every few microseconds.
+const ROW_ALIGN: usize = 8;
+
+/// A column of tiles that the members of one team factor together: [`TeamPanel::factor`],
+/// called by every member, gives exactly what [`getrf_panel`](super::getrf_panel) gives on
+/// the same tiles (the same pivots, the same bits in every entry, the same error), at every
+/// team size.
+///
+/// ```
+/// use tessera_engine::team::run_threads;
+/// use tessera_tasks::kernels::TeamPanel;
+/// use tessera_tasks::tile::Tile;
+///
+/// let mut tiles = vec![Tile::from_col_major(2, 2, &[1.0, 4.0, 2.0, 3.0])];
+/// let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+/// let panel = TeamPanel::new(&mut refs);
+/// let ipiv = run_threads(2, |m| panel.factor(0, m)).unwrap().unwrap();
+/// assert_eq!(ipiv, vec![1, 1]); // row 1 holds the larger first entry
+/// assert_eq!(tiles[0].as_slice(), &[4.0, 0.25, 3.0, 1.25]);
+/// ```
+///
+/// Chosen design: the same recursion as the single-core kernel (the same split points and
+/// leaves of at most [`LEAF`] columns), each phase done by the team, SPMD: every member runs
+/// the recursion and takes its part of each phase.
+/// - **Leaf** (unblocked LU of rows `d..m`, columns `d..d+n`): the rows are split into
+///   contiguous, rank-ordered ranges ([`Member::share`] over rows `d..m`, cut at multiples
+///   of 8 panel rows: a cache line of a column); a member reads and writes only its own
+///   rows. Per column, each member finds its first row of largest magnitude (the single-core
+///   kernel's `iamax` and strict `>`), and one [`Member::all_reduce`] in rank order (a later
+///   rank replaces only when strictly greater) gives every member the single-core pivot,
+///   together with the pivot row's and the diagonal row's entries. The owners of those two rows then swap them, and every member
+///   scales and updates its own rows with the pivot row it received.
+/// - **Row interchanges** of a recursion step: the columns are split among the members, each
+///   applying every interchange to its columns.
+/// - **TRSM** (`A12 := L11⁻¹ A12`, at most `w/2` square, a few percent of the flops): rank 0.
+/// - **GEMM** (`A22 −= A21·A12`): the single-core kernel's faer calls (one per row block of
+///   each tile), each made by one member, whole: contiguous, rank-ordered runs of calls, a call
+///   going to the member whose leaf rows hold its middle row.
+///
+/// Every floating-point operation is then the single-core kernel's, on the same operands in
+/// the same order: each entry of the leaves gets the same scalings and updates (the rows are
+/// independent), faer gets the same calls (splitting a call by rows could change its path:
+/// faer picks kernels by the shape), and interchanges move values. So the team's pivots are
+/// the single-core pivots even where rounding decides them (nearly singular panels), which
+/// "equal within rounding" could not promise.
+///
+/// Synchronisation per recursion step (one fewer than the leaves): 3 barriers (after the
+/// interchanges of the right half, after the TRSM, after the GEMM). Per leaf column: 1, the
+/// reduction's; none after a leaf or after the interchanges of a left half (see the phase
+/// table under *Safety*). Plus one barrier at the start, after the members claimed the panel.
+/// A tall panel of `w = 448` columns: 63 steps, 64 leaves of 7 columns, 448 leaf columns:
+/// 638 synchronisations.
+///
+/// The contiguous fallback of the single-core kernel (first tile shorter than `min(m, w)`:
+/// not a layout the LU makes), and leaves wider than [`LEAF`] (at most `LEAF` rows left: only
+/// when `m < w`) run on rank 0 alone, with the same code as the single-core kernel, while the
+/// other members wait in a reduction that hands them its outcome.
+///
+/// # Safety (why the members' accesses never race)
+/// [`TeamPanel::new`] takes the tiles by `&mut` for the panel's lifetime, so only members
+/// reach them; [`factor`](TeamPanel::factor) admits one team, once: each member claims its
+/// rank, a claim that finds its rank taken (a second team, a second call) panics, and no
+/// member touches an entry before a barrier that every member of its team passes only once all
+/// of them claimed. Within the team, phases and what each member may touch:
+///
+/// | phase | member `r` writes (and reads) | ends with |
+/// |---|---|---|
+/// | claim | nothing | barrier |
+/// | leaf column `j` | its own leaf rows, columns `d..d+n` (reads the pivot and diagonal rows through the reduction, never another member's rows) | the next column's reduction, or nothing (below) |
+/// | interchanges, right half | its columns of `d+n1..d+n`, every row | barrier |
+/// | TRSM | rank 0: tile 0, rows `d..d+n1`, columns `d+n1..d+n` | barrier |
+/// | GEMM | its calls' rows of columns `d+n1..d+n` (reads `A12`, written by nobody in the phase, and its calls' `A21`) | barrier |
+/// | interchanges, left half | its columns of `d..d+n1`, every row | nothing (below) |
+/// | wide leaf, contiguous fallback | rank 0 alone | reduction |
+///
+/// A leaf, or a step, that ends with nothing is followed, up to the next barrier, only by the
+/// interchanges of enclosing steps as the recursion returns: the left-half interchanges of
+/// each step it is the right half of (columns left of it), then, at the first step it is the
+/// left half of, that step's right-half interchanges (columns right of it), which end with a
+/// barrier; or by the end of `factor`. No two phases of such a run touch the same column.
+/// Every leaf starts right after a barrier (the claim's, or the GEMM's of the step whose right
+/// half it begins). The barriers and reductions synchronise as acquire/release (the engine's
+/// [`Member::barrier`]), so what one phase wrote is visible to the next.
+pub struct TeamPanel<'a> {
+    /// Each tile's entries (column-major, leading dimension `rows`) and its rows.
+    tiles: Vec<RawTile>,
+    /// `starts[s]`: the panel row where tile `s` begins.
+    starts: Vec<usize>,
+    /// Rows of the panel.
+    m: usize,
+    /// Columns of every tile.
+    w: usize,
+    /// Which ranks of which team size entered [`factor`](TeamPanel::factor).
+    claims: Mutex<Claims>,
+    _tiles: PhantomData<&'a mut [f64]>,
+}
+
+// SAFETY: a `TeamPanel` is an exclusive borrow of its tiles (`new` takes them by `&mut` for
+// `'a`), like `&'a mut [&mut Tile]`, which is `Send` and `Sync`; its raw pointers are the
+// tiles' buffers. Moving it to another thread moves that borrow.
+unsafe impl Send for TeamPanel<'_> {}
+// SAFETY: shared, it is used only through `factor`, whose members write disjoint entries
+// between barriers (the phase table in the type's documentation), and which admits one team.
+unsafe impl Sync for TeamPanel<'_> {}
+
+#[derive(Clone, Copy)]
+struct RawTile {
+    ptr: *mut f64,
+    rows: usize,
+}
+
+/// The team size that claimed the panel and the ranks claimed so far.
+#[derive(Default)]
+struct Claims {
+    size: usize,
+    ranks: Vec<bool>,
+}
+
+/// One member's contribution to a leaf column's reduction.
+#[derive(Clone, Copy)]
+struct Candidate {
+    /// Magnitude of the member's first largest entry; −1 when it has none (no rows, or NaN).
+    abs: f64,
+    /// Its panel row ([`NO_ROW`]: none).
+    row: usize,
+    /// That row's entries in the leaf's columns.
+    prow: [f64; LEAF],
+    /// The diagonal row's entries in the leaf's columns, from the member that owns it.
+    top: Option<[f64; LEAF]>,
+}
+
+const NO_ROW: usize = usize::MAX;
+
+impl Candidate {
+    /// `a` from lower ranks, `b` from the next one: the single-core scan's rule, where a later
+    /// row replaces the best so far only when strictly larger.
+    fn combine(a: Candidate, b: Candidate) -> Candidate {
+        let top = a.top.or(b.top);
+        let mut best = if b.abs > a.abs { b } else { a };
+        best.top = top;
+        best
+    }
+}
+
+/// A member's rows in one tile: tile `s`, which begins at panel row `start`, local `rows`.
+struct Segment {
+    s: usize,
+    start: usize,
+    rows: Range<usize>,
+}
+
+impl<'a> TeamPanel<'a> {
+    /// The panel `tiles` (tile rows `k..mt` of tile column `k`, top to bottom, as for
+    /// [`getrf_panel`](super::getrf_panel)), borrowed until the view is dropped.
+    ///
+    /// # Panics
+    /// If the tiles do not all have the same number of columns.
+    pub fn new(tiles: &'a mut [&mut Tile]) -> TeamPanel<'a> {
+        let w = tiles.first().map_or(0, |t| t.cols());
+        assert!(
+            tiles.iter().all(|t| t.cols() == w),
+            "getrf_panel: all tiles of a panel must have {w} columns"
+        );
+        let mut starts = Vec::with_capacity(tiles.len());
+        let mut m = 0;
+        let tiles = tiles
+            .iter_mut()
+            .map(|t| {
+                starts.push(m);
+                m += t.rows();
+                RawTile {
+                    ptr: t.as_mut_slice().as_mut_ptr(),
+                    rows: t.rows(),
+                }
+            })
+            .collect();
+        TeamPanel {
+            tiles,
+            starts,
+            m,
+            w,
+            claims: Mutex::new(Claims::default()),
+            _tiles: PhantomData,
+        }
+    }
+
+    /// Factors the panel `P·A = L·U` in place, with partial pivoting over all its rows: what
+    /// [`getrf_panel`](super::getrf_panel)`(tiles, col0)` does, bit for bit. Every member of
+    /// one team calls it (`team.run(|m| panel.factor(col0, m))`), and every member returns
+    /// the same result.
+    ///
+    /// # Errors
+    /// [`SingularColumn`] naming global column `col0 + j` when the pivot of local column `j`
+    /// is an exact zero (the first such column), from every member.
+    ///
+    /// # Panics
+    /// When a second team, or a second call, enters the panel (it is factored once, by one
+    /// team): that member panics before touching any tile, which fails its team.
+    pub fn factor(&self, col0: usize, member: &Member<'_>) -> Result<Vec<usize>, SingularColumn> {
+        self.claim(member);
+        // Every member of this team claimed its rank: no other team gets past its own.
+        member.barrier();
+        let singular = |j| SingularColumn { column: col0 + j };
+        let k = self.m.min(self.w);
+        let Some(first) = self.tiles.first() else {
+            return Ok(Vec::new());
+        };
+        if first.rows < k {
+            return self.factor_copied(member).map_err(singular);
+        }
+        let mut ipiv = vec![0usize; k];
+        self.factor_rec(member, 0, self.w, &mut ipiv)
+            .map_err(singular)?;
+        Ok(ipiv)
+    }
+
+    /// Records `member`'s rank as taken.
+    ///
+    /// # Panics
+    /// If the rank was taken, or the panel was claimed by a team of another size.
+    fn claim(&self, member: &Member<'_>) {
+        let (rank, size) = (member.rank(), member.size());
+        let taken = {
+            let mut c = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+            if c.ranks.is_empty() {
+                c.size = size;
+                c.ranks = vec![false; size];
+            }
+            let taken = c.size != size || c.ranks[rank];
+            if !taken {
+                c.ranks[rank] = true;
+            }
+            taken
+        };
+        assert!(
+            !taken,
+            "TeamPanel::factor: rank {rank} of a team of {size} entered a panel already \
+             claimed (a panel is factored once, by one team)"
+        );
+    }
+
+    /// LU of rows `d..m`, columns `d..d+n`: [`getrf_panel`](super::getrf_panel)'s recursion,
+    /// each phase by the team. `ipiv` gets the pivot rows (panel rows) of steps
+    /// `d..d+min(m−d, n)`. `Err(j)`: zero pivot in panel column `j`.
+    fn factor_rec(
+        &self,
+        member: &Member<'_>,
+        d: usize,
+        n: usize,
+        ipiv: &mut [usize],
+    ) -> Result<(), usize> {
+        let k = (self.m - d).min(n);
+        if k <= LEAF || n <= LEAF {
+            return self.leaf(member, d, n, ipiv);
+        }
+        let n1 = split_columns(k);
+        let n2 = n - n1;
+        self.factor_rec(member, d, n1, &mut ipiv[..n1])?;
+        self.swap_rows(member, d + n1, n2, d, &ipiv[..n1]);
+        member.barrier();
+        if member.rank() == 0 {
+            self.trsm(d, n1, n2);
+        }
+        member.barrier();
+        self.gemm(member, d, n1, n2);
+        member.barrier();
+        self.factor_rec(member, d + n1, n2, &mut ipiv[n1..k])?;
+        self.swap_rows(member, d, n1, d + n1, &ipiv[n1..k]);
+        Ok(())
+    }
+
+    /// This member's leaf rows when rows `d..m` are shared: contiguous, in rank order, cut at
+    /// multiples of `ROW_ALIGN` panel rows.
+    fn rows_of(&self, member: &Member<'_>, d: usize) -> Range<usize> {
+        let base = d / ROW_ALIGN * ROW_ALIGN;
+        let r = share(self.m - base, ROW_ALIGN, member.size(), member.rank());
+        let start = (base + r.start).max(d);
+        start..(base + r.end).max(start)
+    }
+
+    /// The pieces of panel rows `rows` in each tile.
+    fn segments(&self, rows: &Range<usize>) -> Vec<Segment> {
+        (0..self.tiles.len())
+            .filter_map(|s| {
+                let (start, end) = (self.starts[s], self.starts[s] + self.tiles[s].rows);
+                let (lo, hi) = (rows.start.max(start), rows.end.min(end));
+                (lo < hi).then(|| Segment {
+                    s,
+                    start,
+                    rows: lo - start..hi - start,
+                })
+            })
+            .collect()
+    }
+
+    /// The tile holding panel row `row < m`, and the row within it.
+    fn locate(&self, row: usize) -> (usize, usize) {
+        let s = self.starts.partition_point(|&st| st <= row) - 1;
+        (s, row - self.starts[s])
+    }
+
+    /// Where entry (`r`, `c`) of tile `s` lies (`r < rows`, `c < w` for a valid address).
+    fn entry(&self, s: usize, r: usize, c: usize) -> *mut f64 {
+        let t = self.tiles[s];
+        debug_assert!(r < t.rows && c < self.w, "entry ({r}, {c}) of tile {s}");
+        t.ptr.wrapping_add(r + c * t.rows)
+    }
+
+    /// Local rows `rows` of column `c` of tile `s`.
+    ///
+    /// # Safety
+    /// `rows` lie within the tile and `c < w`; no one writes these entries while the slice
+    /// lives (the phase table of [`TeamPanel`]).
+    unsafe fn column(&self, s: usize, rows: Range<usize>, c: usize) -> &[f64] {
+        // SAFETY: in bounds and not written meanwhile, by the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.entry(s, rows.start, c), rows.len()) }
+    }
+
+    /// Local rows `rows` of column `c` of tile `s`, writable.
+    ///
+    /// # Safety
+    /// `rows` lie within the tile and `c < w`; no one else reads or writes these entries
+    /// while the slice lives (the phase table of [`TeamPanel`] gives them to this member).
+    #[expect(
+        clippy::mut_from_ref,
+        reason = "the members share `&self`; the phase table says whose entries these are"
+    )]
+    unsafe fn column_mut(&self, s: usize, rows: Range<usize>, c: usize) -> &mut [f64] {
+        // SAFETY: in bounds and exclusive, by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.entry(s, rows.start, c), rows.len()) }
+    }
+
+    /// Panel row `row`'s entries in columns `d..d+n` (`n <= LEAF`).
+    ///
+    /// # Safety
+    /// No one writes them meanwhile (the caller owns the row in a leaf).
+    unsafe fn read_row(&self, row: usize, d: usize, n: usize) -> [f64; LEAF] {
+        let (s, r) = self.locate(row);
+        let mut out = [0.0; LEAF];
+        for (c, x) in out.iter_mut().enumerate().take(n) {
+            // SAFETY: in bounds (row < m, d + c < w) and not written meanwhile (caller).
+            *x = unsafe { *self.entry(s, r, d + c) };
+        }
+        out
+    }
+
+    /// Writes `vals` into panel row `row`, columns `d..d+n`.
+    ///
+    /// # Safety
+    /// No one else reads or writes them meanwhile (the caller owns the row in a leaf).
+    unsafe fn write_row(&self, row: usize, d: usize, n: usize, vals: &[f64; LEAF]) {
+        let (s, r) = self.locate(row);
+        for (c, &v) in vals.iter().enumerate().take(n) {
+            // SAFETY: in bounds (row < m, d + c < w) and exclusive (caller).
+            unsafe { *self.entry(s, r, d + c) = v };
+        }
+    }
+
+    /// Unblocked right-looking LU (`dgetf2`) of rows `d..m`, columns `d..d+n`, by the team:
+    /// each member pivots, swaps, scales and updates its own rows (see [`TeamPanel`]).
+    fn leaf(
+        &self,
+        member: &Member<'_>,
+        d: usize,
+        n: usize,
+        ipiv: &mut [usize],
+    ) -> Result<(), usize> {
+        let steps = (self.m - d).min(n);
+        if steps == 0 {
+            return Ok(());
+        }
+        if n > LEAF {
+            return self.wide_leaf(member, d, n, ipiv);
+        }
+        let own = self.rows_of(member, d);
+        let segments = self.segments(&own);
+        let end = d + n;
+        for (j, slot) in ipiv.iter_mut().enumerate().take(steps) {
+            let (row, col) = (d + j, d + j);
+            // This member's first row of largest magnitude, as the single-core scan finds it.
+            let mut mine = Candidate {
+                abs: -1.0,
+                row: NO_ROW,
+                prow: [0.0; LEAF],
+                top: None,
+            };
+            for seg in &segments {
+                let from = seg.rows.start.max(row.saturating_sub(seg.start));
+                if from >= seg.rows.end {
+                    continue;
+                }
+                // SAFETY: this member's rows of a leaf column; only it writes them.
+                let c = unsafe { self.column(seg.s, from..seg.rows.end, col) };
+                let i = iamax(c);
+                if c[i].abs() > mine.abs {
+                    (mine.abs, mine.row) = (c[i].abs(), seg.start + from + i);
+                }
+            }
+            if mine.row != NO_ROW {
+                // SAFETY: a row of this member's.
+                mine.prow = unsafe { self.read_row(mine.row, d, n) };
+            }
+            if own.contains(&row) {
+                // SAFETY: a row of this member's.
+                mine.top = Some(unsafe { self.read_row(row, d, n) });
+            }
+            let best = member.all_reduce(mine, Candidate::combine);
+            let top = best.top.expect("the diagonal row is some member's");
+            // No candidate: every entry is NaN, and the single-core scan keeps the diagonal.
+            let (p, prow) = if best.row == NO_ROW {
+                (row, top)
+            } else {
+                (best.row, best.prow)
+            };
+            *slot = p;
+            let pivot = prow[j];
+            if pivot == 0.0 {
+                return Err(col);
+            }
+            if p != row {
+                if own.contains(&row) {
+                    // SAFETY: a row of this member's.
+                    unsafe { self.write_row(row, d, n, &prow) };
+                }
+                if own.contains(&p) {
+                    // SAFETY: a row of this member's.
+                    unsafe { self.write_row(p, d, n, &top) };
+                }
+            }
+            let inv = pivot.recip();
+            for seg in &segments {
+                let from = seg.rows.start.max((row + 1).saturating_sub(seg.start));
+                if from >= seg.rows.end {
+                    continue;
+                }
+                let rows = from..seg.rows.end;
+                // SAFETY: this member's rows of the leaf's column `col`, written only by it.
+                let l = unsafe { self.column_mut(seg.s, rows.clone(), col) };
+                for x in l.iter_mut() {
+                    *x *= inv;
+                }
+                let l = &*l;
+                for c in col + 1..end {
+                    let u = prow[c - d];
+                    if u != 0.0 {
+                        // SAFETY: this member's rows of column `c != col` of the leaf.
+                        let x = unsafe { self.column_mut(seg.s, rows.clone(), c) };
+                        for (x, &y) in x.iter_mut().zip(l) {
+                            *x -= y * u;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A leaf of more than [`LEAF`] columns, hence at most `LEAF` rows (`m < w`, so tile 0
+    /// holds every row): rank 0 factors it alone, with the single-core kernel's `dgetf2`
+    /// (which is its leaf, operation for operation), and hands the outcome to the others.
+    fn wide_leaf(
+        &self,
+        member: &Member<'_>,
+        d: usize,
+        n: usize,
+        ipiv: &mut [usize],
+    ) -> Result<(), usize> {
+        let steps = (self.m - d).min(n);
+        let mine = (member.rank() == 0).then(|| {
+            let t = self.tiles[0];
+            assert!(t.rows >= self.m, "a wide leaf lies in tile 0");
+            let (ld, rows) = (t.rows, self.m - d);
+            // SAFETY: rows `d..m` of columns `d..d+n` of tile 0 and the entries between them,
+            // in bounds (`d + n <= w`, `m <= ld`); rank 0 alone touches the panel in this
+            // phase (the others wait in the reduction below).
+            let a =
+                unsafe { std::slice::from_raw_parts_mut(self.entry(0, d, d), (n - 1) * ld + rows) };
+            let mut piv = vec![0; steps];
+            unblocked_lu(a, ld, rows, n, &mut piv).map(|()| piv)
+        });
+        let outcome = member
+            .all_reduce(mine, |a, b| a.or(b))
+            .expect("rank 0 factored the leaf");
+        let piv = outcome.map_err(|j| d + j)?;
+        for (slot, p) in ipiv.iter_mut().zip(piv) {
+            *slot = d + p;
+        }
+        Ok(())
+    }
+
+    /// Swaps panel row `first + i` with row `ipiv[i]`, in order, in this member's share of
+    /// columns `c0..c0+cols`.
+    fn swap_rows(&self, member: &Member<'_>, c0: usize, cols: usize, first: usize, ipiv: &[usize]) {
+        let mine = member.share(cols, 1);
+        if mine.is_empty() {
+            return;
+        }
+        let pairs: Vec<_> = ipiv
+            .iter()
+            .enumerate()
+            .filter(|&(i, &p)| p != first + i)
+            .map(|(i, &p)| (self.locate(first + i), self.locate(p)))
+            .collect();
+        for c in c0 + mine.start..c0 + mine.end {
+            for &((sa, ra), (sb, rb)) in &pairs {
+                // SAFETY: two distinct entries (rows differ) of column `c`, which this member
+                // alone touches in this phase.
+                unsafe { std::ptr::swap(self.entry(sa, ra, c), self.entry(sb, rb, c)) };
+            }
+        }
+    }
+
+    /// `A12 := L11⁻¹ A12` for the split of rows `d..m`, columns `d..d+n1+n2` after `n1`
+    /// columns, as the single-core kernel calls it. Rank 0 only.
+    fn trsm(&self, d: usize, n1: usize, n2: usize) {
+        let ld = self.tiles[0].rows as isize;
+        // SAFETY: `L11` (tile 0, rows and columns `d..d+n1`) and `A12` (rows `d..d+n1`,
+        // columns `d+n1..d+n1+n2`) lie in tile 0 (`rows >= min(m, w)`), do not overlap, and
+        // rank 0 alone touches them in this phase.
+        let (l11, a12) = unsafe {
+            (
+                MatRef::from_raw_parts(self.entry(0, d, d), n1, n1, 1, ld),
+                MatMut::from_raw_parts_mut(self.entry(0, d, d + n1), n1, n2, 1, ld),
+            )
+        };
+        solve_unit_lower_triangular_in_place(l11, a12, Par::Seq);
+    }
+
+    /// `A22 −= A21·A12` for the split of rows `d..m` after `n1` columns: the single-core
+    /// kernel's faer calls (one per row block of each tile, [`gemm_row_block`]), this
+    /// member's share of them.
+    fn gemm(&self, member: &Member<'_>, d: usize, n1: usize, n2: usize) {
+        let own = self.rows_of(member, d + n1);
+        let ld0 = self.tiles[0].rows as isize;
+        // SAFETY: `A12` (tile 0, rows `d..d+n1`, columns `d+n1..d+n1+n2`) is read by every
+        // member in this phase and written by none (the members write rows `>= d+n1`).
+        let a12 = unsafe { MatRef::from_raw_parts(self.entry(0, d, d + n1), n1, n2, 1, ld0) };
+        for (s, t) in self.tiles.iter().enumerate() {
+            let first = if s == 0 { d + n1 } else { 0 };
+            if t.rows <= first {
+                continue;
+            }
+            let rows = t.rows - first;
+            // `gemm_minus_blocked`'s blocks for the single-core kernel's call on this tile.
+            let block = match gemm_row_block(rows, n1) {
+                0 => rows,
+                b => b,
+            };
+            let ld = t.rows as isize;
+            let mut r0 = 0;
+            while r0 < rows {
+                let r = block.min(rows - r0);
+                if own.contains(&(self.starts[s] + first + r0 + r / 2)) {
+                    let top = first + r0;
+                    // SAFETY: rows `top..top+r` of tile `s`, columns `d..d+n1` (`A21`, read
+                    // only) and `d+n1..d+n1+n2` (`C`, written by this member alone: each block
+                    // has one owner), in bounds, disjoint from each other and from `A12`.
+                    let (a21, c) = unsafe {
+                        (
+                            MatRef::from_raw_parts(self.entry(s, top, d), r, n1, 1, ld),
+                            MatMut::from_raw_parts_mut(self.entry(s, top, d + n1), r, n2, 1, ld),
+                        )
+                    };
+                    // Rows 0: one faer call, the one the single-core kernel makes.
+                    gemm_minus_blocked(c, a21, a12, 0);
+                }
+                r0 += r;
+            }
+        }
+    }
+
+    /// The contiguous fallback of the single-core kernel, on rank 0 alone (the others wait
+    /// in the reduction): its copy, recursion and copy back. `Err(j)`: zero pivot in panel
+    /// column `j`.
+    fn factor_copied(&self, member: &Member<'_>) -> Result<Vec<usize>, usize> {
+        let (m, w) = (self.m, self.w);
+        let mine = (member.rank() == 0).then(|| {
+            let mut buf = vec![0.0; m * w];
+            for j in 0..w {
+                for (s, t) in self.tiles.iter().enumerate().filter(|(_, t)| t.rows > 0) {
+                    let start = self.starts[s];
+                    // SAFETY: column `j` of tile `s`; rank 0 alone touches the panel here.
+                    let src = unsafe { self.column(s, 0..t.rows, j) };
+                    buf[j * m + start..j * m + start + t.rows].copy_from_slice(src);
+                }
+            }
+            let mut ipiv = vec![0usize; m.min(w)];
+            let r = recursive_lu(&mut buf, m, m, w, &mut ipiv);
+            if r.is_ok() {
+                for j in 0..w {
+                    for (s, t) in self.tiles.iter().enumerate().filter(|(_, t)| t.rows > 0) {
+                        let start = self.starts[s];
+                        // SAFETY: as above.
+                        let dst = unsafe { self.column_mut(s, 0..t.rows, j) };
+                        dst.copy_from_slice(&buf[j * m + start..j * m + start + t.rows]);
+                    }
+                }
+            }
+            r.map(|()| ipiv)
+        });
+        member
+            .all_reduce(mine, |a, b| a.or(b))
+            .expect("rank 0 factored the panel")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that a team of 1 to 4 members factors a panel exactly as the single-core kernel
+    //! does (the same pivots, the same bits, the same error, from every member) on random,
+    //! graded, tied, NaN-holding and nearly singular panels of every shape at tile edges, that
+    //! a singular panel fails on every member without a hang, and that a panel admits one team.
+
+    use std::sync::mpsc;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use tessera_engine::team::run_threads;
+
+    use super::*;
+    use crate::kernels::getrf_panel;
+    use crate::kernels::test_support::{dense_of, random_dense, split_rows, tiles_of, SplitMix64};
+
+    type Outcome = Result<Vec<usize>, SingularColumn>;
+
+    /// Runs `f` on a thread of its own and fails the test if it has not finished after a
+    /// minute: a member stuck in a barrier would otherwise hang the test run.
+    fn with_deadline<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(v)) => v,
+            Ok(Err(p)) => std::panic::resume_unwind(p),
+            Err(_) => panic!("{what}: no result after 60 s (a member hangs?)"),
+        }
+    }
+
+    /// The single-core kernel's outcome and the panel it leaves.
+    fn single(a: &[f64], m: usize, w: usize, splits: &[usize], col0: usize) -> (Outcome, Vec<f64>) {
+        let mut tiles = tiles_of(a, m, w, splits);
+        let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+        let r = getrf_panel(&mut refs, col0);
+        (r, dense_of(&tiles, w))
+    }
+
+    /// A team of `size`'s outcome on every member (rank order) and the panel it leaves.
+    fn team(
+        a: &[f64],
+        m: usize,
+        w: usize,
+        splits: &[usize],
+        col0: usize,
+        size: usize,
+    ) -> (Vec<Outcome>, Vec<f64>) {
+        let (a, splits) = (a.to_vec(), splits.to_vec());
+        let what = format!("team of {size} on {m}x{w} in tiles {splits:?}");
+        with_deadline(what, move || {
+            let mut tiles = tiles_of(&a, m, w, &splits);
+            let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+            let panel = TeamPanel::new(&mut refs);
+            let outcomes = Mutex::new(vec![None; size]);
+            run_threads(size, |member| {
+                let r = panel.factor(col0, member);
+                outcomes.lock().unwrap()[member.rank()] = Some(r);
+            })
+            .unwrap();
+            drop(panel);
+            let outcomes = outcomes.into_inner().unwrap();
+            let outcomes = outcomes
+                .into_iter()
+                .map(|o| o.expect("every member returned"))
+                .collect();
+            (outcomes, dense_of(&tiles, w))
+        })
+    }
+
+    /// Bits of every entry (NaN-safe equality).
+    fn bits(x: &[f64]) -> Vec<u64> {
+        x.iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// Teams of 1..=4 give the single-core kernel's outcome on every member, and its panel
+    /// bit for bit. Returns that outcome.
+    fn assert_same_as_single(
+        a: &[f64],
+        m: usize,
+        w: usize,
+        splits: &[usize],
+        col0: usize,
+    ) -> Outcome {
+        let (want, want_lu) = single(a, m, w, splits, col0);
+        for size in 1..=4 {
+            let (got, lu) = team(a, m, w, splits, col0, size);
+            for (rank, g) in got.iter().enumerate() {
+                assert_eq!(
+                    g, &want,
+                    "m={m} w={w} tiles {splits:?} size {size} rank {rank}"
+                );
+            }
+            if let Some(i) = bits(&lu)
+                .iter()
+                .zip(bits(&want_lu))
+                .position(|(x, y)| *x != y)
+            {
+                panic!(
+                    "m={m} w={w} tiles {splits:?} size {size}: entry ({}, {}) is {:e}, the \
+                     single-core kernel's {:e}",
+                    i % m,
+                    i / m,
+                    lu[i],
+                    want_lu[i]
+                );
+            }
+        }
+        want
+    }
+
+    /// Tilings of `m` rows for a panel of width `w`: the LU's (tiles of `nb` rows, the last
+    /// one shorter), one tile, a first tile of `w + 3` rows and small ones after, and tiles
+    /// shorter than `min(m, w)` (the contiguous fallback).
+    fn tilings(m: usize, w: usize, nb: usize) -> Vec<Vec<usize>> {
+        let first = (w + 3).min(m);
+        let mut t = vec![
+            split_rows(m, nb),
+            vec![m],
+            [vec![first], split_rows(m - first, 5)].concat(),
+            split_rows(m, 7),
+        ];
+        t.dedup();
+        t
+    }
+
+    #[test]
+    fn random_panels_at_tile_edges() {
+        let mut seed = 100;
+        for w in [1, 3, 8, 9, 17, 40] {
+            // nb = w: the LU's tiles (nb × nb, the panel's first tile holds the diagonal).
+            let nb = w.max(2);
+            // 1 to 5 tiles, the last one short or whole.
+            let one_or_two = [1, 2, 3, nb - 1, nb, nb + 1];
+            let more = [2 * nb + 3, 4 * nb - 1, 5 * nb - 2];
+            for m in one_or_two.into_iter().chain(more) {
+                for splits in tilings(m, w, nb) {
+                    seed += 1;
+                    let a = random_dense(m, w, seed);
+                    assert_same_as_single(&a, m, w, &splits, 0).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tall_panel_recursing_several_levels() {
+        // w = 96 > 4 · LEAF: split points at multiples of 8, GEMMs over 16 tiles.
+        let (m, w) = (1500, 96);
+        let a = random_dense(m, w, 31);
+        assert_same_as_single(&a, m, w, &split_rows(m, w), 0).unwrap();
+        // Tiles of 256 rows: GEMM row blocks inside the tiles when the blocks get wide.
+        let (m, w) = (700, 72);
+        let a = random_dense(m, w, 32);
+        assert_same_as_single(&a, m, w, &split_rows(m, 256), 0).unwrap();
+    }
+
+    #[test]
+    fn wide_panels() {
+        // m < w: the last leaves are wider than LEAF (rank 0 alone).
+        for (m, w) in [(1, 20), (3, 40), (9, 40), (12, 64), (30, 64)] {
+            let a = random_dense(m, w, (m * w) as u64);
+            assert_same_as_single(&a, m, w, &[m], 0).unwrap();
+        }
+    }
+
+    #[test]
+    fn graded_panels() {
+        // Rows scaled by 10^k, k from −12 to 12: the pivots follow the scaling.
+        let mut rng = SplitMix64(9);
+        for (m, w, nb) in [(100, 24, 24), (333, 40, 40), (64, 64, 16)] {
+            let mut a = random_dense(m, w, 10 + m as u64);
+            for i in 0..m {
+                let k = (rng.next_u64() % 25) as i32 - 12;
+                for j in 0..w {
+                    a[i + j * m] *= 10f64.powi(k);
+                }
+            }
+            for splits in tilings(m, w, nb) {
+                assert_same_as_single(&a, m, w, &splits, 0).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn nearly_singular_panels() {
+        // Rank r plus noise at 1e-14: past column r the pivots are chosen among rounding
+        // errors, where only the same operations give the same choice.
+        for (m, w, r) in [(90, 32, 5), (200, 48, 20), (130, 17, 16)] {
+            let u = random_dense(m, r, 1);
+            let v = random_dense(r, w, 2);
+            let noise = random_dense(m, w, 3);
+            let mut a = vec![0.0; m * w];
+            for j in 0..w {
+                for i in 0..m {
+                    let s: f64 = (0..r).map(|l| u[i + l * m] * v[l + j * r]).sum();
+                    a[i + j * m] = s + 1e-14 * noise[i + j * m];
+                }
+            }
+            for splits in tilings(m, w, w) {
+                assert_same_as_single(&a, m, w, &splits, 0).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn ties_and_nans_pick_the_single_core_pivot() {
+        // Entries ±1: every column search is a tie, won by its first row, whichever member
+        // holds it. NaNs are never chosen; a column of NaNs keeps the diagonal.
+        let (m, w) = (70, 20);
+        let mut rng = SplitMix64(5);
+        let ones: Vec<f64> = (0..m * w)
+            .map(|_| if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        for splits in tilings(m, w, w) {
+            // ±1 panels are singular in exact arithmetic only by chance; either outcome must match.
+            let _ = assert_same_as_single(&ones, m, w, &splits, 0);
+        }
+        let mut nans = random_dense(m, w, 6);
+        for i in (0..m).step_by(9) {
+            nans[i + 3 * m] = f64::NAN;
+        }
+        nans[50 + 2 * m] = f64::NAN;
+        assert_same_as_single(&nans, m, w, &split_rows(m, w), 0).unwrap();
+        let mut col = random_dense(m, w, 7);
+        col[..m].fill(f64::NAN);
+        assert_same_as_single(&col, m, w, &split_rows(m, w), 0).unwrap();
+    }
+
+    #[test]
+    fn singular_panel_fails_on_every_member() {
+        // A zero column (in a leaf, at a split point, in the right half) names its global
+        // column, from every member, and leaves the single-core kernel's partial factors.
+        let (m, w) = (50, 40);
+        for zero_col in [0, 5, 7, 8, 16, 20, 39] {
+            let mut a = random_dense(m, w, 40 + zero_col as u64);
+            a[zero_col * m..(zero_col + 1) * m].fill(0.0);
+            for splits in tilings(m, w, w) {
+                let e = assert_same_as_single(&a, m, w, &splits, 64).unwrap_err();
+                assert_eq!(e.column, 64 + zero_col);
+            }
+        }
+        // A zero row of a square panel shows at the last step only.
+        let n = 30;
+        let mut a = random_dense(n, n, 3);
+        for j in 0..n {
+            a[11 + j * n] = 0.0;
+        }
+        let e = assert_same_as_single(&a, n, n, &[n], 0).unwrap_err();
+        assert_eq!(e.column, n - 1);
+        // A zero column of a wide panel, in a wide leaf.
+        let (m, w) = (5, 30);
+        let mut a = random_dense(m, w, 4);
+        a[2 * m..3 * m].fill(0.0);
+        assert_eq!(
+            assert_same_as_single(&a, m, w, &[m], 0).unwrap_err().column,
+            2
+        );
+    }
+
+    #[test]
+    fn empty_panels() {
+        for (m, w, splits) in [(0, 5, vec![0]), (4, 0, vec![4]), (0, 0, vec![0])] {
+            let a = vec![0.0; m * w];
+            assert!(assert_same_as_single(&a, m, w, &splits, 0)
+                .unwrap()
+                .is_empty());
+        }
+        let mut none: Vec<&mut Tile> = Vec::new();
+        let panel = TeamPanel::new(&mut none);
+        assert_eq!(run_threads(2, |m| panel.factor(0, m)).unwrap(), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_panel_admits_one_team_once() {
+        let (second_call, second_team) = with_deadline("a panel claimed twice".into(), || {
+            let (m, w) = (40, 16);
+            let a = random_dense(m, w, 8);
+            let mut tiles = tiles_of(&a, m, w, &[m]);
+            let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+            let panel = TeamPanel::new(&mut refs);
+            // A second call within the team is refused before it touches the tiles (and
+            // fails the team), and so is any team after it.
+            let second_call = run_threads(2, |mem| {
+                panel.factor(0, mem).unwrap();
+                panel.factor(0, mem)
+            })
+            .unwrap_err();
+            let second_team = run_threads(3, |mem| panel.factor(0, mem)).unwrap_err();
+            (second_call, second_team)
+        });
+        for e in [second_call, second_team] {
+            assert!(e.contains("a panel is factored once, by one team"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Proves how a device's memory is shared out when it is full: clean
+//! replicas (valid elsewhere) are evicted before the only copies, whatever
+//! their age (a device keeps what it owns and wrote), and write-through data
+//! is copied back to the host as soon as a device task wrote it, so its
+//! eviction costs no write-back (TianHe-1's output stage). In simulated time
+//! (exact byte counts) and on an emulated device with its own memory.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tessera_engine::simulate::{Platform, Simulation};
+use tessera_engine::{Codelet, Config, DataHandle, Runtime, Scheduler, TaskBuilder};
+use tessera_tests::with_timeout;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const KB: u64 = 1000;
+
+/// One core and one accelerator with room for three 1000-byte replicas.
+fn platform_mem(mem: f64) -> Platform {
+    Platform::parse(
+        &format!(
+            "[node]\ncores = 2\ntask_overhead_us = 0\nreserve_core_per_accelerator = true\n\
+         [node.cpu]\ngflops = 1\n\
+         [[node.accelerators]]\nname = \"acc\"\ngflops = 10\nmemory_gib = {mem}\n\
+         link = {{ latency_us = 1, gbs = 1 }}\n"
+        ),
+        false,
+        "residency",
+    )
+    .unwrap()
+}
+
+fn virtual_handle(rt: &Runtime, name: &str) -> DataHandle<Vec<f64>> {
+    rt.register_virtual::<Vec<f64>>(KB, [125, 0, 0, 0], name)
+        .unwrap()
+}
+
+fn platform() -> Platform {
+    platform_mem(2.8e-6)
+}
+
+/// Bytes copied into the host so far (write-backs, in these tests).
+fn host_in(rt: &Runtime) -> u64 {
+    rt.memory_stats().nodes[0].bytes_in
+}
+
+#[test]
+fn clean_copies_go_before_the_only_copy_of_data_a_device_wrote() {
+    with_timeout(LIMIT, || {
+        let sim = Simulation::with_models(platform(), Arc::default(), false, false);
+        let rt = Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
+        let dev = rt.device_nodes()[0];
+        let cl = Codelet::new("t");
+        let owned = virtual_handle(&rt, "owned");
+        let (b, c, d) = (
+            virtual_handle(&rt, "b"),
+            virtual_handle(&rt, "c"),
+            virtual_handle(&rt, "d"),
+        );
+        // The device writes `owned` first: its only valid copy, the oldest.
+        // Then it reads three others, one after the other (explicit edges:
+        // no prefetch runs ahead): the third needs room.
+        let mut prev = rt
+            .submit(TaskBuilder::new(&cl).rw(&owned).flops(1e6).on_node(dev))
+            .unwrap();
+        for h in [&b, &c, &d] {
+            prev = rt
+                .submit(
+                    TaskBuilder::new(&cl)
+                        .read(h)
+                        .flops(1e6)
+                        .on_node(dev)
+                        .after(&prev),
+                )
+                .unwrap();
+        }
+        rt.wait_all().unwrap();
+        let stats = rt.memory_stats();
+        assert_eq!(stats.nodes[dev].evictions, 1, "{stats}");
+        assert_eq!(
+            host_in(&rt),
+            0,
+            "evicting a clean copy writes nothing back: {stats}"
+        );
+    });
+}
+
+#[test]
+fn write_through_copies_back_at_once_and_eviction_is_free() {
+    with_timeout(LIMIT, || {
+        for through in [false, true] {
+            let sim = Simulation::with_models(platform(), Arc::default(), false, false);
+            let rt =
+                Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
+            let dev = rt.device_nodes()[0];
+            let cl = Codelet::new("t");
+            let hs: Vec<_> = (0..4)
+                .map(|i| virtual_handle(&rt, &format!("h{i}")))
+                .collect();
+            for h in &hs {
+                h.set_write_through(through);
+            }
+            // Four outputs through a device with room for three, one after
+            // the other.
+            let mut prev: Option<tessera_engine::TaskHandle> = None;
+            for h in &hs {
+                let mut t = TaskBuilder::new(&cl).rw(h).flops(1e6).on_node(dev);
+                if let Some(p) = &prev {
+                    t = t.after(p);
+                }
+                prev = Some(rt.submit(t).unwrap());
+            }
+            rt.wait_all().unwrap();
+            let stats = rt.memory_stats();
+            assert_eq!(stats.nodes[dev].evictions, 1, "{stats}");
+            // Both ways, one replica had to leave. Write-through copied all
+            // four back as they were written (and the eviction was free);
+            // write-back copied only the evicted one.
+            let want = if through { 4 * KB } else { KB };
+            assert_eq!(host_in(&rt), want, "write-through {through}: {stats}");
+        }
+    });
+}
+
+#[test]
+fn write_through_on_an_emulated_device_leaves_the_host_copy_valid() {
+    with_timeout(LIMIT, || {
+        let dev = tessera_backends::sim::SimDevice::new(
+            0,
+            tessera_backends::sim::SimConfig {
+                own_memory: true,
+                ..Default::default()
+            },
+        );
+        let rt = Runtime::new(
+            Config::with_workers(1)
+                .devices(vec![Arc::new(dev)])
+                .scheduler(Scheduler::Dmda),
+        )
+        .unwrap();
+        let node = rt.device_nodes()[0];
+        let cl = Codelet::new("scale");
+        let h = rt.register_replicable(vec![1.0f64; 1000]);
+        h.set_write_through(true);
+        rt.submit(
+            TaskBuilder::new(&cl)
+                .rw(&h)
+                .on_node(node)
+                .device_body(|_ctx| Ok(())),
+        )
+        .unwrap();
+        rt.wait_all().unwrap();
+        // The copy back runs on the device's copy thread: wait for it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while host_in(&rt) < 8000 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(host_in(&rt), 8000, "{}", rt.memory_stats());
+        assert_eq!(rt.unregister(h).unwrap(), vec![1.0; 1000]);
+    });
+}
