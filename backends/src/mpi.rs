@@ -97,6 +97,17 @@ pub fn launched() -> bool {
     std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() || std::env::var_os("PMI_SIZE").is_some()
 }
 
+/// Whether this process has initialised MPI (finalised since or not).
+pub fn is_initialized() -> bool {
+    mpi::environment::is_initialized()
+}
+
+/// [`Mpi::abort`] from any thread (a Ctrl-C watcher holds no [`Mpi`]):
+/// `MPI_Abort` on the world communicator, after [`init`].
+pub fn abort_job(code: i32) -> ! {
+    SimpleCommunicator::world().abort(code)
+}
+
 /// Initialise MPI and start this rank's communication thread.
 pub fn init() -> Result<Mpi, String> {
     let (universe, provided) = mpi::initialize_with_threading(Threading::Multiple)

@@ -5,8 +5,15 @@
 //! ignored, so a write past `ulimit -f` fails with an error the driver
 //! reports instead of killing the process in the middle of a save.
 //!
+//! The first SIGINT interrupts every runtime of the process
+//! (`tessera_engine::interrupt_all`), simulated ones included, so every
+//! subcommand stops; drivers that loop outside a runtime check
+//! [`requested`] between steps. Under mpirun, [`crate::ranks`] turns it into
+//! the end of the whole job.
+//!
 //! The handler is installed with `sigaction` and does only async-signal-safe
-//! things: an atomic swap, then, on a second signal, `signal` and `raise`.
+//! things: atomic stores and a swap, then, on a second signal, `signal` and
+//! `raise`.
 //! libc is used directly (already in the tree) rather than `ctrlc`, whose
 //! handler runs on a thread of its own (more than a flag needs), or
 //! `signal-hook`, a new dependency for the same two calls.
@@ -21,6 +28,9 @@ static REQUESTED: AtomicBool = AtomicBool::new(false);
 pub const EXIT_STATUS: u8 = 130;
 
 extern "C" fn on_sigint(_: libc::c_int) {
+    // Every runtime, including those `watch` does not cover (calibrate's,
+    // overhead's, simulated ones), stops taking tasks: an atomic store.
+    tessera_engine::interrupt_all();
     if REQUESTED.swap(true, Ordering::SeqCst) {
         // SAFETY: `signal` and `raise` are async-signal-safe; restoring the
         // default action and re-raising ends the process as Ctrl-C would.
@@ -50,8 +60,25 @@ pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
 }
 
+/// `Err` once Ctrl-C was pressed: drivers that measure in steps outside a
+/// runtime (`lu-kernels`) call it between steps.
+pub fn check() -> Result<(), String> {
+    if requested() {
+        return Err("interrupted (Ctrl-C): stopped between measurements".into());
+    }
+    Ok(())
+}
+
 /// Run `f` while a watcher thread turns Ctrl-C into `rt.interrupt()`.
 pub fn watch<R>(rt: &tessera_engine::Runtime, f: impl FnOnce() -> R) -> R {
+    /// Stops the watcher when `f` returns or unwinds (a panic in `f`, such
+    /// as a failed print, must not leave the scope waiting on it forever).
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -63,9 +90,8 @@ pub fn watch<R>(rt: &tessera_engine::Runtime, f: impl FnOnce() -> R) -> R {
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
-        let r = f();
-        done.store(true, Ordering::Relaxed);
-        r
+        let _done = Done(&done);
+        f()
     })
 }
 

@@ -5,9 +5,11 @@
 
 pub mod args;
 pub mod budget;
+pub mod cli;
 pub mod cmd;
 pub mod gantt;
 pub mod interrupt;
+pub mod output;
 pub mod placement;
 pub mod ranks;
 pub mod report;

@@ -68,6 +68,9 @@ impl Ranks {
             #[cfg(feature = "mpi")]
             Some(_) => {
                 let m = tessera_backends::mpi::init()?;
+                if m.size() > 1 {
+                    watch_ctrl_c(m.rank(), m.size());
+                }
                 let net = Net::new(m.transport());
                 let coll = Collectives::new(&net);
                 let ids = coll.allgather(new_run_id().as_bytes())?;
@@ -142,6 +145,15 @@ impl Ranks {
     /// End the whole job after this rank reported `error`: with several
     /// ranks, MPI_Abort, so no rank is left waiting.
     pub fn fail(&self, error: &str) -> ! {
+        #[cfg(feature = "mpi")]
+        if let (Some(m), true, true) = (&self.mpi, self.size > 1, crate::interrupt::requested()) {
+            // The run failed because Ctrl-C stopped it: say that, not its error.
+            eprintln!(
+                "tessera: interrupted (Ctrl-C) on rank {} of {}: ending the job on every rank",
+                self.rank, self.size
+            );
+            m.abort(i32::from(crate::interrupt::EXIT_STATUS));
+        }
         eprintln!(
             "tessera: error (rank {} of {}): {error}",
             self.rank, self.size
@@ -155,6 +167,72 @@ impl Ranks {
         }
         std::process::exit(1)
     }
+}
+
+/// Ctrl-C on one rank of several ends the job on every rank (issue 28: the
+/// interrupted rank waited for the others, which ran to the end): a thread
+/// polls for the first SIGINT, says so and calls `MPI_Abort` with Ctrl-C's
+/// status. A run cannot stop cleanly on one rank alone: the others would
+/// wait for its messages. Saves are atomic, so none is left half-made.
+#[cfg(feature = "mpi")]
+fn watch_ctrl_c(rank: usize, size: usize) {
+    std::thread::Builder::new()
+        .name("ctrl-c".into())
+        .spawn(move || loop {
+            if crate::interrupt::requested() {
+                eprintln!(
+                    "tessera: interrupted (Ctrl-C) on rank {rank} of {size}: ending the job on every rank"
+                );
+                tessera_backends::mpi::abort_job(i32::from(crate::interrupt::EXIT_STATUS));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        })
+        .expect("a thread starts");
+}
+
+/// Under mpirun with several ranks, a subcommand that runs in one process
+/// (`topology`, `--simulate`, `calibrate`, ...) ends the whole job with a
+/// message before it starts: MPI is initialised first, so no other rank is
+/// left in MPI's start-up, then `MPI_Abort` (issue 28: such a rank exited 0
+/// without initialising MPI, and the others waited forever). Nothing to do
+/// with one rank, or in a build without MPI (its ranks never start MPI).
+pub fn refuse_under_mpirun(what: &str) {
+    #[cfg(feature = "mpi")]
+    if let Some(n @ 2..) = launched_ranks() {
+        let m = tessera_backends::mpi::init();
+        let rank = std::env::var("OMPI_COMM_WORLD_RANK")
+            .or_else(|_| std::env::var("PMI_RANK"))
+            .unwrap_or_else(|_| "?".into());
+        eprintln!(
+            "tessera: error (rank {rank} of {n}): `tessera {what}` runs in one process, not as one of {n} ranks: run it without mpirun (or with -np 1); ending the job"
+        );
+        match m {
+            Ok(m) => m.abort(1),
+            Err(e) => {
+                eprintln!("tessera: error: MPI could not start: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
+    let _ = what;
+}
+
+/// The last thing a process does before it exits with `status`: under
+/// mpirun, a rank that did not initialise MPI (a path that needs no
+/// network: `topology`, `--simulate`, an early error) does so now, so that
+/// the other ranks' start-up does not wait for it forever (issue 28); then,
+/// after a failure, `MPI_Abort` ends the whole job with `status`, and after
+/// a success MPI is finalised with the others.
+pub fn before_exit(status: u8) {
+    #[cfg(feature = "mpi")]
+    if launched_ranks().is_some_and(|n| n > 1) && !tessera_backends::mpi::is_initialized() {
+        match tessera_backends::mpi::init() {
+            Ok(m) if status != 0 => m.abort(i32::from(status)),
+            Ok(m) => drop(m),
+            Err(e) => eprintln!("tessera: error: under mpirun, MPI could not start: {e}"),
+        }
+    }
+    let _ = status;
 }
 
 /// `path` for rank `rank` of a distributed run: `out.json` → `out.rank3.json`.

@@ -275,7 +275,7 @@ impl Shared {
         let e = std::mem::take(&mut *errors);
         if e.failures.is_empty() && e.cancelled.is_empty() {
             Ok(())
-        } else if self.interrupted.load(Ordering::Relaxed) {
+        } else if self.is_interrupted() {
             Err(Error::Interrupted(e))
         } else {
             Err(Error::Failed(e))
@@ -571,7 +571,7 @@ impl Runtime {
 
     /// Whether [`interrupt`](Self::interrupt) was called.
     pub fn is_interrupted(&self) -> bool {
-        self.shared.interrupted.load(Ordering::Relaxed)
+        self.shared.is_interrupted()
     }
 
     /// Device bodies that failed so far and whose tasks ran their CPU body
@@ -791,6 +791,32 @@ impl Runtime {
 }
 
 /// Why tasks are cancelled or refused after `Runtime::interrupt`.
+/// Set by [`interrupt_all`]; read with each runtime's own flag.
+static ALL_INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Interrupt every runtime of this process, those running and those yet to
+/// be made, simulated ones included, as [`Runtime::interrupt`] does one: a
+/// driver's first Ctrl-C stops whatever it runs, however many runtimes it
+/// makes (issue 28: `calibrate`, `overhead`, `lu-kernels` and `--simulate`
+/// ran to the end). Only an atomic store, so async-signal-safe: a SIGINT
+/// handler may call it. It cannot be undone.
+pub fn interrupt_all() {
+    // Relaxed: a flag polled per task, as `Runtime::interrupt`'s.
+    ALL_INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`interrupt_all`] was called.
+pub(crate) fn all_interrupted() -> bool {
+    ALL_INTERRUPTED.load(Ordering::Relaxed)
+}
+
+impl Shared {
+    /// Whether this runtime was interrupted, alone or with all the others.
+    pub(crate) fn is_interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::Relaxed) || all_interrupted()
+    }
+}
+
 pub(crate) const INTERRUPTED: &str = "interrupted (Runtime::interrupt, e.g. Ctrl-C)";
 
 impl Drop for Runtime {

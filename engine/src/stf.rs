@@ -112,7 +112,7 @@ impl Shared {
         if self.sleep.is_shutdown() {
             return Err(submit_error(task, "the runtime is shutting down".into()));
         }
-        if self.interrupted.load(Ordering::Relaxed) {
+        if self.is_interrupted() {
             return Err(submit_error(task, INTERRUPTED.into()));
         }
         if let Some(reason) = task.rare.as_deref().and_then(|r| r.invalid.as_ref()) {

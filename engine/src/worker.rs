@@ -239,7 +239,7 @@ fn execute(
     let node = task.0;
     // SAFETY: this worker popped the task from a ready queue.
     let once = unsafe { node.take_once() };
-    if shared.interrupted.load(Ordering::Relaxed) {
+    if shared.is_interrupted() {
         // Published to `cancelled`'s reader below on this same thread.
         node.cancel(|| crate::runtime::INTERRUPTED.into());
     }

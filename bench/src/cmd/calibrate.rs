@@ -23,7 +23,7 @@ use tessera_linalg::spmv::{repeated_spmv, SpmvMatrix};
 pub struct CalibrateArgs {
     /// The platform file to write; its perf models go to a folder beside it
     /// (`NAME.perfmodels/`).
-    #[arg(long, default_value = "bench/platforms/this-machine.toml")]
+    #[arg(short, long, default_value = "bench/platforms/this-machine.toml")]
     pub out: PathBuf,
     /// LU orders of the calibration runs, comma-separated (each run's panel
     /// and edge tiles have sizes of their own: calibrate at the orders you
@@ -42,6 +42,10 @@ pub struct CalibrateArgs {
     /// SpMV iterations.
     #[arg(long, default_value_t = 20)]
     pub spmv_iters: usize,
+    /// STREAM triad array length in Mi elements (3 arrays of 8-byte
+    /// elements; cut to fit the memory limits, `ulimit -v` included).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    pub stream_mi: u32,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
 }
@@ -74,7 +78,196 @@ fn mean(xs: &[f64]) -> f64 {
     xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
+/// A task time more than this many times its size's median is an outlier
+/// (the task was preempted, or the machine disturbed), not the kernel's time.
+const OUTLIER_RATIO: f64 = 5.0;
+
+/// The mean of `xs` without its outliers ([`OUTLIER_RATIO`]), and how many
+/// were left out. Issue 28: a few inflated samples made `slowdown = [1.0,
+/// 290.14]`, stored unchecked.
+fn robust_mean(xs: &[f64]) -> (f64, usize) {
+    let m = median(xs.to_vec());
+    let kept: Vec<f64> = xs
+        .iter()
+        .copied()
+        .filter(|&x| x <= m * OUTLIER_RATIO)
+        .collect();
+    (mean(&kept), xs.len() - kept.len())
+}
+
+/// The least r² (on the log scale) a codelet's fit over 3 or more sizes
+/// should have: below it the times do not follow the sizes (issue 28: a
+/// panel fit with r² = 0.34), and `--simulate` extrapolates noise.
+const WEAK_FIT_R2: f64 = 0.9;
+
+/// `slowdown` if plausible, else the nearest plausible value and a warning:
+/// a core cannot run faster with the others busy (below 1, less noise), nor
+/// slower than if all `workers` shared it.
+fn plausible_slowdown(slowdown: f64, workers: usize, notes: &mut String) -> f64 {
+    let max = (workers as f64).max(2.0);
+    if slowdown.is_finite() && (0.8..=max).contains(&slowdown) {
+        return slowdown;
+    }
+    let kept = if slowdown.is_finite() {
+        slowdown.clamp(1.0, max)
+    } else {
+        1.0
+    };
+    let text = format!(
+        "a core measured {slowdown:.3}x slower with {workers} busy, outside 0.8 to {max}: noise, not the machine; stored {kept:.3} (calibrate again on a quiet machine)"
+    );
+    eprintln!("tessera: warning: calibrate: {text}");
+    let _ = writeln!(notes, "# warning: {text}");
+    kept
+}
+
+/// Where the results go: the platform file and its models' folder,
+/// checked before anything is measured.
+struct Out {
+    /// The platform file (a symlink is written through).
+    file: PathBuf,
+    /// `NAME.perfmodels/` beside it, as the platform file names it.
+    models: PathBuf,
+    /// The folder's name, as the platform file gives it.
+    models_name: String,
+}
+
+/// Check the options before the minutes of measuring they would waste
+/// (issue 28: `--n` below `--nb` or a read-only `--out` failed after 40 s,
+/// `--nb 0` panicked).
+fn check(args: &CalibrateArgs) -> Result<Out, String> {
+    if args.nb == 0 {
+        return Err("--nb 0: the tile size must be at least 1".into());
+    }
+    if args.n.is_empty() {
+        return Err("--n: give at least one LU order".into());
+    }
+    if let Some(n) = args.n.iter().find(|&&n| n <= args.nb) {
+        return Err(format!(
+            "--n {n} is not larger than --nb {}: an LU of one tile column has no GEMM to time",
+            args.nb
+        ));
+    }
+    tessera_linalg::sparse::gen::GenSpec::parse(&args.spmv).map_err(|e| format!("--spmv: {e}"))?;
+    check_out(&args.out)
+}
+
+/// [`check`] of `--out`: a regular file or none yet (a device or a folder is
+/// refused: the models go beside it), its models' path a folder or none,
+/// and its folder (or the nearest one that exists) writable, tried with a
+/// temporary file.
+fn check_out(out: &Path) -> Result<Out, String> {
+    let bad = |why: &str| format!("--out {}: {why}", out.display());
+    let file = match std::fs::metadata(out) {
+        Ok(m) if m.is_file() => out.to_path_buf(),
+        Ok(_) => {
+            return Err(bad(
+                "not a regular file (calibrate writes a platform file there and its perf models in a folder beside it)",
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => out.to_path_buf(),
+        Err(e) => return Err(bad(&e.to_string())),
+    };
+    let stem = file
+        .file_stem()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| bad("not a file name"))?
+        .to_string_lossy()
+        .into_owned();
+    let folder = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let models_name = format!("{stem}.perfmodels");
+    if models_name.len() > 255 {
+        return Err(bad(&format!(
+            "the name is too long for its perf models' folder, {models_name}"
+        )));
+    }
+    let models = folder.join(&models_name);
+    if models.exists() && !models.is_dir() {
+        return Err(bad(&format!(
+            "{} is in the way of its perf models: not a folder",
+            models.display()
+        )));
+    }
+    // The nearest folder that exists is where the first write will go.
+    let mut probe_dir = folder.as_path();
+    while !probe_dir.exists() {
+        probe_dir = probe_dir.parent().unwrap_or(Path::new("."));
+        if probe_dir.as_os_str().is_empty() {
+            probe_dir = Path::new(".");
+        }
+    }
+    let probe = probe_dir.join(format!(".tessera-calibrate.{}.tmp", std::process::id()));
+    std::fs::File::create(&probe)
+        .map_err(|e| bad(&format!("cannot write in {}: {e}", probe_dir.display())))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(Out {
+        file,
+        models,
+        models_name,
+    })
+}
+
+/// The STREAM array length: `--stream-mi` (by default 1.5 GiB for the
+/// three arrays), or less where the memory limits (`ulimit -v`, the cgroup's, what is
+/// available) leave less, so that the run fits (issue 28: it aborted under
+/// `ulimit -v`); a warning when the arrays are then within 4x the
+/// last-level cache, which the triad would measure instead of memory.
+fn stream_elems(mi: u32, threads: usize) -> usize {
+    use tessera_linalg::sparse::stream::TRIAD_BYTES_PER_ELEM;
+    let asked = (mi as usize) << 20;
+    let per_elem = TRIAD_BYTES_PER_ELEM as u64;
+    let headroom = crate::budget::headrooms(threads)
+        .iter()
+        .map(|h| h.bytes)
+        .min()
+        .unwrap_or(u64::MAX);
+    // Half the headroom: the allocator and the threads' stacks take some.
+    let fits = usize::try_from(headroom / 2 / per_elem).unwrap_or(usize::MAX);
+    let elems = asked.min(fits).max(1 << 16);
+    if elems < asked {
+        eprintln!(
+            "calibrate: STREAM arrays cut to 3 x {} to fit the memory limit",
+            tessera_engine::fmt::bytes(elems as u64 * 8)
+        );
+    }
+    if let Some(llc) = super::spmv::last_level_cache() {
+        if (elems as u64 * per_elem) < 4 * llc {
+            eprintln!(
+                "tessera: warning: the STREAM arrays ({}) are less than 4x the last-level cache ({}): memory_gbs will be the cache's rate, too high",
+                tessera_engine::fmt::bytes(elems as u64 * per_elem),
+                tessera_engine::fmt::bytes(llc)
+            );
+        }
+    }
+    elems
+}
+
+/// Stop between the measuring steps on Ctrl-C: nothing is written.
+fn stop_if_interrupted() -> Result<(), String> {
+    if crate::interrupt::requested() {
+        return Err(
+            "interrupted (Ctrl-C) while measuring: nothing written, the previous platform file and models are untouched"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Run one measured LU under the Ctrl-C watcher.
+fn timed_lu(rt: &Runtime, n: usize, nb: usize, seed: u64) -> Result<f64, String> {
+    let a = generate_matrix(n, nb, seed);
+    let t0 = Instant::now();
+    let r = crate::interrupt::watch(rt, || lu_factor_split(rt, a, Front::Symbolic, Split::Auto));
+    stop_if_interrupted()?;
+    r.map_err(|e| e.to_string())?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
 pub fn run(args: CalibrateArgs) -> Result<(), String> {
+    let out = check(&args)?;
     // Every sample kept, none rejected: the simulation wants each size's
     // typical time over the whole run (its mean, from the traces), not the
     // recent median a scheduler wants; these models give the swaps' times
@@ -102,10 +295,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
                     .trace(true),
             )
             .map_err(|e| e.to_string())?;
-            let a = generate_matrix(n, args.nb, 1 + r as u64);
-            let t0 = Instant::now();
-            lu_factor_split(&rt, a, Front::Symbolic, Split::Auto).map_err(|e| e.to_string())?;
-            let t = t0.elapsed().as_secs_f64();
+            let t = timed_lu(&rt, n, args.nb, 1 + r as u64)?;
             collect(&rt, &mut samples);
             eprintln!(
                 "calibrate: LU n={n} nb={} run {}: {t:.2} s ({:.1} GFLOP/s)",
@@ -130,7 +320,9 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     let x: Vec<f64> = (0..a.n_cols())
         .map(|i| 1.0 + (i % 7) as f64 * 0.125)
         .collect();
-    let (_, st) = repeated_spmv(&rt, &mat, x, args.spmv_iters).map_err(|e| e.to_string())?;
+    let r = crate::interrupt::watch(&rt, || repeated_spmv(&rt, &mat, x, args.spmv_iters));
+    stop_if_interrupted()?;
+    let (_, st) = r.map_err(|e| e.to_string())?;
     collect(&rt, &mut samples);
     eprintln!(
         "calibrate: SpMV {} x {}: {:.3} s",
@@ -144,8 +336,10 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         s.iter()
             .filter(|((c, _), _)| c == "gemm")
             .max_by_key(|(_, v)| v.len())
-            .map(|((_, f), v)| (*f, mean(v)))
+            .map(|((_, f), v)| (*f, robust_mean(v).0))
     };
+    // Warnings, also written into the platform file as comments.
+    let mut notes = String::new();
     let mut slowdown = 1.0;
     if workers > 1 {
         let n = args.n.last().copied().unwrap_or(4096);
@@ -154,13 +348,8 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         one.steal_order = None;
         one.worker_numa = None;
         let rt = Runtime::new(one).map_err(|e| e.to_string())?;
-        let a = generate_matrix(n, args.nb, 99);
-        let t0 = Instant::now();
-        lu_factor_split(&rt, a, Front::Symbolic, Split::Auto).map_err(|e| e.to_string())?;
-        eprintln!(
-            "calibrate: LU n={n} on one worker: {:.2} s",
-            t0.elapsed().as_secs_f64()
-        );
+        let t = timed_lu(&rt, n, args.nb, 99)?;
+        eprintln!("calibrate: LU n={n} on one worker: {t:.2} s");
         let mut one = Samples::new();
         collect(&rt, &mut one);
         if let (Some((f, all)), Some((g, alone))) = (gemm_key(&samples), gemm_key(&one)) {
@@ -169,18 +358,31 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             }
         }
         eprintln!("calibrate: a core is {slowdown:.3}x slower with {workers} busy");
+        slowdown = plausible_slowdown(slowdown, workers, &mut notes);
     }
-    let triad = stream_triad(64 << 20, workers, 5);
+    let triad = stream_triad(stream_elems(args.stream_mi, workers), workers, 5);
+    let triad = tessera_linalg::sparse::stream::check_rate(triad, workers)?;
+    stop_if_interrupted()?;
     eprintln!("calibrate: STREAM triad {:.1} GB/s", triad / 1e9);
 
     // The models saved: each (codelet, size) of the traces at its mean
     // time (recorded min_samples times, so it is a history, not a guess);
     // codelets without flops from the models measured above.
     let saved = PerfModels::new(PerfModelConfig::default());
+    let mut outliers = 0;
     for ((c, f), v) in &samples {
+        let (m, dropped) = robust_mean(v);
+        outliers += dropped;
         for _ in 0..saved.config().min_samples {
-            saved.record(c, "cpu", *f, mean(v));
+            saved.record(c, "cpu", *f, m);
         }
+    }
+    if outliers > 0 {
+        let text = format!(
+            "{outliers} task time(s) over {OUTLIER_RATIO}x their size's median left out as noise"
+        );
+        eprintln!("calibrate: {text}");
+        let _ = writeln!(notes, "# {text}");
     }
     let flop_keyed: Vec<String> = samples.keys().map(|(c, _)| c.clone()).collect();
     for r in perf.summary() {
@@ -219,17 +421,20 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     if gemm_rate <= 0.0 {
         return Err("no GEMM was timed: is n larger than nb?".into());
     }
-    let stem = args
-        .out
-        .file_stem()
-        .ok_or_else(|| format!("{}: not a file name", args.out.display()))?
-        .to_string_lossy()
-        .into_owned();
-    let dir_name = format!("{stem}.perfmodels");
-    let folder = args.out.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
-    let models_dir = folder.join(&dir_name);
-    perf.save_to(&models_dir).map_err(|e| e.to_string())?;
+    for c in &codelets {
+        if let Some(fit) = perf
+            .fit(c, "cpu")
+            .filter(|f| f.sizes >= 3 && f.r2 < WEAK_FIT_R2)
+        {
+            let text = format!(
+                "{c}'s times fit its sizes poorly (r² {:.2} over {} sizes, below {WEAK_FIT_R2}): --simulate's predictions at other sizes are unreliable; calibrate again, at the orders you will predict",
+                fit.r2, fit.sizes
+            );
+            eprintln!("tessera: warning: calibrate: {text}");
+            let _ = writeln!(notes, "# warning: {text}");
+        }
+    }
+    let dir_name = out.models_name.clone();
     let _ = writeln!(
         log,
         "# LU nb={} ({} workers, prio, symbolic), n: seconds: {}",
@@ -256,6 +461,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
          # themselves, in {dir_name}/, give each size's time and the regression).\n\
          # load when calibrated: {load}\n\
          {log}\
+         {notes}\
          name = \"this machine (calibrated)\"\n\
          nodes = 1\n\
          ranks_per_node = 1\n\
@@ -281,11 +487,89 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         mem = triad / 1e9,
         gbs = median(gbs_default).max(0.1),
     );
-    std::fs::write(&args.out, text).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    stop_if_interrupted()?;
+    save(&out, &perf, &text)?;
     println!(
         "calibrate: wrote {} and {}",
         args.out.display(),
-        models_dir.display()
+        out.models.display()
     );
     Ok(())
+}
+
+/// Write the models, then the platform file that names them, so that
+/// either both are new or both are as they were (issue 28: a truncating
+/// write after the models' left a platform file cut at `panel = ` under
+/// `ulimit -f 1`). The models go to a temporary folder, which takes the
+/// place of the old one (kept aside until the platform file is written,
+/// then removed); the platform file is written atomically, and if that
+/// fails, the old models come back.
+fn save(out: &Out, perf: &PerfModels, text: &str) -> Result<(), String> {
+    let folder = out.models.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+    let pid = std::process::id();
+    let aside = |what: &str| folder.join(format!(".tessera-calibrate.{pid}.models.{what}"));
+    let (fresh, old) = (aside("tmp"), aside("old"));
+    let _ = std::fs::remove_dir_all(&fresh);
+    if let Err(e) = perf.save_to(&fresh) {
+        let _ = std::fs::remove_dir_all(&fresh);
+        return Err(e.to_string());
+    }
+    let had_old = out.models.exists();
+    let swapped = (|| {
+        if had_old {
+            std::fs::rename(&out.models, &old)?;
+        }
+        std::fs::rename(&fresh, &out.models)
+    })();
+    if let Err(e) = swapped {
+        if had_old && !out.models.exists() {
+            let _ = std::fs::rename(&old, &out.models);
+        }
+        let _ = std::fs::remove_dir_all(&fresh);
+        return Err(format!("{}: {e}", out.models.display()));
+    }
+    let written = tessera_engine::util::write_atomically(&out.file, |mut f| {
+        use std::io::Write;
+        f.write_all(text.as_bytes())
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&out.models);
+        if had_old {
+            let _ = std::fs::rename(&old, &out.models);
+        }
+        return Err(format!("{}: {e}", out.file.display()));
+    }
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that calibrate keeps noise out of what it stores (issue 28,
+    //! item 15): outlier task times are left out of the means, and an
+    //! implausible slowdown is replaced and flagged.
+
+    use super::*;
+
+    #[test]
+    fn outliers_are_left_out_of_the_mean() {
+        let (m, dropped) = robust_mean(&[1.0, 1.1, 0.9, 1.0, 290.0]);
+        assert_eq!(dropped, 1);
+        assert!((m - 1.0).abs() < 1e-9, "{m}");
+        assert_eq!(robust_mean(&[2.0, 2.0]), (2.0, 0));
+    }
+
+    #[test]
+    fn implausible_slowdowns_are_flagged_and_bounded() {
+        let mut notes = String::new();
+        assert_eq!(plausible_slowdown(1.3, 2, &mut notes), 1.3);
+        assert!(notes.is_empty());
+        assert_eq!(plausible_slowdown(290.14, 2, &mut notes), 2.0);
+        assert!(notes.contains("290.140x"), "{notes}");
+        assert_eq!(plausible_slowdown(f64::NAN, 4, &mut notes), 1.0);
+        assert_eq!(plausible_slowdown(0.1, 4, &mut notes), 1.0);
+    }
 }

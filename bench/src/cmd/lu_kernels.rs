@@ -153,8 +153,11 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
                         .flat_map(|r| args.share_b.iter().map(move |s| (r, s)))
                     {
                         let rates: Vec<f64> = (0..args.rounds)
-                            .map(|_| gemm_rate(nb, r, share.max(1), args.threads))
-                            .collect();
+                            .map(|_| {
+                                crate::interrupt::check()?;
+                                Ok(gemm_rate(nb, r, share.max(1), args.threads))
+                            })
+                            .collect::<Result<_, String>>()?;
                         let label = match r {
                             Rows::Auto => format!("auto({})", gemm_row_block(nb, nb)),
                             Rows::Whole => "whole".into(),
@@ -181,7 +184,10 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
                     );
                     for (name, kernel) in &kernels {
                         let rates: Vec<f64> = (0..args.rounds)
-                            .map(|_| panel_rate(args.n, nb, kernel, busy))
+                            .map(|_| {
+                                crate::interrupt::check()?;
+                                panel_rate(args.n, nb, kernel, busy)
+                            })
                             .collect::<Result<_, _>>()?;
                         println!(
                             "panel {name} m={} w={nb} companion={} {:.2} GFLOP/s",
@@ -195,8 +201,11 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
             "trsm" => {
                 for &nb in &args.nb {
                     let rates: Vec<f64> = (0..args.rounds)
-                        .map(|_| trsm_rate(nb, args.threads))
-                        .collect();
+                        .map(|_| {
+                            crate::interrupt::check()?;
+                            Ok(trsm_rate(nb, args.threads))
+                        })
+                        .collect::<Result<_, String>>()?;
                     println!(
                         "trsm nb={nb} threads={} {:.2} GFLOP/s",
                         args.threads,
@@ -206,7 +215,12 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
             }
             "swap" => {
                 for &nb in &args.nb {
-                    let ms: Vec<f64> = (0..args.rounds).map(|_| swap_ms(args.n, nb)).collect();
+                    let ms: Vec<f64> = (0..args.rounds)
+                        .map(|_| {
+                            crate::interrupt::check()?;
+                            Ok(swap_ms(args.n, nb))
+                        })
+                        .collect::<Result<_, String>>()?;
                     println!(
                         "swap m={} w={nb} (pivots of the first panel) {:.3} ms",
                         args.n,

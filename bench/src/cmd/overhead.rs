@@ -46,45 +46,54 @@ pub enum Api {
 /// `random4` draws its access modes at run time, so it is always described
 /// with the dynamic builder (what that builder is for).
 pub fn time_case(rt: &Runtime, case: Case, api: Api, n: usize, seed: u64) -> f64 {
+    try_time_case(rt, case, api, n, seed).expect("tasks succeed")
+}
+
+/// [`time_case`], with the runtime's error (Ctrl-C: interrupted) returned.
+pub fn try_time_case(
+    rt: &Runtime,
+    case: Case,
+    api: Api,
+    n: usize,
+    seed: u64,
+) -> Result<f64, tessera_engine::Error> {
     let cl = Codelet::new(case.name());
     match (case, api) {
         (Case::Independent, Api::Typed) => {
             let cl = Codelet::<()>::new(case.name()).cpu(|_, _, ()| Ok(()));
             let t0 = Instant::now();
             for _ in 0..n {
-                rt.task(&cl, ()).submit().expect("submit");
+                rt.task(&cl, ()).submit()?;
             }
-            rt.wait_all().expect("tasks succeed");
-            t0.elapsed().as_secs_f64()
+            rt.wait_all()?;
+            Ok(t0.elapsed().as_secs_f64())
         }
         (Case::Chain, Api::Typed) => {
             let cl = Codelet::<ReadWrite<u64>>::new(case.name()).cpu(|_, _, _| Ok(()));
             let h = rt.register(0u64);
             let t0 = Instant::now();
             for _ in 0..n {
-                rt.task(&cl, h.rw()).submit().expect("submit");
+                rt.task(&cl, h.rw()).submit()?;
             }
-            rt.wait_all().expect("tasks succeed");
-            t0.elapsed().as_secs_f64()
+            rt.wait_all()?;
+            Ok(t0.elapsed().as_secs_f64())
         }
         (Case::Independent, Api::Dynamic) => {
             let t0 = Instant::now();
             for _ in 0..n {
-                rt.submit(TaskBuilder::new(&cl).body(|_| Ok(())))
-                    .expect("submit");
+                rt.submit(TaskBuilder::new(&cl).body(|_| Ok(())))?;
             }
-            rt.wait_all().expect("tasks succeed");
-            t0.elapsed().as_secs_f64()
+            rt.wait_all()?;
+            Ok(t0.elapsed().as_secs_f64())
         }
         (Case::Chain, Api::Dynamic) => {
             let h = rt.register(0u64);
             let t0 = Instant::now();
             for _ in 0..n {
-                rt.submit(TaskBuilder::new(&cl).rw(&h).body(|_| Ok(())))
-                    .expect("submit");
+                rt.submit(TaskBuilder::new(&cl).rw(&h).body(|_| Ok(())))?;
             }
-            rt.wait_all().expect("tasks succeed");
-            t0.elapsed().as_secs_f64()
+            rt.wait_all()?;
+            Ok(t0.elapsed().as_secs_f64())
         }
         (Case::Random4, _) => {
             const POOL: usize = 1024;
@@ -117,10 +126,10 @@ pub fn time_case(rt: &Runtime, case: Case, api: Api, n: usize, seed: u64) -> f64
                 for &(h, mode) in p {
                     t = t.access(&hs[h], mode);
                 }
-                rt.submit(t.body(|_| Ok(()))).expect("submit");
+                rt.submit(t.body(|_| Ok(())))?;
             }
-            rt.wait_all().expect("tasks succeed");
-            t0.elapsed().as_secs_f64()
+            rt.wait_all()?;
+            Ok(t0.elapsed().as_secs_f64())
         }
     }
 }
@@ -188,16 +197,17 @@ pub fn run(args: OverheadArgs) -> Result<(), String> {
         }
         // A fresh runtime per repetition keeps trace buffers from growing
         // across repetitions.
-        let time_with = |trace: bool, r: usize| {
-            let rt = Runtime::new(rt.config().clone().trace(trace)).expect("runtime starts");
-            time_case(&rt, case, args.api, n, r as u64) / n as f64 * 1e9
+        let time_with = |trace: bool, r: usize| -> Result<f64, String> {
+            let rt = Runtime::new(rt.config().clone().trace(trace)).map_err(|e| e.to_string())?;
+            let t = try_time_case(&rt, case, args.api, n, r as u64).map_err(|e| e.to_string())?;
+            Ok(t / n as f64 * 1e9)
         };
         if args.compare_tracing {
             // Alternate off/on so both see the same machine load.
             let (mut off, mut on) = (Vec::new(), Vec::new());
             for r in 0..args.reps.max(1) {
-                off.push(time_with(false, r));
-                on.push(time_with(true, r));
+                off.push(time_with(false, r)?);
+                on.push(time_with(true, r)?);
             }
             let (off, on) = (median(off), median(on));
             println!(
@@ -211,7 +221,7 @@ pub fn run(args: OverheadArgs) -> Result<(), String> {
         } else {
             let times: Vec<f64> = (0..args.reps.max(1))
                 .map(|r| time_with(args.traced, r))
-                .collect();
+                .collect::<Result<_, _>>()?;
             println!(
                 "{:<12} {:>8} tasks {:>8.0} ns/task",
                 case.name(),
@@ -220,7 +230,7 @@ pub fn run(args: OverheadArgs) -> Result<(), String> {
             );
         }
     }
-    if !args.no_starpu {
+    if !args.no_starpu && !crate::interrupt::requested() {
         let n = args.chain;
         for (buffers, shape) in [(0, "independent"), (1, "chain")] {
             match starpu_overhead(n, buffers) {

@@ -48,7 +48,7 @@ fn faer_spmv_seconds(a: &Csr, x: &[f64], iters: usize, threads: usize) -> Result
 }
 
 /// Bytes of the last-level cache of CPU 0, from sysfs.
-fn last_level_cache() -> Option<u64> {
+pub(crate) fn last_level_cache() -> Option<u64> {
     let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
     let mut best: Option<(u32, u64)> = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
@@ -238,7 +238,10 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             }
         );
 
-        let stream = stream_triad(stream_n, workers, 5) / 1e9;
+        let stream = tessera_linalg::sparse::stream::check_rate(
+            stream_triad(stream_n, workers, 5),
+            workers,
+        )? / 1e9;
         println!(
             "STREAM triad ({workers} threads, 3 x {} MiB): {stream:.1} GB/s",
             args.stream_mi * 8

@@ -194,14 +194,12 @@ struct Entry {
     samples: Vec<f64>,
 }
 
-/// Writes `<path>` through a temporary file in the same directory, renamed
-/// over it. One entry per line, so an error's line number points at it.
+/// Writes `<path>` atomically (through symlinks, never over a non-regular
+/// file: [`crate::util::write_atomically`]). One entry per line, so an
+/// error's line number points at it.
 fn write_file(path: &Path, codelet: &str, entries: &[Entry]) -> io::Result<()> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    // Leading dot and `.tmp`: never read back as a model.
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut w = io::BufWriter::new(fs::File::create(&tmp)?);
+    crate::util::write_atomically(path, |file| {
+        let mut w = io::BufWriter::new(file);
         write!(
             w,
             "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"codelet\":"
@@ -213,15 +211,8 @@ fn write_file(path: &Path, codelet: &str, entries: &[Entry]) -> io::Result<()> {
             serde_json::to_writer(&mut w, e)?;
         }
         w.write_all(b"\n]}\n")?;
-        w.into_inner()
-            .map_err(io::IntoInnerError::into_error)?
-            .sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+        w.flush()
+    })
 }
 
 /// An architecture name as devices give them (`cpu`, `sim`, `cuda`): 1 to 32

@@ -1,7 +1,8 @@
 //! How long a simulated task lasts: the perf models' prediction for its
 //! (codelet, architecture, size), else the processor's rate for its codelet,
 //! else the processor's default rate — and a warning, once per codelet,
-//! when it came to the default.
+//! when it came to the default, or when the models' regression predicts a
+//! size far outside the sizes they were measured at.
 //!
 //! Codelets are matched by name: a platform's `codelets` entries and perf
 //! models apply to every codelet of that name, whoever wrote it. The warning
@@ -9,7 +10,7 @@
 //! otherwise take a guessed rate silently); the converse, a name it knows
 //! for another kernel, is the user's to avoid (README.md beside this file).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use super::platform::{Processor, Rate};
@@ -23,6 +24,13 @@ use crate::util::lock;
 /// about; `tests::engine_codelets_are_not_warned_about` keeps the list in
 /// step with `dist`.
 const ENGINE_CODELETS: [&str; 4] = ["send", "recv", "halo-send", "halo-recv"];
+
+/// How far (as a ratio of size keys) a regression may reach beyond the
+/// smallest or largest measured size before the prediction is warned about:
+/// 8x in flops is 2x in a cubic kernel's tile size. Issue 28: a calibration
+/// extrapolated to 100.9 s where another one of the same machine gave
+/// 1.09 s, without a word.
+const FAR: f64 = 8.0;
 
 /// Duration of a task on `proc` (a team of `team` of them) from the
 /// platform's rates, in seconds (the codelet's own rate, else the default
@@ -68,7 +76,14 @@ pub(crate) struct Durations {
     platform: String,
     /// A leaf lock, taken only when a task came to a default rate.
     defaulted: Mutex<Defaulted>,
+    /// A leaf lock, taken only for a size predicted by a regression:
+    /// (codelet, arch) → the measured sizes' range, once looked up.
+    measured: Mutex<HashMap<(String, String), MeasuredRange>>,
 }
+
+/// The smallest and largest measured size of a (codelet, arch); `None`:
+/// none measured.
+type MeasuredRange = Option<(u64, u64)>;
 
 #[derive(Default)]
 struct Defaulted {
@@ -85,6 +100,7 @@ impl Durations {
             use_models,
             platform: platform.to_string(),
             defaulted: Mutex::new(Defaulted::default()),
+            measured: Mutex::new(HashMap::new()),
         }
     }
 
@@ -134,6 +150,9 @@ impl Durations {
                 .perf
                 .fit(codelet, arch)
                 .is_some_and(|f| f.b > 0.2 && f.b < 4.0 && p.seconds.is_finite());
+        if plausible && p.source == PredictionSource::Regression {
+            self.note_extrapolation(arch, codelet, task.size_key());
+        }
         plausible.then_some(p.seconds)
     }
 
@@ -164,6 +183,44 @@ impl Durations {
              default rate (on {}: {rate}); give it a rate in the platform's `codelets`, or \
              measure it (Simulation::with_calibrated)",
             codelet, self.platform, arch
+        );
+        eprintln!("tessera: simulate: warning: {text}");
+        d.warnings.push(text);
+    }
+
+    /// A regression predicted `codelet` on `arch` at `size`: warn, once per
+    /// codelet, when `size` is more than [`FAR`] beyond the measured sizes.
+    fn note_extrapolation(&self, arch: &str, codelet: &str, size: u64) {
+        let range = {
+            let mut m = lock(&self.measured);
+            *m.entry((codelet.to_string(), arch.to_string()))
+                .or_insert_with(|| {
+                    let sizes = self.perf.summary().into_iter().filter_map(|r| {
+                        (r.codelet == codelet && r.arch == arch && r.samples > 0).then_some(r.size)
+                    });
+                    sizes.fold(None, |acc: Option<(u64, u64)>, s| {
+                        Some(acc.map_or((s, s), |(lo, hi)| (lo.min(s), hi.max(s))))
+                    })
+                })
+        };
+        let Some((lo, hi)) = range else {
+            return;
+        };
+        let (size_f, lo_f, hi_f) = (size as f64, lo as f64, hi as f64);
+        let beyond = if size_f > hi_f * FAR {
+            size_f / hi_f
+        } else if size_f * FAR < lo_f {
+            lo_f / size_f.max(1.0)
+        } else {
+            return;
+        };
+        let mut d = lock(&self.defaulted);
+        let key = format!("extrapolated {codelet}");
+        if !d.seen.insert(key) {
+            return;
+        }
+        let text = format!(
+            "codelet '{codelet}' on {arch}: size {size} is {beyond:.0}x beyond the sizes its perf models were measured at ({lo} to {hi}), so its time is extrapolated by their regression and may be far off; calibrate at the sizes you predict (tessera calibrate --n, --nb)"
         );
         eprintln!("tessera: simulate: warning: {text}");
         d.warnings.push(text);

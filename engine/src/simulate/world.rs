@@ -416,6 +416,14 @@ impl Simulation {
             if done() {
                 return Ok(());
             }
+            if crate::runtime::all_interrupted() {
+                // Ctrl-C: a long simulation stops as a real run does.
+                return Err(format!(
+                    "{} at {:.6} s of simulated time",
+                    crate::runtime::INTERRUPTED,
+                    self.now()
+                ));
+            }
             let batch = {
                 let mut st = lock(&self.state);
                 let Some(Reverse(first)) = st.events.pop() else {

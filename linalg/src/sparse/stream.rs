@@ -1,8 +1,32 @@
 //! STREAM-triad memory bandwidth (`a[i] = b[i] + s·c[i]`), the roofline SpMV rates are judged
 //! against: SpMV moves ~12 bytes per 2 flops, so its best rate is about bandwidth / 6.
 
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 use std::time::Instant;
+
+/// The most triad bandwidth one thread can plausibly reach, in bytes per
+/// second: above any core's memory bandwidth today (tens of GB/s from DRAM,
+/// about 100 GB/s on the widest HBM-fed cores), with room for arrays that
+/// sit partly in cache. A figure above `threads ×` this is a timing error
+/// (issue 28: a 2-core VM "measured" 700 to 9,300 GB/s when the clock
+/// started late), refused by [`check_rate`].
+pub const MAX_BYTES_PER_SEC_PER_THREAD: f64 = 200e9;
+
+/// `Ok(rate)` when a triad rate of `rate` bytes per second with `threads`
+/// threads is physically possible ([`MAX_BYTES_PER_SEC_PER_THREAD`] per
+/// thread); else an error saying so, for the driver to refuse the figure
+/// rather than report it.
+pub fn check_rate(rate: f64, threads: usize) -> Result<f64, String> {
+    let max = MAX_BYTES_PER_SEC_PER_THREAD * threads.max(1) as f64;
+    if rate.is_finite() && rate > 0.0 && rate <= max {
+        return Ok(rate);
+    }
+    Err(format!(
+        "the STREAM triad measured {:.1} GB/s with {threads} thread(s), more than any machine gives ({:.0} GB/s per thread at most): the timing is wrong (a machine too loaded to time, or arrays the caches hold), so the figure is refused",
+        rate / 1e9,
+        MAX_BYTES_PER_SEC_PER_THREAD / 1e9
+    ))
+}
 
 /// A default array length for [`stream_triad`]: 64 Mi `f64` = 512 MiB per array, 1.5 GiB for
 /// the three, several times any L3 this runs on (the development VM reports 32 MiB; large
@@ -21,8 +45,11 @@ pub const TRIAD_BYTES_PER_ELEM: f64 = 24.0;
 /// The range is split into `threads` contiguous chunks; each thread first-touches its chunk of
 /// all three arrays (so on a NUMA node the pages land near the thread that streams them) and
 /// then runs every repetition on that same chunk. Threads start each repetition together on a
-/// barrier and the clock spans from the start barrier to the end barrier, so the slowest
-/// thread sets the time, as in STREAM. Allocation and first touch are not timed.
+/// barrier and each times its own chunk; a repetition's time spans from the first thread's
+/// start to the last thread's end, so the slowest thread sets it, as in STREAM, and no
+/// thread's late start can shorten it (issue 28: the main thread's clock, started after the
+/// start barrier, missed work already done, and a 2-core VM read 9,300 GB/s). Allocation and
+/// first touch are not timed. Callers check the figure with [`check_rate`].
 ///
 /// # Panics
 /// If `n_elems`, `threads` or `reps` is 0, or if the result fails its check (`a = b + s·c`).
@@ -39,6 +66,9 @@ pub fn stream_triad(n_elems: usize, threads: usize, reps: usize) -> f64 {
     let s = std::hint::black_box(3.0);
     // Main thread + workers meet twice per repetition: start, end.
     let barrier = Barrier::new(threads + 1);
+    // Each repetition's (earliest start, latest end) over the threads; a
+    // thread's (start, end) is merged in between the barriers.
+    let spans: Mutex<Vec<Option<(Instant, Instant)>>> = Mutex::new(vec![None; reps]);
     let mut best = f64::INFINITY;
     std::thread::scope(|scope| {
         for ((a, b), c) in a
@@ -46,16 +76,23 @@ pub fn stream_triad(n_elems: usize, threads: usize, reps: usize) -> f64 {
             .zip(b.chunks_mut(chunk))
             .zip(c.chunks_mut(chunk))
         {
-            let barrier = &barrier;
+            let (barrier, spans) = (&barrier, &spans);
             scope.spawn(move || {
                 // First touch by the thread that will stream this chunk.
                 a.fill(0.0);
                 b.fill(1.0);
                 c.fill(2.0);
                 barrier.wait();
-                for _ in 0..reps {
+                for rep in 0..reps {
                     barrier.wait();
+                    let t0 = Instant::now();
                     triad(a, b, c, s);
+                    let t1 = Instant::now();
+                    {
+                        let mut spans = spans.lock().unwrap_or_else(|e| e.into_inner());
+                        let span = spans[rep].get_or_insert((t0, t1));
+                        *span = (span.0.min(t0), span.1.max(t1));
+                    }
                     barrier.wait();
                 }
             });
@@ -72,11 +109,13 @@ pub fn stream_triad(n_elems: usize, threads: usize, reps: usize) -> f64 {
             });
         }
         barrier.wait(); // first touch done
-        for _ in 0..reps {
+        for rep in 0..reps {
             barrier.wait();
-            let t = Instant::now();
             barrier.wait();
-            best = best.min(t.elapsed().as_secs_f64());
+            let spans = spans.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((t0, t1)) = spans[rep] {
+                best = best.min((t1 - t0).as_secs_f64());
+            }
         }
     });
     let want = 1.0 + s * 2.0;
@@ -107,6 +146,17 @@ mod tests {
         for (n, t) in [(1, 1), (1, 3), (10, 3), (1000, 2), (4097, 4)] {
             let rate = stream_triad(n, t, 2);
             assert!(rate.is_finite() && rate > 0.0, "n={n} t={t}: {rate}");
+        }
+    }
+
+    #[test]
+    fn implausible_rates_are_refused() {
+        assert_eq!(check_rate(20e9, 2), Ok(20e9));
+        assert!(check_rate(400e9, 2).is_ok());
+        // Issue 28's figures on a 2-core VM.
+        for bad in [700e9, 9_300e9, f64::INFINITY, f64::NAN, 0.0] {
+            let e = check_rate(bad, 2).unwrap_err();
+            assert!(e.contains("refused"), "{e}");
         }
     }
 
