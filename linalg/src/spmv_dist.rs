@@ -1,14 +1,15 @@
-//! Distributed SpMV, power iteration and CG: the rows of `A` split over the ranks by
-//! nonzeros, each rank holding (and generating or reading) only its rows, `x` split like
-//! the rows, and, per multiply, only the *halo* of `x` exchanged: the entries of other ranks
-//! that this rank's rows read.
+//! Distributed SpMV, and the operator the solvers (`crate::solver`: power iteration, CG) run
+//! on across ranks: the rows of `A` split over the ranks by nonzeros, each rank holding (and
+//! generating or reading) only its rows, `x` split by columns ([`column_partition`]: like the
+//! rows for a square matrix, evenly otherwise, PETSc's column layout), and, per multiply, only
+//! the *halo* of `x` exchanged: the entries of other ranks that this rank's rows read.
 //!
 //! # Set-up ([`DistMatrix::new`])
 //!
 //! 1. Every rank computes the same partition ([`partition_rows`]) from the row lengths alone
 //!    ([`MatrixSource::row_ptr`]) and builds its own rows ([`MatrixSource::rows`]).
-//! 2. It reads the column pattern of its rows: every column outside its rows is a halo entry,
-//!    owned by the rank whose rows hold that index. The halo is ordered by column, hence by
+//! 2. It reads the column pattern of its rows: every column outside its own columns is a
+//!    halo entry, owned by the rank whose columns hold that index. The halo is ordered by column, hence by
 //!    owner; one all-to-all tells each owner which of its entries this rank reads (and in
 //!    which order), so each rank learns whom it sends what without anyone holding the whole
 //!    pattern.
@@ -20,8 +21,9 @@
 //!
 //! # One multiply ([`DistMatrix::submit_multiply`])
 //!
-//! The halo exchange (`tessera_engine::dist::halo`) is submitted first (its sends read
-//! `x_own`, its receive writes `x_halo` and is held until the messages come), then the
+//! The halo exchange (`tessera_engine::dist::halo`) is submitted first (a task gathers the
+//! entries sent from `x_own` into an export vector, the sends read it, the receive writes
+//! `x_halo` and is held until the messages come), then the
 //! interior blocks' tasks (`SPMV`, reading `x_own` only: they run while the halo is on the
 //! way), then the boundary blocks' (`SPMV_HALO`, reading `x_own` and `x_halo`: they run once
 //! the receive did). Within a row the products are summed in the same order as the
@@ -819,6 +821,15 @@ mod tests {
     // Proves the block cutting rule: blocks cover the rows in order, each all interior or all
     // boundary, short interior runs folded into the boundary.
     use super::*;
+
+    #[test]
+    fn columns_follow_the_rows_when_square_and_split_evenly_otherwise() {
+        let rows = vec![0..3, 3..10, 10..12];
+        assert_eq!(column_partition(&rows, 12), rows);
+        assert_eq!(column_partition(&rows, 8), vec![0..3, 3..6, 6..8]);
+        assert_eq!(column_partition(&rows, 2), vec![0..1, 1..2, 2..2]);
+        assert_eq!(column_partition(&[0..0], 5), vec![0..5]);
+    }
 
     #[test]
     fn blocks_cover_rows_and_keep_kinds_apart() {

@@ -320,3 +320,29 @@ fn inverse_diagonal<O: Operator + ?Sized>(
     }
     Ok(d)
 }
+
+#[cfg(test)]
+mod tests {
+    // Proves the checks both drivers make before anything runs.
+    use super::*;
+
+    #[test]
+    fn rtol_and_shape_checks() {
+        for bad in [f64::NAN, 0.0, -1.0, f64::INFINITY] {
+            let e = check_rtol(bad).unwrap_err();
+            assert!(e.contains("must be a positive number"), "{e}");
+        }
+        assert!(check_rtol(1e-8).is_ok());
+        assert!(check_square("cg", 5, 5).is_ok());
+        let e = check_square("power", 3, 4).unwrap_err();
+        assert!(
+            e.contains("--solver power needs a square matrix, got 3 x 4"),
+            "{e}"
+        );
+        assert_eq!("jacobi".parse(), Ok(Preconditioner::Jacobi));
+        assert!("ilu"
+            .parse::<Preconditioner>()
+            .unwrap_err()
+            .contains("unknown --pc"));
+    }
+}

@@ -93,6 +93,10 @@ fn scale<O: Operator + ?Sized>(
     s: Option<f64>,
     dots: &Arc<Partials>,
 ) -> Result<(), Error> {
+    assert!(
+        s.is_none() || !Arc::ptr_eq(from, to),
+        "scale: `from` and `to` must differ when it writes"
+    );
     let (from, to, dots) = (Arc::clone(from), Arc::clone(to), Arc::clone(dots));
     submit_blocks(
         rt,
