@@ -203,15 +203,18 @@ pub struct SpmvArgs {
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "SPEC", default_value = "stencil27:100")]
     pub gen: String,
-    /// Iterations.
-    #[arg(long, default_value_t = 50, value_parser = crate::placement::at_least_one)]
+    /// Iterations (for cg, the most it runs: also `--max-iters`).
+    #[arg(long, alias = "max-iters", default_value_t = 50, value_parser = crate::placement::at_least_one)]
     pub iters: usize,
     /// What to run: spmv (y += A·x repeated), power (power iteration), cg (conjugate gradient, SPD matrices).
     #[arg(long, default_value = "spmv")]
     pub solver: String,
-    /// CG stops when ||r|| <= tol·||b||.
-    #[arg(long, default_value_t = 1e-8)]
+    /// CG stops when ||r|| <= tol·||b|| (also `--rtol`, as PETSc's -ksp_rtol).
+    #[arg(long, alias = "rtol", default_value_t = 1e-8)]
     pub tol: f64,
+    /// CG's preconditioner: none, or jacobi (the inverted diagonal; PETSc's -pc_type).
+    #[arg(long, default_value = "none")]
+    pub pc: String,
     /// Row blocks per worker (16 measured at least as fast as 4 and 32 on
     /// stencil27:150 here: finer blocks even out the two workers' finish).
     #[arg(long, default_value_t = 16, value_parser = crate::placement::at_least_one)]

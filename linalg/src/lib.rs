@@ -3,6 +3,7 @@
 pub mod balance;
 pub mod hpl;
 pub mod lu;
+pub mod solver;
 pub mod sparse;
 pub mod spmv;
 pub mod spmv_dist;

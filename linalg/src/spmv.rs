@@ -1,6 +1,7 @@
 //! SpMV as a task graph: `y += A·x` over row blocks partitioned by nonzeros,
-//! and the iterative drivers built on it (repeated SpMV, power iteration,
-//! conjugate gradient).
+//! and the iterative drivers built on it (repeated SpMV, the balanced power
+//! iteration; power iteration and conjugate gradient are `crate::solver`'s,
+//! over this matrix as an `Operator`).
 //!
 //! The matrix is split once into row blocks, each registered as its own data
 //! handle and kept registered across iterations (resident on the node that
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::balance::{Balancer, BalancerConfig, IterationTimes};
+use crate::solver::{phases, Operator, Partials, SharedVec};
 use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskHandle};
 use tessera_tasks::codelets::spmv::{SpmvArgs, SPMV};
 
@@ -168,12 +170,19 @@ fn gather(rt: &Runtime, blocks: Vec<DataHandle<Vec<f64>>>) -> Result<Vec<f64>, E
 pub struct IterStats {
     /// Iterations done.
     pub iterations: usize,
-    /// Seconds spent in SpMV (submission to completion of the block tasks).
+    /// Seconds spent in SpMV (submission to completion of the block tasks; the solvers'
+    /// fused dot partials and, across ranks, the halo exchange included).
     pub spmv_seconds: f64,
+    /// Seconds spent in the solvers' vector phases (submission to completion).
+    pub vector_seconds: f64,
+    /// Seconds spent summing dot products across ranks (all-reduce; 0 in one process).
+    pub reduce_seconds: f64,
     /// Seconds for the whole run.
     pub total_seconds: f64,
     /// Residual norms (CG) or eigenvalue estimates (power), per iteration.
     pub history: Vec<f64>,
+    /// Why a solver stopped (`None` for repeated SpMV).
+    pub stop: Option<crate::solver::StopReason>,
 }
 
 /// `y += A·x`, `iters` times (x fixed): the bandwidth benchmark.
@@ -199,18 +208,9 @@ pub fn repeated_spmv(
             iterations: iters,
             spmv_seconds: t,
             total_seconds: t,
-            history: Vec::new(),
+            ..IterStats::default()
         },
     ))
-}
-
-/// One SpMV `A·p` into a fresh vector, with `p` moved in and out (no copy).
-fn multiply(rt: &Runtime, a: &SpmvMatrix, p: Vec<f64>) -> Result<(Vec<f64>, Vec<f64>), Error> {
-    let ph = rt.register_replicable(p);
-    let q = a.register_blocked_zeros(rt);
-    a.submit_multiply(rt, &ph, &q)?;
-    rt.wait_all()?;
-    Ok((rt.unregister(ph)?, gather(rt, q)?))
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -237,29 +237,19 @@ fn power_step(y: Vec<f64>, stats: &mut IterStats) -> Result<Vec<f64>, Error> {
 }
 
 /// Power iteration: the dominant eigenvalue estimate `||A·x||` per iteration,
-/// from `x0` normalised.
+/// from `x0` normalised ([`crate::solver::power_iteration`] on this matrix).
 pub fn power_iteration(
     rt: &Runtime,
     a: &SpmvMatrix,
     x0: Vec<f64>,
     iters: usize,
 ) -> Result<(Vec<f64>, IterStats), Error> {
-    let mut stats = IterStats::default();
-    let t0 = Instant::now();
-    let norm = dot(&x0, &x0).sqrt();
-    let mut x: Vec<f64> = x0.into_iter().map(|v| v / norm).collect();
-    for _ in 0..iters {
-        let ts = Instant::now();
-        let (_, y) = multiply(rt, a, x)?;
-        stats.spmv_seconds += ts.elapsed().as_secs_f64();
-        x = power_step(y, &mut stats)?;
-    }
-    stats.total_seconds = t0.elapsed().as_secs_f64();
-    Ok((x, stats))
+    crate::solver::power_iteration(rt, a, x0, iters)
 }
 
-/// Conjugate gradient on an SPD matrix from `x = 0`: stops when
-/// `||r|| <= tol·||b||` or after `max_iters`. History: `||r||/||b||`.
+/// Conjugate gradient on an SPD matrix from `x = 0`, unpreconditioned: stops when
+/// `||r|| <= tol·||b||` or after `max_iters`. History: `||r||/||b||`
+/// ([`crate::solver::conjugate_gradient`] on this matrix).
 pub fn conjugate_gradient(
     rt: &Runtime,
     a: &SpmvMatrix,
@@ -267,50 +257,69 @@ pub fn conjugate_gradient(
     tol: f64,
     max_iters: usize,
 ) -> Result<(Vec<f64>, IterStats), Error> {
-    let mut stats = IterStats::default();
-    let t0 = Instant::now();
-    let n = b.len();
-    let bnorm = dot(b, b).sqrt().max(f64::MIN_POSITIVE);
-    let mut x = vec![0.0; n];
-    let mut r = b.to_vec();
-    let mut p = r.clone();
-    let mut rr = dot(&r, &r);
-    for _ in 0..max_iters {
-        if rr.sqrt() <= tol * bnorm {
-            break;
-        }
-        let ts = Instant::now();
-        let (p_back, q) = multiply(rt, a, p)?;
-        p = p_back;
-        stats.spmv_seconds += ts.elapsed().as_secs_f64();
-        let pq = dot(&p, &q);
-        if pq <= 0.0 || !pq.is_finite() {
-            return Err(Error::Breakdown(format!(
-                "CG broke down at iteration {}: p·Ap = {pq} ({})",
-                stats.iterations,
-                if pq.is_finite() {
-                    "is the matrix SPD?"
-                } else {
-                    "the matrix holds NaN or infinity, or the iteration overflowed"
-                }
-            )));
-        }
-        let alpha = rr / pq;
-        for i in 0..n {
-            x[i] += alpha * p[i];
-            r[i] -= alpha * q[i];
-        }
-        let rr_new = dot(&r, &r);
-        let beta = rr_new / rr;
-        rr = rr_new;
-        for i in 0..n {
-            p[i] = r[i] + beta * p[i];
-        }
-        stats.iterations += 1;
-        stats.history.push(rr.sqrt() / bnorm);
+    crate::solver::conjugate_gradient(
+        rt,
+        a,
+        b,
+        &crate::solver::CgOptions {
+            rtol: tol,
+            max_iters,
+            pc: crate::solver::Preconditioner::None,
+        },
+    )
+}
+
+impl Operator for SpmvMatrix {
+    fn shape(&self) -> (usize, usize) {
+        (self.n_rows, self.n_cols)
     }
-    stats.total_seconds = t0.elapsed().as_secs_f64();
-    Ok((x, stats))
+
+    fn row_blocks(&self) -> &[Range<usize>] {
+        &self.ranges
+    }
+
+    fn local_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    fn submit_multiply_dot(
+        &self,
+        rt: &Runtime,
+        x: &Arc<SharedVec>,
+        y: &Arc<SharedVec>,
+        dots: &Arc<Partials>,
+    ) -> Result<(), Error> {
+        for (b, rows) in self.ranges.iter().enumerate() {
+            phases::submit_multiply_dot(rt, self.block_ref(b, rows), None, x, y, dots)?;
+        }
+        Ok(())
+    }
+
+    fn submit_diagonal(&self, rt: &Runtime, d: &Arc<SharedVec>) -> Result<(), Error> {
+        for (b, rows) in self.ranges.iter().enumerate() {
+            phases::submit_diagonal(rt, self.block_ref(b, rows), d)?;
+        }
+        Ok(())
+    }
+
+    fn wait(&self, rt: &Runtime) -> Result<(), Error> {
+        rt.wait_all()
+    }
+
+    fn sum(&self, _v: &mut [f64]) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl SpmvMatrix {
+    fn block_ref(&self, b: usize, rows: &Range<usize>) -> phases::BlockRef<'_> {
+        phases::BlockRef {
+            a: &self.blocks[b],
+            index: b,
+            nnz: self.block_nnz[b],
+            rows: rows.clone(),
+        }
+    }
 }
 
 /// One iteration of [`balanced_power_iteration`], as the balancer saw it.

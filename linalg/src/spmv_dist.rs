@@ -1,14 +1,15 @@
-//! Distributed SpMV, power iteration and CG: the rows of `A` split over the ranks by
-//! nonzeros, each rank holding (and generating or reading) only its rows, `x` split like
-//! the rows, and, per multiply, only the *halo* of `x` exchanged: the entries of other ranks
-//! that this rank's rows read.
+//! Distributed SpMV, and the operator the solvers (`crate::solver`: power iteration, CG) run
+//! on across ranks: the rows of `A` split over the ranks by nonzeros, each rank holding (and
+//! generating or reading) only its rows, `x` split by columns ([`column_partition`]: like the
+//! rows for a square matrix, evenly otherwise, PETSc's column layout), and, per multiply, only
+//! the *halo* of `x` exchanged: the entries of other ranks that this rank's rows read.
 //!
 //! # Set-up ([`DistMatrix::new`])
 //!
 //! 1. Every rank computes the same partition ([`partition_rows`]) from the row lengths alone
 //!    ([`MatrixSource::row_ptr`]) and builds its own rows ([`MatrixSource::rows`]).
-//! 2. It reads the column pattern of its rows: every column outside its rows is a halo entry,
-//!    owned by the rank whose rows hold that index. The halo is ordered by column, hence by
+//! 2. It reads the column pattern of its rows: every column outside its own columns is a
+//!    halo entry, owned by the rank whose columns hold that index. The halo is ordered by column, hence by
 //!    owner; one all-to-all tells each owner which of its entries this rank reads (and in
 //!    which order), so each rank learns whom it sends what without anyone holding the whole
 //!    pattern.
@@ -20,8 +21,9 @@
 //!
 //! # One multiply ([`DistMatrix::submit_multiply`])
 //!
-//! The halo exchange (`tessera_engine::dist::halo`) is submitted first (its sends read
-//! `x_own`, its receive writes `x_halo` and is held until the messages come), then the
+//! The halo exchange (`tessera_engine::dist::halo`) is submitted first (a task gathers the
+//! entries sent from `x_own` into an export vector, the sends read it, the receive writes
+//! `x_halo` and is held until the messages come), then the
 //! interior blocks' tasks (`SPMV`, reading `x_own` only: they run while the halo is on the
 //! way), then the boundary blocks' (`SPMV_HALO`, reading `x_own` and `x_halo`: they run once
 //! the receive did). Within a row the products are summed in the same order as the
@@ -33,11 +35,14 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::sync::LazyLock;
 use tessera_engine::dist::halo::{self, HaloExchange, HaloPlan};
 use tessera_engine::dist::{Collectives, Net};
-use tessera_engine::{DataHandle, Error, Runtime};
+
+use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime, Write};
 use tessera_tasks::codelets::spmv::{SpmvArgs, SPMV, SPMV_HALO};
 
+use crate::solver::{phases, CgOptions, Operator, Partials, SharedVec};
 use crate::sparse::csr::{partition_row_ptr_by_nnz, Csr};
 use crate::sparse::gen::GenSpec;
 use crate::sparse::mm::MatrixMarketRows;
@@ -113,6 +118,18 @@ pub struct DistMatrix {
     local_nnz: usize,
     blocks: Vec<Block>,
     exchange: HaloExchange,
+    /// Every rank's columns (its part of `x`): the row partition for a square matrix, else
+    /// [`column_partition`]'s.
+    col_partition: Vec<Range<usize>>,
+    /// What this rank sends (positions in its part of `x`) and receives.
+    plan: HaloPlan,
+    /// Positions in `x_own` of the entries sent, in send order (the sends' lists one after
+    /// another).
+    export_idx: Arc<Vec<u32>>,
+    /// Those entries, gathered before each exchange: what the exchange's sends read.
+    export: DataHandle<Vec<f64>>,
+    /// Each block's rows (from this rank's first row).
+    block_rows: Vec<Range<usize>>,
     /// Global column of each halo entry, in halo order.
     halo_cols: Vec<usize>,
     /// The halo, written by the exchange's receive, read by the boundary blocks.
@@ -195,23 +212,23 @@ impl DistMatrix {
             ));
         }
         let n_rows = partition.last().map_or(0, |r| r.end);
-        if n_rows != n_cols {
-            return Err(format!(
-                "distributed SpMV needs a square matrix (x is split like the rows), got {n_rows} × {n_cols}"
-            ));
-        }
+        let col_partition = column_partition(&partition, n_cols);
         // Messages go into `rt`'s trace when it records one.
         net.record_messages(rt.message_log(rank));
-        let own = partition[rank].clone();
-        let n_own = own.len();
-        if local.n_rows() != n_own || local.n_cols() != n_cols {
+        let own_rows = partition[rank].clone();
+        if local.n_rows() != own_rows.len() || local.n_cols() != n_cols {
             return Err(format!(
-                "rank {rank}: its rows are {} × {}, expected {n_own} × {n_cols}",
+                "rank {rank}: its rows are {} × {}, expected {} × {n_cols}",
                 local.n_rows(),
-                local.n_cols()
+                local.n_cols(),
+                own_rows.len()
             ));
         }
-        let owner_of = |c: usize| partition.partition_point(|r| r.end <= c);
+        // From here on, `own` is this rank's part of `x`: its columns.
+        let own = col_partition[rank].clone();
+        let n_own = own.len();
+        let n_own_rows = own_rows.len();
+        let owner_of = |c: usize| col_partition.partition_point(|r| r.end <= c);
 
         // The halo: every column outside the own rows, sorted (hence grouped by owner).
         let mut halo_cols: Vec<usize> = local
@@ -276,18 +293,18 @@ impl DistMatrix {
             };
         }
         let n_local_cols = n_own + halo_cols.len();
-        let boundary: Vec<bool> = (0..n_own)
+        let boundary: Vec<bool> = (0..n_own_rows)
             .map(|i| {
                 col_idx[lrow_ptr[i]..lrow_ptr[i + 1]]
                     .iter()
                     .any(|&c| c as usize >= n_own)
             })
             .collect();
-        let local_nnz = lrow_ptr[n_own];
-        let local = Csr::new(n_own, n_local_cols, lrow_ptr, col_idx, vals)
+        let local_nnz = lrow_ptr[n_own_rows];
+        let local = Csr::new(n_own_rows, n_local_cols, lrow_ptr, col_idx, vals)
             .map_err(|e| format!("rank {rank}: renumbered rows: {e}"))?;
 
-        let blocks = cut_blocks(&local, &boundary, blocks.max(1))
+        let blocks: Vec<Block> = cut_blocks(&local, &boundary, blocks.max(1))
             .into_iter()
             .map(|(rows, is_boundary)| {
                 let block = local.row_block(rows.clone());
@@ -301,8 +318,8 @@ impl DistMatrix {
                 };
                 let name = format!(
                     "A[{}..{}]{}",
-                    own.start + rows.start,
-                    own.start + rows.end,
+                    own_rows.start + rows.start,
+                    own_rows.start + rows.end,
                     if is_boundary { " boundary" } else { "" }
                 );
                 Block {
@@ -315,10 +332,32 @@ impl DistMatrix {
             .collect();
         let plan = HaloPlan { sends, recvs };
         let halo = rt.register_replicable_named(vec![0.0; plan.received()], "x halo");
-        let exchange = HaloExchange::new(net, plan);
+        // The exchange sends from `export`, the sent entries gathered in send order (see
+        // `submit_exchange`).
+        let mut export_idx = Vec::with_capacity(plan.sent());
+        let mut export_sends = Vec::with_capacity(plan.sends.len());
+        for (to, idx) in &plan.sends {
+            let start = export_idx.len() as u32;
+            export_idx.extend_from_slice(idx);
+            export_sends.push((*to, (start..export_idx.len() as u32).collect()));
+        }
+        let export = rt.register_replicable_named(vec![0.0; export_idx.len()], "x export");
+        let exchange = HaloExchange::new(
+            net,
+            HaloPlan {
+                sends: export_sends,
+                recvs: plan.recvs.clone(),
+            },
+        );
+        let block_rows = blocks.iter().map(|b: &Block| b.rows.clone()).collect();
         Ok(DistMatrix {
             net: Arc::clone(net),
             rank,
+            col_partition,
+            plan,
+            export_idx: Arc::new(export_idx),
+            export,
+            block_rows,
             partition,
             n_rows,
             n_cols,
@@ -351,14 +390,24 @@ impl DistMatrix {
         &self.halo_cols
     }
 
-    /// The exchange's plan on this rank.
+    /// Every rank's columns: its part of `x`.
+    pub fn column_partition(&self) -> &[Range<usize>] {
+        &self.col_partition
+    }
+
+    /// This rank's columns: the entries of `x` it holds.
+    pub fn own_cols(&self) -> Range<usize> {
+        self.col_partition[self.rank].clone()
+    }
+
+    /// The exchange's plan on this rank (sends as positions in its part of `x`).
     pub fn plan(&self) -> &HaloPlan {
-        self.exchange.plan()
+        &self.plan
     }
 
     /// This rank's numbers.
     pub fn info(&self) -> RankInfo {
-        let plan = self.exchange.plan();
+        let plan = &self.plan;
         let boundary = self.blocks.iter().filter(|b| b.boundary).count();
         RankInfo {
             rank: self.rank,
@@ -400,7 +449,7 @@ impl DistMatrix {
             self.blocks.len(),
             "y must be split like the blocks"
         );
-        self.exchange.submit(rt, x_own, &self.halo)?;
+        self.submit_exchange(rt, Gather::Handle(x_own))?;
         // Interior blocks first: they need nothing from the network.
         for boundary in [false, true] {
             for (k, (b, yb)) in self.blocks.iter().zip(y).enumerate() {
@@ -423,6 +472,40 @@ impl DistMatrix {
             }
         }
         Ok(())
+    }
+
+    /// Submit one halo exchange of `x`: a task gathers the entries sent into `export`
+    /// (`O(halo)`), then the exchange's sends read `export` and its receive writes `halo`.
+    /// Gathering first lets `x` be a data handle ([`submit_multiply`](Self::submit_multiply))
+    /// or a solver's shared vector (`crate::solver::vector`), which cannot be a handle.
+    fn submit_exchange(&self, rt: &Runtime, x: Gather<'_>) -> Result<(), Error> {
+        if !self.export_idx.is_empty() {
+            let idx = Arc::clone(&self.export_idx);
+            let gather = move |x: &[f64], out: &mut Vec<f64>| -> Result<(), BodyError> {
+                for (o, &i) in out.iter_mut().zip(idx.iter()) {
+                    *o = *x.get(i as usize).ok_or_else(|| {
+                        format!("halo entry {i} is past the {} owned entries", x.len())
+                    })?;
+                }
+                Ok(())
+            };
+            match x {
+                Gather::Handle(h) => rt
+                    .task(&HALO_GATHER, (h.r(), self.export.w()))
+                    .cpu_only()
+                    .cpu(move |(x, out)| gather(x, out))
+                    .submit()?,
+                Gather::Shared(v) => {
+                    let v = Arc::clone(v);
+                    rt.task(&HALO_GATHER_SHARED, (self.export.w(),))
+                        .cpu_only()
+                        // SAFETY (vector discipline): the multiply phase only reads `x`.
+                        .cpu(move |(out,)| gather(unsafe { v.all() }, out))
+                        .submit()?
+                }
+            };
+        }
+        self.exchange.submit(rt, &self.export, &self.halo)
     }
 
     /// Wait for this rank's tasks (see `tessera_engine::dist::halo::wait_all`).
@@ -459,7 +542,114 @@ impl DistMatrix {
             rt.unregister(b.a)?;
         }
         rt.unregister(self.halo)?;
+        rt.unregister(self.export)?;
         Ok(())
+    }
+
+    fn block_ref(&self, k: usize) -> phases::BlockRef<'_> {
+        let b = &self.blocks[k];
+        phases::BlockRef {
+            a: &b.a,
+            index: k,
+            nnz: b.nnz,
+            rows: b.rows.clone(),
+        }
+    }
+}
+
+/// Where the halo's entries are gathered from.
+enum Gather<'a> {
+    Handle(&'a DataHandle<Vec<f64>>),
+    Shared(&'a Arc<SharedVec>),
+}
+
+/// `export = x[export_idx]`, from a handle.
+type GatherCodelet = Codelet<(Read<Vec<f64>>, Write<Vec<f64>>)>;
+static HALO_GATHER: LazyLock<GatherCodelet> = LazyLock::new(|| Codelet::new("halo-gather"));
+/// `export = x[export_idx]`, from a solver's shared vector.
+static HALO_GATHER_SHARED: LazyLock<Codelet<(Write<Vec<f64>>,)>> =
+    LazyLock::new(|| Codelet::new("halo-gather"));
+
+/// Every rank's columns (its part of `x`, PETSc's column layout): like the rows for a
+/// square matrix, so that `x` and `A·x` are split alike; otherwise `n_cols` split evenly, the
+/// first `n_cols mod ranks` ranks one more (PETSc's `PetscSplitOwnership`).
+pub fn column_partition(rows: &[Range<usize>], n_cols: usize) -> Vec<Range<usize>> {
+    let n_rows = rows.last().map_or(0, |r| r.end);
+    if n_rows == n_cols {
+        return rows.to_vec();
+    }
+    let size = rows.len().max(1);
+    let (base, extra) = (n_cols / size, n_cols % size);
+    let mut start = 0;
+    (0..rows.len())
+        .map(|r| {
+            let len = base + usize::from(r < extra);
+            start += len;
+            start - len..start
+        })
+        .collect()
+}
+
+/// A rank's part of a distributed matrix with its collectives: the solvers' operator
+/// (`crate::solver`), dot products all-reduced over the ranks.
+pub struct DistOperator<'a> {
+    /// The matrix.
+    pub a: &'a DistMatrix,
+    /// The collectives of its ranks.
+    pub coll: &'a Collectives,
+}
+
+impl Operator for DistOperator<'_> {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.n_rows, self.a.n_cols)
+    }
+
+    fn row_blocks(&self) -> &[Range<usize>] {
+        &self.a.block_rows
+    }
+
+    fn local_rows(&self) -> usize {
+        self.a.own_rows().len()
+    }
+
+    fn first_row(&self) -> usize {
+        self.a.own_rows().start
+    }
+
+    fn submit_multiply_dot(
+        &self,
+        rt: &Runtime,
+        x: &Arc<SharedVec>,
+        y: &Arc<SharedVec>,
+        dots: &Arc<Partials>,
+    ) -> Result<(), Error> {
+        let a = self.a;
+        a.submit_exchange(rt, Gather::Shared(x))?;
+        // Interior blocks first: they need nothing from the network.
+        for boundary in [false, true] {
+            for (k, b) in a.blocks.iter().enumerate() {
+                if b.boundary == boundary {
+                    let halo = boundary.then_some(&a.halo);
+                    phases::submit_multiply_dot(rt, a.block_ref(k), halo, x, y, dots)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn submit_diagonal(&self, rt: &Runtime, d: &Arc<SharedVec>) -> Result<(), Error> {
+        for k in 0..self.a.blocks.len() {
+            phases::submit_diagonal(rt, self.a.block_ref(k), d)?;
+        }
+        Ok(())
+    }
+
+    fn wait(&self, rt: &Runtime) -> Result<(), Error> {
+        self.a.wait(rt)
+    }
+
+    fn sum(&self, v: &mut [f64]) -> Result<(), Error> {
+        self.coll.allreduce_sum(v).map_err(Error::Remote)
     }
 }
 
@@ -552,7 +742,7 @@ pub fn repeated_spmv(
                 iterations: iters,
                 spmv_seconds: t,
                 total_seconds: t,
-                history: Vec::new(),
+                ..IterStats::default()
             },
             bytes_sent: after.0 - before.0,
             messages_sent: after.1 - before.1,
@@ -560,19 +750,9 @@ pub fn repeated_spmv(
     ))
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// `Σ over ranks of a·b` (each rank's sum first, then the ranks' in rank order).
-fn dot_all(coll: &Collectives, a: &[f64], b: &[f64]) -> Result<f64, Error> {
-    let mut v = [dot(a, b)];
-    coll.allreduce_sum(&mut v).map_err(Error::Remote)?;
-    Ok(v[0])
-}
-
 /// Power iteration, distributed: `||A·x||` per iteration from `x0` normalised (`x0_own`:
-/// this rank's part). Returns this rank's part of the last `x`.
+/// this rank's part): `crate::solver::power_iteration` over [`DistOperator`]. Returns this
+/// rank's part of the last `x`.
 pub fn power_iteration(
     rt: &Runtime,
     coll: &Collectives,
@@ -580,40 +760,13 @@ pub fn power_iteration(
     x0_own: Vec<f64>,
     iters: usize,
 ) -> Result<(Vec<f64>, DistStats), Error> {
-    let mut stats = IterStats::default();
-    let t0 = Instant::now();
-    let before = traffic(&a.net);
-    let norm = dot_all(coll, &x0_own, &x0_own)?.sqrt();
-    let mut x: Vec<f64> = x0_own.into_iter().map(|v| v / norm).collect();
-    for _ in 0..iters {
-        let ts = Instant::now();
-        let (_, y) = a.multiply(rt, x)?;
-        stats.spmv_seconds += ts.elapsed().as_secs_f64();
-        let lambda = dot_all(coll, &y, &y)?.sqrt();
-        if lambda == 0.0 || !lambda.is_finite() {
-            return Err(Error::Config(format!(
-                "power iteration broke down: ||A·x|| = {lambda}"
-            )));
-        }
-        stats.history.push(lambda);
-        stats.iterations += 1;
-        x = y.into_iter().map(|v| v / lambda).collect();
-    }
-    stats.total_seconds = t0.elapsed().as_secs_f64();
-    let after = traffic(&a.net);
-    Ok((
-        x,
-        DistStats {
-            iter: stats,
-            bytes_sent: after.0 - before.0,
-            messages_sent: after.1 - before.1,
-        },
-    ))
+    with_traffic(a, || {
+        crate::solver::power_iteration(rt, &DistOperator { a, coll }, x0_own, iters)
+    })
 }
 
-/// Conjugate gradient, distributed, from `x = 0`: the same steps as the single-process
-/// `crate::spmv::conjugate_gradient`, dot products all-reduced. `b_own`: this rank's part
-/// of `b`; returns this rank's part of `x`. History: `||r||/||b||`.
+/// Conjugate gradient, distributed, unpreconditioned, from `x = 0`: stops when
+/// `||r|| <= tol·||b||` or after `max_iters` ([`conjugate_gradient_with`]).
 pub fn conjugate_gradient(
     rt: &Runtime,
     coll: &Collectives,
@@ -622,50 +775,41 @@ pub fn conjugate_gradient(
     tol: f64,
     max_iters: usize,
 ) -> Result<(Vec<f64>, DistStats), Error> {
-    let mut stats = IterStats::default();
-    let t0 = Instant::now();
+    let opts = CgOptions {
+        rtol: tol,
+        max_iters,
+        pc: crate::solver::Preconditioner::None,
+    };
+    conjugate_gradient_with(rt, coll, a, b_own, &opts)
+}
+
+/// Conjugate gradient, distributed, from `x = 0`: `crate::solver::conjugate_gradient` over
+/// [`DistOperator`], the same steps as in one process, dot products all-reduced. `b_own`:
+/// this rank's part of `b`; returns this rank's part of `x`. History: `||r||/||b||`.
+pub fn conjugate_gradient_with(
+    rt: &Runtime,
+    coll: &Collectives,
+    a: &DistMatrix,
+    b_own: &[f64],
+    opts: &CgOptions,
+) -> Result<(Vec<f64>, DistStats), Error> {
+    with_traffic(a, || {
+        crate::solver::conjugate_gradient(rt, &DistOperator { a, coll }, b_own, opts)
+    })
+}
+
+/// `f`'s result with the bytes and messages this rank's transport sent meanwhile.
+fn with_traffic(
+    a: &DistMatrix,
+    f: impl FnOnce() -> Result<(Vec<f64>, IterStats), Error>,
+) -> Result<(Vec<f64>, DistStats), Error> {
     let before = traffic(&a.net);
-    let n = b_own.len();
-    let bnorm = dot_all(coll, b_own, b_own)?.sqrt().max(f64::MIN_POSITIVE);
-    let mut x = vec![0.0; n];
-    let mut r = b_own.to_vec();
-    let mut p = r.clone();
-    let mut rr = dot_all(coll, &r, &r)?;
-    for _ in 0..max_iters {
-        if rr.sqrt() <= tol * bnorm {
-            break;
-        }
-        let ts = Instant::now();
-        let (p_back, q) = a.multiply(rt, p)?;
-        p = p_back;
-        stats.spmv_seconds += ts.elapsed().as_secs_f64();
-        let pq = dot_all(coll, &p, &q)?;
-        if pq <= 0.0 || !pq.is_finite() {
-            return Err(Error::Config(format!(
-                "CG broke down at iteration {}: p·Ap = {pq} (is the matrix SPD?)",
-                stats.iterations
-            )));
-        }
-        let alpha = rr / pq;
-        for i in 0..n {
-            x[i] += alpha * p[i];
-            r[i] -= alpha * q[i];
-        }
-        let rr_new = dot_all(coll, &r, &r)?;
-        let beta = rr_new / rr;
-        rr = rr_new;
-        for i in 0..n {
-            p[i] = r[i] + beta * p[i];
-        }
-        stats.iterations += 1;
-        stats.history.push(rr.sqrt() / bnorm);
-    }
-    stats.total_seconds = t0.elapsed().as_secs_f64();
+    let (x, iter) = f()?;
     let after = traffic(&a.net);
     Ok((
         x,
         DistStats {
-            iter: stats,
+            iter,
             bytes_sent: after.0 - before.0,
             messages_sent: after.1 - before.1,
         },
@@ -677,6 +821,17 @@ mod tests {
     // Proves the block cutting rule: blocks cover the rows in order, each all interior or all
     // boundary, short interior runs folded into the boundary.
     use super::*;
+
+    #[test]
+    fn columns_follow_the_rows_when_square_and_split_evenly_otherwise() {
+        let rows = vec![0..3, 3..10, 10..12];
+        assert_eq!(column_partition(&rows, 12), rows);
+        assert_eq!(column_partition(&rows, 8), vec![0..3, 3..6, 6..8]);
+        assert_eq!(column_partition(&rows, 2), vec![0..1, 1..2, 2..2]);
+        let no_rows: Vec<Range<usize>> = std::iter::once(0..0).collect();
+        let one = column_partition(&no_rows, 5);
+        assert_eq!((one.len(), one[0].clone()), (1, 0..5));
+    }
 
     #[test]
     fn blocks_cover_rows_and_keep_kinds_apart() {

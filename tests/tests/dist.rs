@@ -500,11 +500,11 @@ fn singular_matrix_names_the_column_on_every_rank() {
 #[test]
 fn distributed_spmv_and_solvers_equal_single_process_at_1_to_4_ranks() {
     use tessera_tests::dist_spmv::{
-        cases, check_rank, mm_path, reference, run_rank, write_symmetric_mm,
+        cases, check_rank, mm_path, reference, remove_all_mm, run_rank, write_all_mm,
     };
     with_timeout(LIMIT, || {
         let mm = mm_path("inproc");
-        write_symmetric_mm(&mm);
+        write_all_mm(&mm);
         for case in cases(&mm) {
             let want = reference(&case);
             for ranks in 1..=4 {
@@ -533,7 +533,7 @@ fn distributed_spmv_and_solvers_equal_single_process_at_1_to_4_ranks() {
                 }
             }
         }
-        let _ = std::fs::remove_file(&mm);
+        remove_all_mm(&mm);
     });
 }
 

@@ -225,7 +225,7 @@ const MM_ENV: &str = "TESSERA_TEST_MM";
 #[test]
 fn distributed_spmv_and_solvers_equal_single_process_under_mpirun() {
     use tessera_tests::dist_spmv::{
-        cases, check_rank, mm_path, reference, run_rank, write_symmetric_mm,
+        cases, check_rank, mm_path, reference, remove_all_mm, run_rank, write_all_mm,
     };
     if is_rank() {
         let m = mpi::init().unwrap();
@@ -245,7 +245,7 @@ fn distributed_spmv_and_solvers_equal_single_process_under_mpirun() {
         return;
     }
     let mm = mm_path("mpirun");
-    write_symmetric_mm(&mm);
+    write_all_mm(&mm);
     for np in 1..=4 {
         let out = mpirun(
             np,
@@ -255,7 +255,7 @@ fn distributed_spmv_and_solvers_equal_single_process_under_mpirun() {
         );
         out.assert_every_rank_said(np, "spmv suite passed", &format!("np {np}"));
     }
-    let _ = std::fs::remove_file(&mm);
+    remove_all_mm(&mm);
 }
 
 /// Env vars naming the folder for the traces of `tessera spmv` under mpirun, and the solver.
@@ -291,6 +291,8 @@ fn tessera_spmv_runs_under_mpirun_with_per_rank_traces() {
             "--no-bind",
             "--solver",
             &solver,
+            "--stream-mi",
+            "16",
             "--trace",
             trace.to_str().unwrap(),
         ])

@@ -11,12 +11,12 @@ use faer::sparse::linalg::matmul::sparse_dense_matmul;
 use faer::sparse::{SparseRowMatRef, SymbolicSparseRowMatRef};
 use faer::{Accum, Mat, Par};
 use tessera_engine::Runtime;
+use tessera_linalg::solver::{check_square, CgOptions, Preconditioner};
 use tessera_linalg::sparse::csr::Csr;
 use tessera_linalg::sparse::mm::read_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
-use tessera_linalg::spmv::{
-    balanced_power_iteration, conjugate_gradient, power_iteration, repeated_spmv, SpmvMatrix,
-};
+use tessera_linalg::spmv::{balanced_power_iteration, power_iteration, repeated_spmv, SpmvMatrix};
+use tessera_tasks::kernels::blas1::cg_vector_bytes;
 use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
 
 use crate::args::SpmvArgs;
@@ -75,7 +75,7 @@ pub(crate) fn last_level_cache() -> Option<u64> {
 /// The STREAM array length `--stream-mi` asks for, refused when it
 /// overflows; a warning when the arrays fit in the last-level cache (then
 /// the triad measures the cache: `--stream-mi 1` printed 14,504 GB/s).
-fn stream_elems(mi: usize) -> Result<usize, String> {
+pub(crate) fn stream_elems(mi: usize) -> Result<usize, String> {
     let elems = mi
         .checked_mul(1 << 20)
         .filter(|e| e.checked_mul(24).is_some())
@@ -140,9 +140,8 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             args.solver
         ));
     }
-    if !(args.tol.is_finite() && args.tol > 0.0) {
-        return Err(format!("--tol {}: must be a positive number", args.tol));
-    }
+    tessera_linalg::solver::cg::check_rtol(args.tol)?;
+    let pc: Preconditioner = args.pc.parse()?;
     let stream_n = stream_elems(args.stream_mi)?;
     let spec = match &args.matrix {
         Some(path) => {
@@ -214,6 +213,9 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         };
         let load_s = t_load.elapsed().as_secs_f64();
         let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
+        if !args.balance && args.solver != "spmv" {
+            check_square(&args.solver, n, m)?;
+        }
         if args.matrix.is_some() {
             // Now with the real sizes: the vectors follow the columns, which a
             // 60-byte file can declare by the billion.
@@ -386,14 +388,24 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                     println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
                 }
                 report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
+                print!(
+                    "{}",
+                    solver_lines(&stats, per_iter_bytes, 24.0 * n as f64, stream, None)
+                );
             }
             "cg" => {
                 let b = vec![1.0; n];
-                let (xs, stats) = conjugate_gradient(&rt, &mat, &b, args.tol, args.iters)
+                let opts = CgOptions {
+                    rtol: args.tol,
+                    max_iters: args.iters,
+                    pc,
+                };
+                let (xs, stats) = tessera_linalg::solver::conjugate_gradient(&rt, &mat, &b, &opts)
                     .map_err(|e| e.to_string())?;
                 for (i, r) in stats.history.iter().enumerate() {
                     println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
                 }
+                println!("{}", stop_line(&stats, &opts));
                 let mut ax = vec![0.0; n];
                 a.spmv_reference(&xs, &mut ax);
                 let res = ax
@@ -405,6 +417,16 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                     / (n as f64).sqrt();
                 println!("cg: true residual ||b - A x|| / ||b|| = {res:.3e}");
                 report_iter(&stats, per_iter_flops, per_iter_bytes, stream, limit);
+                print!(
+                    "{}",
+                    solver_lines(
+                        &stats,
+                        per_iter_bytes,
+                        cg_vector_bytes(n, pc == Preconditioner::Jacobi),
+                        stream,
+                        None
+                    )
+                );
             }
             other => unreachable!("--solver '{other}' was checked first"),
         }
@@ -465,4 +487,55 @@ fn report_iter(
             gbs / rate * 100.0
         );
     }
+}
+
+/// `cg: stopped after N iterations: why (the limit)`.
+pub(crate) fn stop_line(stats: &tessera_linalg::spmv::IterStats, opts: &CgOptions) -> String {
+    let why = match stats.stop {
+        Some(r) => r.to_string(),
+        None => "not run".into(),
+    };
+    format!(
+        "cg: stopped after {} iterations, {why} (--pc {}, --rtol {:e}, --max-iters {})",
+        stats.iterations, opts.pc, opts.rtol, opts.max_iters
+    )
+}
+
+/// The solvers' time split and rates, the same lines in one process and across ranks: the
+/// whole iteration, its SpMV part (fused dots and halo exchange included), vector work and
+/// all-reduce; effective GB/s of the SpMV and of the whole iteration (`spmv_bytes` and
+/// `vector_bytes` per iteration) against the STREAM triad (GB/s); `slowest`: across ranks,
+/// the slowest rank's whole-run seconds, which the rates then use.
+pub(crate) fn solver_lines(
+    stats: &tessera_linalg::spmv::IterStats,
+    spmv_bytes: f64,
+    vector_bytes: f64,
+    stream: f64,
+    slowest: Option<f64>,
+) -> String {
+    let k = (stats.iterations as f64).max(1.0);
+    let total = slowest
+        .unwrap_or(stats.total_seconds)
+        .max(f64::MIN_POSITIVE);
+    let ms = |s: f64| s / k * 1e3;
+    let pct = |s: f64| s / total * 100.0;
+    let other =
+        (stats.total_seconds - stats.spmv_seconds - stats.vector_seconds - stats.reduce_seconds)
+            .max(0.0);
+    let spmv_gbs = spmv_bytes * k / stats.spmv_seconds.max(f64::MIN_POSITIVE) / 1e9;
+    let all_gbs = (spmv_bytes + vector_bytes) * k / total / 1e9;
+    format!(
+        "iteration: {:.3} ms = SpMV {:.3} ms ({:.0} %) + vector work {:.3} ms ({:.0} %) + allreduce {:.3} ms ({:.0} %) + other {:.3} ms\n\
+         effective: SpMV {spmv_gbs:.1} GB/s = {:.0} % of STREAM triad ({stream:.1} GB/s); whole iteration {all_gbs:.1} GB/s = {:.0} %\n",
+        ms(total),
+        ms(stats.spmv_seconds),
+        pct(stats.spmv_seconds),
+        ms(stats.vector_seconds),
+        pct(stats.vector_seconds),
+        ms(stats.reduce_seconds),
+        pct(stats.reduce_seconds),
+        ms(other),
+        spmv_gbs / stream * 100.0,
+        all_gbs / stream * 100.0,
+    )
 }

@@ -11,9 +11,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tessera_engine::Runtime;
+use tessera_linalg::solver::cg::check_rtol;
+use tessera_linalg::solver::{check_square, CgOptions, Preconditioner};
 use tessera_linalg::sparse::gen::GenSpec;
 use tessera_linalg::sparse::mm::scan_matrix_market;
+use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv_dist::{self, DistMatrix, MatrixSource};
+use tessera_tasks::kernels::blas1::cg_vector_bytes;
 use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
 
 use crate::args::SpmvArgs;
@@ -26,8 +30,8 @@ pub fn agreed_parameters(args: &SpmvArgs) -> String {
         None => format!("--gen {}", args.gen.trim()),
     };
     format!(
-        "{matrix} --iters {} --solver {} --tol {:e} --balance {} --on-device {}",
-        args.iters, args.solver, args.tol, args.balance, args.on_device
+        "{matrix} --iters {} --solver {} --tol {:e} --pc {} --balance {} --on-device {}",
+        args.iters, args.solver, args.tol, args.pc, args.balance, args.on_device
     )
 }
 
@@ -123,6 +127,15 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
+    // The same checks, and messages, as in one process.
+    if !matches!(args.solver.as_str(), "spmv" | "power" | "cg") {
+        return Err(format!(
+            "unknown --solver '{}' (known: spmv, power, cg)",
+            args.solver
+        ));
+    }
+    check_rtol(args.tol)?;
+    let pc: Preconditioner = args.pc.parse()?;
     if args.balance || args.on_device {
         return Err(
             "--balance and --on-device are single-process options (one node's CPU and device); \
@@ -143,6 +156,9 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
 
     let t_load = Instant::now();
     let (source, name) = load_source(args, ranks, workers)?;
+    if args.solver != "spmv" {
+        check_square(&args.solver, source.n_rows(), source.n_cols())?;
+    }
     let mat = DistMatrix::new(
         &rt,
         net,
@@ -161,8 +177,26 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     }
     let own = mat.own_rows();
     let x_at = |i: usize| 1.0 + (i % 7) as f64 * 0.125;
-    let x_own: Vec<f64> = own.clone().map(x_at).collect();
-    let rank_bytes = spmv_bytes(info.nnz, own.len(), own.len() + info.halo_in);
+    let x_own: Vec<f64> = mat.own_cols().map(x_at).collect();
+    let rank_bytes = spmv_bytes(info.nnz, own.len(), mat.own_cols().len() + info.halo_in);
+    // The solvers' rates are compared with the STREAM triad run on every rank at once (the
+    // node's bandwidth when the ranks share one), measured here like in one process.
+    let stream = if args.solver == "spmv" {
+        0.0
+    } else {
+        let elems = super::spmv::stream_elems(args.stream_mi)?;
+        coll.barrier()?;
+        let mut s = [stream_triad(elems, workers, 5) / 1e9];
+        coll.allreduce_sum(&mut s)?;
+        if ranks.is_root() {
+            println!(
+                "STREAM triad ({size} ranks x {workers} threads at once, 3 x {} MiB each): {:.1} GB/s in total",
+                args.stream_mi * 8,
+                s[0]
+            );
+        }
+        s[0]
+    };
 
     let (what, st, y) = match args.solver.as_str() {
         "spmv" => {
@@ -182,7 +216,12 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         }
         "cg" => {
             let b = vec![1.0; own.len()];
-            let (xs, st) = spmv_dist::conjugate_gradient(&rt, coll, &mat, &b, args.tol, args.iters)
+            let opts = CgOptions {
+                rtol: args.tol,
+                max_iters: args.iters,
+                pc,
+            };
+            let (xs, st) = spmv_dist::conjugate_gradient_with(&rt, coll, &mat, &b, &opts)
                 .map_err(|e| e.to_string())?;
             // True residual ||b − A·x|| / ||b||, with one more distributed multiply.
             let ax = mat.apply(&rt, xs).map_err(|e| e.to_string())?;
@@ -198,6 +237,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
                 for (i, r) in st.iter.history.iter().enumerate() {
                     println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
                 }
+                println!("{}", super::spmv::stop_line(&st.iter, &opts));
                 println!(
                     "cg: true residual ||b - A x|| / ||b|| = {:.3e}",
                     (sums[0] / sums[1]).sqrt()
@@ -232,6 +272,27 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         spmv_flops(info.nnz) * k / t / 1e9,
         rank_bytes * k / t / 1e9,
     );
+    let vector_bytes = match args.solver.as_str() {
+        "cg" => cg_vector_bytes(own.len(), pc == Preconditioner::Jacobi),
+        "power" => 24.0 * own.len() as f64,
+        _ => 0.0,
+    };
+    let mine = if what == "spmv" {
+        mine
+    } else {
+        // This rank's split, its rates against its share of the triad.
+        let lines = super::spmv::solver_lines(
+            &st.iter,
+            rank_bytes,
+            vector_bytes,
+            stream / size as f64,
+            None,
+        );
+        format!(
+            "{mine}\nrank {rank}: {}",
+            lines.trim_end().replace('\n', &format!("\nrank {rank}: "))
+        )
+    };
     let lines = coll.allgather(mine.as_bytes())?;
     if ranks.is_root() {
         for l in &lines {
@@ -242,6 +303,12 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     // The summary: the slowest rank's time; halo bytes measured and predicted.
     let slowest = coll.allreduce_max(t.to_bits())?;
     let slowest = f64::from_bits(slowest);
+    let slowest_total = f64::from_bits(coll.allreduce_max(st.iter.total_seconds.to_bits())?);
+    let total_vector_bytes = match args.solver.as_str() {
+        "cg" => cg_vector_bytes(n, pc == Preconditioner::Jacobi),
+        "power" => 24.0 * n as f64,
+        _ => 0.0,
+    };
     let mut halo = [
         st.bytes_sent as f64,
         st.messages_sent as f64,
@@ -263,6 +330,21 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
             messages / k.max(1.0),
             predicted,
         );
+        if what != "spmv" {
+            // The same lines as in one process, for the whole matrix over the slowest rank.
+            let mut whole = st.iter.clone();
+            whole.spmv_seconds = slowest;
+            print!(
+                "{}",
+                super::spmv::solver_lines(
+                    &whole,
+                    spmv_bytes(nnz, n, m),
+                    total_vector_bytes,
+                    stream,
+                    Some(slowest_total),
+                )
+            );
+        }
         if what == "spmv" && (sent / k.max(1.0) - predicted).abs() > 0.5 {
             eprintln!(
                 "tessera: warning: the transports sent {} bytes per iteration, the partition predicts {predicted}",

@@ -2,10 +2,12 @@
 //!
 //! These are the bodies that codelets wrap: each works on the tiles a task is handed, calls
 //! faer sequentially (`Par::Seq`: the runtime owns the parallelism), and comes with a flop
-//! count for cost hints. `gemm_update`, `trsm_unit_lower` and `laswp` allocate nothing.
+//! count for cost hints. `spmv` and `blas1` hold the sparse and vector kernels of the
+//! iterative solvers. `gemm_update`, `trsm_unit_lower` and `laswp` allocate nothing.
 //! [`TeamPanel`] is the panel for a team task: the members of the team (the runtime's
 //! workers) share its phases, each member's part sequential.
 
+pub mod blas1;
 mod gemm;
 mod getrf_panel;
 mod getrf_panel_team;
@@ -18,7 +20,9 @@ pub use gemm::{gemm_flops, gemm_minus_blocked, gemm_row_block, gemm_update, l2_b
 pub use getrf_panel::{getrf_panel, getrf_panel_faer, getrf_panel_flops, SingularColumn, LEAF};
 pub use getrf_panel_team::TeamPanel;
 pub use laswp::{laswp, laswp_bytes, laswp_flops};
-pub use spmv::{spmv_bytes, spmv_csr, spmv_csr_split, spmv_csr_unchecked, spmv_flops};
+pub use spmv::{
+    dot_pair, spmv_bytes, spmv_csr, spmv_csr_dot, spmv_csr_split, spmv_csr_unchecked, spmv_flops,
+};
 pub use trsm::{trsm_flops, trsm_unit_lower};
 pub use update::{gemm_rows, update_column};
 
