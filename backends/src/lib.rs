@@ -1,5 +1,5 @@
 //! Tessera's devices and transports: the host CPU (topology, thread binding,
-//! worker placement), the sim device, NVIDIA GPUs (feature `cuda`), and the
+//! worker placement), the emulated device, NVIDIA GPUs (feature `cuda`), and the
 //! MPI transport of distributed runs (feature `mpi`).
 //!
 //! Feature `hwloc` reads the topology, binds threads and allocates
@@ -14,7 +14,7 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod emu;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod rows;
-pub mod sim;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Showcase: tiled LU on 1 CPU worker + 1 sim device, dmda against ws in the
+# Showcase: tiled LU on 1 CPU worker + 1 emulated device, dmda against ws in the
 # same run, with both traces' Gantt charts and the transfer volume of each.
 #   bash bench/peers/sim_lu.sh [N] [NB] [SIM_SPEC] [OUT_DIR]
 # defaults: 4096 384 "1:speed=0.25,latency=20us,bandwidth=10GB" ./sim-lu-out
-# (a sim device can never run a body faster than the host thread that runs
+# (a emulated device can never run a body faster than the host thread that runs
 # it, so a slower device is the case where placement matters)
 set -euo pipefail
 N=${1:-4096}
@@ -15,8 +15,8 @@ cargo build --release -q
 mkdir -p "$OUT"
 declare -A gf
 for sched in dmda ws; do
-  echo "== tessera lu --n $N --nb $NB --workers 1 --sim $SIM --sched $sched"
-  ./target/release/tessera lu --n "$N" --nb "$NB" --workers 1 --sim "$SIM" --sched "$sched" \
+  echo "== tessera lu --n $N --nb $NB --workers 1 --emu $SIM --sched $sched"
+  ./target/release/tessera lu --n "$N" --nb "$NB" --workers 1 --emu "$SIM" --sched "$sched" \
       --trace "$OUT/$sched.json" | tee "$OUT/$sched.txt" | grep -E "^TS|PASSED|FAILED|^node"
   gf[$sched]=$(awk '/^TS/ {print $7}' "$OUT/$sched.txt")
   ./target/release/tessera trace gantt "$OUT/$sched.json" -o "$OUT/$sched.png" >/dev/null

@@ -142,7 +142,7 @@ impl LuArgs {
         };
         if update != Update::Tiles && !devices {
             return Err(format!(
-                "--update {}: the device-sized updates need devices (--gpus, --sim, or a platform with accelerators)",
+                "--update {}: the device-sized updates need devices (--gpus, --emu, or a platform with accelerators)",
                 self.update
             ));
         }
@@ -222,14 +222,14 @@ pub struct SpmvArgs {
     /// Scheduler: ws, prio, dmda, or auto (dmda with devices, else ws).
     #[arg(long, default_value = "auto")]
     pub sched: String,
-    /// Run every block on the first device (`--gpus` or `--sim`): the
+    /// Run every block on the first device (`--gpus` or `--emu`): the
     /// device's SpMV alone, compared with its device-to-device copy rate.
     #[arg(long)]
     pub on_device: bool,
     /// STREAM triad array length in Mi elements (3 arrays of 8 bytes each).
     #[arg(long, default_value_t = 64, value_parser = crate::placement::at_least_one)]
     pub stream_mi: usize,
-    /// With a device (--gpus or --sim): split the rows between the CPU workers and the first
+    /// With a device (--gpus or --emu): split the rows between the CPU workers and the first
     /// device, balanced at run time (Roadrunner); runs power iteration under dmda.
     #[arg(long)]
     pub balance: bool,

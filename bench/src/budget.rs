@@ -177,7 +177,7 @@ pub fn config_needs(config: &tessera_engine::Config) -> (Vec<Option<u64>>, usize
     let sims = config
         .devices
         .iter()
-        .filter(|d| d.arch() == "sim")
+        .filter(|d| d.arch() == "emu")
         .map(|d| d.memory_limit())
         .collect();
     (sims, config.workers + config.devices.len() + 2)

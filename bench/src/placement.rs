@@ -7,7 +7,7 @@ use tessera_backends::cpu::{
     Topology, WorkerMap,
 };
 
-use tessera_backends::sim::{SimConfig, SimDevice};
+use tessera_backends::emu::{EmuConfig, EmuDevice};
 use tessera_engine::device::Device;
 use tessera_engine::perfmodel::PerfModels;
 use tessera_engine::{Config, Scheduler};
@@ -25,13 +25,19 @@ pub struct PlacementArgs {
     /// Do not bind workers to cores.
     #[arg(long)]
     pub no_bind: bool,
-    /// Add N simulated accelerators: `N[:speed=S,latency=L,bandwidth=B,mem=M,...]`
+    /// Add N emulated accelerators (devices that run their bodies on a host
+    /// thread and take their modelled time; not `--simulate`):
+    /// `N[:speed=S,latency=L,bandwidth=B,mem=M,...]`
     /// (e.g. `1:speed=0.5,latency=20us,bandwidth=10GB,mem=256MiB`); repeat for
     /// devices of unlike speeds. Each gets a device worker; with devices, CPU
     /// workers default to one per core minus one per device (a host core
     /// drives each device).
     #[arg(long, value_name = "SPEC")]
-    pub sim: Vec<String>,
+    pub emu: Vec<String>,
+    /// The old name of `--emu` (renamed so that "sim" means `--simulate`
+    /// only); still accepted, with a warning.
+    #[arg(long = "sim", value_name = "SPEC", hide = true)]
+    pub sim_renamed: Vec<String>,
     /// GPUs to use: `none`, `all` (CPU-only, said once, when there is none),
     /// a count (`2`) or a list of indices (`0,2`). Each gets a device
     /// worker on a host core of its own.
@@ -40,6 +46,19 @@ pub struct PlacementArgs {
     /// Load performance models from DIR and save them there at the end.
     #[arg(long, value_name = "DIR")]
     pub perfmodel_dir: Option<std::path::PathBuf>,
+}
+
+impl PlacementArgs {
+    /// The emulated devices asked for: `--emu`'s specs, then those given
+    /// under the old name `--sim` (said once on stderr).
+    pub fn emu_specs(&self) -> Vec<String> {
+        if !self.sim_renamed.is_empty() {
+            eprintln!(
+                "tessera: warning: --sim was renamed --emu (an emulated device); --sim still works for now"
+            );
+        }
+        self.emu.iter().chain(&self.sim_renamed).cloned().collect()
+    }
 }
 
 /// A count option that must be at least 1 (`--workers`, `--reps`, ...), as
@@ -69,11 +88,11 @@ pub fn gpu_spec(s: &str) -> Result<String, String> {
     ))
 }
 
-/// Every device the options ask for: GPUs first (`cuda0`, ...), then sim
+/// Every device the options ask for: GPUs first (`cuda0`, ...), then emulated
 /// devices. Opening a GPU measures it, so call this once per run.
 pub fn devices(args: &PlacementArgs) -> Result<Vec<Arc<dyn Device>>, String> {
     let mut devices = gpu_devices(&args.gpus)?;
-    devices.extend(sim_devices(&args.sim)?);
+    devices.extend(emu_devices(&args.emu_specs())?);
     Ok(devices)
 }
 
@@ -140,14 +159,14 @@ pub fn resolve_sched(
     }
 }
 
-/// The sim devices the `--sim` options ask for.
-pub fn sim_devices(specs: &[String]) -> Result<Vec<Arc<dyn Device>>, String> {
+/// The emulated devices the `--emu` options ask for.
+pub fn emu_devices(specs: &[String]) -> Result<Vec<Arc<dyn Device>>, String> {
     let mut devices: Vec<Arc<dyn Device>> = Vec::new();
     for spec in specs {
-        let (n, cfg) = SimConfig::parse_spec(spec)?;
+        let (n, cfg) = EmuConfig::parse_spec(spec)?;
         for _ in 0..n {
             let i = devices.len();
-            devices.push(Arc::new(SimDevice::new(i, cfg.clone())));
+            devices.push(Arc::new(EmuDevice::new(i, cfg.clone())));
         }
     }
     Ok(devices)

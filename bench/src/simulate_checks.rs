@@ -39,7 +39,10 @@ pub fn placement(args: &PlacementArgs, platform: &Path) -> Result<(), String> {
     if args.gpus.trim() != "none" {
         given.push("--gpus");
     }
-    if !args.sim.is_empty() {
+    if !args.emu.is_empty() {
+        given.push("--emu");
+    }
+    if !args.sim_renamed.is_empty() {
         given.push("--sim");
     }
     if args.cpus.is_some() {

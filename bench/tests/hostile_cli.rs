@@ -171,20 +171,20 @@ fn run_spmv(extra: &[&str]) -> Out {
 #[test]
 fn huge_sim_latencies_are_refused_not_panics() {
     for spec in ["1:latency=1e20s", "1:link-latency=1e30s", "1:latency=1e300"] {
-        tessera(&["lu", "--n", "256", "--nb", "64", "--sim", spec]).refused("at most 60s");
+        tessera(&["lu", "--n", "256", "--nb", "64", "--emu", spec]).refused("at most 60s");
     }
 }
 
 #[test]
 fn sim_memory_of_zero_and_duplicate_keys_are_refused() {
-    tessera(&["lu", "--n", "64", "--nb", "32", "--sim", "1:mem=0"]).refused("positive size");
+    tessera(&["lu", "--n", "64", "--nb", "32", "--emu", "1:mem=0"]).refused("positive size");
     tessera(&[
         "lu",
         "--n",
         "64",
         "--nb",
         "32",
-        "--sim",
+        "--emu",
         "1:mem=1MiB,mem=2MiB",
     ])
     .refused("key 'mem' is given twice");
@@ -331,7 +331,7 @@ fn on_device_with_too_little_device_memory_is_refused() {
     // x alone (256 KiB for stencil7:32) is more than the device holds.
     for mem in ["64KiB", "1KiB"] {
         let sim = format!("1:own-mem=1,mem={mem}");
-        run_spmv(&["--gen", "stencil7:32", "--on-device", "--sim", &sim])
+        run_spmv(&["--gen", "stencil7:32", "--on-device", "--emu", &sim])
             .refused("would run on the host");
     }
 }
@@ -490,4 +490,50 @@ fn ctrl_c_leaves_the_trace_whole() {
         assert!(left.is_empty(), "{left:?}");
     }
     std::io::stderr().flush().unwrap();
+}
+
+/// `--sim` was renamed `--emu` (issue 25: "sim" means `--simulate` only);
+/// the old name still adds the emulated device, and says it was renamed.
+#[test]
+fn the_old_sim_flag_still_works_and_says_it_was_renamed() {
+    let out = tessera(&[
+        "lu",
+        "--n",
+        "128",
+        "--nb",
+        "32",
+        "--workers",
+        "1",
+        "--sim",
+        "1:speed=2",
+    ]);
+    out.ok();
+    assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("--sim was renamed --emu"),
+        "stderr: {}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("emu0"),
+        "the device is an emulated one: {}",
+        out.stdout
+    );
+    let new = tessera(&[
+        "lu",
+        "--n",
+        "128",
+        "--nb",
+        "32",
+        "--workers",
+        "1",
+        "--emu",
+        "1:speed=2",
+    ]);
+    new.ok();
+    assert!(!new.stderr.contains("renamed"), "stderr: {}", new.stderr);
+    // Under --simulate both names are refused (they describe this machine).
+    let platform = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/h100-node.toml");
+    tessera(&["lu", "--simulate", platform, "--sim", "1"]).refused("--sim");
+    tessera(&["lu", "--simulate", platform, "--emu", "1"]).refused("--emu");
 }

@@ -373,7 +373,7 @@ fn perf_model_saves_write_through_symlinks() {
         "32",
         "--sched",
         "dmda",
-        "--sim",
+        "--emu",
         "1",
         "--perfmodel-dir",
         &models,

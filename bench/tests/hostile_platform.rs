@@ -281,7 +281,7 @@ fn platform_mistakes_are_refused_or_said() {
     let f = d.file("ok.toml", BASE);
     for extra in [
         &["--gpus", "1"][..],
-        &["--sim", "1"],
+        &["--emu", "1"],
         &["--cpus", "0"],
         &["--perfmodel-dir", d.0.to_str().unwrap()],
     ] {

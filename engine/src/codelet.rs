@@ -302,7 +302,7 @@ impl<A: Accesses, P: Send + Sync + 'static> Codelet<A, P> {
     }
 
     /// Floating-point operations of a task, from its arguments (statistics,
-    /// GFLOP/s, `dmda`'s first estimates, the sim device's model).
+    /// GFLOP/s, `dmda`'s first estimates, the emulated device's model).
     pub fn flops(mut self, f: impl Fn(&P) -> f64 + Send + Sync + 'static) -> Self {
         self.bodies_mut().flops = Some(Arc::new(move |p| f(params::<P>(p))));
         self

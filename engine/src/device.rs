@@ -14,7 +14,7 @@
 //!    codelet library, `tessera-tasks`); the body gets `&YourDevice` and typed
 //!    views of the task's data ([`DeviceParts`] → `DevSlice`s). A device
 //!    whose memory the host can address runs the CPU body on its own replicas
-//!    when a codelet has no body for it (the sim device);
+//!    when a codelet has no body for it (the emulated device);
 //! 4. add a `Config::devices` entry; the runtime starts one device worker
 //!    per device and one memory node for it.
 //!
@@ -60,7 +60,7 @@ impl Link {
 
 /// An accelerator.
 pub trait Device: Send + Sync {
-    /// Track and memory-node name, e.g. `sim0`.
+    /// Track and memory-node name, e.g. `emu0`.
     fn name(&self) -> String;
 
     /// Architecture name for perf models, e.g. `sim` or `cuda`.
@@ -225,7 +225,7 @@ impl<'a> DeviceParts<'a> {
 
 /// A read-only array of `T` in a device's own memory, valid while the task
 /// that was handed it runs. Backends turn it into kernel arguments
-/// (`CudaDevice`) or host slices (`SimDevice`) after checking it is theirs.
+/// (`CudaDevice`) or host slices (`EmuDevice`) after checking it is theirs.
 #[derive(Debug)]
 pub struct DevSlice<'a, T> {
     ptr: u64,

@@ -213,7 +213,7 @@ pub(crate) trait VirtualLinks: Send + Sync {
 /// One memory node's totals.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeStats {
-    /// Node name (`host`, `sim0`, ...).
+    /// Node name (`host`, `emu0`, ...).
     pub name: String,
     /// Bytes copied into the node.
     pub bytes_in: u64,
@@ -356,7 +356,7 @@ impl Memory {
     /// may allocate that very replica meanwhile; since `keep`'s replicas are
     /// never evicted, waiting on would then wait for room that the caller's
     /// own replica holds — with a working set exactly at the node's limit,
-    /// for ever (issue 17: `--sched dmda --sim 1:own-mem=1,mem=96KiB`).
+    /// for ever (issue 17: `--sched dmda --emu 1:own-mem=1,mem=96KiB`).
     /// That fill notifies the node, so a waiting reservation is woken to ask.
     pub(crate) fn reserve(
         &self,

@@ -1,5 +1,5 @@
 //! Proves heterogeneous data management: results over several memory nodes
-//! (host + sim devices) equal a sequential replay for random DAGs; data 4x a
+//! (host + emulated devices) equal a sequential replay for random DAGs; data 4x a
 //! node's limit still runs, by eviction; dmda prefers the faster device and
 //! skips a transfer that does not pay; a failing device body falls back to
 //! the CPU body; a working set that can never fit is refused by name.
@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_backends::sim::{SimConfig, SimDevice};
+use tessera_backends::emu::{EmuConfig, EmuDevice};
 use tessera_engine::device::{Device, Link};
 use tessera_engine::{Codelet, Config, Runtime, TaskBuilder, TaskContext};
 use tessera_tests::random_dag::{Params, Program};
@@ -19,12 +19,12 @@ fn fast_sim(i: usize, speed: f64, mem: Option<u64>) -> Arc<dyn Device> {
     sim_device(i, speed, mem, false)
 }
 
-/// A sim device; with `own_memory` its replicas are raw buffers that only
+/// A emulated device; with `own_memory` its replicas are raw buffers that only
 /// device bodies reach (the GPU data path).
 fn sim_device(i: usize, speed: f64, mem: Option<u64>, own_memory: bool) -> Arc<dyn Device> {
-    Arc::new(SimDevice::new(
+    Arc::new(EmuDevice::new(
         i,
-        SimConfig {
+        EmuConfig {
             speed,
             latency: Duration::from_micros(1),
             half_speed_flops: 0.0,
@@ -56,16 +56,16 @@ fn run_random(
     run_random_on(rt, seed, handles, tasks, len, None, None)
 }
 
-/// The sim device (or the sim inside a `FaultyDevice`) a device body runs on:
+/// The emulated device (or the sim inside a `FaultyDevice`) a device body runs on:
 /// its memory is host memory, reached through typed device views.
-fn sim_of<'a>(ctx: &TaskContext<'a>) -> &'a SimDevice {
+fn sim_of<'a>(ctx: &TaskContext<'a>) -> &'a EmuDevice {
     let any = ctx
         .device()
         .expect("a device body runs on a device")
         .as_any();
-    any.downcast_ref::<SimDevice>()
+    any.downcast_ref::<EmuDevice>()
         .or_else(|| any.downcast_ref::<FaultyDevice>().map(|f| &f.0))
-        .expect("a sim device")
+        .expect("a emulated device")
 }
 
 /// [`run_random`] with every task placed on memory node `hint` (dmda).
@@ -202,7 +202,7 @@ fn data_four_times_a_device_limit_runs_by_eviction() {
 
 #[test]
 fn device_memory_coherence_matches_sequential_replay() {
-    // Two sim devices whose replicas are raw buffers (the GPU data path):
+    // Two emulated devices whose replicas are raw buffers (the GPU data path):
     // uploads, downloads, device → device copies through the host, and
     // device bodies that see only device views.
     with_timeout(Duration::from_secs(300), || {
@@ -370,7 +370,7 @@ fn dmda_prefers_the_faster_device() {
             let w = t.workers.iter().position(|w| w.name == name).unwrap() as u32;
             t.tasks.iter().filter(|x| x.worker == w).count()
         };
-        let (slow, fast) = (on("sim0"), on("sim1"));
+        let (slow, fast) = (on("emu0"), on("emu1"));
         assert!(
             fast > 2 * slow.max(1),
             "fast device got {fast} tasks, slow {slow}"
@@ -382,15 +382,15 @@ fn dmda_prefers_the_faster_device() {
 fn dmda_skips_a_transfer_that_does_not_pay() {
     with_timeout(LIMIT, || {
         // A slow link: moving 8 MB costs 80 ms; the task itself is tiny.
-        let slow_link: Arc<dyn Device> = Arc::new(SimDevice::new(
+        let slow_link: Arc<dyn Device> = Arc::new(EmuDevice::new(
             0,
-            SimConfig {
+            EmuConfig {
                 speed: 100.0,
                 link: Link {
                     latency: Duration::from_millis(1),
                     bandwidth: 1e8,
                 },
-                ..SimConfig::default()
+                ..EmuConfig::default()
             },
         ));
         let mut cfg = config(1, "dmda", vec![slow_link]);
@@ -456,12 +456,12 @@ fn failing_device_body_falls_back_to_the_cpu_body() {
     });
 }
 
-/// A sim device with its own memory whose `run` reports a device error
+/// A emulated device with its own memory whose `run` reports a device error
 /// after the body ran (a kernel fault found at synchronisation).
 /// `repr(transparent)`: the inner sim sits at the device's address, so the
 /// device views the engine makes for this device are the sim's too.
 #[repr(transparent)]
-struct FaultyDevice(SimDevice);
+struct FaultyDevice(EmuDevice);
 
 impl Device for FaultyDevice {
     fn name(&self) -> String {
@@ -504,11 +504,11 @@ impl Device for FaultyDevice {
 #[test]
 fn device_error_after_the_body_falls_back_to_the_cpu_body() {
     with_timeout(LIMIT, || {
-        let sim = SimDevice::new(
+        let sim = EmuDevice::new(
             0,
-            SimConfig {
+            EmuConfig {
                 own_memory: true,
-                ..SimConfig::default()
+                ..EmuConfig::default()
             },
         );
         let rt = Runtime::new(config(1, "dmda", vec![Arc::new(FaultyDevice(sim))])).unwrap();

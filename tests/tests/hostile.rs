@@ -6,18 +6,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tessera_backends::sim::{SimConfig, SimDevice};
+use tessera_backends::emu::{EmuConfig, EmuDevice};
 use tessera_engine::device::{Device, Link};
 use tessera_engine::{Config, Runtime};
 use tessera_linalg::hpl::{generate_matrix, generate_rhs, scaled_residual, HPL_THRESHOLD};
 use tessera_linalg::lu::{lu_factor, solve_from_factors, Front};
 use tessera_tests::with_timeout;
 
-/// A sim device with its own memory (the GPU data path) of `mem` bytes.
+/// A emulated device with its own memory (the GPU data path) of `mem` bytes.
 fn own_mem_sim(mem: u64) -> Arc<dyn Device> {
-    Arc::new(SimDevice::new(
+    Arc::new(EmuDevice::new(
         0,
-        SimConfig {
+        EmuConfig {
             latency: Duration::from_micros(2),
             half_speed_flops: 0.0,
             link: Link {
@@ -26,12 +26,12 @@ fn own_mem_sim(mem: u64) -> Arc<dyn Device> {
             },
             memory: Some(mem),
             own_memory: true,
-            ..SimConfig::default()
+            ..EmuConfig::default()
         },
     ))
 }
 
-/// `tessera lu --sched dmda --sim 1:own-mem=1,mem=96KiB` stalled 30 s in
+/// `tessera lu --sched dmda --emu 1:own-mem=1,mem=96KiB` stalled 30 s in
 /// `Memory::reserve` in up to 6 of 20 runs, then failed: a GEMM's working
 /// set (3 tiles) is exactly the device's memory, and while the task reserved
 /// room for its third tile, dmda's prefetch allocated that very tile, so the

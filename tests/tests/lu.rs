@@ -167,14 +167,14 @@ fn near_singular_matrix_is_finite() {
     });
 }
 
-/// A sim device for LU: fast enough that `dmda` gives it work, with its own
+/// A emulated device for LU: fast enough that `dmda` gives it work, with its own
 /// memory (the GPU data path: device bodies on raw buffers) or not (the CPU
 /// body on host-addressable replicas).
 fn lu_sim(i: usize, own_memory: bool) -> std::sync::Arc<dyn tessera_engine::device::Device> {
-    use tessera_backends::sim::{SimConfig, SimDevice};
-    std::sync::Arc::new(SimDevice::new(
+    use tessera_backends::emu::{EmuConfig, EmuDevice};
+    std::sync::Arc::new(EmuDevice::new(
         i,
-        SimConfig {
+        EmuConfig {
             speed: 4.0,
             latency: Duration::from_micros(1),
             half_speed_flops: 0.0,
@@ -183,7 +183,7 @@ fn lu_sim(i: usize, own_memory: bool) -> std::sync::Arc<dyn tessera_engine::devi
                 bandwidth: 100e9,
             },
             own_memory,
-            ..SimConfig::default()
+            ..EmuConfig::default()
         },
     ))
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_backends::sim::{SimConfig, SimDevice};
+use tessera_backends::emu::{EmuConfig, EmuDevice};
 use tessera_engine::{Codelet, Config, Runtime, TaskBuilder};
 use tessera_tests::with_timeout;
 
@@ -19,7 +19,7 @@ fn two_numa(sched: &str, device: bool) -> Runtime {
     cfg.trace = true;
     if device {
         cfg.devices
-            .push(Arc::new(SimDevice::new(0, SimConfig::default())));
+            .push(Arc::new(EmuDevice::new(0, EmuConfig::default())));
     }
     Runtime::new(cfg).unwrap()
 }

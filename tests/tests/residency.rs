@@ -125,9 +125,9 @@ fn write_through_copies_back_at_once_and_eviction_is_free() {
 #[test]
 fn write_through_on_an_emulated_device_leaves_the_host_copy_valid() {
     with_timeout(LIMIT, || {
-        let dev = tessera_backends::sim::SimDevice::new(
+        let dev = tessera_backends::emu::EmuDevice::new(
             0,
-            tessera_backends::sim::SimConfig {
+            tessera_backends::emu::EmuConfig {
                 own_memory: true,
                 ..Default::default()
             },

@@ -92,7 +92,7 @@ fn power_iteration_finds_dominant_eigenvalue() {
 #[test]
 fn balanced_power_iteration_matches_the_unbalanced_one() {
     use std::sync::Arc;
-    use tessera_backends::sim::{SimConfig, SimDevice};
+    use tessera_backends::emu::{EmuConfig, EmuDevice};
     use tessera_linalg::spmv::balanced_power_iteration;
     // own_memory: the device computes through its SpMV device body on raw
     // buffers (the GPU data path); otherwise the CPU body runs on its replicas.
@@ -100,11 +100,11 @@ fn balanced_power_iteration_matches_the_unbalanced_one() {
         for own_memory in [false, true] {
             let a = parse_gen_spec("stencil7:16").unwrap();
             let mut cfg = Config::with_workers(1).scheduler(tessera_engine::Scheduler::Dmda);
-            cfg.devices.push(Arc::new(SimDevice::new(
+            cfg.devices.push(Arc::new(EmuDevice::new(
                 0,
-                SimConfig {
+                EmuConfig {
                     own_memory,
-                    ..SimConfig::default()
+                    ..EmuConfig::default()
                 },
             )));
             let rt = Runtime::new(cfg).unwrap();

@@ -236,7 +236,7 @@ fn a_team_task_after_a_failure_is_cancelled_and_recruits_nobody() {
 fn teams_follow_priorities_and_leave_device_workers_out() {
     with_timeout(LIMIT, || {
         let dev =
-            tessera_backends::sim::SimDevice::new(0, tessera_backends::sim::SimConfig::default());
+            tessera_backends::emu::EmuDevice::new(0, tessera_backends::emu::EmuConfig::default());
         let rt = Runtime::new(
             Config::with_workers(2)
                 .devices(vec![Arc::new(dev)])

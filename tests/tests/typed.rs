@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tessera_backends::sim::{SimConfig, SimDevice};
+use tessera_backends::emu::{EmuConfig, EmuDevice};
 use tessera_engine::{
     AccessMode, Codelet, Config, Read, ReadWrite, Runtime, Scheduler, Task, Write,
 };
@@ -170,16 +170,16 @@ fn codelet_bodies_are_chosen_per_device() {
                 v.iter_mut().for_each(|x| *x += 1);
                 Ok(())
             })
-            .device::<SimDevice, _>(move |dev, _, v| {
+            .device::<EmuDevice, _>(move |dev, _, v| {
                 s2.fetch_add(1, Ordering::SeqCst);
                 dev.host_mut(v)?.iter_mut().for_each(|x| *x += 1);
                 Ok(())
             });
-        let sim = SimDevice::new(
+        let sim = EmuDevice::new(
             0,
-            SimConfig {
+            EmuConfig {
                 own_memory: true,
-                ..SimConfig::default()
+                ..EmuConfig::default()
             },
         );
         let rt = Runtime::new(

@@ -280,7 +280,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     let mut samples = Samples::new();
     let base = crate::placement::runtime_config(&args.placement, "prio", Scheduler::Prio)?;
     if !base.devices.is_empty() {
-        return Err("calibrate describes this machine's cores: drop --gpus/--sim".into());
+        return Err("calibrate describes this machine's cores: drop --gpus/--emu".into());
     }
     let workers = base.workers;
     let mut log = String::new();

@@ -64,7 +64,7 @@ pub(crate) fn warn_if_overhead_bound(n: usize, nb: usize) {
 
 /// Every big buffer of an LU run, for [`crate::budget::check`]: the tiled
 /// matrix, each tile's handle (with its dependency state: about 2 KiB, see
-/// `tests/tests/lu_memory.rs`), replicas on sim devices (host memory, up to
+/// `tests/tests/lu_memory.rs`), replicas on emulated devices (host memory, up to
 /// each device's limit), the solve's vectors, and the runtime itself.
 fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static str, u64)> {
     let matrix = (n as u64).saturating_mul(n as u64).saturating_mul(8);
@@ -76,7 +76,7 @@ fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static st
     vec![
         ("the matrix", matrix),
         ("tile handles", tiles.saturating_mul(2048)),
-        ("replicas on sim devices", replicas),
+        ("replicas on emulated devices", replicas),
         ("vectors", 4 * 8 * n as u64),
         ("the runtime", 64 << 20),
     ]

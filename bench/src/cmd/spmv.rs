@@ -115,7 +115,7 @@ fn buffers(
     vec![
         ("the matrix", csr),
         ("its row blocks", csr),
-        ("replicas on sim devices", replicas),
+        ("replicas on emulated devices", replicas),
         ("vectors", vectors),
         ("STREAM arrays", stream.saturating_mul(24)),
         ("faer's copy", faer),
@@ -160,7 +160,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             .trace(args.trace.is_some());
     if (args.balance || args.on_device) && config.devices.is_empty() {
         return Err(
-            "--balance and --on-device need a device: add --gpus all or --sim 1[:...]".into(),
+            "--balance and --on-device need a device: add --gpus all or --emu 1[:...]".into(),
         );
     }
     let cpu_workers = config.workers;

@@ -487,7 +487,7 @@ mod coherence_model {
     use crate::device::{Device, DeviceBuffer, DeviceMemory, Link, TaskCost};
 
     /// A device for the model: its own memory (host buffers behind raw
-    /// pointers, like the sim device) or host-addressable replicas.
+    /// pointers, like the emulated device) or host-addressable replicas.
     struct ModelDevice {
         own: bool,
         /// Live allocations (address → words), to check frees.

@@ -215,7 +215,7 @@ fn write_file(path: &Path, codelet: &str, entries: &[Entry]) -> io::Result<()> {
     })
 }
 
-/// An architecture name as devices give them (`cpu`, `sim`, `cuda`): 1 to 32
+/// An architecture name as devices give them (`cpu`, `emu`, `cuda`): 1 to 32
 /// lowercase ASCII letters, digits, `-` or `_`.
 fn valid_arch(arch: &str) -> bool {
     (1..=32).contains(&arch.len())
@@ -256,7 +256,7 @@ fn read_file(path: &Path) -> Result<File, FileError> {
         }
         if !valid_arch(&e.arch) {
             return bad(
-                "the architecture must be 1 to 32 of a-z, 0-9, '-', '_' (cpu, sim, cuda, ...)"
+                "the architecture must be 1 to 32 of a-z, 0-9, '-', '_' (cpu, emu, cuda, ...)"
                     .into(),
             );
         }

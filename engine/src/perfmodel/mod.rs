@@ -105,7 +105,7 @@ pub struct Prediction {
 pub struct ModelSummary {
     /// Codelet name.
     pub codelet: String,
-    /// Architecture ("cpu", "sim", "cuda", ...).
+    /// Architecture ("cpu", "emu", "cuda", ...).
     pub arch: String,
     /// Size key.
     pub size: u64,

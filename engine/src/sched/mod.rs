@@ -26,7 +26,7 @@ use crate::task::TaskNode;
 pub struct WorkerKind {
     /// Memory node the worker computes on (0: host).
     pub node: usize,
-    /// Architecture name (`cpu`, `sim`, `cuda`) for perf models.
+    /// Architecture name (`cpu`, `emu`, `cuda`) for perf models.
     pub arch: &'static str,
     /// The device a device worker drives.
     pub device: Option<Arc<dyn Device>>,

@@ -166,7 +166,7 @@ impl TaskBuilder {
 
     /// A body for device workers (a GPU kernel launch, say), for any device.
     /// Without one, a device whose memory the host can address runs the CPU
-    /// body on its own replicas (the sim device). If the device body fails,
+    /// body on its own replicas (the emulated device). If the device body fails,
     /// the task falls back to the CPU body (Cashmere).
     pub fn device_body<F>(mut self, f: F) -> Self
     where

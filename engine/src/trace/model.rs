@@ -117,7 +117,7 @@ pub struct MessageRecord {
 /// One execution track.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerInfo {
-    /// Track name shown in viewers, e.g. `cpu0`, `sim0`, `cuda0 stream1`.
+    /// Track name shown in viewers, e.g. `cpu0`, `emu0`, `cuda0 stream1`.
     pub name: String,
     /// Memory node the worker computes on.
     pub memory_node: u32,

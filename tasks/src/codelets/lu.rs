@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use tessera_backends::sim::SimDevice;
+use tessera_backends::emu::EmuDevice;
 use tessera_engine::{Codelet, Read, ReadWrite, Write};
 
 use super::{sim_tile, sim_tile_mut, store};
@@ -90,7 +90,7 @@ pub static PANEL: LazyLock<Codelet<PanelData, PanelArgs>> = LazyLock::new(|| {
             }
             Ok(())
         })
-        .device::<SimDevice, _>(|dev, p, (piv, col)| {
+        .device::<EmuDevice, _>(|dev, p, (piv, col)| {
             let (mut tiles, mut bufs): (Vec<Tile>, Vec<&mut [f64]>) = col
                 .into_iter()
                 .map(|t| sim_tile_mut(dev, t))
@@ -125,7 +125,7 @@ pub static SWAP: LazyLock<Codelet<SwapData, SwapArgs>> = LazyLock::new(|| {
             laswp(&mut col, ipiv);
             Ok(())
         })
-        .device::<SimDevice, _>(|dev, _p, (ipiv, col)| {
+        .device::<EmuDevice, _>(|dev, _p, (ipiv, col)| {
             let ipiv = dev.host(ipiv)?;
             let (mut tiles, mut bufs): (Vec<Tile>, Vec<&mut [f64]>) = col
                 .into_iter()
@@ -167,7 +167,7 @@ pub static TRSM: LazyLock<Codelet<TrsmData, TrsmArgs>> = LazyLock::new(|| {
             trsm_unit_lower(l, b);
             Ok(())
         })
-        .device::<SimDevice, _>(|dev, _p, (l, b)| {
+        .device::<EmuDevice, _>(|dev, _p, (l, b)| {
             let l = sim_tile(dev, l)?;
             let (mut t, buf) = sim_tile_mut(dev, b)?;
             trsm_unit_lower(&l, &mut t);
@@ -192,7 +192,7 @@ pub static GEMM: LazyLock<Codelet<GemmData, GemmArgs>> = LazyLock::new(|| {
             gemm_update(a, b, c);
             Ok(())
         })
-        .device::<SimDevice, _>(|dev, _p, (a, b, c)| {
+        .device::<EmuDevice, _>(|dev, _p, (a, b, c)| {
             let (a, b) = (sim_tile(dev, a)?, sim_tile(dev, b)?);
             let (mut t, buf) = sim_tile_mut(dev, c)?;
             gemm_update(&a, &b, &mut t);

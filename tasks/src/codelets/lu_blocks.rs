@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use tessera_backends::sim::SimDevice;
+use tessera_backends::emu::EmuDevice;
 use tessera_engine::{BodyError, Codelet, Read, ReadWrite};
 
 use super::{sim_tile, sim_tile_mut, store};
@@ -62,7 +62,7 @@ pub static UPDATE: LazyLock<Codelet<UpdateData, UpdateArgs>> = LazyLock::new(|| 
             }
             Ok(())
         })
-        .device::<SimDevice, _>(|dev, _p, (ipiv, l, cols)| {
+        .device::<EmuDevice, _>(|dev, _p, (ipiv, l, cols)| {
             let ipiv = dev.host(ipiv)?.to_vec();
             let l: Vec<Tile> = l
                 .into_iter()
@@ -133,7 +133,7 @@ pub static GEMMB: LazyLock<Codelet<GemmBlockData, GemmBlockArgs>> = LazyLock::ne
             gemm_rows(&l, u, &mut c);
             Ok(())
         })
-        .device::<SimDevice, _>(|dev, _p, (l, u, c)| {
+        .device::<EmuDevice, _>(|dev, _p, (l, u, c)| {
             let l: Vec<Tile> = l
                 .into_iter()
                 .map(|t| sim_tile(dev, t))

@@ -1,7 +1,7 @@
 //! The codelets of the LU (the tile LU's and the distributed LU's own) and SpMV.
 //!
 //! Each is declared once, with its CPU body, its bodies for the devices that
-//! have kernels for it (a CUDA GPU with feature `cuda`; the sim device with
+//! have kernels for it (a CUDA GPU with feature `cuda`; the emulated device with
 //! its own memory, whose bodies run the CPU kernels on copies of its buffers
 //! so CI exercises the GPU data path), its flop model and its label.
 //! Algorithms (`tessera-linalg`) only name a codelet, its data and its
@@ -16,13 +16,13 @@ pub mod lu_blocks;
 pub mod lu_dist;
 pub mod spmv;
 
-use tessera_backends::sim::SimDevice;
+use tessera_backends::emu::EmuDevice;
 use tessera_engine::BodyError;
 
 use crate::tile::{DevTile, DevTileMut, Tile};
 
-/// The sim device's memory is host memory: a copy of a read-only tile.
-fn sim_tile(dev: &SimDevice, t: DevTile<'_>) -> Result<Tile, BodyError> {
+/// The emulated device's memory is host memory: a copy of a read-only tile.
+fn sim_tile(dev: &EmuDevice, t: DevTile<'_>) -> Result<Tile, BodyError> {
     Ok(Tile::from_col_major(
         t.rows,
         t.cols,
@@ -30,10 +30,10 @@ fn sim_tile(dev: &SimDevice, t: DevTile<'_>) -> Result<Tile, BodyError> {
     ))
 }
 
-/// A writable tile of the sim device's memory, as a host tile to run a CPU
+/// A writable tile of the emulated device's memory, as a host tile to run a CPU
 /// kernel on, and the buffer to write it back to ([`store`]).
 fn sim_tile_mut<'a>(
-    dev: &SimDevice,
+    dev: &EmuDevice,
     t: DevTileMut<'a>,
 ) -> Result<(Tile, &'a mut [f64]), BodyError> {
     let (rows, cols) = (t.rows, t.cols);

@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use tessera_backends::sim::SimDevice;
+use tessera_backends::emu::EmuDevice;
 use tessera_engine::{BodyError, Codelet, Read, ReadWrite};
 
 use crate::csr::Csr;
@@ -42,7 +42,7 @@ pub static SPMV: LazyLock<Codelet<SpmvData, SpmvArgs>> = LazyLock::new(|| {
             unsafe { spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y) };
             Ok(())
         })
-        .device::<SimDevice, _>(|dev, _p, (a, x, y)| {
+        .device::<EmuDevice, _>(|dev, _p, (a, x, y)| {
             let (x, y) = (dev.host(x)?, dev.host_mut(y)?);
             check_lengths(x.len(), a.n_cols, y.len(), a.n_rows)?;
             let (row_ptr, col_idx, vals) = (

@@ -1,4 +1,4 @@
-//! The sim device: a virtual accelerator with its own memory node (separate
+//! The emulated device: a virtual accelerator with its own memory node (separate
 //! allocations, explicit copies), driven by its own device worker, running
 //! the codelet's CPU body on its replicas, with a cost model from its
 //! configuration: relative speed, per-launch latency, a small-size penalty
@@ -14,8 +14,8 @@
 //! data: its replicas are raw byte buffers the engine reaches only through
 //! [`DeviceMemory`] uploads and downloads, CPU bodies never run on it, and
 //! device bodies see their data as typed device views
-//! ([`DevSlice`](tessera_engine::device::DevSlice)), which [`SimDevice::host`]
-//! and [`SimDevice::host_mut`] turn back into host slices (the buffers are
+//! ([`DevSlice`](tessera_engine::device::DevSlice)), which [`EmuDevice::host`]
+//! and [`EmuDevice::host_mut`] turn back into host slices (the buffers are
 //! host memory here). CI runs the GPU data path this way.
 
 use std::time::{Duration, Instant};
@@ -24,9 +24,9 @@ use tessera_engine::device::{
     DevSlice, DevSliceMut, Device, DeviceBuffer, DeviceKey, DeviceMemory, Link, TaskCost,
 };
 
-/// Cost model of one sim device.
+/// Cost model of one emulated device.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SimConfig {
+pub struct EmuConfig {
     /// Speed relative to `reference_gflops` (2.0: twice as fast).
     pub speed: f64,
     /// Per-launch latency.
@@ -44,9 +44,9 @@ pub struct SimConfig {
     pub own_memory: bool,
 }
 
-impl Default for SimConfig {
+impl Default for EmuConfig {
     fn default() -> Self {
-        SimConfig {
+        EmuConfig {
             speed: 1.0,
             latency: Duration::from_micros(20),
             half_speed_flops: 1e6,
@@ -61,7 +61,7 @@ impl Default for SimConfig {
     }
 }
 
-impl SimConfig {
+impl EmuConfig {
     /// Modelled execution time of a task.
     pub fn exec_time(&self, flops: f64) -> Duration {
         if flops <= 0.0 {
@@ -74,11 +74,11 @@ impl SimConfig {
         self.latency.saturating_add(run)
     }
 
-    /// Parse `N[:key=value,...]` (the CLI's `--sim`): keys `speed`,
+    /// Parse `N[:key=value,...]` (the CLI's `--emu`): keys `speed`,
     /// `latency` (e.g. `20us`, `1ms`), `bandwidth` (e.g. `10GB`, bytes/s),
     /// `mem` (e.g. `256MiB`), `half` (flops at half speed), `gflops`
     /// (reference rate). Returns the device count and the model.
-    pub fn parse_spec(spec: &str) -> Result<(usize, SimConfig), String> {
+    pub fn parse_spec(spec: &str) -> Result<(usize, EmuConfig), String> {
         let (count, rest) = match spec.split_once(':') {
             Some((c, r)) => (c, Some(r)),
             None => (spec, None),
@@ -86,8 +86,8 @@ impl SimConfig {
         let count: usize = count
             .trim()
             .parse()
-            .map_err(|_| format!("--sim '{spec}': the device count '{count}' is not a number"))?;
-        let mut cfg = SimConfig::default();
+            .map_err(|_| format!("--emu '{spec}': the device count '{count}' is not a number"))?;
+        let mut cfg = EmuConfig::default();
         let mut seen: Vec<&str> = Vec::new();
         for kv in rest
             .into_iter()
@@ -96,10 +96,10 @@ impl SimConfig {
         {
             let (k, v) = kv
                 .split_once('=')
-                .ok_or_else(|| format!("--sim '{spec}': '{kv}' is not key=value"))?;
-            let bad = |what: &str| format!("--sim '{spec}': {k}={v}: {what}");
+                .ok_or_else(|| format!("--emu '{spec}': '{kv}' is not key=value"))?;
+            let bad = |what: &str| format!("--emu '{spec}': {k}={v}: {what}");
             if seen.contains(&k.trim()) {
-                return Err(format!("--sim '{spec}': key '{}' is given twice", k.trim()));
+                return Err(format!("--emu '{spec}': key '{}' is given twice", k.trim()));
             }
             seen.push(k.trim());
             match k.trim() {
@@ -131,7 +131,7 @@ impl SimConfig {
                 }
                 other => {
                     return Err(format!(
-                        "--sim '{spec}': unknown key '{other}' (known: speed, latency, link-latency, bandwidth, mem, half, gflops, own-mem)"
+                        "--emu '{spec}': unknown key '{other}' (known: speed, latency, link-latency, bandwidth, mem, half, gflops, own-mem)"
                     ))
                 }
             }
@@ -139,14 +139,14 @@ impl SimConfig {
         let most = tessera_engine::memory::MAX_NODES - 1;
         if count == 0 || count > most {
             return Err(format!(
-                "--sim '{spec}': the device count must be between 1 and {most}"
+                "--emu '{spec}': the device count must be between 1 and {most}"
             ));
         }
         Ok((count, cfg))
     }
 }
 
-/// Longest latency `--sim` accepts: a modelled wait is really slept, so a
+/// Longest latency `--emu` accepts: a modelled wait is really slept, so a
 /// larger one would only hang the run.
 const MAX_LATENCY_SECS: f64 = 60.0;
 
@@ -201,22 +201,22 @@ fn parse_bytes(v: &str) -> Option<u64> {
 }
 
 /// A virtual accelerator.
-pub struct SimDevice {
+pub struct EmuDevice {
     name: String,
-    config: SimConfig,
+    config: EmuConfig,
 }
 
-impl SimDevice {
-    /// Device `index` (named `sim<index>`) with the given model.
-    pub fn new(index: usize, config: SimConfig) -> SimDevice {
-        SimDevice {
-            name: format!("sim{index}"),
+impl EmuDevice {
+    /// Device `index` (named `emu<index>`) with the given model.
+    pub fn new(index: usize, config: EmuConfig) -> EmuDevice {
+        EmuDevice {
+            name: format!("emu{index}"),
             config,
         }
     }
 
     /// The model.
-    pub fn config(&self) -> &SimConfig {
+    pub fn config(&self) -> &EmuConfig {
         &self.config
     }
 
@@ -235,7 +235,7 @@ impl SimDevice {
         Ok(())
     }
 
-    /// A view of this sim device's own memory as the host slice it is.
+    /// A view of this emulated device's own memory as the host slice it is.
     pub fn host<'a, T: bytemuck::Pod>(&self, v: DevSlice<'a, T>) -> Result<&'a [T], String> {
         self.check_view::<T>(v.device(), v.ptr(), v.len())?;
         if v.is_empty() {
@@ -248,7 +248,7 @@ impl SimDevice {
         Ok(unsafe { std::slice::from_raw_parts(v.ptr() as *const T, v.len()) })
     }
 
-    /// A writable view of this sim device's own memory as a host slice.
+    /// A writable view of this emulated device's own memory as a host slice.
     pub fn host_mut<'a, T: bytemuck::Pod>(
         &self,
         v: DevSliceMut<'a, T>,
@@ -275,13 +275,13 @@ fn take_modelled(modelled: Duration, f: &mut dyn FnMut()) -> Duration {
     start.elapsed()
 }
 
-impl Device for SimDevice {
+impl Device for EmuDevice {
     fn name(&self) -> String {
         self.name.clone()
     }
 
     fn arch(&self) -> &'static str {
-        "sim"
+        "emu"
     }
 
     fn memory_limit(&self) -> Option<u64> {
@@ -323,7 +323,7 @@ impl Device for SimDevice {
     }
 }
 
-/// A sim device buffer: 8-byte-aligned host memory owned through a raw
+/// A emulated device buffer: 8-byte-aligned host memory owned through a raw
 /// pointer, because device bodies write it through their device views.
 struct SimBuffer {
     ptr: *mut u64,
@@ -353,7 +353,7 @@ impl DeviceBuffer for SimBuffer {
     }
 }
 
-impl DeviceMemory for SimDevice {
+impl DeviceMemory for EmuDevice {
     fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, String> {
         let words = bytes.div_ceil(8);
         let b: Box<[u64]> = vec![0u64; words].into_boxed_slice();
@@ -397,21 +397,21 @@ impl DeviceMemory for SimDevice {
 
 #[cfg(test)]
 mod tests {
-    //! Proves the sim device's model: times, the small-size penalty, the spec parser.
+    //! Proves the emulated device's model: times, the small-size penalty, the spec parser.
     use super::*;
 
     #[test]
     fn exec_time_follows_the_model() {
-        let c = SimConfig {
+        let c = EmuConfig {
             speed: 2.0,
             latency: Duration::from_micros(10),
             half_speed_flops: 0.0,
             reference_gflops: 50.0,
-            ..SimConfig::default()
+            ..EmuConfig::default()
         };
         // 1e9 flops at 100 GFLOP/s = 10 ms, plus 10 µs.
         assert_eq!(c.exec_time(1e9), Duration::from_micros(10_010));
-        let small = SimConfig {
+        let small = EmuConfig {
             half_speed_flops: 1e6,
             ..c.clone()
         };
@@ -423,11 +423,11 @@ mod tests {
 
     #[test]
     fn run_really_takes_the_modelled_time() {
-        let d = SimDevice::new(
+        let d = EmuDevice::new(
             0,
-            SimConfig {
+            EmuConfig {
                 latency: Duration::from_millis(5),
-                ..SimConfig::default()
+                ..EmuConfig::default()
             },
         );
         let mut ran = false;
@@ -447,13 +447,13 @@ mod tests {
     #[test]
     fn spec_parsing() {
         let (n, c) =
-            SimConfig::parse_spec("2:speed=0.5,latency=1ms,bandwidth=8GB,mem=256MiB").unwrap();
+            EmuConfig::parse_spec("2:speed=0.5,latency=1ms,bandwidth=8GB,mem=256MiB").unwrap();
         assert_eq!(n, 2);
         assert_eq!(c.speed, 0.5);
         assert_eq!(c.latency, Duration::from_millis(1));
         assert_eq!(c.link.bandwidth, 8e9);
         assert_eq!(c.memory, Some(256 << 20));
-        assert_eq!(SimConfig::parse_spec("1").unwrap().0, 1);
+        assert_eq!(EmuConfig::parse_spec("1").unwrap().0, 1);
         for bad in [
             "x",
             "1:speed",
@@ -472,7 +472,7 @@ mod tests {
             "0",
             "64",
         ] {
-            let e = SimConfig::parse_spec(bad).unwrap_err();
+            let e = EmuConfig::parse_spec(bad).unwrap_err();
             assert!(
                 e.contains(
                     bad.split(':')
