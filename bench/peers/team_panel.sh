@@ -20,7 +20,7 @@ for r in $(seq "$rounds"); do
     "$bin" lu --n "$n" --nb "$nb" --workers 2 --panel-team "$team" --trace "$tmp/t.json" >"$tmp/out"
     grep -q PASSED "$tmp/out" || { cat "$tmp/out"; exit 1; }
     g=$(awk '/^WR|^SIM|^T\/V/ {next} $2 == '"$n"' {print $7; exit}' "$tmp/out")
-    p=$("$bin" trace summary "$tmp/t.json" | awk '$1 == "panel" {print $4, $5; exit}')
+    p=$("$bin" trace summary "$tmp/t.json" | awk '$1 == "panel" {print $5, $6; exit}')
     printf '%-6s %-5s %10s %14s\n' "$r" "$team" "$g" "$p"
     echo "$team $g $p" >>"$tmp/all"
   done
