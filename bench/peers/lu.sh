@@ -14,7 +14,9 @@ ROUNDS=${ROUNDS:-3}
 cd "$(dirname "$0")/../.."
 # OpenBLAS auto-detects a slow kernel in this VM, and some environments preset
 # another core type: force the fastest one (PLATFORM.md) unless told otherwise.
-export OPENBLAS_CORETYPE=${PEER_OPENBLAS_CORETYPE:-SkylakeX}
+# SkylakeX needs AVX-512; on a VM type without it (Illegal instruction), Haswell.
+if grep -qw avx512f /proc/cpuinfo; then fastest=SkylakeX; else fastest=Haswell; fi
+export OPENBLAS_CORETYPE=${PEER_OPENBLAS_CORETYPE:-$fastest}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
