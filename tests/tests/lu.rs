@@ -10,12 +10,32 @@ use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_residual, HPL_THRES
 use tessera_linalg::lu::seq::lu_tiled_seq;
 use tessera_linalg::lu::{
     lu_factor, lu_factor_split, lu_factor_with, solve_from_factors, symbolic_task_count, Front,
-    LuOptions, Split, Update,
+    LuFactors, LuOptions, Split, Update,
 };
 use tessera_linalg::tiled::TileMatrix;
 use tessera_tests::with_timeout;
 
 const LIMIT: Duration = Duration::from_secs(120);
+
+/// `lu` has the sequential reference's pivots and, bit for bit, its factors
+/// (HPL's matrix `n`, `nb`, `seed`).
+fn assert_equals_reference(what: &str, lu: &LuFactors, n: usize, nb: usize, seed: u64) {
+    let mut reference = generate_matrix(n, nb, seed);
+    let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
+    assert_eq!(lu.ipiv, ref_ipiv, "{what}: pivots differ");
+    assert!(
+        lu.factors.to_col_major() == reference.to_col_major(),
+        "{what}: factors differ from the sequential reference"
+    );
+}
+
+/// Solving with `lu` passes HPL's residual check.
+fn assert_residual_passes(what: &str, lu: &LuFactors, n: usize, nb: usize, seed: u64) {
+    let b = generate_rhs(n, seed);
+    let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
+    let r = hpl_residual(n, nb, seed, &x, &b);
+    assert!(r < HPL_THRESHOLD, "{what}: residual {r} FAILED");
+}
 
 fn sizes(nb: usize) -> Vec<usize> {
     let mut v = vec![
@@ -52,20 +72,9 @@ fn residual_passes_and_pivots_match_reference() {
                     Runtime::new(Config::with_workers(workers).scheduler(sched.parse().unwrap()))
                         .unwrap();
                 let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front).unwrap();
-                let mut reference = generate_matrix(n, nb, seed);
-                let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
-                assert_eq!(
-                    lu.ipiv, ref_ipiv,
-                    "n={n} nb={nb} {front:?} {workers}w {sched}: pivots differ"
-                );
-                assert!(
-                    lu.factors.to_col_major() == reference.to_col_major(),
-                    "n={n} nb={nb} {front:?}: factors differ from the sequential reference"
-                );
-                let b = generate_rhs(n, seed);
-                let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
-                let r = hpl_residual(n, nb, seed, &x, &b);
-                assert!(r < HPL_THRESHOLD, "n={n} nb={nb}: residual {r} FAILED");
+                let what = format!("n={n} nb={nb} {front:?} {workers}w {sched}");
+                assert_equals_reference(&what, &lu, n, nb, seed);
+                assert_residual_passes(&what, &lu, n, nb, seed);
             }
         }
     });
@@ -211,13 +220,7 @@ fn lu_on_devices_is_bit_identical_to_the_sequential_reference() {
                     );
                     let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front)
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
-                    let mut reference = generate_matrix(n, nb, seed);
-                    let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
-                    assert_eq!(lu.ipiv, ref_ipiv, "{what}: pivots differ");
-                    assert!(
-                        lu.factors.to_col_major() == reference.to_col_major(),
-                        "{what}: factors differ from the sequential reference"
-                    );
+                    assert_equals_reference(&what, &lu, n, nb, seed);
                     // Every device body ran where it was sent: a failing
                     // one would fall back to the CPU and still be right.
                     assert_eq!(rt.device_fallbacks(), (0, None), "{what}");
@@ -287,18 +290,9 @@ fn device_sized_updates_and_team_panels_are_bit_identical() {
                     );
                     let (lu, _) = lu_factor_with(&rt, generate_matrix(n, nb, seed), &opts)
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
-                    let mut reference = generate_matrix(n, nb, seed);
-                    let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
-                    assert_eq!(lu.ipiv, ref_ipiv, "{what}: pivots differ");
-                    assert!(
-                        lu.factors.to_col_major() == reference.to_col_major(),
-                        "{what}: factors differ from the sequential reference"
-                    );
+                    assert_equals_reference(&what, &lu, n, nb, seed);
                     assert_eq!(rt.device_fallbacks(), (0, None), "{what}");
-                    let b = generate_rhs(n, seed);
-                    let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
-                    let r = hpl_residual(n, nb, seed, &x, &b);
-                    assert!(r < HPL_THRESHOLD, "{what}: residual {r} FAILED");
+                    assert_residual_passes(&what, &lu, n, nb, seed);
                 }
             }
         }
