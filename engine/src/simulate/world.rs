@@ -209,6 +209,12 @@ impl SimNode {
         self.rank / self.sim.platform.ranks_per_node
     }
 
+    /// The GEMM rate of one of this platform's CPU cores, GFLOP/s (the
+    /// platform's `cpu.gflops`).
+    pub fn cpu_gflops(&self) -> f64 {
+        self.sim.platform.node.cpu.gflops
+    }
+
     /// CPU workers this rank gets by default.
     pub fn cpu_workers(&self) -> usize {
         self.sim

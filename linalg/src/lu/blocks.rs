@@ -48,11 +48,27 @@ pub enum Update {
     },
 }
 
+/// The largest share of the node's GEMM rate the CPU workers may have for
+/// `Update::auto` to pick `Merged` (see there).
+const MERGED_MAX_HOST_SHARE: f64 = 0.1;
+
+/// The CPU workers' share of the node's GEMM rate (CPU workers and devices
+/// together), where a CPU core's rate is known: in a simulated run, from
+/// the platform. A real run has no figure for it before measuring (`None`).
+fn host_share(rt: &Runtime) -> Option<f64> {
+    let config = rt.config();
+    let core = config.simulate.as_ref()?.cpu_gflops() * 1e9;
+    let host = core * config.workers as f64;
+    let devices: f64 = config.devices.iter().map(|d| d.peak_flops()).sum();
+    (host + devices > 0.0).then(|| host / (host + devices))
+}
+
 impl Update {
     /// The shape for `rt`'s devices and an `n × n` LU in tiles of `nb`:
     /// `Tiles` without devices; `Merged` when each device's share of the
     /// matrix and two panel columns fit in 90 % of its memory (Hetero-HPL's
-    /// devices hold 95.5 % of theirs); else `Streamed`, with blocks of
+    /// devices hold 95.5 % of theirs), unless the CPU workers are more than
+    /// a tenth of the node's GEMM rate (then `Tiles`); else `Streamed`, with blocks of
     /// flops at least 8× the device's half-rate call size (9/10 of its
     /// large-call rate; 4 tile rows when the device does not say), at most
     /// an eighth of its memory per block.
@@ -67,7 +83,15 @@ impl Update {
             .iter()
             .all(|d| d.memory_limit().is_none_or(|m| share <= 0.9 * m as f64));
         if fits {
-            return Update::Merged;
+            // Merged updates leave the host cores only the panels: right
+            // when they are a small part of the node (Hetero-HPL's 28 cores
+            // are 4 % of it), a loss of their whole share otherwise (4
+            // cores beside one device 10× faster: 87 % of peak with tiles,
+            // 73 % merged, bench/platforms/dmda-10x.toml).
+            return match host_share(rt) {
+                Some(s) if s > MERGED_MAX_HOST_SHARE => Update::Tiles,
+                _ => Update::Merged,
+            };
         }
         let t = n.div_ceil(nb);
         let tile = gemm_flops(nb, nb, nb);
