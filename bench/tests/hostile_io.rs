@@ -494,6 +494,49 @@ fn calibrate_refuses_bad_options_before_measuring() {
     assert!(d.temporaries().is_empty(), "{:?}", d.temporaries());
 }
 
+/// Issue 26: calibrate times team panels too (`--panel-teams`, default 2 to
+/// the workers), saved under the team's architecture, so that a simulated
+/// `lu --panel-team 2` predicts its panels from measurements instead of
+/// the one-core model sped up by a guessed serial fraction; a team larger
+/// than the workers is refused before measuring.
+#[test]
+fn calibrate_times_team_panels_for_the_simulator() {
+    let d = Dir::new("cal-teams");
+    let out = d.s("cal.toml");
+    let mut args = calibrate_args(&out);
+    args.extend(["--panel-teams", "3"].map(String::from));
+    run_args(&args).refused("--panel-teams 3: a team has 1 to 2 CPU workers here");
+    assert!(!d.path("cal.toml").exists());
+    run_args(&calibrate_args(&out)).ok();
+    let text = std::fs::read_to_string(d.path("cal.toml")).unwrap();
+    assert!(
+        text.contains("with panel teams of 2 (panels saved as cpux2)"),
+        "{text}"
+    );
+    let panel = std::fs::read_to_string(d.path("cal.perfmodels").join("panel.json")).unwrap();
+    assert!(panel.contains("\"cpux2\""), "{panel}");
+    let sim = tessera(&[
+        "lu",
+        "--n",
+        "96",
+        "--nb",
+        "32",
+        "--workers",
+        "2",
+        "--panel-team",
+        "2",
+        "--simulate",
+        &out,
+    ]);
+    sim.ok();
+    assert!(
+        sim.stdout.contains("panel: a team of up to 2 workers"),
+        "{}",
+        sim.stdout
+    );
+    assert!(!sim.stderr.contains("'panel'"), "{}", sim.stderr);
+}
+
 /// Item 6: a platform file that cannot be written whole (here `ulimit -f 1`)
 /// left a 1024-byte platform cut at `panel = `, after its models had been
 /// replaced. Now the models and the platform are replaced together or not

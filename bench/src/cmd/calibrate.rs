@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_engine::perfmodel::{PerfModelConfig, PerfModels};
+use tessera_engine::team::{team_arch, TeamSize};
 use tessera_engine::{Runtime, Scheduler};
 use tessera_linalg::hpl::{generate_matrix, hpl_flops};
-use tessera_linalg::lu::{lu_factor_split, Front, Split};
+use tessera_linalg::lu::{lu_factor_with, Front, LuOptions};
 use tessera_linalg::sparse::gen::parse_gen_spec;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{repeated_spmv, SpmvMatrix};
@@ -46,6 +47,13 @@ pub struct CalibrateArgs {
     /// elements; cut to fit the memory limits, `ulimit -v` included).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub stream_mi: u32,
+    /// Panel team sizes to time besides one core, comma-separated: LU runs
+    /// with the panel as a team of each size (`lu --panel-team K`), whose
+    /// panels' times are saved under the team's architecture (`cpuxK`), so
+    /// that `--simulate` predicts team panels from measurements. Default:
+    /// every size from 2 to the CPU workers; `1` for none.
+    #[arg(long, value_delimiter = ',')]
+    pub panel_teams: Option<Vec<usize>>,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
 }
@@ -256,11 +264,43 @@ fn stop_if_interrupted() -> Result<(), String> {
     Ok(())
 }
 
-/// Run one measured LU under the Ctrl-C watcher.
-fn timed_lu(rt: &Runtime, n: usize, nb: usize, seed: u64) -> Result<f64, String> {
+/// The panel team sizes to calibrate: `asked` (each from 1 to `workers`;
+/// 1, one core, is always measured and adds nothing), else every size from
+/// 2 to `workers`.
+fn panel_teams(asked: Option<&[usize]>, workers: usize) -> Result<Vec<usize>, String> {
+    let Some(asked) = asked else {
+        return Ok((2..=workers).collect());
+    };
+    let mut teams = Vec::new();
+    for &k in asked {
+        if k == 0 || k > workers {
+            return Err(format!(
+                "--panel-teams {k}: a team has 1 to {workers} CPU workers here"
+            ));
+        }
+        if k > 1 && !teams.contains(&k) {
+            teams.push(k);
+        }
+    }
+    Ok(teams)
+}
+
+/// Run one measured LU under the Ctrl-C watcher, its panel a team of
+/// `team` workers where given (else one worker's task).
+fn timed_lu(
+    rt: &Runtime,
+    n: usize,
+    nb: usize,
+    seed: u64,
+    team: Option<usize>,
+) -> Result<f64, String> {
     let a = generate_matrix(n, nb, seed);
+    let opts = LuOptions {
+        panel_team: team.map(TeamSize::exactly),
+        ..LuOptions::new(Front::Symbolic)
+    };
     let t0 = Instant::now();
-    let r = crate::interrupt::watch(rt, || lu_factor_split(rt, a, Front::Symbolic, Split::Auto));
+    let r = crate::interrupt::watch(rt, || lu_factor_with(rt, a, &opts));
     stop_if_interrupted()?;
     r.map_err(|e| e.to_string())?;
     Ok(t0.elapsed().as_secs_f64())
@@ -286,6 +326,8 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     let mut log = String::new();
     // LU: every task timed (calibrate on), prio, symbolic, like `tessera lu`.
     let mut lu_times = Vec::new();
+    let mut lu_team_times = Vec::new();
+    let teams = panel_teams(args.panel_teams.as_deref(), workers)?;
     for &n in &args.n {
         for r in 0..args.runs.max(1) {
             let rt = Runtime::new(
@@ -295,7 +337,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
                     .trace(true),
             )
             .map_err(|e| e.to_string())?;
-            let t = timed_lu(&rt, n, args.nb, 1 + r as u64)?;
+            let t = timed_lu(&rt, n, args.nb, 1 + r as u64, None)?;
             collect(&rt, &mut samples);
             eprintln!(
                 "calibrate: LU n={n} nb={} run {}: {t:.2} s ({:.1} GFLOP/s)",
@@ -304,6 +346,33 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
                 hpl_flops(n) / t / 1e9
             );
             lu_times.push((n, t));
+        }
+    }
+    // Team panels: the same LU runs with the panel a team of each size;
+    // only the panels' times are kept (their leaders' records), the other
+    // tasks are the one-core models' again.
+    let mut team_samples: std::collections::BTreeMap<(usize, u64), Vec<f64>> = Default::default();
+    for &k in &teams {
+        let n = args.n.last().copied().unwrap_or(4096);
+        for r in 0..args.runs.max(1) {
+            let rt = Runtime::new(base.clone().trace(true)).map_err(|e| e.to_string())?;
+            let t = timed_lu(&rt, n, args.nb, 1 + r as u64, Some(k))?;
+            for p in rt.trace().tasks {
+                if p.codelet == "panel" && p.team_rank == 0 && p.flops > 0.0 {
+                    let secs = (p.end - p.start) as f64 * 1e-9;
+                    team_samples
+                        .entry((k, p.flops as u64))
+                        .or_default()
+                        .push(secs);
+                }
+            }
+            eprintln!(
+                "calibrate: LU n={n} nb={} panel team of {k}, run {}: {t:.2} s ({:.1} GFLOP/s)",
+                args.nb,
+                r + 1,
+                hpl_flops(n) / t / 1e9
+            );
+            lu_team_times.push((k, n, t));
         }
     }
     // SpMV under ws, as `tessera spmv` runs it.
@@ -348,7 +417,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         one.steal_order = None;
         one.worker_numa = None;
         let rt = Runtime::new(one).map_err(|e| e.to_string())?;
-        let t = timed_lu(&rt, n, args.nb, 99)?;
+        let t = timed_lu(&rt, n, args.nb, 99, None)?;
         eprintln!("calibrate: LU n={n} on one worker: {t:.2} s");
         let mut one = Samples::new();
         collect(&rt, &mut one);
@@ -375,6 +444,13 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         outliers += dropped;
         for _ in 0..saved.config().min_samples {
             saved.record(c, "cpu", *f, m);
+        }
+    }
+    for ((k, f), v) in &team_samples {
+        let (m, dropped) = robust_mean(v);
+        outliers += dropped;
+        for _ in 0..saved.config().min_samples {
+            saved.record("panel", &team_arch("cpu", *k), *f, m);
         }
     }
     if outliers > 0 {
@@ -446,6 +522,20 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    for &k in &teams {
+        let _ = writeln!(
+            log,
+            "# LU nb={} with panel teams of {k} (panels saved as {}), n: seconds: {}",
+            args.nb,
+            team_arch("cpu", k),
+            lu_team_times
+                .iter()
+                .filter(|(j, _, _)| *j == k)
+                .map(|(_, n, t)| format!("{n}: {t:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let _ = writeln!(
         log,
         "# SpMV {} x {} iterations (ws): {:.3} s; STREAM triad {:.1} GB/s",
