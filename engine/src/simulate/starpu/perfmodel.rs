@@ -284,12 +284,14 @@ impl<'a> Lines<'a> {
                 2 => DeviceKind::OpenCl,
                 3 => DeviceKind::Mic,
                 5 => DeviceKind::MpiMs,
-                other => return Err(self.err_at(
-                    line,
-                    format!(
+                other => {
+                    return Err(self.err_at(
+                        line,
+                        format!(
                         "unknown device type {other} (0 CPU, 1 CUDA, 2 OpenCL, 3 MIC, 5 MPI_MS)"
                     ),
-                )),
+                    ))
+                }
             };
             let (_, id) = self.one::<u32>("a device id")?;
             let (line, cores) = self.one::<u32>("a device's number of cores")?;
