@@ -414,6 +414,12 @@ pub fn platform_toml(imp: &Imported, models: &str) -> String {
 /// that a platform file never names models not written.
 pub fn save(imp: &Imported, out: &Path) -> Result<PathBuf, String> {
     let models = out.with_extension("perfmodels");
+    if models == out {
+        return Err(format!(
+            "{}: the platform file would be its own models' folder: give it another extension (.toml)",
+            out.display()
+        ));
+    }
     let rel = models
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
