@@ -366,3 +366,32 @@ fn a_simulated_lu_lasts_the_files_means_at_sampled_sizes() {
     assert!(seen.iter().any(|(c, _)| c == "panel"), "{seen:?}");
     assert!(seen.iter().any(|(_, on_cpu)| *on_cpu), "{seen:?}");
 }
+
+#[test]
+fn the_command_writes_a_platform_file_or_names_the_missing_file() {
+    let s = Scratch::new("cli");
+    hand_made(&s.0);
+    let out = s.0.join("tiny.toml");
+    let dir = s.0.display().to_string();
+    let args = |machine: &str| {
+        vec![
+            "tessera".to_string(),
+            "platform".into(),
+            "import".into(),
+            "--starpu-machine".into(),
+            machine.into(),
+            "--dir".into(),
+            dir.clone(),
+            "--out".into(),
+            out.display().to_string(),
+        ]
+    };
+    assert_eq!(tessera_bench::cli::main(args("tiny")), 0);
+    let p = Platform::load(&out).unwrap();
+    assert_eq!(p.name, "StarPU tiny (imported)");
+    assert!(s.0.join("tiny.perfmodels/gemm.json").is_file());
+    // A machine with no bus files: an error (status 1), no panic.
+    std::fs::remove_file(&out).unwrap();
+    assert_eq!(tessera_bench::cli::main(args("nowhere")), 1);
+    assert!(!out.exists());
+}
