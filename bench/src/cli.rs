@@ -3,7 +3,8 @@
 //! `main.rs` only calls [`main`]; tests under mpirun call it as a rank.
 
 use crate::cmd::{
-    calibrate, gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, spmv, topology, trace,
+    calibrate, gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, platform, spmv,
+    topology, trace,
 };
 
 use std::panic::AssertUnwindSafe;
@@ -45,6 +46,9 @@ enum Command {
     Trace(trace::TraceCmd),
     /// Measure this machine (LU, SpMV, STREAM) and write a platform file for `--simulate`.
     Calibrate(calibrate::CalibrateArgs),
+    /// Platform files for `--simulate` from StarPU's measurements of other machines.
+    #[command(subcommand)]
+    Platform(platform::PlatformCmd),
     /// Check the CUDA backend's operations against CPU references (not the codelets) and
     /// measure the GPUs' dgemm and copy rates.
     GpuCheck(gpu_check::GpuCheckArgs),
@@ -135,6 +139,7 @@ impl Command {
             Command::Topology(_) => "topology",
             Command::Trace(_) => "trace",
             Command::Calibrate(_) => "calibrate",
+            Command::Platform(_) => "platform",
             Command::GpuCheck(_) => "gpu-check",
         }
     }
@@ -153,5 +158,6 @@ fn run(command: Command) -> Result<(), String> {
         Command::Perfmodel(c) => perfmodel::run(c),
         Command::GpuCheck(a) => gpu_check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Platform(c) => platform::run(c),
     }
 }

@@ -9,6 +9,7 @@ pub mod lu_kernels;
 pub mod overhead;
 pub mod overhead_mpi;
 pub mod perfmodel;
+pub mod platform;
 pub mod spmv;
 pub mod spmv_dist;
 pub mod topology;

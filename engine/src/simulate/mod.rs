@@ -21,13 +21,15 @@
 //! Modules: `platform` (the description and its file format), `world` (the
 //! event loop, links), `durations` (task times and the default-rate
 //! warnings), `vdevice` (virtual accelerators), `transport` (the simulated
-//! network under `dist`). README.md beside this file describes the loop,
+//! network under `dist`), `starpu` (StarPU's sampled perf models and bus
+//! files of real machines, read for `tessera platform import`). README.md beside this file describes the loop,
 //! the models, calibrating one's own codelets and what the simulation
 //! leaves out.
 
 pub mod bounds;
 mod durations;
 pub mod platform;
+pub mod starpu;
 mod transport;
 mod vdevice;
 mod world;
