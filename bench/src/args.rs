@@ -52,8 +52,9 @@ pub struct LuArgs {
     /// (one task per device and step over every column it owns, plus one
     /// for the next panel's column: Hetero-HPL), streamed[:ROWS] (a device's
     /// GEMMs in blocks of ROWS tile rows through its memory: TianHe-1), or
-    /// auto (tiles without devices; merged when each device holds its share
-    /// of the matrix, else streamed).
+    /// auto (tiles without devices or where a tile's GEMM already runs near
+    /// the devices' large-call rate; merged when each device holds its
+    /// share of the matrix, else streamed).
     #[arg(long, value_name = "SHAPE", default_value = "auto")]
     pub update: String,
     /// Write a Chrome/Perfetto trace of the factorisation to FILE (under

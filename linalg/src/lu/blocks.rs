@@ -48,6 +48,10 @@ pub enum Update {
     },
 }
 
+/// A call of this many times a device's half-rate size runs at 80 % of its
+/// large-call rate (`f / (f + half)`).
+const LARGE_CALL: f64 = 4.0;
+
 /// The largest share of the node's GEMM rate the CPU workers may have for
 /// `Update::auto` to pick `Merged` (see there).
 const MERGED_MAX_HOST_SHARE: f64 = 0.1;
@@ -65,7 +69,8 @@ fn host_share(rt: &Runtime) -> Option<f64> {
 
 impl Update {
     /// The shape for `rt`'s devices and an `n × n` LU in tiles of `nb`:
-    /// `Tiles` without devices; `Merged` when each device's share of the
+    /// `Tiles` without devices, or when a tile's GEMM already runs at 80 %
+    /// of every device's large-call rate; `Merged` when each device's share of the
     /// matrix and two panel columns fit in 90 % of its memory (Hetero-HPL's
     /// devices hold 95.5 % of theirs), unless the CPU workers are more than
     /// a tenth of the node's GEMM rate (then `Tiles`); else `Streamed`, with blocks of
@@ -75,6 +80,18 @@ impl Update {
     pub fn auto(rt: &Runtime, n: usize, nb: usize) -> Update {
         let devices = &rt.config().devices;
         if devices.is_empty() || nb == 0 || n == 0 {
+            return Update::Tiles;
+        }
+        let tile = gemm_flops(nb, nb, nb);
+        if devices
+            .iter()
+            .all(|d| tile >= LARGE_CALL * d.half_rate_flops())
+        {
+            // Device-sized updates exist to make device calls large enough;
+            // where a tile's GEMM already runs at 80 % of the device's
+            // large-call rate, tile tasks keep dmda's freedom (look-ahead,
+            // any worker): StarPU's mirage, 82 % of its GEMM bound with
+            // tiles against 77 % streamed (README, "Machines StarPU measured").
             return Update::Tiles;
         }
         let (nf, nbf) = (n as f64, nb as f64);
@@ -94,7 +111,6 @@ impl Update {
             };
         }
         let t = n.div_ceil(nb);
-        let tile = gemm_flops(nb, nb, nb);
         let rows = devices
             .iter()
             .map(|d| {
