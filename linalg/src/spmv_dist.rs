@@ -36,13 +36,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use std::sync::LazyLock;
+use tessera_engine::dist::allreduce::{AsyncAllreduce, Part, Then};
 use tessera_engine::dist::halo::{self, HaloExchange, HaloPlan};
 use tessera_engine::dist::{Collectives, Net};
 
-use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime, Write};
+use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime, TaskHandle, Write};
 use tessera_tasks::codelets::spmv::{SpmvArgs, SPMV, SPMV_HALO};
 
-use crate::solver::{phases, CgOptions, Operator, Partials, SharedVec};
+use crate::solver::{phases, CgOptions, HaloClock, MultiplyDot, Operator, SharedVec};
 use crate::sparse::csr::{partition_row_ptr_by_nnz, Csr};
 use crate::sparse::gen::GenSpec;
 use crate::sparse::mm::MatrixMarketRows;
@@ -134,6 +135,8 @@ pub struct DistMatrix {
     halo_cols: Vec<usize>,
     /// The halo, written by the exchange's receive, read by the boundary blocks.
     halo: DataHandle<Vec<f64>>,
+    /// The solvers' dot products, summed over the ranks as tasks.
+    allreduce: AsyncAllreduce,
 }
 
 /// A rank's numbers, for its report line.
@@ -349,6 +352,7 @@ impl DistMatrix {
                 recvs: plan.recvs.clone(),
             },
         );
+        let allreduce = AsyncAllreduce::new(net);
         let block_rows = blocks.iter().map(|b: &Block| b.rows.clone()).collect();
         Ok(DistMatrix {
             net: Arc::clone(net),
@@ -367,6 +371,7 @@ impl DistMatrix {
             exchange,
             halo_cols,
             halo,
+            allreduce,
         })
     }
 
@@ -495,13 +500,17 @@ impl DistMatrix {
                     .cpu_only()
                     .cpu(move |(x, out)| gather(x, out))
                     .submit()?,
-                Gather::Shared(v) => {
+                Gather::Shared(v, after) => {
                     let v = Arc::clone(v);
-                    rt.task(&HALO_GATHER_SHARED, (self.export.w(),))
+                    let mut t = rt
+                        .task(&HALO_GATHER_SHARED, (self.export.w(),))
                         .cpu_only()
                         // SAFETY (vector discipline): the multiply phase only reads `x`.
-                        .cpu(move |(out,)| gather(unsafe { v.all() }, out))
-                        .submit()?
+                        .cpu(move |(out,)| gather(unsafe { v.all() }, out));
+                    if let Some(h) = after {
+                        t = t.after(h);
+                    }
+                    t.submit()?
                 }
             };
         }
@@ -560,7 +569,8 @@ impl DistMatrix {
 /// Where the halo's entries are gathered from.
 enum Gather<'a> {
     Handle(&'a DataHandle<Vec<f64>>),
-    Shared(&'a Arc<SharedVec>),
+    /// A shared vector, ready once the task given (if any) ended.
+    Shared(&'a Arc<SharedVec>, Option<&'a TaskHandle>),
 }
 
 /// `export = x[export_idx]`, from a handle.
@@ -597,6 +607,19 @@ pub struct DistOperator<'a> {
     pub a: &'a DistMatrix,
     /// The collectives of its ranks.
     pub coll: &'a Collectives,
+    /// The halo waits of its multiplies.
+    clock: Arc<HaloClock>,
+}
+
+impl<'a> DistOperator<'a> {
+    /// The operator of `a` over `coll`.
+    pub fn new(a: &'a DistMatrix, coll: &'a Collectives) -> DistOperator<'a> {
+        DistOperator {
+            a,
+            coll,
+            clock: Arc::default(),
+        }
+    }
 }
 
 impl Operator for DistOperator<'_> {
@@ -619,22 +642,27 @@ impl Operator for DistOperator<'_> {
     fn submit_multiply_dot(
         &self,
         rt: &Runtime,
-        x: &Arc<SharedVec>,
-        y: &Arc<SharedVec>,
-        dots: &Arc<Partials>,
-    ) -> Result<(), Error> {
+        m: &MultiplyDot<'_>,
+    ) -> Result<Vec<TaskHandle>, Error> {
         let a = self.a;
-        a.submit_exchange(rt, Gather::Shared(x))?;
+        a.submit_exchange(rt, Gather::Shared(m.x, m.after))?;
         // Interior blocks first: they need nothing from the network.
+        let mut out = Vec::with_capacity(a.blocks.len());
         for boundary in [false, true] {
             for (k, b) in a.blocks.iter().enumerate() {
                 if b.boundary == boundary {
                     let halo = boundary.then_some(&a.halo);
-                    phases::submit_multiply_dot(rt, a.block_ref(k), halo, x, y, dots)?;
+                    out.push(phases::submit_multiply_dot(
+                        rt,
+                        a.block_ref(k),
+                        halo,
+                        m,
+                        Some(&self.clock),
+                    )?);
                 }
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     fn submit_diagonal(&self, rt: &Runtime, d: &Arc<SharedVec>) -> Result<(), Error> {
@@ -648,8 +676,39 @@ impl Operator for DistOperator<'_> {
         self.a.wait(rt)
     }
 
+    fn wait_for(&self, rt: &Runtime, task: &TaskHandle) -> Result<(), Error> {
+        // Poll, so that another rank's abort ends the wait; a failure here (every solver
+        // task is a successor of the ones before, so `task` then fails or is cancelled)
+        // goes through `wait`, which tells the other ranks.
+        loop {
+            match rt.wait_timeout(task, std::time::Duration::from_millis(20)) {
+                Ok(()) => return Ok(()),
+                Err(Error::Timeout(_)) => {
+                    if let Some(why) = self.a.net.aborted() {
+                        return Err(Error::Remote(why));
+                    }
+                }
+                Err(e) => return Err(self.wait(rt).err().unwrap_or(e)),
+            }
+        }
+    }
+
     fn sum(&self, v: &mut [f64]) -> Result<(), Error> {
         self.coll.allreduce_sum(v).map_err(Error::Remote)
+    }
+
+    fn submit_sum(
+        &self,
+        rt: &Runtime,
+        after: &[TaskHandle],
+        part: Part,
+        then: Then,
+    ) -> Result<TaskHandle, Error> {
+        self.a.allreduce.submit(rt, after, part, then)
+    }
+
+    fn halo_clock(&self) -> Option<Arc<HaloClock>> {
+        Some(Arc::clone(&self.clock))
     }
 }
 
@@ -761,7 +820,7 @@ pub fn power_iteration(
     iters: usize,
 ) -> Result<(Vec<f64>, DistStats), Error> {
     with_traffic(a, || {
-        crate::solver::power_iteration(rt, &DistOperator { a, coll }, x0_own, iters)
+        crate::solver::power_iteration(rt, &DistOperator::new(a, coll), x0_own, iters)
     })
 }
 
@@ -779,6 +838,7 @@ pub fn conjugate_gradient(
         rtol: tol,
         max_iters,
         pc: crate::solver::Preconditioner::None,
+        variant: crate::solver::CgVariant::Standard,
     };
     conjugate_gradient_with(rt, coll, a, b_own, &opts)
 }
@@ -794,7 +854,7 @@ pub fn conjugate_gradient_with(
     opts: &CgOptions,
 ) -> Result<(Vec<f64>, DistStats), Error> {
     with_traffic(a, || {
-        crate::solver::conjugate_gradient(rt, &DistOperator { a, coll }, b_own, opts)
+        crate::solver::conjugate_gradient(rt, &DistOperator::new(a, coll), b_own, opts)
     })
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tessera_engine::dist::{Collectives, Net};
 use tessera_engine::{Config, Runtime};
 use tessera_linalg::solver::{
-    check_square, conjugate_gradient, power_iteration, CgOptions, Preconditioner,
+    check_square, conjugate_gradient, power_iteration, CgOptions, CgVariant, Preconditioner,
 };
 use tessera_linalg::sparse::csr::Csr;
 use tessera_linalg::sparse::gen::GenSpec;
@@ -73,6 +73,7 @@ fn cg_options(case: &Case) -> CgOptions {
         } else {
             Preconditioner::None
         },
+        variant: CgVariant::Standard,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tessera_engine::dist::{local, Collectives, Net};
 use tessera_engine::{Config, Error, Runtime};
 use tessera_linalg::solver::{
-    conjugate_gradient, power_iteration, CgOptions, Preconditioner, StopReason,
+    conjugate_gradient, power_iteration, CgOptions, CgVariant, Preconditioner, StopReason,
 };
 use tessera_linalg::sparse::coo::Coo;
 use tessera_linalg::sparse::csr::Csr;
@@ -84,6 +84,7 @@ fn cg_and_power_equal_the_sequential_reference_at_1_to_4_workers() {
                         } else {
                             Preconditioner::None
                         },
+                        variant: CgVariant::Standard,
                     };
                     let (x, st) = conjugate_gradient(&rt, &mat, &b, &opts).unwrap();
                     let tag = format!("n {n}, jacobi {jacobi}, {w} workers");
@@ -128,6 +129,7 @@ fn jacobi_converges_in_fewer_iterations_and_says_why_it_stopped() {
                 rtol: 1e-8,
                 max_iters,
                 pc,
+                variant: CgVariant::Standard,
             };
             conjugate_gradient(&rt, &mat, &b, &opts).unwrap().1
         };
@@ -187,6 +189,7 @@ fn breakdown_is_the_same_error_kind_in_one_process_and_across_ranks() {
                 rtol: 1e-10,
                 max_iters: 10,
                 pc,
+                variant: CgVariant::Standard,
             };
             let e = conjugate_gradient(&rt, &mat, &b, &opts).unwrap_err();
             assert!(matches!(e, Error::Breakdown(_)), "one process, {pc}: {e}");
