@@ -483,7 +483,9 @@ impl DistMatrix {
     /// (`O(halo)`), then the exchange's sends read `export` and its receive writes `halo`.
     /// Gathering first lets `x` be a data handle ([`submit_multiply`](Self::submit_multiply))
     /// or a solver's shared vector (`crate::solver::vector`), which cannot be a handle.
-    fn submit_exchange(&self, rt: &Runtime, x: Gather<'_>) -> Result<(), Error> {
+    /// Returns the gather task, if any: the one task of the exchange that reads `x`.
+    fn submit_exchange(&self, rt: &Runtime, x: Gather<'_>) -> Result<Option<TaskHandle>, Error> {
+        let mut reads_x = None;
         if !self.export_idx.is_empty() {
             let idx = Arc::clone(&self.export_idx);
             let gather = move |x: &[f64], out: &mut Vec<f64>| -> Result<(), BodyError> {
@@ -494,7 +496,7 @@ impl DistMatrix {
                 }
                 Ok(())
             };
-            match x {
+            let t = match x {
                 Gather::Handle(h) => rt
                     .task(&HALO_GATHER, (h.r(), self.export.w()))
                     .cpu_only()
@@ -513,8 +515,10 @@ impl DistMatrix {
                     t.submit()?
                 }
             };
+            reads_x = Some(t);
         }
-        self.exchange.submit(rt, &self.export, &self.halo)
+        self.exchange.submit(rt, &self.export, &self.halo)?;
+        Ok(reads_x)
     }
 
     /// Wait for this rank's tasks (see `tessera_engine::dist::halo::wait_all`).
@@ -645,9 +649,12 @@ impl Operator for DistOperator<'_> {
         m: &MultiplyDot<'_>,
     ) -> Result<Vec<TaskHandle>, Error> {
         let a = self.a;
-        a.submit_exchange(rt, Gather::Shared(m.x, m.after))?;
+        // The gather reads `x` as the blocks do: what writes `x` next must go after it too.
+        let mut out: Vec<TaskHandle> = a
+            .submit_exchange(rt, Gather::Shared(m.x, m.after))?
+            .into_iter()
+            .collect();
         // Interior blocks first: they need nothing from the network.
-        let mut out = Vec::with_capacity(a.blocks.len());
         for boundary in [false, true] {
             for (k, b) in a.blocks.iter().enumerate() {
                 if b.boundary == boundary {

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::log::Tick;
 use super::net::{Channel, Net};
 use super::wire::Reader;
 use crate::access::Dynamic;
@@ -34,6 +35,8 @@ struct Reduction {
     hold: Option<Hold>,
     /// The parts, handed to the combine task when it is released.
     slot: Option<Arc<Mutex<Parts>>>,
+    /// When the combine was submitted (trace clock).
+    posted: Option<Tick>,
 }
 
 /// The sums a combine hands on, then what it does with them.
@@ -58,7 +61,12 @@ impl AsyncAllreduce {
     pub fn new(net: &Arc<Net>) -> AsyncAllreduce {
         let state: Arc<Mutex<HashMap<u64, Reduction>>> = Arc::default();
         let ch = net.channel().named("allreduce");
-        let (st, net2, others) = (Arc::clone(&state), Arc::clone(net), net.size() - 1);
+        let (st, net2, ch2, others) = (
+            Arc::clone(&state),
+            Arc::clone(net),
+            ch.clone(),
+            net.size() - 1,
+        );
         ch.on_message(move |from, body| {
             let result = (|| -> Result<(), String> {
                 let mut r = Reader::new(body);
@@ -74,6 +82,7 @@ impl AsyncAllreduce {
                     return Err(format!("two parts of all-reduce {seq}"));
                 }
                 red.parts.push((from, values));
+                let posted = red.posted;
                 let ready = if red.parts.len() == others && red.hold.is_some() {
                     let red = s.remove(&seq).expect("present");
                     *lock(red.slot.as_ref().expect("set with the hold")) = red.parts;
@@ -82,6 +91,7 @@ impl AsyncAllreduce {
                     None
                 };
                 drop(s);
+                ch2.record_recv(from, body.len() + 4, posted);
                 if let Some(hold) = ready {
                     hold.release();
                 }
@@ -169,6 +179,7 @@ impl AsyncAllreduce {
         let (handle, hold) = rt.submit_held(combine)?;
         let mut s = lock(&self.state);
         let red = s.entry(seq).or_default();
+        red.posted = self.ch.now();
         if red.parts.len() == size - 1 {
             let red = s.remove(&seq).expect("present");
             drop(s);
