@@ -15,7 +15,7 @@
 //!    multiply goes after (it reads all of `p`).
 //!
 //! The scalars go from a sum to the next phase's tasks through shared cells
-//! ([`super::progress`]), not through the submitting thread, which only submits: it submits
+//! (`super::progress`), not through the submitting thread, which only submits: it submits
 //! iteration `k`, then waits for the convergence test of iteration `k − 1`, so the workers
 //! always have the next iteration queued and the one wait per iteration hides behind a whole
 //! iteration of work. When a test stops the run (converged, the iteration limit, or a
