@@ -220,7 +220,7 @@ mod tests {
                         let net = Net::new(t);
                         let rt = Runtime::with_workers(2).unwrap();
                         let ar = AsyncAllreduce::new(&net);
-                        let out: Arc<Mutex<Vec<(usize, Vec<f64>)>>> = Arc::default();
+                        let out: Arc<Mutex<Parts>> = Arc::default();
                         for k in 0..K {
                             let o = Arc::clone(&out);
                             ar.submit(
