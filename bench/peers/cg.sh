@@ -10,8 +10,9 @@
 # Both solve A x = 1 from x = 0 with the same preconditioner, stopping on the
 # unpreconditioned residual (rtol) or after ITERS iterations; the nonzero counts of both are
 # checked to agree, and the iteration counts are printed side by side.
-#   bash bench/peers/cg.sh [SPEC|FILE.mtx] [ITERS] [ROUNDS] [PC] [RTOL]
-#   (defaults: stencil27:150 50 3 none 0; PC none or jacobi; RTOL 0 runs every iteration)
+#   bash bench/peers/cg.sh [SPEC|FILE.mtx] [ITERS] [ROUNDS] [PC] [RTOL] [CG]
+#   (defaults: stencil27:150 50 3 none 0 standard; PC none or jacobi; RTOL 0 runs every
+#   iteration; CG standard or pipelined, Tessera's --cg: PETSc runs KSPCG either way)
 # Installs (apt, once) python3-petsc4py python3-mpi4py python3-scipy; builds with
 # --features mpi (needs libopenmpi-dev openmpi-bin libclang-dev).
 set -euo pipefail
@@ -20,6 +21,7 @@ ITERS=${2:-50}
 ROUNDS=${3:-3}
 PC=${4:-none}
 RTOL=${5:-0}
+CG=${6:-standard}
 cd "$(dirname "$0")/../.."
 here=$(pwd)
 work=$(mktemp -d)
@@ -48,7 +50,7 @@ case $SPEC in
   *.mtx) tsrc=(--matrix "$SPEC") ;;
   *) tsrc=(--gen "$SPEC") ;;
 esac
-targs=(spmv "${tsrc[@]}" --solver cg --pc "$PC" --max-iters "$ITERS" --no-faer --stream-mi 16)
+targs=(spmv "${tsrc[@]}" --solver cg --cg "$CG" --pc "$PC" --max-iters "$ITERS" --no-faer --stream-mi 16)
 [ "$RTOL" = 0 ] || targs+=(--rtol "$RTOL")
 # --rtol 0 is refused by tessera (must be positive): 1e-300 then runs every iteration.
 [ "$RTOL" = 0 ] && targs+=(--rtol 1e-300)

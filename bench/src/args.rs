@@ -216,6 +216,12 @@ pub struct SpmvArgs {
     /// CG's preconditioner: none, or jacobi (the inverted diagonal; PETSc's -pc_type).
     #[arg(long, default_value = "none")]
     pub pc: String,
+    /// CG's algorithm: standard (two all-reduces per iteration), or pipelined
+    /// (Ghysels–Vanroose: one all-reduce per iteration, hidden behind the SpMV; it costs
+    /// more vector traffic and stability: its recursive residual drifts from the true one,
+    /// so it reaches a less accurate solution on hard problems; PETSc's -ksp_type pipecg).
+    #[arg(long = "cg", default_value = "standard")]
+    pub cg: String,
     /// Row blocks per worker (16 measured at least as fast as 4 and 32 on
     /// stencil27:150 here: finer blocks even out the two workers' finish).
     #[arg(long, default_value_t = 16, value_parser = crate::placement::at_least_one)]

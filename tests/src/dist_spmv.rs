@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tessera_engine::dist::{Collectives, Net};
 use tessera_engine::{Config, Runtime};
 use tessera_linalg::solver::{
-    check_square, conjugate_gradient, power_iteration, CgOptions, Preconditioner,
+    check_square, conjugate_gradient, power_iteration, CgOptions, CgVariant, Preconditioner,
 };
 use tessera_linalg::sparse::csr::Csr;
 use tessera_linalg::sparse::gen::GenSpec;
@@ -34,6 +34,9 @@ pub struct Case {
     pub spd: bool,
     /// CG with the Jacobi preconditioner.
     pub jacobi: bool,
+    /// The pipelined CG (compared with the single-process pipelined CG, which
+    /// `tests/solvers.rs` compares with the sequential reference).
+    pub pipelined: bool,
 }
 
 /// Every generator, and the Matrix Market file at `mm` (see [`write_symmetric_mm`]).
@@ -42,6 +45,13 @@ pub fn cases(mm: &Path) -> Vec<Case> {
         spec: spec.into(),
         spd,
         jacobi: false,
+        pipelined: false,
+    };
+    let pipelined = |spec: &str, jacobi| Case {
+        spec: spec.into(),
+        spd: true,
+        jacobi,
+        pipelined: true,
     };
     let mut all = vec![
         case("stencil7:7", true),
@@ -50,6 +60,8 @@ pub fn cases(mm: &Path) -> Vec<Case> {
         case("powerlaw:400:6", false),
         case("dense:24", false),
         case(&format!("mm:{}", mm.display()), true),
+        pipelined("stencil7:7", false),
+        pipelined("banded:300:4", true),
     ];
     // The files of `write_all_mm`, when it wrote them.
     for (path, _, spd) in extra_mm(mm) {
@@ -58,6 +70,7 @@ pub fn cases(mm: &Path) -> Vec<Case> {
                 spec: format!("mm:{}", path.display()),
                 spd,
                 jacobi: spd,
+                pipelined: false,
             });
         }
     }
@@ -72,6 +85,11 @@ fn cg_options(case: &Case) -> CgOptions {
             Preconditioner::Jacobi
         } else {
             Preconditioner::None
+        },
+        variant: if case.pipelined {
+            CgVariant::Pipelined
+        } else {
+            CgVariant::Standard
         },
     }
 }

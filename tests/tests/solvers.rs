@@ -1,8 +1,8 @@
 //! Proves that the solvers written once over an operator (`tessera_linalg::solver`) equal a
 //! plain sequential reference on random SPD matrices at 1..4 workers (CG with and without
-//! Jacobi, power iteration), that Jacobi changes the iteration count, that CG stops for the
-//! reason it prints, and that a breakdown is the same error kind in one process and across
-//! ranks.
+//! Jacobi, standard and pipelined, power iteration), that Jacobi changes the iteration
+//! count, that CG stops for the reason it prints (after as many iterations in both
+//! variants), and that a breakdown is the same error kind in one process and across ranks.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use tessera_engine::dist::{local, Collectives, Net};
 use tessera_engine::{Config, Error, Runtime};
 use tessera_linalg::solver::{
-    conjugate_gradient, power_iteration, CgOptions, Preconditioner, StopReason,
+    conjugate_gradient, power_iteration, CgOptions, CgVariant, Preconditioner, StopReason,
 };
 use tessera_linalg::sparse::coo::Coo;
 use tessera_linalg::sparse::csr::Csr;
@@ -71,8 +71,16 @@ fn cg_and_power_equal_the_sequential_reference_at_1_to_4_workers() {
         for (seed, n) in [(1, 97), (2, 300)] {
             let a = random_spd(n, 8, seed);
             let b: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
-            for jacobi in [false, true] {
+            for (jacobi, variant) in [false, true]
+                .into_iter()
+                .flat_map(|j| [(j, CgVariant::Standard), (j, CgVariant::Pipelined)])
+            {
                 let (want_x, want_h) = reference_cg(&a, &b, jacobi, 15);
+                // The pipelined recurrences round differently (see its module doc).
+                let tol = match variant {
+                    CgVariant::Standard => 1e-10,
+                    CgVariant::Pipelined => 1e-8,
+                };
                 for w in 1..=4 {
                     let rt = Runtime::new(Config::with_workers(w)).unwrap();
                     let mat = SpmvMatrix::new(&rt, &a, 3 * w);
@@ -84,13 +92,14 @@ fn cg_and_power_equal_the_sequential_reference_at_1_to_4_workers() {
                         } else {
                             Preconditioner::None
                         },
+                        variant,
                     };
                     let (x, st) = conjugate_gradient(&rt, &mat, &b, &opts).unwrap();
-                    let tag = format!("n {n}, jacobi {jacobi}, {w} workers");
+                    let tag = format!("n {n}, jacobi {jacobi}, {variant}, {w} workers");
                     assert_eq!(st.iterations, 15, "{tag}");
                     assert_eq!(st.stop, Some(StopReason::MaxIterations), "{tag}");
-                    assert_close(&format!("{tag}: x"), &x, &want_x, 1e-10);
-                    assert_close(&format!("{tag}: history"), &st.history, &want_h, 1e-9);
+                    assert_close(&format!("{tag}: x"), &x, &want_x, tol);
+                    assert_close(&format!("{tag}: history"), &st.history, &want_h, 10.0 * tol);
                 }
             }
             // Power iteration: ||A·x_k|| against the plain loop.
@@ -123,14 +132,52 @@ fn jacobi_converges_in_fewer_iterations_and_says_why_it_stopped() {
         let b = vec![1.0; 400];
         let rt = Runtime::with_workers(2).unwrap();
         let mat = SpmvMatrix::new(&rt, &a, 6);
-        let run = |pc, max_iters| {
+        let run_with = |pc, max_iters, variant| {
             let opts = CgOptions {
                 rtol: 1e-8,
                 max_iters,
                 pc,
+                variant,
             };
             conjugate_gradient(&rt, &mat, &b, &opts).unwrap().1
         };
+        let run = |pc, max_iters| run_with(pc, max_iters, CgVariant::Standard);
+        // The pipelined CG stops after as many iterations (±1: its residual rounds
+        // differently), for the same reason; and at the limit like the standard one.
+        for pc in [Preconditioner::None, Preconditioner::Jacobi] {
+            let (st, pi) = (
+                run_with(pc, 500, CgVariant::Standard),
+                run_with(pc, 500, CgVariant::Pipelined),
+            );
+            assert_eq!(pi.stop, Some(StopReason::Converged), "{pc}");
+            assert!(
+                st.iterations.abs_diff(pi.iterations) <= 1,
+                "{pc}: standard {} vs pipelined {}",
+                st.iterations,
+                pi.iterations
+            );
+            assert_eq!(pi.history.len(), pi.iterations, "{pc}");
+            for limit in [0, 1, 3] {
+                let short = run_with(pc, limit, CgVariant::Pipelined);
+                assert_eq!(
+                    (short.iterations, short.stop, short.history.len()),
+                    (limit, Some(StopReason::MaxIterations), limit),
+                    "{pc}"
+                );
+            }
+        }
+        let zero = vec![0.0; 400];
+        for variant in [CgVariant::Standard, CgVariant::Pipelined] {
+            let opts = CgOptions {
+                rtol: 1e-8,
+                max_iters: 10,
+                pc: Preconditioner::None,
+                variant,
+            };
+            let (x, st) = conjugate_gradient(&rt, &mat, &zero, &opts).unwrap();
+            assert_eq!((st.iterations, st.stop), (0, Some(StopReason::Converged)));
+            assert!(x.iter().all(|v| *v == 0.0));
+        }
         let plain = run(Preconditioner::None, 500);
         let jacobi = run(Preconditioner::Jacobi, 500);
         assert_eq!(plain.stop, Some(StopReason::Converged));
@@ -183,13 +230,19 @@ fn breakdown_is_the_same_error_kind_in_one_process_and_across_ranks() {
         let rt = Runtime::with_workers(2).unwrap();
         let mat = SpmvMatrix::new(&rt, &a, 2);
         for pc in [Preconditioner::None, Preconditioner::Jacobi] {
-            let opts = CgOptions {
-                rtol: 1e-10,
-                max_iters: 10,
-                pc,
-            };
-            let e = conjugate_gradient(&rt, &mat, &b, &opts).unwrap_err();
-            assert!(matches!(e, Error::Breakdown(_)), "one process, {pc}: {e}");
+            for variant in [CgVariant::Standard, CgVariant::Pipelined] {
+                let opts = CgOptions {
+                    rtol: 1e-10,
+                    max_iters: 10,
+                    pc,
+                    variant,
+                };
+                let e = conjugate_gradient(&rt, &mat, &b, &opts).unwrap_err();
+                assert!(
+                    matches!(e, Error::Breakdown(_)),
+                    "one process, {pc}, {variant}: {e}"
+                );
+            }
         }
         let zero = Coo::new(4, 4).unwrap().to_csr();
         let zmat = SpmvMatrix::new(&rt, &zero, 2);
@@ -206,6 +259,18 @@ fn breakdown_is_the_same_error_kind_in_one_process_and_across_ranks() {
                 let a = DistMatrix::from_rows(&rt, &net, &coll, part, local, 6, 6, 2).unwrap();
                 let b = vec![1.0; own.len()];
                 let cg = spmv_dist::conjugate_gradient(&rt, &coll, &a, &b, 1e-10, 10).unwrap_err();
+                let opts = CgOptions {
+                    rtol: 1e-10,
+                    max_iters: 10,
+                    pc: Preconditioner::None,
+                    variant: CgVariant::Pipelined,
+                };
+                let pipe =
+                    spmv_dist::conjugate_gradient_with(&rt, &coll, &a, &b, &opts).unwrap_err();
+                assert!(
+                    matches!(pipe, Error::Breakdown(_)),
+                    "{ranks} ranks, pipelined: {pipe}"
+                );
                 let x = vec![0.0; own.len()];
                 let power = spmv_dist::power_iteration(&rt, &coll, &a, x, 3).unwrap_err();
                 (cg, power)

@@ -11,12 +11,12 @@ use faer::sparse::linalg::matmul::sparse_dense_matmul;
 use faer::sparse::{SparseRowMatRef, SymbolicSparseRowMatRef};
 use faer::{Accum, Mat, Par};
 use tessera_engine::Runtime;
-use tessera_linalg::solver::{check_square, CgOptions, Preconditioner};
+use tessera_linalg::solver::{check_square, CgOptions, CgVariant, Preconditioner};
 use tessera_linalg::sparse::csr::Csr;
 use tessera_linalg::sparse::mm::read_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{balanced_power_iteration, power_iteration, repeated_spmv, SpmvMatrix};
-use tessera_tasks::kernels::blas1::cg_vector_bytes;
+use tessera_tasks::kernels::blas1::{cg_vector_bytes, pipecg_vector_bytes};
 use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
 
 use crate::args::SpmvArgs;
@@ -142,6 +142,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     }
     tessera_linalg::solver::cg::check_rtol(args.tol)?;
     let pc: Preconditioner = args.pc.parse()?;
+    let variant: CgVariant = args.cg.parse()?;
     let stream_n = stream_elems(args.stream_mi)?;
     let spec = match &args.matrix {
         Some(path) => {
@@ -399,6 +400,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                     rtol: args.tol,
                     max_iters: args.iters,
                     pc,
+                    variant,
                 };
                 let (xs, stats) = tessera_linalg::solver::conjugate_gradient(&rt, &mat, &b, &opts)
                     .map_err(|e| e.to_string())?;
@@ -422,7 +424,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                     solver_lines(
                         &stats,
                         per_iter_bytes,
-                        cg_vector_bytes(n, pc == Preconditioner::Jacobi),
+                        cg_bytes(n, pc, variant),
                         stream,
                         None
                     )
@@ -496,14 +498,23 @@ pub(crate) fn stop_line(stats: &tessera_linalg::spmv::IterStats, opts: &CgOption
         None => "not run".into(),
     };
     format!(
-        "cg: stopped after {} iterations, {why} (--pc {}, --rtol {:e}, --max-iters {})",
-        stats.iterations, opts.pc, opts.rtol, opts.max_iters
+        "cg: stopped after {} iterations, {why} (--cg {}, --pc {}, --rtol {:e}, --max-iters {})",
+        stats.iterations, opts.variant, opts.pc, opts.rtol, opts.max_iters
     )
 }
 
+/// Bytes a CG iteration's vector work streams on `rows` rows.
+pub(crate) fn cg_bytes(rows: usize, pc: Preconditioner, variant: CgVariant) -> f64 {
+    let jacobi = pc == Preconditioner::Jacobi;
+    match variant {
+        CgVariant::Standard => cg_vector_bytes(rows, jacobi),
+        CgVariant::Pipelined => pipecg_vector_bytes(rows, jacobi),
+    }
+}
+
 /// The solvers' time split and rates, the same lines in one process and across ranks: the
-/// whole iteration, its SpMV part (fused dots and halo exchange included), vector work and
-/// all-reduce; effective GB/s of the SpMV and of the whole iteration (`spmv_bytes` and
+/// whole iteration, its SpMV part (fused dots included), the halo wait (across ranks), vector
+/// work and the sums' wait (all-reduce across ranks); effective GB/s of the SpMV and of the whole iteration (`spmv_bytes` and
 /// `vector_bytes` per iteration) against the STREAM triad (GB/s); `slowest`: across ranks,
 /// the slowest rank's whole-run seconds, which the rates then use.
 pub(crate) fn solver_lines(
@@ -519,17 +530,22 @@ pub(crate) fn solver_lines(
         .max(f64::MIN_POSITIVE);
     let ms = |s: f64| s / k * 1e3;
     let pct = |s: f64| s / total * 100.0;
-    let other =
-        (stats.total_seconds - stats.spmv_seconds - stats.vector_seconds - stats.reduce_seconds)
-            .max(0.0);
+    let other = (stats.total_seconds
+        - stats.spmv_seconds
+        - stats.halo_seconds
+        - stats.vector_seconds
+        - stats.reduce_seconds)
+        .max(0.0);
     let spmv_gbs = spmv_bytes * k / stats.spmv_seconds.max(f64::MIN_POSITIVE) / 1e9;
     let all_gbs = (spmv_bytes + vector_bytes) * k / total / 1e9;
     format!(
-        "iteration: {:.3} ms = SpMV {:.3} ms ({:.0} %) + vector work {:.3} ms ({:.0} %) + allreduce {:.3} ms ({:.0} %) + other {:.3} ms\n\
+        "iteration: {:.3} ms = SpMV {:.3} ms ({:.0} %) + halo wait {:.3} ms ({:.0} %) + vector work {:.3} ms ({:.0} %) + allreduce {:.3} ms ({:.0} %) + other {:.3} ms\n\
          effective: SpMV {spmv_gbs:.1} GB/s = {:.0} % of STREAM triad ({stream:.1} GB/s); whole iteration {all_gbs:.1} GB/s = {:.0} %\n",
         ms(total),
         ms(stats.spmv_seconds),
         pct(stats.spmv_seconds),
+        ms(stats.halo_seconds),
+        pct(stats.halo_seconds),
         ms(stats.vector_seconds),
         pct(stats.vector_seconds),
         ms(stats.reduce_seconds),

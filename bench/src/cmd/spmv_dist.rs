@@ -12,12 +12,11 @@ use std::time::Instant;
 
 use tessera_engine::Runtime;
 use tessera_linalg::solver::cg::check_rtol;
-use tessera_linalg::solver::{check_square, CgOptions, Preconditioner};
+use tessera_linalg::solver::{check_square, CgOptions, CgVariant, Preconditioner};
 use tessera_linalg::sparse::gen::GenSpec;
 use tessera_linalg::sparse::mm::scan_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv_dist::{self, DistMatrix, MatrixSource};
-use tessera_tasks::kernels::blas1::cg_vector_bytes;
 use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
 
 use crate::args::SpmvArgs;
@@ -30,8 +29,8 @@ pub fn agreed_parameters(args: &SpmvArgs) -> String {
         None => format!("--gen {}", args.gen.trim()),
     };
     format!(
-        "{matrix} --iters {} --solver {} --tol {:e} --pc {} --balance {} --on-device {}",
-        args.iters, args.solver, args.tol, args.pc, args.balance, args.on_device
+        "{matrix} --iters {} --solver {} --tol {:e} --pc {} --cg {} --balance {} --on-device {}",
+        args.iters, args.solver, args.tol, args.pc, args.cg, args.balance, args.on_device
     )
 }
 
@@ -136,6 +135,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     }
     check_rtol(args.tol)?;
     let pc: Preconditioner = args.pc.parse()?;
+    let variant: CgVariant = args.cg.parse()?;
     if args.balance || args.on_device {
         return Err(
             "--balance and --on-device are single-process options (one node's CPU and device); \
@@ -220,6 +220,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
                 rtol: args.tol,
                 max_iters: args.iters,
                 pc,
+                variant,
             };
             let (xs, st) = spmv_dist::conjugate_gradient_with(&rt, coll, &mat, &b, &opts)
                 .map_err(|e| e.to_string())?;
@@ -273,7 +274,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         rank_bytes * k / t / 1e9,
     );
     let vector_bytes = match args.solver.as_str() {
-        "cg" => cg_vector_bytes(own.len(), pc == Preconditioner::Jacobi),
+        "cg" => super::spmv::cg_bytes(own.len(), pc, variant),
         "power" => 24.0 * own.len() as f64,
         _ => 0.0,
     };
@@ -305,7 +306,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     let slowest = f64::from_bits(slowest);
     let slowest_total = f64::from_bits(coll.allreduce_max(st.iter.total_seconds.to_bits())?);
     let total_vector_bytes = match args.solver.as_str() {
-        "cg" => cg_vector_bytes(n, pc == Preconditioner::Jacobi),
+        "cg" => super::spmv::cg_bytes(n, pc, variant),
         "power" => 24.0 * n as f64,
         _ => 0.0,
     };

@@ -30,6 +30,7 @@
 //! that error instead of waiting for data that will never come.
 //! Channels, message layout, ordering, DONE, aborts and long messages: README.md beside this file.
 
+pub mod allreduce;
 pub mod buffers;
 pub mod collective;
 pub mod halo;

@@ -1,21 +1,40 @@
 //! Conjugate gradient over an [`Operator`], optionally with the Jacobi preconditioner,
 //! stopping like PETSc's KSP on the unpreconditioned residual (`||r|| <= rtol·||b||`, or
-//! the iteration limit). One iteration is three phases of tasks over the row blocks, with a
-//! wait and one sum (all-reduce across ranks) after each of the first two:
+//! the iteration limit). The standard algorithm is here; the pipelined one
+//! ([`CgVariant::Pipelined`]) in [`super::pipelined`].
 //!
-//! 1. `q = A·p`, fused with the partials of `p·q` → `α = r·z / p·q`;
-//! 2. `x += α·p`, `r −= α·q` (Jacobi: `z = D⁻¹·r`), fused with `r·z` and `r·r` → `β`;
-//! 3. `p = z + β·p` (`z` is `r` without a preconditioner), then waited for: the next
-//!    multiply reads all of `p`.
+//! # One iteration, as tasks
+//!
+//! Three phases of tasks over the row blocks, and two sums as tasks
+//! ([`Operator::submit_sum`]), each going after the one before (see [`super::vector`]):
+//!
+//! 1. `q = A·p`, fused with the partials of `p·q`; its sum computes `α = r·z / p·q`;
+//! 2. `x += α·p`, `r −= α·q` (Jacobi: `z = D⁻¹·r`), fused with `r·z` and `r·r`; its sum
+//!    computes `β` and makes the convergence test;
+//! 3. `p = z + β·p` (`z` is `r` without a preconditioner), then a join, which the next
+//!    multiply goes after (it reads all of `p`).
+//!
+//! The scalars go from a sum to the next phase's tasks through shared cells
+//! (`super::progress`), not through the submitting thread, which only submits: it submits
+//! iteration `k`, then waits for the convergence test of iteration `k − 1`, so the workers
+//! always have the next iteration queued and the one wait per iteration hides behind a whole
+//! iteration of work. When a test stops the run (converged, the iteration limit, or a
+//! breakdown), the iteration already submitted behind it does nothing (every task checks
+//! the stop flag), so `x`, the history and the iteration count are those of a run that
+//! waited for every result: the arithmetic is the same operations in the same order.
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_engine::{Error, Runtime};
+use tessera_engine::{Error, Runtime, TaskHandle};
 use tessera_tasks::kernels::blas1::{precondition, update_p, update_xr, update_xrz};
 
-use super::phases::{submit_blocks, CG_INIT, CG_UPDATE_P, CG_UPDATE_XR, JACOBI};
+use super::phases::{
+    multiply_dot, submit_blocks, submit_join, MultiplyDot, CG_INIT, CG_UPDATE_P, CG_UPDATE_XR,
+    JACOBI,
+};
+use super::progress::{Part, Progress, Scalar};
 use super::vector::{Partials, SharedVec};
 use super::{check_square, Operator, StopReason};
 use crate::spmv::IterStats;
@@ -50,6 +69,40 @@ impl std::fmt::Display for Preconditioner {
     }
 }
 
+/// Which CG algorithm [`conjugate_gradient`] runs (`--cg`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CgVariant {
+    /// Hestenes–Stiefel: two sums (all-reduces across ranks) per iteration, each waited for
+    /// by the next phase (PETSc's `KSPCG`).
+    #[default]
+    Standard,
+    /// Ghysels–Vanroose pipelined CG: one sum per iteration, overlapping the SpMV, for
+    /// extra recurrences that cost stability (see [`super::pipelined`]; PETSc's `KSPPIPECG`).
+    Pipelined,
+}
+
+impl FromStr for CgVariant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "standard" => Ok(CgVariant::Standard),
+            "pipelined" => Ok(CgVariant::Pipelined),
+            other => Err(format!(
+                "unknown --cg '{other}' (known: standard, pipelined)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for CgVariant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CgVariant::Standard => "standard",
+            CgVariant::Pipelined => "pipelined",
+        })
+    }
+}
+
 /// How [`conjugate_gradient`] runs and stops.
 #[derive(Clone, Copy, Debug)]
 pub struct CgOptions {
@@ -59,6 +112,8 @@ pub struct CgOptions {
     pub max_iters: usize,
     /// The preconditioner.
     pub pc: Preconditioner,
+    /// The algorithm.
+    pub variant: CgVariant,
 }
 
 /// `Err` unless `rtol` is a finite positive number, or 0 (run every iteration); the drivers
@@ -92,43 +147,109 @@ pub fn conjugate_gradient<O: Operator + ?Sized>(
             b.len()
         )));
     }
-    let mut stats = IterStats::default();
     let t0 = Instant::now();
     let dots = Partials::new(op.row_blocks().len());
     let dinv = match opts.pc {
         Preconditioner::None => None,
         Preconditioner::Jacobi => Some(inverse_diagonal(rt, op, &dots)?),
     };
-    let x = SharedVec::zeros(n);
-    let r = SharedVec::new(b.to_vec());
-    let p = SharedVec::zeros(n);
-    let q = SharedVec::zeros(n);
-    let z = dinv.as_ref().map(|_| SharedVec::zeros(n));
-
-    // Sum the phase's partials over blocks and ranks.
-    let reduce = |stats: &mut IterStats| -> Result<(f64, f64), Error> {
-        let (a, b) = dots.sums();
-        let mut v = [a, b];
-        let tr = Instant::now();
-        op.sum(&mut v)?;
-        stats.reduce_seconds += tr.elapsed().as_secs_f64();
-        Ok((v[0], v[1]))
+    if opts.variant == CgVariant::Pipelined {
+        return super::pipelined::run(rt, op, b, opts, dinv, t0);
+    }
+    let cg = Standard {
+        x: SharedVec::zeros(n),
+        r: SharedVec::new(b.to_vec()),
+        p: SharedVec::zeros(n),
+        q: SharedVec::zeros(n),
+        z: dinv.as_ref().map(|_| SharedVec::zeros(n)),
+        dinv,
+        dots,
+        progress: Progress::new(t0),
+        scalars: Arc::default(),
+        rtol: opts.rtol,
+        max_iters: opts.max_iters,
     };
+    // Convergence tests are numbered: the first residual's 0, iteration `k`'s `k + 1`.
+    let mut last_test = cg.submit_init(rt, op)?;
+    let mut after = last_test.clone();
+    for k in 0..opts.max_iters {
+        let (test, end) = cg.submit_iteration(rt, op, k, &after)?;
+        op.wait_for(rt, &last_test)?;
+        if cg.progress.stopped_by(k) {
+            break;
+        }
+        (last_test, after) = (test, end);
+    }
+    op.wait(rt)?;
+    let Standard {
+        x,
+        progress,
+        r,
+        p,
+        q,
+        z,
+        dinv,
+        ..
+    } = cg;
+    drop((r, p, q, z, dinv));
+    finish(&progress, opts, t0).map(|stats| (SharedVec::into_vec(x), stats))
+}
 
-    // r = b; z = D⁻¹·r; p = z.
-    let tv = Instant::now();
-    {
+/// The outcome of a run whose tasks have all ended: its stats, or its breakdown.
+pub(crate) fn finish(
+    progress: &Progress,
+    opts: &CgOptions,
+    t0: Instant,
+) -> Result<IterStats, Error> {
+    let mut st = progress.lock();
+    let stop = st.stop.clone().unwrap_or(Ok(StopReason::MaxIterations));
+    let mut stats = std::mem::take(&mut st.stats);
+    stats.stop = Some(stop.map_err(Error::Breakdown)?);
+    debug_assert!(stats.iterations <= opts.max_iters);
+    stats.total_seconds = t0.elapsed().as_secs_f64();
+    Ok(stats)
+}
+
+/// `α` and `β` of the current iteration, and `r·z` of the last.
+#[derive(Default)]
+struct Scalars {
+    alpha: Scalar,
+    beta: Scalar,
+    rz: Scalar,
+    bnorm: Scalar,
+}
+
+/// A standard CG run's vectors and shared state (see the module doc).
+struct Standard {
+    x: Arc<SharedVec>,
+    r: Arc<SharedVec>,
+    p: Arc<SharedVec>,
+    q: Arc<SharedVec>,
+    z: Option<Arc<SharedVec>>,
+    dinv: Option<Arc<SharedVec>>,
+    dots: Arc<Partials>,
+    progress: Arc<Progress>,
+    scalars: Arc<Scalars>,
+    rtol: f64,
+    max_iters: usize,
+}
+
+impl Standard {
+    /// `r = b` (set already); `z = D⁻¹·r`; `p = z`, and the sum of `r·z`, `r·r`, which makes
+    /// the first convergence test. Returns the sum's task.
+    fn submit_init<O: Operator + ?Sized>(&self, rt: &Runtime, op: &O) -> Result<TaskHandle, Error> {
         let (r, p, z, dinv, dots) = (
-            Arc::clone(&r),
-            Arc::clone(&p),
-            z.clone(),
-            dinv.clone(),
-            Arc::clone(&dots),
+            Arc::clone(&self.r),
+            Arc::clone(&self.p),
+            self.z.clone(),
+            self.dinv.clone(),
+            Arc::clone(&self.dots),
         );
-        submit_blocks(
+        let tasks = submit_blocks(
             rt,
             op,
             &CG_INIT,
+            &[],
             Arc::new(move |blk, rows| {
                 // SAFETY (vector discipline): this phase reads `r`, `dinv` and writes its
                 // own rows of `z` and `p`, which no other task of the phase touches.
@@ -151,51 +272,128 @@ pub fn conjugate_gradient<O: Operator + ?Sized>(
                 Ok(())
             }),
         )?;
-    }
-    op.wait(rt)?;
-    stats.vector_seconds += tv.elapsed().as_secs_f64();
-    let (mut rz, mut rr) = reduce(&mut stats)?;
-    let bnorm = rr.sqrt().max(f64::MIN_POSITIVE);
-    let converged = |rr: f64| rr.sqrt() <= opts.rtol * bnorm;
-
-    for k in 0..opts.max_iters {
-        if converged(rr) {
-            break;
-        }
-        let ts = Instant::now();
-        op.submit_multiply_dot(rt, &p, &q, &dots)?;
-        op.wait(rt)?;
-        stats.spmv_seconds += ts.elapsed().as_secs_f64();
-        let (pq, _) = reduce(&mut stats)?;
-        if pq <= 0.0 || !pq.is_finite() {
-            return Err(Error::Breakdown(format!(
-                "CG broke down at iteration {}: p·Ap = {pq} ({})",
-                stats.iterations,
-                if pq.is_finite() {
-                    "is the matrix SPD?"
-                } else {
-                    "the matrix holds NaN or infinity, or the iteration overflowed"
+        let (pr, pr2, sc, dots) = (
+            Arc::clone(&self.progress),
+            Arc::clone(&self.progress),
+            Arc::clone(&self.scalars),
+            Arc::clone(&self.dots),
+        );
+        let (rtol, max_iters) = (self.rtol, self.max_iters);
+        op.submit_sum(
+            rt,
+            &tasks,
+            Box::new(move || {
+                pr.lock().account(Part::Vector);
+                let (a, b) = dots.sums();
+                vec![a, b]
+            }),
+            Box::new(move |s| {
+                let mut st = pr2.lock();
+                st.account(Part::Reduce);
+                let (rz, rr) = (s[0], s[1]);
+                let bnorm = rr.sqrt().max(f64::MIN_POSITIVE);
+                sc.rz.set(rz);
+                sc.bnorm.set(bnorm);
+                if rr.sqrt() <= rtol * bnorm {
+                    pr2.stop(&mut st, Ok(StopReason::Converged), 0);
+                } else if max_iters == 0 {
+                    pr2.stop(&mut st, Ok(StopReason::MaxIterations), 0);
                 }
-            )));
-        }
-        let alpha = rz / pq;
+                Ok(())
+            }),
+        )
+    }
 
-        let tv = Instant::now();
-        {
-            let (x, r, p, q, z, dinv, dots) = (
-                Arc::clone(&x),
-                Arc::clone(&r),
-                Arc::clone(&p),
-                Arc::clone(&q),
-                z.clone(),
-                dinv.clone(),
-                Arc::clone(&dots),
+    /// Submit iteration `k`, its multiply after `after`. Returns the task of its convergence
+    /// test (the second sum) and its end (the join the next multiply goes after).
+    fn submit_iteration<O: Operator + ?Sized>(
+        &self,
+        rt: &Runtime,
+        op: &O,
+        k: usize,
+        after: &TaskHandle,
+    ) -> Result<(TaskHandle, TaskHandle), Error> {
+        let pr = &self.progress;
+        let halo = op.halo_clock();
+
+        // 1. q = A·p with p·q; α.
+        let tasks = multiply_dot(
+            rt,
+            op,
+            &MultiplyDot {
+                x: &self.p,
+                y: &self.q,
+                dots: &self.dots,
+                after: Some(after),
+                stop: Some(&pr.stopped),
+            },
+        )?;
+        let (pr1, pr2, sc, dots) = (
+            Arc::clone(pr),
+            Arc::clone(pr),
+            Arc::clone(&self.scalars),
+            Arc::clone(&self.dots),
+        );
+        let alpha = op.submit_sum(
+            rt,
+            &tasks,
+            Box::new(move || {
+                if !pr1.is_stopped() {
+                    let mut st = pr1.lock();
+                    st.account(Part::Spmv);
+                    st.halo_wait(halo.map_or(0.0, |c| c.take()));
+                }
+                let (a, b) = dots.sums();
+                vec![a, b]
+            }),
+            Box::new(move |s| {
+                if pr2.is_stopped() {
+                    return Ok(());
+                }
+                let mut st = pr2.lock();
+                st.account(Part::Reduce);
+                let pq = s[0];
+                if pq <= 0.0 || !pq.is_finite() {
+                    let why = format!(
+                        "CG broke down at iteration {}: p·Ap = {pq} ({})",
+                        st.stats.iterations,
+                        if pq.is_finite() {
+                            "is the matrix SPD?"
+                        } else {
+                            "the matrix holds NaN or infinity, or the iteration overflowed"
+                        }
+                    );
+                    pr2.stop(&mut st, Err(why), k + 1);
+                } else {
+                    sc.alpha.set(sc.rz.get() / pq);
+                }
+                Ok(())
+            }),
+        )?;
+
+        // 2. x += α·p, r −= α·q (z = D⁻¹·r) with r·z, r·r; β and the convergence test.
+        let tasks = {
+            let (x, r, p, q, z, dinv, dots, sc, pr) = (
+                Arc::clone(&self.x),
+                Arc::clone(&self.r),
+                Arc::clone(&self.p),
+                Arc::clone(&self.q),
+                self.z.clone(),
+                self.dinv.clone(),
+                Arc::clone(&self.dots),
+                Arc::clone(&self.scalars),
+                Arc::clone(pr),
             );
             submit_blocks(
                 rt,
                 op,
                 &CG_UPDATE_XR,
+                std::slice::from_ref(&alpha),
                 Arc::new(move |blk, rows| {
+                    if pr.is_stopped() {
+                        return Ok(());
+                    }
+                    let alpha = sc.alpha.get();
                     // SAFETY (vector discipline): this phase reads `p`, `q`, `dinv` and
                     // writes its own rows of `x`, `r`, `z`, which no other task touches.
                     let (xb, rb, pb, qb) = unsafe {
@@ -220,54 +418,88 @@ pub fn conjugate_gradient<O: Operator + ?Sized>(
                     dots.set(blk, d);
                     Ok(())
                 }),
-            )?;
-        }
-        op.wait(rt)?;
-        stats.vector_seconds += tv.elapsed().as_secs_f64();
-        let (rz_new, rr_new) = reduce(&mut stats)?;
-        if rz_new < 0.0 || !rz_new.is_finite() {
-            return Err(Error::Breakdown(format!(
-                "CG broke down at iteration {}: r·z = {rz_new} (the preconditioner is not positive definite, or the iteration overflowed)",
-                stats.iterations
-            )));
-        }
-        stats.iterations += 1;
-        stats.history.push(rr_new.sqrt() / bnorm);
-        let beta = rz_new / rz;
-        rz = rz_new;
-        rr = rr_new;
-        if k + 1 == opts.max_iters || converged(rr) {
-            // `p` is not read again.
-            break;
-        }
+            )?
+        };
+        let (pr1, pr2, sc, dots) = (
+            Arc::clone(pr),
+            Arc::clone(pr),
+            Arc::clone(&self.scalars),
+            Arc::clone(&self.dots),
+        );
+        let (rtol, max_iters) = (self.rtol, self.max_iters);
+        let test = op.submit_sum(
+            rt,
+            &tasks,
+            Box::new(move || {
+                if !pr1.is_stopped() {
+                    pr1.lock().account(Part::Vector);
+                }
+                let (a, b) = dots.sums();
+                vec![a, b]
+            }),
+            Box::new(move |s| {
+                if pr2.is_stopped() {
+                    return Ok(());
+                }
+                let mut st = pr2.lock();
+                st.account(Part::Reduce);
+                let (rz_new, rr_new) = (s[0], s[1]);
+                if rz_new < 0.0 || !rz_new.is_finite() {
+                    let why = format!(
+                        "CG broke down at iteration {}: r·z = {rz_new} (the preconditioner is not positive definite, or the iteration overflowed)",
+                        st.stats.iterations
+                    );
+                    pr2.stop(&mut st, Err(why), k + 1);
+                    return Ok(());
+                }
+                let bnorm = sc.bnorm.get();
+                st.stats.iterations += 1;
+                st.stats.history.push(rr_new.sqrt() / bnorm);
+                sc.beta.set(rz_new / sc.rz.get());
+                sc.rz.set(rz_new);
+                if rr_new.sqrt() <= rtol * bnorm {
+                    pr2.stop(&mut st, Ok(StopReason::Converged), k + 1);
+                } else if k + 1 == max_iters {
+                    // `p` is not updated again.
+                    pr2.stop(&mut st, Ok(StopReason::MaxIterations), k + 1);
+                }
+                Ok(())
+            }),
+        )?;
 
-        let tv = Instant::now();
-        {
-            let (p, src) = (Arc::clone(&p), Arc::clone(z.as_ref().unwrap_or(&r)));
+        // 3. p = z + β·p, then the join.
+        let tasks = {
+            let (p, src, sc, pr) = (
+                Arc::clone(&self.p),
+                Arc::clone(self.z.as_ref().unwrap_or(&self.r)),
+                Arc::clone(&self.scalars),
+                Arc::clone(pr),
+            );
             submit_blocks(
                 rt,
                 op,
                 &CG_UPDATE_P,
+                std::slice::from_ref(&test),
                 Arc::new(move |_, rows| {
+                    if pr.is_stopped() {
+                        return Ok(());
+                    }
                     // SAFETY (vector discipline): this phase reads `z` (or `r`) and writes
                     // its own rows of `p`, which no other task touches.
                     let (zb, pb) = unsafe { (src.slice(rows.clone()), p.slice_mut(rows)) };
-                    update_p(beta, zb, pb);
+                    update_p(sc.beta.get(), zb, pb);
                     Ok(())
                 }),
-            )?;
-        }
-        op.wait(rt)?;
-        stats.vector_seconds += tv.elapsed().as_secs_f64();
+            )?
+        };
+        let pr = Arc::clone(pr);
+        let end = submit_join(rt, &tasks, move || {
+            if !pr.is_stopped() {
+                pr.lock().account(Part::Vector);
+            }
+        })?;
+        Ok((test, end))
     }
-    stats.stop = Some(if converged(rr) {
-        StopReason::Converged
-    } else {
-        StopReason::MaxIterations
-    });
-    stats.total_seconds = t0.elapsed().as_secs_f64();
-    drop((r, p, q, z, dinv));
-    Ok((SharedVec::into_vec(x), stats))
 }
 
 /// `D⁻¹` of this process's rows, as tasks; a zero, negative or non-finite diagonal entry is
@@ -286,6 +518,7 @@ fn inverse_diagonal<O: Operator + ?Sized>(
             rt,
             op,
             &JACOBI,
+            &[],
             Arc::new(move |blk, rows| {
                 // SAFETY (vector discipline): each task writes its own rows of `d` only.
                 let db = unsafe { d.slice_mut(rows) };

@@ -6,21 +6,27 @@
 //!
 //! Every `O(n)` step is a task per row block of the operator (the SpMV's blocks), fused with
 //! the dot products that read the same entries: `q = A·p` with `p·q`; the `x`, `r` (and `z`)
-//! updates with `r·r` (and `r·z`); `p = z + β·p`. The submitting thread only sums one
-//! partial per block (and all-reduces the sums across ranks). Vectors are shared between a
-//! phase's tasks as described in [`vector`].
+//! updates with `r·r` (and `r·z`); `p = z + β·p`. CG's dot products are reductions as tasks
+//! too ([`Operator::submit_sum`]: one task in one process, a non-blocking all-reduce across
+//! ranks), whose scalars the next phase's tasks read; the submitting thread waits once per
+//! iteration, for the convergence test, one iteration behind (see [`cg`]). Vectors are
+//! shared between a phase's tasks as described in [`vector`].
 
 pub mod cg;
 pub(crate) mod phases;
+pub mod pipelined;
 pub mod power;
+mod progress;
 pub mod vector;
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use tessera_engine::{Error, Runtime};
+use tessera_engine::dist::allreduce::{Part, Then};
+use tessera_engine::{Error, Runtime, TaskHandle};
 
-pub use cg::{conjugate_gradient, CgOptions, Preconditioner};
+pub use cg::{conjugate_gradient, CgOptions, CgVariant, Preconditioner};
+pub use phases::{HaloClock, MultiplyDot};
 pub use power::power_iteration;
 pub use vector::{Partials, SharedVec};
 
@@ -39,15 +45,13 @@ pub trait Operator {
     }
 
     /// Submit, for every row block `b`: `y[b] = A_b · x` and `dots[b] = (x[b]·y[b], y[b]·y[b])`
-    /// (`x`: this process's part, its other entries fetched as the operator needs). Does not
-    /// wait.
+    /// (`x`: this process's part, its other entries fetched as the operator needs), each
+    /// block's task after `m.after`. Returns the block tasks; does not wait.
     fn submit_multiply_dot(
         &self,
         rt: &Runtime,
-        x: &Arc<SharedVec>,
-        y: &Arc<SharedVec>,
-        dots: &Arc<Partials>,
-    ) -> Result<(), Error>;
+        m: &MultiplyDot<'_>,
+    ) -> Result<Vec<TaskHandle>, Error>;
 
     /// Submit, for every row block `b`: `d[b]` = the diagonal of its rows. Does not wait.
     fn submit_diagonal(&self, rt: &Runtime, d: &Arc<SharedVec>) -> Result<(), Error>;
@@ -55,9 +59,29 @@ pub trait Operator {
     /// Wait for every task submitted.
     fn wait(&self, rt: &Runtime) -> Result<(), Error>;
 
+    /// Wait for `task` (and, if it failed, for every task, to report the failure).
+    fn wait_for(&self, rt: &Runtime, task: &TaskHandle) -> Result<(), Error>;
+
     /// Sum `v` over every process, in an order that is the same on every process (nothing
-    /// to do in one process).
+    /// to do in one process). Blocks the calling thread.
     fn sum(&self, v: &mut [f64]) -> Result<(), Error>;
+
+    /// Submit a sum as tasks: after every task of `after`, `part()` is this process's part,
+    /// the sums over every process (in the same order on every one, as [`sum`](Self::sum))
+    /// go to `then`, run by the task this returns. Nothing blocks a worker or the
+    /// submitting thread. Every process must submit the same sums in the same order.
+    fn submit_sum(
+        &self,
+        rt: &Runtime,
+        after: &[TaskHandle],
+        part: Part,
+        then: Then,
+    ) -> Result<TaskHandle, Error>;
+
+    /// The clock of the halo waits of this operator's multiplies (none in one process).
+    fn halo_clock(&self) -> Option<Arc<HaloClock>> {
+        None
+    }
 
     /// The global row of this process's local row 0.
     fn first_row(&self) -> usize {

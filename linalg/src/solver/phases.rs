@@ -5,9 +5,12 @@
 //! fused multiply and the diagonal), shared by the operators.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::Instant;
 
-use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime};
+use tessera_engine::dist::allreduce::{Part, Then};
+use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime, TaskHandle};
 use tessera_tasks::codelets::spmv::SpmvArgs;
 use tessera_tasks::kernels::{spmv_csr_dot, spmv_flops};
 
@@ -29,6 +32,16 @@ pub(crate) static CG_INIT: LazyLock<VectorCodelet> = LazyLock::new(|| codelet("c
 pub(crate) static CG_UPDATE_XR: LazyLock<VectorCodelet> = LazyLock::new(|| codelet("cg-update-xr"));
 /// CG's `p = z + β·p`.
 pub(crate) static CG_UPDATE_P: LazyLock<VectorCodelet> = LazyLock::new(|| codelet("cg-update-p"));
+/// Pipelined CG's first dot products `r·u`, `w·u`, `r·r`.
+pub(crate) static PIPECG_DOTS: LazyLock<VectorCodelet> = LazyLock::new(|| codelet("pipecg-dots"));
+/// Pipelined CG's `m = M⁻¹·w` (Jacobi only).
+pub(crate) static PIPECG_PRECONDITION: LazyLock<VectorCodelet> =
+    LazyLock::new(|| codelet("pipecg-precondition"));
+/// Pipelined CG's fused update of every vector, with the next iteration's dot products.
+pub(crate) static PIPECG_UPDATE: LazyLock<VectorCodelet> =
+    LazyLock::new(|| codelet("pipecg-update"));
+/// A phase's end: goes after every task of a phase, the next phase's tasks go after it.
+static JOIN: LazyLock<VectorCodelet> = LazyLock::new(|| codelet("join"));
 /// The Jacobi preconditioner's inverted diagonal.
 pub(crate) static JACOBI: LazyLock<VectorCodelet> = LazyLock::new(|| codelet("jacobi-inverse"));
 /// Power iteration's `x = y / λ` (and the start vector's `x·x`).
@@ -37,22 +50,143 @@ pub(crate) static POWER_SCALE: LazyLock<VectorCodelet> = LazyLock::new(|| codele
 /// The body of a block's task: its index and rows.
 pub(crate) type BlockFn = dyn Fn(usize, Range<usize>) -> Result<(), BodyError> + Send + Sync;
 
-/// Submit `f(b, rows)` as a task of `cl` for every row block of `op` (does not wait).
+/// Submit `f(b, rows)` as a task of `cl` for every row block of `op`, each after every
+/// task of `after`; returns the tasks (does not wait).
 pub(crate) fn submit_blocks<O: Operator + ?Sized>(
     rt: &Runtime,
     op: &O,
     cl: &VectorCodelet,
+    after: &[TaskHandle],
     f: Arc<BlockFn>,
-) -> Result<(), Error> {
+) -> Result<Vec<TaskHandle>, Error> {
+    let mut out = Vec::with_capacity(op.row_blocks().len());
     for (b, rows) in op.row_blocks().iter().enumerate() {
         let (f, rows) = (Arc::clone(&f), rows.clone());
-        rt.task(cl, ())
-            .args(b)
-            .cpu_only()
-            .cpu(move |()| f(b, rows))
-            .submit()?;
+        let mut t = rt.task(cl, ()).args(b).cpu_only();
+        for h in after {
+            t = t.after(h);
+        }
+        out.push(t.cpu(move |()| f(b, rows)).submit()?);
     }
-    Ok(())
+    if out.is_empty() {
+        // No rows here: the phase is one empty task, so what goes after it still goes after
+        // `after`.
+        out.push(submit_join(rt, after, || ())?);
+    }
+    Ok(out)
+}
+
+/// [`Operator::submit_multiply_dot`], its tasks never empty (see [`submit_blocks`]).
+pub(crate) fn multiply_dot<O: Operator + ?Sized>(
+    rt: &Runtime,
+    op: &O,
+    m: &MultiplyDot<'_>,
+) -> Result<Vec<TaskHandle>, Error> {
+    let tasks = op.submit_multiply_dot(rt, m)?;
+    if tasks.is_empty() {
+        let after: Vec<TaskHandle> = m.after.into_iter().cloned().collect();
+        return Ok(vec![submit_join(rt, &after, || ())?]);
+    }
+    Ok(tasks)
+}
+
+/// Submit a task that runs `f` after every task of `after` (a phase's end); returns it.
+pub(crate) fn submit_join(
+    rt: &Runtime,
+    after: &[TaskHandle],
+    f: impl FnOnce() + Send + 'static,
+) -> Result<TaskHandle, Error> {
+    let mut t = rt.task(&JOIN, ()).args(0).cpu_only();
+    for h in after {
+        t = t.after(h);
+    }
+    t.cpu(move |()| {
+        f();
+        Ok(())
+    })
+    .submit()
+}
+
+/// A sum in one process: the block partials, then what uses them.
+static SUM: LazyLock<VectorCodelet> = LazyLock::new(|| codelet("sum"));
+
+/// [`Operator::submit_sum`] in one process: one task, after every task of `after`, that
+/// runs `then(&part())`.
+pub(crate) fn submit_local_sum(
+    rt: &Runtime,
+    after: &[TaskHandle],
+    part: Part,
+    then: Then,
+) -> Result<TaskHandle, Error> {
+    let mut t = rt.task(&SUM, ()).args(0).cpu_only();
+    for h in after {
+        t = t.after(h);
+    }
+    t.cpu(move |()| then(&part())).submit()
+}
+
+/// One fused multiply of a solver: `y = A·x` with the partials of `x·y`, `y·y` in `dots`.
+pub struct MultiplyDot<'a> {
+    /// The input (this process's part).
+    pub x: &'a Arc<SharedVec>,
+    /// The output (this process's rows).
+    pub y: &'a Arc<SharedVec>,
+    /// Per block: `(x_b·y_b, y_b·y_b)`.
+    pub dots: &'a Arc<Partials>,
+    /// The task every block task goes after (the previous phase's end), if any.
+    pub after: Option<&'a TaskHandle>,
+    /// When set (the solver stopped before this multiply ran), the block tasks do nothing.
+    pub stop: Option<&'a Arc<AtomicBool>>,
+}
+
+/// How long a distributed multiply's boundary blocks waited for the halo: the time from
+/// the end of its last interior block to the start of its first boundary block, when
+/// positive (the workers had nothing of the multiply left to run meanwhile). The block
+/// tasks record; a task that goes after every block of the multiply, and before any block
+/// of the next, takes it ([`take`](Self::take)).
+pub struct HaloClock {
+    epoch: Instant,
+    /// Nanoseconds since `epoch`, plus one (0: no interior block ran).
+    interior_end: AtomicU64,
+    /// Nanoseconds since `epoch`, plus one (`u64::MAX`: no boundary block ran).
+    boundary_start: AtomicU64,
+}
+
+impl Default for HaloClock {
+    fn default() -> HaloClock {
+        HaloClock {
+            epoch: Instant::now(),
+            interior_end: AtomicU64::new(0),
+            boundary_start: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl HaloClock {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 + 1
+    }
+
+    /// An interior block ends.
+    pub fn interior_done(&self) {
+        // Relaxed: read by `take`, which goes after every block task (the dependency orders).
+        self.interior_end.fetch_max(self.now(), Ordering::Relaxed);
+    }
+
+    /// A boundary block starts (the halo is here).
+    pub fn boundary_started(&self) {
+        self.boundary_start.fetch_min(self.now(), Ordering::Relaxed);
+    }
+
+    /// Seconds of the last multiply's halo wait (see the type's doc); resets.
+    pub fn take(&self) -> f64 {
+        let end = self.interior_end.swap(0, Ordering::Relaxed);
+        let start = self.boundary_start.swap(u64::MAX, Ordering::Relaxed);
+        if end == 0 || start == u64::MAX {
+            return 0.0;
+        }
+        start.saturating_sub(end) as f64 * 1e-9
+    }
 }
 
 /// `y_b = A_b·x` with `(x_b·y_b, y_b·y_b)`: the block, `x` shared (see [`super::vector`]).
@@ -86,22 +220,23 @@ pub(crate) struct BlockRef<'a> {
     pub rows: Range<usize>,
 }
 
-/// Submit `y[rows] = A_b·[x; halo]` with `dots[b] = (x[rows]·y[rows], y[rows]·y[rows])`.
+/// Submit `y[rows] = A_b·[x; halo]` with `dots[b] = (x[rows]·y[rows], y[rows]·y[rows])`;
+/// `clock`: record on it, as an interior block without `halo`, as a boundary one with.
 pub(crate) fn submit_multiply_dot(
     rt: &Runtime,
     blk: BlockRef<'_>,
     halo: Option<&DataHandle<Vec<f64>>>,
-    x: &Arc<SharedVec>,
-    y: &Arc<SharedVec>,
-    dots: &Arc<Partials>,
-) -> Result<(), Error> {
+    m: &MultiplyDot<'_>,
+    clock: Option<&Arc<HaloClock>>,
+) -> Result<TaskHandle, Error> {
     let (x, y, dots, rows, b) = (
-        Arc::clone(x),
-        Arc::clone(y),
-        Arc::clone(dots),
+        Arc::clone(m.x),
+        Arc::clone(m.y),
+        Arc::clone(m.dots),
         blk.rows,
         blk.index,
     );
+    let (stop, clock, boundary) = (m.stop.cloned(), clock.cloned(), halo.is_some());
     let args = SpmvArgs {
         block: b,
         nnz: blk.nnz,
@@ -109,6 +244,12 @@ pub(crate) fn submit_multiply_dot(
     // SAFETY (vector discipline, for both bodies): the multiply phase reads `x` and writes
     // its own rows of `y` (a different vector), which no other task of the phase touches.
     let body = move |a: &Csr, halo: &[f64]| -> Result<(), BodyError> {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Ok(());
+        }
+        if let (Some(c), true) = (&clock, boundary) {
+            c.boundary_started();
+        }
         let xs = unsafe { x.all() };
         if a.n_cols() != xs.len() + halo.len() || a.n_rows() != rows.len() {
             return Err(format!(
@@ -132,23 +273,36 @@ pub(crate) fn submit_multiply_dot(
             ys,
         );
         dots.set(b, d);
+        if let (Some(c), false) = (&clock, boundary) {
+            c.interior_done();
+        }
         Ok(())
     };
-    match halo {
-        None => rt
-            .task(&SPMV_DOT, (blk.a.r(),))
-            .args(args)
-            .cpu_only()
-            .cpu(move |(a,)| body(a, &[]))
-            .submit()?,
-        Some(h) => rt
-            .task(&SPMV_HALO_DOT, (blk.a.r(), h.r()))
-            .args(args)
-            .cpu_only()
-            .cpu(move |(a, halo)| body(a, halo))
-            .submit()?,
+    let t = match halo {
+        None => {
+            let mut t = rt
+                .task(&SPMV_DOT, (blk.a.r(),))
+                .args(args)
+                .cpu_only()
+                .cpu(move |(a,)| body(a, &[]));
+            if let Some(h) = m.after {
+                t = t.after(h);
+            }
+            t.submit()?
+        }
+        Some(h) => {
+            let mut t = rt
+                .task(&SPMV_HALO_DOT, (blk.a.r(), h.r()))
+                .args(args)
+                .cpu_only()
+                .cpu(move |(a, halo)| body(a, halo));
+            if let Some(h) = m.after {
+                t = t.after(h);
+            }
+            t.submit()?
+        }
     };
-    Ok(())
+    Ok(t)
 }
 
 /// Submit `d[rows]` = the diagonal of the block's rows: row `i` of the block is row

@@ -10,7 +10,7 @@ use tessera_tasks::kernels::blas1::scale_into;
 
 use super::phases::{submit_blocks, POWER_SCALE};
 use super::vector::{Partials, SharedVec};
-use super::{check_square, Operator, StopReason};
+use super::{check_square, MultiplyDot, Operator, StopReason};
 use crate::spmv::IterStats;
 
 /// Power iteration from `x0` normalised (`x0`: this process's rows), `iters` iterations;
@@ -56,7 +56,16 @@ pub fn power_iteration<O: Operator + ?Sized>(
 
     for _ in 0..iters {
         let ts = Instant::now();
-        op.submit_multiply_dot(rt, &x, &y, &dots)?;
+        op.submit_multiply_dot(
+            rt,
+            &MultiplyDot {
+                x: &x,
+                y: &y,
+                dots: &dots,
+                after: None,
+                stop: None,
+            },
+        )?;
         op.wait(rt)?;
         stats.spmv_seconds += ts.elapsed().as_secs_f64();
         let lambda = sum(&mut stats, dots.sums().1)?.sqrt();
@@ -102,6 +111,7 @@ fn scale<O: Operator + ?Sized>(
         rt,
         op,
         &POWER_SCALE,
+        &[],
         Arc::new(move |blk, rows| {
             // SAFETY (vector discipline): this phase reads `from` and, when it scales,
             // writes its own rows of `to` (a different vector then), which no other task

@@ -1,21 +1,24 @@
 //! The vectors and dot-product partials the solvers' tasks share: one allocation per vector,
-//! each task of a phase writing its own row block of it, phases separated by waits.
+//! each task of a phase writing its own row block of it, phases ordered by dependencies.
 //!
 //! # Access discipline
 //!
 //! The runtime's data handles serialise every writer of a handle, so a vector written by
 //! one task per row block cannot be one handle, and the SpMV needs its input whole. A
 //! [`SharedVec`] is therefore outside the runtime's dependency tracking, and the solvers
-//! (`super::cg`, `super::power`) keep this discipline, which is what makes the `unsafe`
-//! borrows below sound:
+//! (`super::cg`, `super::pipelined`, `super::power`) keep this discipline, which is what makes
+//! the `unsafe` borrows below sound:
 //!
-//! - a *phase* is a set of tasks submitted together, then waited for (`Operator::wait`)
-//!   before the next phase is submitted; the wait orders every write of a phase before every
-//!   access of the next (the runtime's completion and submission synchronise);
+//! - a *phase* is a set of tasks that all go after one task (explicit dependencies,
+//!   `TaskBuilder::after`) that itself went after every task of the previous phase: a
+//!   reduction or a join. The runtime orders a task's completion before its successors'
+//!   start, so every write of a phase comes before every access of the next. (Power
+//!   iteration and the set-up phases wait instead (`Operator::wait`), which orders them the
+//!   same way.);
 //! - within a phase, a vector is either only read (by any task, whole or in part) or written
 //!   by one task per row block, each in its own block's rows, and then read by no other task
 //!   of that phase;
-//! - the submitting thread touches a vector only between phases (and then none is in use).
+//! - the submitting thread touches a vector only after waiting for every task that uses it.
 
 use std::ops::Range;
 use std::ptr::NonNull;
@@ -136,34 +139,61 @@ impl Drop for SharedVec {
     }
 }
 
-/// Two partial sums per row block, written by the block's task, summed in block order by
-/// the submitting thread after the phase's wait (so the total does not depend on which
-/// worker ran what, or when).
-pub struct Partials(Box<[AtomicU64]>);
+/// A few partial sums per row block (two unless made [`wide`](Self::wide)), written by the
+/// block's task, summed in block order by the reduction after the phase (so the total does
+/// not depend on which worker ran what, or when).
+pub struct Partials {
+    width: usize,
+    parts: Box<[AtomicU64]>,
+}
 
 impl Partials {
-    /// Room for `blocks` blocks.
+    /// Room for `blocks` blocks, two sums each.
     pub fn new(blocks: usize) -> Arc<Partials> {
-        Arc::new(Partials(
-            (0..2 * blocks).map(|_| AtomicU64::new(0)).collect(),
-        ))
+        Partials::wide(blocks, 2)
     }
 
-    /// Block `b`'s two partial sums.
-    pub fn set(&self, b: usize, v: (f64, f64)) {
-        // Relaxed: read only after the phase's wait, which orders this store before it.
-        self.0[2 * b].store(v.0.to_bits(), Ordering::Relaxed);
-        self.0[2 * b + 1].store(v.1.to_bits(), Ordering::Relaxed);
-    }
-
-    /// The sums over every block, in block order.
-    pub fn sums(&self) -> (f64, f64) {
-        self.0.chunks_exact(2).fold((0.0, 0.0), |(a, b), p| {
-            (
-                a + f64::from_bits(p[0].load(Ordering::Relaxed)),
-                b + f64::from_bits(p[1].load(Ordering::Relaxed)),
-            )
+    /// Room for `blocks` blocks, `width` sums each.
+    pub fn wide(blocks: usize, width: usize) -> Arc<Partials> {
+        Arc::new(Partials {
+            width,
+            parts: (0..width * blocks).map(|_| AtomicU64::new(0)).collect(),
         })
+    }
+
+    /// Block `b`'s two partial sums (the first two when wider).
+    pub fn set(&self, b: usize, v: (f64, f64)) {
+        self.set_all(b, &[v.0, v.1]);
+    }
+
+    /// Block `b`'s partial sums, `v.len()` of them from the first.
+    ///
+    /// # Panics
+    /// If `v` is longer than the width.
+    pub fn set_all(&self, b: usize, v: &[f64]) {
+        assert!(v.len() <= self.width, "{} sums of {}", v.len(), self.width);
+        for (k, x) in v.iter().enumerate() {
+            // Relaxed: read only by a task that goes after this one (or after a wait), which
+            // orders this store before it.
+            self.parts[self.width * b + k].store(x.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The first two sums over every block, in block order.
+    pub fn sums(&self) -> (f64, f64) {
+        let s = self.sums_all();
+        (s[0], s.get(1).copied().unwrap_or(0.0))
+    }
+
+    /// Every sum over every block, in block order.
+    pub fn sums_all(&self) -> Vec<f64> {
+        let mut out = vec![0.0; self.width];
+        for p in self.parts.chunks_exact(self.width.max(1)) {
+            for (o, x) in out.iter_mut().zip(p) {
+                *o += f64::from_bits(x.load(Ordering::Relaxed));
+            }
+        }
+        out
     }
 }
 
@@ -185,5 +215,9 @@ mod tests {
         p.set(1, (1.5, 2.0));
         p.set(0, (0.5, 1.0));
         assert_eq!(p.sums(), (2.0, 3.0));
+        let w = Partials::wide(2, 3);
+        w.set_all(1, &[1.0, 2.0, 3.0]);
+        w.set_all(0, &[0.5, 0.25, 0.125]);
+        assert_eq!(w.sums_all(), vec![1.5, 2.25, 3.125]);
     }
 }
