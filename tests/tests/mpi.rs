@@ -521,10 +521,15 @@ fn tessera_lu_refuses_a_matrix_no_rank_can_hold() {
         LIMIT,
     );
     assert!(!out.success, "mpirun reported success:\n{}", out.output);
+    // Every rank finds it; the first to fail ends the others (possibly
+    // before they print), so the message may come from either rank.
+    let named = (0..2).any(|r| {
+        out.output.contains(&format!(
+            "lu --n 400000 --nb 448 on rank {r} of a 1x2 grid needs about"
+        ))
+    });
     assert!(
-        out.output
-            .contains("lu --n 400000 --nb 448 on rank 0 of a 1x2 grid needs about")
-            && out.output.contains("copies of other ranks' tiles"),
+        named && out.output.contains("copies of other ranks' tiles"),
         "{}",
         out.output
     );
