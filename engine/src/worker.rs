@@ -287,7 +287,7 @@ fn execute(
             .policy
             .write_back(&ReadyTask(Arc::clone(&node)), kind.node);
     }
-    shared.policy.finished(index, &ReadyTask(Arc::clone(&node)));
+    shared.policy.finished(index, ReadyTask::of(&node));
     complete(shared, &node, outcome, queue);
     shared.nodes.recycle(node);
 }

@@ -49,9 +49,21 @@ impl WorkerKind {
 }
 
 /// A task whose dependencies are all satisfied.
+// transparent: `ReadyTask::of` views an `Arc<TaskNode>` as one.
+#[repr(transparent)]
 pub struct ReadyTask(pub(crate) Arc<TaskNode>);
 
 impl ReadyTask {
+    /// `node` seen as a ready task, for the policy hooks that take one by
+    /// reference (`finished`) after it has run: without cloning the `Arc`
+    /// (two atomic operations per task on the hot path, issue 25).
+    pub(crate) fn of(node: &Arc<TaskNode>) -> &ReadyTask {
+        // SAFETY: `ReadyTask` is `repr(transparent)` over `Arc<TaskNode>`,
+        // so both have the same layout, and the borrow keeps `node`'s
+        // lifetime.
+        unsafe { &*(node as *const Arc<TaskNode>).cast::<ReadyTask>() }
+    }
+
     /// The task's priority (larger first).
     pub fn priority(&self) -> i32 {
         self.0.priority

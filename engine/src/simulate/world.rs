@@ -760,7 +760,7 @@ impl Simulation {
         outcome: Outcome,
         q: &mut dyn WorkerQueue,
     ) {
-        shared.policy.finished(w, &ReadyTask(Arc::clone(node)));
+        shared.policy.finished(w, ReadyTask::of(node));
         worker::complete(shared, node, outcome, q);
         self.mark_dirty(shared.sim.as_ref().expect("simulated").slot);
     }
@@ -856,7 +856,7 @@ impl Simulation {
             st.stats.tasks += 1;
             st.stats.peak_in_flight = st.stats.peak_in_flight.max(shared.in_flight());
         }
-        shared.policy.finished(w, &ReadyTask(Arc::clone(&node)));
+        shared.policy.finished(w, ReadyTask::of(&node));
         worker::complete(shared, &node, outcome, &mut *q);
         sim.put_queue(w, q);
         self.mark_dirty(sim.slot);

@@ -12,6 +12,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use crossbeam_utils::CachePadded;
+
 use super::sync::{wait_until, wake_all, TeamSync};
 use super::{run_member, Member};
 use crate::error::BodyError;
@@ -211,8 +213,10 @@ impl TeamJob {
 
 /// Where a recruiting team waits for members (one per runtime).
 pub(crate) struct Board {
-    /// A job is posted (checked by every CPU worker before each pop).
-    recruiting: AtomicBool,
+    /// A job is posted (checked by every CPU worker before each pop): on a
+    /// line of its own, so that idle workers polling it do not share a line
+    /// with what busy workers write at every task.
+    recruiting: CachePadded<AtomicBool>,
     job: Mutex<Option<Arc<TeamJob>>>,
     /// NUMA node of each worker (empty: one node).
     numa: Vec<usize>,
@@ -221,7 +225,7 @@ pub(crate) struct Board {
 impl Board {
     pub(crate) fn new(numa: Vec<usize>) -> Board {
         Board {
-            recruiting: AtomicBool::new(false),
+            recruiting: CachePadded::new(AtomicBool::new(false)),
             job: Mutex::new(None),
             numa,
         }
