@@ -5,7 +5,28 @@ pub mod dist_spmv;
 pub mod mpirun;
 pub mod random_dag;
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use tessera_engine::dist::{local, Net};
+
+/// Run `f(rank, net)` on `ranks` threads connected by a local transport,
+/// and return each rank's result in rank order.
+pub fn spmd<R: Send + 'static>(
+    ranks: usize,
+    f: impl Fn(usize, Arc<Net>) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let f = Arc::new(f);
+    let handles: Vec<_> = local::world(ranks)
+        .into_iter()
+        .enumerate()
+        .map(|(rank, t)| {
+            let f = Arc::clone(&f);
+            std::thread::spawn(move || f(rank, Net::new(t)))
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
 
 /// Run `f` on its own thread and fail the test if it does not finish within
 /// `limit`, so no test can hang CI. A panic inside `f` is re-raised.

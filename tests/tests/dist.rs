@@ -10,30 +10,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_engine::dist::{local, symbolic, Collectives, Net};
+use tessera_engine::dist::{symbolic, Collectives};
 use tessera_engine::{Config, Runtime};
 use tessera_tests::dist_dag::RankDag;
 use tessera_tests::random_dag::Shape;
-use tessera_tests::with_timeout;
+use tessera_tests::{spmd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
-
-/// Run `f(rank, net)` on `ranks` threads connected by a local transport.
-fn spmd<R: Send + 'static>(
-    ranks: usize,
-    f: impl Fn(usize, Arc<Net>) -> R + Send + Sync + 'static,
-) -> Vec<R> {
-    let f = Arc::new(f);
-    let handles: Vec<_> = local::world(ranks)
-        .into_iter()
-        .enumerate()
-        .map(|(r, t)| {
-            let f = Arc::clone(&f);
-            std::thread::spawn(move || f(r, Net::new(t)))
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
-}
 
 #[test]
 fn random_symbolic_dags_match_sequential_at_1_to_4_ranks() {

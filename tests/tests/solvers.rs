@@ -4,10 +4,9 @@
 //! count, that CG stops for the reason it prints (after as many iterations in both
 //! variants), and that a breakdown is the same error kind in one process and across ranks.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tessera_engine::dist::{local, Collectives, Net};
+use tessera_engine::dist::Collectives;
 use tessera_engine::{Config, Error, Runtime};
 use tessera_linalg::solver::{
     conjugate_gradient, power_iteration, CgOptions, CgVariant, Preconditioner, StopReason,
@@ -17,7 +16,7 @@ use tessera_linalg::sparse::csr::Csr;
 use tessera_linalg::spmv::SpmvMatrix;
 use tessera_linalg::spmv_dist::{self, DistMatrix};
 use tessera_tests::dist_spmv::random_spd;
-use tessera_tests::with_timeout;
+use tessera_tests::{spmd, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -204,22 +203,6 @@ fn indefinite() -> Csr {
         coo.push(i, i, if i % 2 == 0 { 1.0 } else { -1.0 });
     }
     coo.to_csr()
-}
-
-fn spmd<R: Send + 'static>(
-    ranks: usize,
-    f: impl Fn(usize, Arc<Net>) -> R + Send + Sync + 'static,
-) -> Vec<R> {
-    let f = Arc::new(f);
-    let handles: Vec<_> = local::world(ranks)
-        .into_iter()
-        .enumerate()
-        .map(|(rank, t)| {
-            let f = Arc::clone(&f);
-            std::thread::spawn(move || f(rank, Net::new(t)))
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 #[test]
