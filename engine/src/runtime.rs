@@ -11,6 +11,9 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// The end of `unregister`'s error for virtual data.
+const VIRTUAL_NO_VALUE: &str = "is virtual data: it has no value to give back";
+
 use crossbeam_utils::CachePadded;
 
 pub use config::{Config, WorkerHook};
@@ -682,6 +685,27 @@ impl Runtime {
         self.shared.in_flight()
     }
 
+    /// [`unregister`](Self::unregister) for virtual data (simulated time):
+    /// waits for its users and brings it back to the host, so that a device
+    /// holding its only copy sends it over its link in simulated time, as a
+    /// real run's `unregister` would; there is no value to return.
+    pub fn unregister_virtual<T: Send + Sync + 'static>(
+        &self,
+        handle: DataHandle<T>,
+    ) -> Result<(), Error> {
+        if !crate::data::AnyHandle::is_virtual(&*handle.inner) {
+            return Err(Error::Config(format!(
+                "'{}' is not virtual data: unregister it to get its value",
+                handle.name()
+            )));
+        }
+        match self.unregister(handle) {
+            Err(Error::Config(m)) if m.ends_with(VIRTUAL_NO_VALUE) => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => unreachable!("virtual data has no value"),
+        }
+    }
+
     /// Wait for every task using `handle`, then take its value back. No task
     /// can be submitted on the handle afterwards. `Err(Poisoned)` if its last
     /// writer failed or was cancelled.
@@ -716,10 +740,7 @@ impl Runtime {
         drop(me);
         let poisoned = lock(&handle.inner.core.deps).poisoned_by.clone();
         if crate::data::AnyHandle::is_virtual(&*handle.inner) {
-            return Err(Error::Config(format!(
-                "'{}' is virtual data: it has no value to give back",
-                handle.name()
-            )));
+            return Err(Error::Config(format!("'{}' {VIRTUAL_NO_VALUE}", handle.name())));
         }
         // SAFETY: every task that declared the handle before `unregistered`
         // was set is done (the last writer and the readers since it; earlier

@@ -383,3 +383,37 @@ fn adaptive_split_learns_and_factors_correctly() {
         );
     });
 }
+
+/// `Update::auto` in a real run, where it times one core's tile GEMM to
+/// weigh the host: beside one emulated device of 10^6 GFLOP/s (the host
+/// under 3 % of the node) it picks merged updates even where a tile's GEMM
+/// is large for the device (a real H200 node lost to tile tasks there);
+/// beside one of 5 GFLOP/s (the host the most of the node) it keeps tiles,
+/// whatever the tile size; without devices, tiles.
+#[test]
+fn auto_update_weighs_the_host_against_the_devices() {
+    use tessera_backends::emu::{EmuConfig, EmuDevice};
+    use tessera_linalg::lu::Update;
+    let with = |gflops: f64, half: f64| {
+        let dev = EmuDevice::new(
+            0,
+            EmuConfig {
+                reference_gflops: gflops,
+                speed: 1.0,
+                half_speed_flops: half,
+                ..EmuConfig::default()
+            },
+        );
+        Runtime::new(Config::with_workers(1).device(std::sync::Arc::new(dev))).unwrap()
+    };
+    // Large tiles for the device (half-rate size 1 flop), and small ones
+    // (a half-rate size past any tile).
+    for half in [1.0, 1e15] {
+        let fast = with(1e6, half);
+        assert_eq!(Update::auto(&fast, 4096, 512), Update::Merged, "half {half}");
+        let slow = with(5.0, half);
+        assert_eq!(Update::auto(&slow, 4096, 512), Update::Tiles, "half {half}");
+    }
+    let cpu = Runtime::new(Config::with_workers(1)).unwrap();
+    assert_eq!(Update::auto(&cpu, 4096, 512), Update::Tiles);
+}

@@ -241,3 +241,46 @@ fn shipped_platform_files_parse() {
     }
     assert!(n >= 6, "{n} platform files");
 }
+
+/// The factors come home in simulated time, as in a real run: with merged
+/// updates a device holds the only copy of its columns after the last task,
+/// and `unregister` sends them over its link. One device of 1 GB/s and 1 ms
+/// latency, 1000× the cores, a 1024 × 1024 LU in tiles of 256: dmda runs
+/// every task on the device, so each of the 16 tiles (512 KiB) and the 4
+/// pivot vectors (2 KiB) cross once, one after the other on the device→host
+/// lane, after the last task; a CPU-only platform has nothing to send.
+#[test]
+fn the_factors_come_home_in_simulated_time() {
+    use tessera_linalg::lu::{lu_simulate_with, LuOptions, Update};
+    with_timeout(LIMIT, || {
+        let toml = "[node]\ncores = 2\nreserve_core_per_accelerator = false\n\
+            [node.cpu]\ngflops = 1\ngbs = 5\n\
+            [[node.accelerators]]\nname = \"dev\"\narch = \"dev\"\ncount = 1\ngflops = 1000\ngbs = 100\nmemory_gib = 1\n\
+            link = { latency_us = 1000, gbs = 1 }\n";
+        let (n, nb) = (1024usize, 256usize);
+        let tile_s = 1e-3 + (nb * nb * 8) as f64 / 1e9;
+        let piv_s = 1e-3 + (nb * 8) as f64 / 1e9;
+        let mut opts = LuOptions::new(Front::Symbolic);
+        opts.update = Update::Merged;
+        let sim = Simulation::with_models(
+            Platform::parse(toml, false, "one device").unwrap(),
+            Arc::default(),
+            false,
+            false,
+        );
+        let rt =
+            Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
+        lu_simulate_with(&rt, n, nb, &opts).unwrap();
+        let home = sim.settled() - sim.now();
+        let want = 16.0 * tile_s + 4.0 * piv_s;
+        assert!(
+            (home - want).abs() < 0.01 * want,
+            "the factors' copies home took {home} s of simulated time, want {want} s"
+        );
+        // CPU only: the factors are already home.
+        let sim = Simulation::with_models(cpu_platform(2), Arc::default(), false, false);
+        let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
+        lu_simulate_with(&rt, n, nb, &LuOptions::new(Front::Stf)).unwrap();
+        assert_eq!(sim.settled(), sim.now());
+    });
+}

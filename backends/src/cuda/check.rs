@@ -101,6 +101,24 @@ fn run_checks(dev: &CudaDevice) -> Result<Vec<CheckLine>, String> {
         }),
     );
     push(
+        "link rates",
+        dev.measure_link(256 << 20).map(|r| CheckLine {
+            what: "host link, 256 MiB".into(),
+            max_rel_err: 0.0,
+            passed: [r.pinned_h2d, r.pinned_d2h, r.staged_h2d, r.staged_d2h]
+                .iter()
+                .all(|v| v.is_finite() && *v > 0.0),
+            detail: format!(
+                "pinned DMA h2d {:.1} / d2h {:.1} GB/s; memcpy {:.1} GB/s; staged upload {:.1} / download {:.1} GB/s",
+                r.pinned_h2d / 1e9,
+                r.pinned_d2h / 1e9,
+                r.memcpy / 1e9,
+                r.staged_h2d / 1e9,
+                r.staged_d2h / 1e9
+            ),
+        }),
+    );
+    push(
         "d2d bandwidth",
         d2d_bandwidth(dev, 256 << 20).map(|bw| CheckLine {
             what: "device-to-device copy, 256 MiB".into(),

@@ -15,7 +15,7 @@ use tessera_engine::util::lock;
 
 use super::blas::BlasHandle;
 use super::kernels::{Kernels, LaswpScratch, SpmvLanes};
-use super::{driver_error, CudaInfo, STAGING_CHUNKS, STAGING_CHUNK_BYTES};
+use super::{driver_error, CudaInfo, STAGING_CHUNKS, STAGING_CHUNK_BYTES, STAGING_LEASE};
 
 /// Fixed cost of one `run` (kernel launch and event round trip), added by
 /// `expected_time`.
@@ -251,7 +251,7 @@ impl CudaDevice {
         self.bind()?;
         let err = |what: &str, e| format!("{}: upload: {what}: {}", self.name(), driver_error(e));
         let pieces = src.len().div_ceil(STAGING_CHUNK_BYTES);
-        let lease = self.staging.acquire(pieces.min(2));
+        let lease = self.staging.acquire(pieces.min(STAGING_LEASE));
         if lease.chunks.is_empty() {
             // No pinned memory at all: the driver's pageable path.
             // SAFETY: `dst` holds `src.len()` bytes (caller); the copy is
@@ -306,7 +306,7 @@ impl CudaDevice {
         let err = |what: &str, e| format!("{}: download: {what}: {}", self.name(), driver_error(e));
         let total = dst.len();
         let pieces = total.div_ceil(STAGING_CHUNK_BYTES);
-        let lease = self.staging.acquire(pieces.min(2));
+        let lease = self.staging.acquire(pieces.min(STAGING_LEASE));
         if lease.chunks.is_empty() {
             // SAFETY: `src` holds `dst.len()` bytes (caller); synchronous copy.
             return unsafe { result::memcpy_dtoh_sync(dst, src) }
@@ -409,6 +409,57 @@ impl CudaDevice {
             .elapsed_ms(&end)
             .map_err(|e| err("cuEventElapsedTime", e))?;
         Ok(ms as f64)
+    }
+
+    /// The link's parts, for `gpu-check` (bytes/s each): raw DMA from and to
+    /// one pinned buffer of `bytes` (no host copy), the host `memcpy` rate
+    /// into pinned memory, and the staged upload and download that `copy`
+    /// really does. Best of three after a warm-up.
+    pub(crate) fn measure_link(&self, bytes: usize) -> Result<LinkRates, String> {
+        self.bind()?;
+        let err = |what: &str, e| format!("link probe: {what}: {}", driver_error(e));
+        let buf = self.alloc_raw(bytes)?;
+        let pinned = PinnedChunk::new(&self.ctx, bytes)?;
+        let mut host = vec![0x5Au8; bytes];
+        let best = |f: &mut dyn FnMut() -> Result<(), String>| -> Result<f64, String> {
+            f()?;
+            let mut t_best = f64::INFINITY;
+            for _ in 0..3 {
+                let t = Instant::now();
+                f()?;
+                t_best = t_best.min(t.elapsed().as_secs_f64());
+            }
+            Ok(bytes as f64 / t_best.max(1e-9))
+        };
+        // SAFETY: `pinned` holds `bytes` bytes, `buf` too; each copy is
+        // waited for before the next and before both are freed.
+        let pinned_h2d = best(&mut || unsafe {
+            let src = std::slice::from_raw_parts(pinned.ptr, bytes);
+            result::memcpy_htod_async(buf.ptr, src, self.h2d.cu_stream())
+                .map_err(|e| err("cuMemcpyHtoDAsync", e))?;
+            self.h2d.synchronize().map_err(|e| err("synchronize", e))
+        })?;
+        // SAFETY: as above.
+        let pinned_d2h = best(&mut || unsafe {
+            let dst = std::slice::from_raw_parts_mut(pinned.ptr, bytes);
+            result::memcpy_dtoh_async(dst, buf.ptr, self.d2h.cu_stream())
+                .map_err(|e| err("cuMemcpyDtoHAsync", e))?;
+            self.d2h.synchronize().map_err(|e| err("synchronize", e))
+        })?;
+        // SAFETY: `pinned` holds `bytes` bytes and no DMA uses it now.
+        let memcpy = best(&mut || {
+            unsafe { std::ptr::copy_nonoverlapping(host.as_ptr(), pinned.ptr, bytes) };
+            Ok(())
+        })?;
+        let staged_h2d = best(&mut || self.upload_to(&host, buf.ptr))?;
+        let staged_d2h = best(&mut || self.download_from(buf.ptr, &mut host))?;
+        Ok(LinkRates {
+            pinned_h2d,
+            pinned_d2h,
+            memcpy,
+            staged_h2d,
+            staged_d2h,
+        })
     }
 
     /// Effective upload bandwidth (bytes/s) over `bytes`: the best of two
@@ -618,6 +669,21 @@ impl Drop for PinnedChunk {
         // SAFETY: `ptr` came from cuMemHostAlloc and is freed only here.
         let _ = unsafe { result::free_host(self.ptr as _) };
     }
+}
+
+/// What [`CudaDevice::measure_link`] found, in bytes/s.
+#[derive(Clone, Copy, Debug)]
+pub struct LinkRates {
+    /// Host→device DMA from pinned memory.
+    pub pinned_h2d: f64,
+    /// Device→host DMA into pinned memory.
+    pub pinned_d2h: f64,
+    /// One host thread's `memcpy` into pinned memory.
+    pub memcpy: f64,
+    /// `upload` through the staging pool (memcpy and DMA overlapped).
+    pub staged_h2d: f64,
+    /// `download` through the staging pool.
+    pub staged_d2h: f64,
 }
 
 /// The pinned staging chunks of one device: at most [`STAGING_CHUNKS`],

@@ -390,6 +390,20 @@ impl Simulation {
         self.now_ns() as f64 * 1e-9
     }
 
+    /// Simulated seconds when everything scheduled so far has finished: the
+    /// clock, or later where a copy is still on a link (the factors a
+    /// device sends home after the last task, in `unregister`).
+    pub fn settled(&self) -> f64 {
+        let st = lock(&self.state);
+        let links = st
+            .links
+            .iter()
+            .flatten()
+            .map(|(_, up, down)| up.free.max(down.free));
+        let last = links.fold(self.now_ns(), u64::max);
+        last as f64 * 1e-9
+    }
+
     pub(crate) fn now_ns(&self) -> u64 {
         self.now.load(Ordering::Relaxed)
     }

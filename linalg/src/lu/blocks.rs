@@ -26,7 +26,10 @@
 
 use tessera_engine::{Error, Runtime, Task, TaskBuilder};
 use tessera_tasks::codelets::lu_blocks::{GemmBlockArgs, UpdateArgs, GEMMB, UPDATE};
-use tessera_tasks::kernels::{gemm_flops, trsm_flops};
+use std::time::Instant;
+
+use tessera_tasks::kernels::{gemm_flops, gemm_update, trsm_flops};
+use tessera_tasks::tile::Tile;
 
 use super::tasks::column_priority;
 use super::{LuGraph, LuTask};
@@ -56,37 +59,92 @@ const LARGE_CALL: f64 = 4.0;
 /// `Update::auto` to pick `Merged` (see there).
 const MERGED_MAX_HOST_SHARE: f64 = 0.1;
 
+/// The largest share of the node's GEMM rate the CPU workers may have for
+/// `Update::auto` to pick `Merged` even where tile GEMMs already run near the
+/// devices' large-call rate: a host this small gains nothing from taking
+/// tiles and sends them back and forth (see there).
+const NEGLIGIBLE_HOST_SHARE: f64 = 0.03;
+
 /// The CPU workers' share of the node's GEMM rate (CPU workers and devices
-/// together), where a CPU core's rate is known: in a simulated run, from
-/// the platform. A real run has no figure for it before measuring (`None`).
-fn host_share(rt: &Runtime) -> Option<f64> {
+/// together). A simulated run takes a core's rate from the platform; a real
+/// run measures it ([`probe_core_flops`], about 10 ms).
+fn host_share(rt: &Runtime) -> f64 {
     let config = rt.config();
-    let core = config.simulate.as_ref()?.cpu_gflops() * 1e9;
+    let core = match config.simulate.as_ref() {
+        Some(sim) => sim.cpu_gflops() * 1e9,
+        None => probe_core_flops(),
+    };
     let host = core * config.workers as f64;
     let devices: f64 = config.devices.iter().map(|d| d.peak_flops()).sum();
-    (host + devices > 0.0).then(|| host / (host + devices))
+    if host + devices > 0.0 {
+        host / (host + devices)
+    } else {
+        0.0
+    }
+}
+
+/// One CPU core's rate on the LU's own tile GEMM (`gemm_update`), 256-wide
+/// tiles, best of three calls after a warm-up, in flop/s. A small tile runs
+/// below an `nb`-wide one, so this understates the host a little: enough for
+/// the 10 % rule it feeds (a core beside an H200 is under 0.1 % of it).
+fn probe_core_flops() -> f64 {
+    const W: usize = 256;
+    let data = |m: usize| -> Vec<f64> { (0..W * W).map(|k| (k % m) as f64 - 5.0).collect() };
+    let a = Tile::from_col_major(W, W, &data(11));
+    let b = Tile::from_col_major(W, W, &data(13));
+    let mut c = Tile::zeros(W, W);
+    gemm_update(&a, &b, &mut c);
+    let best = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            gemm_update(&a, &b, &mut c);
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
+    gemm_flops(W, W, W) / best.max(1e-9)
 }
 
 impl Update {
     /// The shape for `rt`'s devices and an `n × n` LU in tiles of `nb`:
-    /// `Tiles` without devices, or when a tile's GEMM already runs at 80 %
-    /// of every device's large-call rate; `Merged` when each device's share of the
-    /// matrix and two panel columns fit in 90 % of its memory (Hetero-HPL's
-    /// devices hold 95.5 % of theirs), unless the CPU workers are more than
-    /// a tenth of the node's GEMM rate (then `Tiles`); else `Streamed`, with blocks of
-    /// flops at least 8× the device's half-rate call size (9/10 of its
-    /// large-call rate; 4 tile rows when the device does not say), at most
-    /// an eighth of its memory per block.
+    /// - `Tiles` without devices;
+    /// - `Merged` when each device's share of the matrix and two panel
+    ///   columns fit in 90 % of its memory (Hetero-HPL's devices hold 95.5 %
+    ///   of theirs) and the CPU workers are at most 3 % of the node's GEMM
+    ///   rate;
+    /// - else `Tiles` when a tile's GEMM already runs at 80 % of every
+    ///   device's large-call rate (StarPU's mirage, its host 9 % of the
+    ///   node: 74.5 % of the GEMM bound with tiles at N = 19200, 68.7 %
+    ///   merged);
+    /// - else, when the matrix fits, `Merged` if the CPU workers are at
+    ///   most a tenth of the node, `Tiles` if more;
+    /// - else `Streamed`, with blocks of flops at least 8× the device's
+    ///   half-rate call size (9/10 of its large-call rate; 4 tile rows when
+    ///   the device does not say), at most an eighth of its memory per block.
     pub fn auto(rt: &Runtime, n: usize, nb: usize) -> Update {
         let devices = &rt.config().devices;
         if devices.is_empty() || nb == 0 || n == 0 {
             return Update::Tiles;
         }
         let tile = gemm_flops(nb, nb, nb);
-        if devices
+        let (nf, nbf) = (n as f64, nb as f64);
+        let share = nf * nf * 8.0 / devices.len() as f64 + 2.0 * nf * nbf * 8.0;
+        let fits = devices
             .iter()
-            .all(|d| tile >= LARGE_CALL * d.half_rate_flops())
-        {
+            .all(|d| d.memory_limit().is_none_or(|m| share <= 0.9 * m as f64));
+        let host = host_share(rt);
+        let large_tiles = devices
+            .iter()
+            .all(|d| tile >= LARGE_CALL * d.half_rate_flops());
+        if fits && host <= NEGLIGIBLE_HOST_SHARE {
+            // Where the host is a negligible part of the node, tile tasks
+            // only lose, even where tiles are large enough for the device:
+            // on an H200 node (16 cores, under 1 % of it), `lu --n 32768
+            // --nb 2048 --gpus all` ran 5.2–5.5 TFLOP/s in tiles, with CPU
+            // GEMMs sending 10–22 GiB back and forth, against 7.0 merged, in
+            // one run (README, "First runs on a real GPU").
+            return Update::Merged;
+        }
+        if large_tiles {
             // Device-sized updates exist to make device calls large enough;
             // where a tile's GEMM already runs at 80 % of the device's
             // large-call rate, tile tasks keep dmda's freedom (look-ahead,
@@ -94,20 +152,16 @@ impl Update {
             // tiles against 77 % streamed (README, "Machines StarPU measured").
             return Update::Tiles;
         }
-        let (nf, nbf) = (n as f64, nb as f64);
-        let share = nf * nf * 8.0 / devices.len() as f64 + 2.0 * nf * nbf * 8.0;
-        let fits = devices
-            .iter()
-            .all(|d| d.memory_limit().is_none_or(|m| share <= 0.9 * m as f64));
         if fits {
             // Merged updates leave the host cores only the panels: right
             // when they are a small part of the node (Hetero-HPL's 28 cores
             // are 4 % of it), a loss of their whole share otherwise (4
             // cores beside one device 10× faster: 87 % of peak with tiles,
             // 73 % merged, bench/platforms/dmda-10x.toml).
-            return match host_share(rt) {
-                Some(s) if s > MERGED_MAX_HOST_SHARE => Update::Tiles,
-                _ => Update::Merged,
+            return if host <= MERGED_MAX_HOST_SHARE {
+                Update::Merged
+            } else {
+                Update::Tiles
             };
         }
         let t = n.div_ceil(nb);

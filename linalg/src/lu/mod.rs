@@ -467,14 +467,31 @@ pub fn lu_simulate_with(
     }
     let graph = LuGraph::new(rt, n, nb, tiles, opts);
     let placement = Arc::clone(&graph.placement);
-    match (opts.front, opts.update) {
+    let graph = match (opts.front, opts.update) {
         (_, update @ (Update::Merged | Update::Streamed { .. })) => {
-            blocks::submit(rt, &graph, update)?
+            blocks::submit(rt, &graph, update)?;
+            graph
         }
-        (Front::Stf, Update::Tiles) => submit_stf(rt, &graph)?,
+        (Front::Stf, Update::Tiles) => {
+            submit_stf(rt, &graph)?;
+            graph
+        }
         (Front::Symbolic, Update::Tiles) => {
-            symbolic::run(rt, Arc::new(LuClasses { graph }))?;
+            let classes = Arc::new(LuClasses { graph });
+            symbolic::run(rt, Arc::clone(&classes))?;
+            match Arc::try_unwrap(classes) {
+                Ok(c) => c.graph,
+                Err(_) => unreachable!("every task that held the classes has finished"),
+            }
         }
+    };
+    // As the real run does: the pivots and the factors come home, and the
+    // tiles a device holds the only copy of cross its link in simulated time.
+    for h in graph.piv {
+        rt.unregister(h)?;
+    }
+    for h in graph.tiles {
+        rt.unregister_virtual(h)?;
     }
     Ok(placement.history())
 }
