@@ -740,7 +740,10 @@ impl Runtime {
         drop(me);
         let poisoned = lock(&handle.inner.core.deps).poisoned_by.clone();
         if crate::data::AnyHandle::is_virtual(&*handle.inner) {
-            return Err(Error::Config(format!("'{}' {VIRTUAL_NO_VALUE}", handle.name())));
+            return Err(Error::Config(format!(
+                "'{}' {VIRTUAL_NO_VALUE}",
+                handle.name()
+            )));
         }
         // SAFETY: every task that declared the handle before `unregistered`
         // was set is done (the last writer and the readers since it; earlier

@@ -410,7 +410,11 @@ fn auto_update_weighs_the_host_against_the_devices() {
     // (a half-rate size past any tile).
     for half in [1.0, 1e15] {
         let fast = with(1e6, half);
-        assert_eq!(Update::auto(&fast, 4096, 512), Update::Merged, "half {half}");
+        assert_eq!(
+            Update::auto(&fast, 4096, 512),
+            Update::Merged,
+            "half {half}"
+        );
         let slow = with(5.0, half);
         assert_eq!(Update::auto(&slow, 4096, 512), Update::Tiles, "half {half}");
     }

@@ -268,8 +268,7 @@ fn the_factors_come_home_in_simulated_time() {
             false,
             false,
         );
-        let rt =
-            Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
+        let rt = Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
         lu_simulate_with(&rt, n, nb, &opts).unwrap();
         let home = sim.settled() - sim.now();
         let want = 16.0 * tile_s + 4.0 * piv_s;

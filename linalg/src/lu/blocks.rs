@@ -24,9 +24,9 @@
 //! The tasks go in in step order from this thread; dependencies come from
 //! the data (sequential task flow).
 
+use std::time::Instant;
 use tessera_engine::{Error, Runtime, Task, TaskBuilder};
 use tessera_tasks::codelets::lu_blocks::{GemmBlockArgs, UpdateArgs, GEMMB, UPDATE};
-use std::time::Instant;
 
 use tessera_tasks::kernels::{gemm_flops, gemm_update, trsm_flops};
 use tessera_tasks::tile::Tile;
