@@ -11,9 +11,6 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The end of `unregister`'s error for virtual data.
-const VIRTUAL_NO_VALUE: &str = "is virtual data: it has no value to give back";
-
 use crossbeam_utils::CachePadded;
 
 pub use config::{Config, WorkerHook};
@@ -689,6 +686,7 @@ impl Runtime {
     /// waits for its users and brings it back to the host, so that a device
     /// holding its only copy sends it over its link in simulated time, as a
     /// real run's `unregister` would; there is no value to return.
+    /// `Err(Poisoned)` if its last writer failed or was cancelled.
     pub fn unregister_virtual<T: Send + Sync + 'static>(
         &self,
         handle: DataHandle<T>,
@@ -699,10 +697,12 @@ impl Runtime {
                 handle.name()
             )));
         }
-        match self.unregister(handle) {
-            Err(Error::Config(m)) if m.ends_with(VIRTUAL_NO_VALUE) => Ok(()),
-            Err(e) => Err(e),
-            Ok(_) => unreachable!("virtual data has no value"),
+        match self.release(&handle)? {
+            Some(task) => Err(Error::Poisoned {
+                handle: handle.name(),
+                task,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -710,6 +710,34 @@ impl Runtime {
     /// can be submitted on the handle afterwards. `Err(Poisoned)` if its last
     /// writer failed or was cancelled.
     pub fn unregister<T: Send + Sync + 'static>(&self, handle: DataHandle<T>) -> Result<T, Error> {
+        let poisoned = self.release(&handle)?;
+        if crate::data::AnyHandle::is_virtual(&*handle.inner) {
+            return Err(Error::Config(format!(
+                "'{}' is virtual data: it has no value to give back (unregister_virtual releases it)",
+                handle.name()
+            )));
+        }
+        // SAFETY: `release` waited for every task that declared the handle
+        // before `unregistered` was set (the last writer and the readers
+        // since it; earlier tasks are predecessors of those, hence done too),
+        // and no task can be submitted on it any more.
+        let value = unsafe { handle.take_value() }.expect("value is present until unregistered");
+        match poisoned {
+            Some(task) => Err(Error::Poisoned {
+                handle: handle.name(),
+                task,
+            }),
+            None => Ok(value),
+        }
+    }
+
+    /// The common part of the unregisters: marks `handle` unregistered, waits
+    /// for every task using it, and brings it back to the host if a device
+    /// holds the only valid copy. Returns the task that poisoned it, if any.
+    fn release<T: Send + Sync + 'static>(
+        &self,
+        handle: &DataHandle<T>,
+    ) -> Result<Option<String>, Error> {
         self.shared.not_from_a_body("unregister")?;
         let users: Vec<Arc<TaskNode>> = {
             let mut deps = lock(&handle.inner.core.deps);
@@ -724,8 +752,6 @@ impl Runtime {
         };
         self.shared
             .wait_until(false, || users.iter().all(|t| t.is_done()), None)?;
-        // The value returned is the host copy: bring it back if a device
-        // holds the only valid one.
         let me: Arc<dyn crate::data::AnyHandle> = handle.erased();
         if !me.valid_on(crate::memory::HOST) {
             me.acquire(&me, crate::memory::HOST, crate::access::AccessMode::R, true)
@@ -739,24 +765,7 @@ impl Runtime {
         }
         drop(me);
         let poisoned = lock(&handle.inner.core.deps).poisoned_by.clone();
-        if crate::data::AnyHandle::is_virtual(&*handle.inner) {
-            return Err(Error::Config(format!(
-                "'{}' {VIRTUAL_NO_VALUE}",
-                handle.name()
-            )));
-        }
-        // SAFETY: every task that declared the handle before `unregistered`
-        // was set is done (the last writer and the readers since it; earlier
-        // tasks are predecessors of those, hence done too), and no task can
-        // be submitted on it any more.
-        let value = unsafe { handle.take_value() }.expect("value is present until unregistered");
-        match poisoned {
-            Some(task) => Err(Error::Poisoned {
-                handle: handle.name(),
-                task,
-            }),
-            None => Ok(value),
-        }
+        Ok(poisoned)
     }
 
     /// The timeline recorded so far (empty unless `Config::trace`). Save it

@@ -276,6 +276,10 @@ fn the_factors_come_home_in_simulated_time() {
             (home - want).abs() < 0.01 * want,
             "the factors' copies home took {home} s of simulated time, want {want} s"
         );
+        // Data with a value is unregistered the usual way, and says so.
+        let real = rt.register(vec![1.0f64; 4]);
+        let e = rt.unregister_virtual(real).unwrap_err().to_string();
+        assert!(e.contains("not virtual data"), "{e}");
         // CPU only: the factors are already home.
         let sim = Simulation::with_models(cpu_platform(2), Arc::default(), false, false);
         let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
