@@ -4,110 +4,14 @@
 //! files that are not regular, NaN matrices, corrupt traces and perf models,
 //! and Ctrl-C during a traced run, which leaves the trace file whole.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tessera");
+mod common;
 
-/// What a run of the binary gave.
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    /// Failed cleanly (exit 1 from the driver, or 2 from the parser), with
-    /// `want` in the message and no panic or abort.
-    fn refused(&self, want: &str) {
-        assert!(
-            matches!(self.code, Some(1 | 2)),
-            "exit {:?}, expected 1 or 2\nstdout: {}\nstderr: {}",
-            self.code,
-            self.stdout,
-            self.stderr
-        );
-        self.no_panic();
-        assert!(
-            self.stderr.contains(want),
-            "stderr lacks {want:?}:\n{}",
-            self.stderr
-        );
-    }
-
-    fn ok(&self) {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "stdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        self.no_panic();
-    }
-
-    fn no_panic(&self) {
-        for bad in [
-            "panicked",
-            "memory allocation",
-            "RUST_BACKTRACE",
-            "capacity overflow",
-        ] {
-            assert!(!self.stderr.contains(bad), "{bad}:\n{}", self.stderr);
-        }
-    }
-}
-
-/// Wait for `child` at most `limit` (killed then, and the test fails).
-fn finish(mut child: Child, limit: Duration, what: &str) -> Out {
-    // Drained while it runs: a full pipe would block the child.
-    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut text);
-            }
-            String::from_utf8_lossy(&text).into_owned()
-        })
-    };
-    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
-    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`{what}` did not finish within {limit:?} (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let status = child.wait().unwrap();
-    Out {
-        code: status.code(),
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
-}
-
-fn spawn(args: &[&str]) -> Child {
-    Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Run the binary with `args`, at most 60 s.
-fn tessera(args: &[&str]) -> Out {
-    finish(spawn(args), Duration::from_secs(60), &args.join(" "))
-}
+use common::{command, finish, tessera, Out, BIN};
 
 /// Run it through `sh` after `ulimit -v kib` (the address-space limit).
 fn tessera_under_ulimit_v(kib: u64, args: &[&str]) -> Out {
@@ -423,7 +327,7 @@ fn tiny_tiles_warn_that_the_run_is_overhead_bound() {
 
 /// A traced LU long enough to be interrupted, on a machine with 2 cores.
 fn traced_lu(trace: &Path) -> Child {
-    spawn(&[
+    command(&[
         "lu",
         "--n",
         "6144",
@@ -434,6 +338,8 @@ fn traced_lu(trace: &Path) -> Child {
         "--trace",
         trace.to_str().unwrap(),
     ])
+    .spawn()
+    .unwrap()
 }
 
 /// Issue 17: 2 of 13 SIGINTs landed in the trace's save and left half a
@@ -465,12 +371,12 @@ fn ctrl_c_leaves_the_trace_whole() {
         let out = finish(child, Duration::from_secs(120), "traced lu");
         out.no_panic();
         assert!(
-            matches!(out.code, Some(0 | 130)),
+            matches!(out.code(), Some(0 | 130)),
             "exit {:?}: {}",
-            out.code,
+            out.code(),
             out.stderr
         );
-        if out.code == Some(130) {
+        if out.code() == Some(130) {
             assert!(
                 out.stderr.contains("interrupted (Ctrl-C)"),
                 "{}",

@@ -4,117 +4,17 @@
 //! `calibrate` checks its options and `--out` before measuring and replaces nothing on
 //! failure, and the first Ctrl-C stops every subcommand cleanly.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tessera");
+mod common;
+
+use common::{command, drain, finish, tessera, wait, Out, BIN};
+
 const PLATFORM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/h100-node.toml");
-
-/// What a run of the binary gave.
-struct Out {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn code(&self) -> Option<i32> {
-        self.status.code()
-    }
-
-    /// Failed cleanly (exit 1 or 2), with `want` in the message and no panic.
-    fn refused(&self, want: &str) {
-        assert!(
-            matches!(self.code(), Some(1 | 2)),
-            "{:?}, expected exit 1 or 2\nstdout: {}\nstderr: {}",
-            self.status,
-            self.stdout,
-            self.stderr
-        );
-        self.no_panic();
-        assert!(
-            self.stderr.contains(want),
-            "stderr lacks {want:?}:\n{}",
-            self.stderr
-        );
-    }
-
-    fn ok(&self) {
-        assert_eq!(
-            self.code(),
-            Some(0),
-            "stdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        self.no_panic();
-    }
-
-    fn no_panic(&self) {
-        for bad in ["panicked", "memory allocation", "RUST_BACKTRACE"] {
-            assert!(!self.stderr.contains(bad), "{bad}:\n{}", self.stderr);
-        }
-    }
-}
-
-/// Drain a pipe on a thread of its own (a full pipe would block the child).
-fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = Vec::new();
-        if let Some(mut p) = pipe {
-            let _ = p.read_to_end(&mut text);
-        }
-        String::from_utf8_lossy(&text).into_owned()
-    })
-}
-
-/// Wait for `child` at most `limit` (killed then, and the test fails).
-fn finish(mut child: Child, limit: Duration, what: &str) -> Out {
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
-    let status = wait(&mut child, limit, what);
-    Out {
-        status,
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
-}
-
-fn wait(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
-    let t0 = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`{what}` did not finish within {limit:?} (a hang)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn command(args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-/// Run the binary with `args`, at most 60 s.
-fn tessera(args: &[&str]) -> Out {
-    finish(
-        command(args).spawn().unwrap(),
-        Duration::from_secs(60),
-        &args.join(" "),
-    )
-}
 
 /// A fresh directory for one test, removed at the end.
 struct Dir(PathBuf);

@@ -7,98 +7,16 @@
 //! options of this machine); and `trace merge` given traces of different
 //! runs.
 
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tessera");
+mod common;
 
-/// What a run of the binary gave.
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    /// Failed cleanly (exit 1 or 2), with `want` in the message and no panic.
-    fn refused(&self, want: &str) -> &Self {
-        assert!(
-            matches!(self.code, Some(1 | 2)),
-            "exit {:?}, expected 1 or 2\nstdout: {}\nstderr: {}",
-            self.code,
-            self.stdout,
-            self.stderr
-        );
-        self.no_panic();
-        assert!(
-            self.stderr.contains(want),
-            "stderr lacks {want:?}:\n{}",
-            self.stderr
-        );
-        self
-    }
-
-    fn ok(&self) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "stdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        self.no_panic();
-        self
-    }
-
-    fn no_panic(&self) {
-        for bad in [
-            "panicked",
-            "memory allocation",
-            "RUST_BACKTRACE",
-            "capacity overflow",
-        ] {
-            assert!(!self.stderr.contains(bad), "{bad}:\n{}", self.stderr);
-        }
-    }
-}
+use common::Out;
 
 /// Run the binary with `args`, at most 30 s (killed then: a hang).
 fn tessera(args: &[&str]) -> Out {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let drain = |mut p: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let _ = p.read_to_end(&mut text);
-            String::from_utf8_lossy(&text).into_owned()
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "`tessera {}` did not finish within 30 s (a hang)",
-                args.join(" ")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Out {
-        code: child.wait().unwrap().code(),
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
+    common::tessera_within(args, Duration::from_secs(30))
 }
 
 /// A fresh directory for one test, removed at the end.

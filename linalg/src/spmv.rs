@@ -225,19 +225,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// One power-iteration step after `y = A·x`: record `||y||` and return `y / ||y||`.
 fn power_step(y: Vec<f64>, stats: &mut IterStats) -> Result<Vec<f64>, Error> {
     let lambda = dot(&y, &y).sqrt();
-    if lambda == 0.0 || !lambda.is_finite() {
-        return Err(Error::Breakdown(format!(
-            "power iteration broke down at iteration {}: ||A·x|| = {lambda}{}",
-            stats.iterations + 1,
-            if lambda.is_nan() {
-                " (the matrix or the start vector holds NaN or infinity)"
-            } else {
-                ""
-            }
-        )));
-    }
-    stats.history.push(lambda);
-    stats.iterations += 1;
+    crate::solver::power::record_norm(lambda, stats)?;
     Ok(y.into_iter().map(|v| v / lambda).collect())
 }
 

@@ -69,19 +69,7 @@ pub fn power_iteration<O: Operator + ?Sized>(
         op.wait(rt)?;
         stats.spmv_seconds += ts.elapsed().as_secs_f64();
         let lambda = sum(&mut stats, dots.sums().1)?.sqrt();
-        if lambda == 0.0 || !lambda.is_finite() {
-            return Err(Error::Breakdown(format!(
-                "power iteration broke down at iteration {}: ||A·x|| = {lambda}{}",
-                stats.iterations + 1,
-                if lambda.is_nan() {
-                    " (the matrix or the start vector holds NaN or infinity)"
-                } else {
-                    ""
-                }
-            )));
-        }
-        stats.history.push(lambda);
-        stats.iterations += 1;
+        record_norm(lambda, &mut stats)?;
         let tv = Instant::now();
         scale(rt, op, &y, &x, Some(1.0 / lambda), &dots)?;
         stats.vector_seconds += tv.elapsed().as_secs_f64();
@@ -90,6 +78,26 @@ pub fn power_iteration<O: Operator + ?Sized>(
     stats.total_seconds = t0.elapsed().as_secs_f64();
     drop(y);
     Ok((SharedVec::into_vec(x), stats))
+}
+
+/// Record `||A·x||` (`lambda`) as the next iteration's estimate, or
+/// [`Error::Breakdown`] when it is zero or not finite (the power iteration of
+/// every driver, including the balanced one in `crate::spmv`).
+pub(crate) fn record_norm(lambda: f64, stats: &mut IterStats) -> Result<(), Error> {
+    if lambda == 0.0 || !lambda.is_finite() {
+        return Err(Error::Breakdown(format!(
+            "power iteration broke down at iteration {}: ||A·x|| = {lambda}{}",
+            stats.iterations + 1,
+            if lambda.is_nan() {
+                " (the matrix or the start vector holds NaN or infinity)"
+            } else {
+                ""
+            }
+        )));
+    }
+    stats.history.push(lambda);
+    stats.iterations += 1;
+    Ok(())
 }
 
 /// One phase: `to = s·from` when `s` is given, and in any case `dots[b] = (from·from, 0)`;
