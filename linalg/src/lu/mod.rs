@@ -261,6 +261,30 @@ pub struct LuFactors {
     pub ipiv: Vec<usize>,
 }
 
+/// Runs the LU's tasks on `graph` with the front-end and update shape of
+/// `opts`, the real and the simulated LU alike; returns the graph once every
+/// task is done, its handles ready to unregister.
+fn run_graph(rt: &Runtime, graph: LuGraph, opts: &LuOptions) -> Result<LuGraph, Error> {
+    match (opts.front, opts.update) {
+        (_, update @ (Update::Merged | Update::Streamed { .. })) => {
+            blocks::submit(rt, &graph, update)?;
+            Ok(graph)
+        }
+        (Front::Stf, Update::Tiles) => {
+            submit_stf(rt, &graph)?;
+            Ok(graph)
+        }
+        (Front::Symbolic, Update::Tiles) => {
+            let classes = Arc::new(LuClasses { graph });
+            symbolic::run(rt, Arc::clone(&classes))?;
+            match Arc::try_unwrap(classes) {
+                Ok(c) => Ok(c.graph),
+                Err(_) => unreachable!("every task that held the classes has finished"),
+            }
+        }
+    }
+}
+
 /// Factor a square tiled matrix on `rt` with the given front-end
 /// (`Runtime::flops_done` follows its progress).
 ///
@@ -314,24 +338,7 @@ pub fn lu_factor_with(
         .map(|(ix, tile)| rt.register_replicable_named(tile, format!("A({},{})", ix % t, ix / t)))
         .collect();
     let graph = LuGraph::new(rt, n, nb, tiles, opts);
-    let graph = match (opts.front, opts.update) {
-        (_, update @ (Update::Merged | Update::Streamed { .. })) => {
-            blocks::submit(rt, &graph, update)?;
-            graph
-        }
-        (Front::Stf, Update::Tiles) => {
-            submit_stf(rt, &graph)?;
-            graph
-        }
-        (Front::Symbolic, Update::Tiles) => {
-            let classes = Arc::new(LuClasses { graph });
-            symbolic::run(rt, Arc::clone(&classes))?;
-            match Arc::try_unwrap(classes) {
-                Ok(c) => c.graph,
-                Err(_) => unreachable!("every task that held the classes has finished"),
-            }
-        }
-    };
+    let graph = run_graph(rt, graph, opts)?;
     let mut ipiv = Vec::with_capacity(n);
     for (k, h) in graph.piv.into_iter().enumerate() {
         ipiv.extend(ipiv_global(k, nb, &rt.unregister(h)?));
@@ -467,24 +474,7 @@ pub fn lu_simulate_with(
     }
     let graph = LuGraph::new(rt, n, nb, tiles, opts);
     let placement = Arc::clone(&graph.placement);
-    let graph = match (opts.front, opts.update) {
-        (_, update @ (Update::Merged | Update::Streamed { .. })) => {
-            blocks::submit(rt, &graph, update)?;
-            graph
-        }
-        (Front::Stf, Update::Tiles) => {
-            submit_stf(rt, &graph)?;
-            graph
-        }
-        (Front::Symbolic, Update::Tiles) => {
-            let classes = Arc::new(LuClasses { graph });
-            symbolic::run(rt, Arc::clone(&classes))?;
-            match Arc::try_unwrap(classes) {
-                Ok(c) => c.graph,
-                Err(_) => unreachable!("every task that held the classes has finished"),
-            }
-        }
-    };
+    let graph = run_graph(rt, graph, opts)?;
     // As the real run does: the pivots and the factors come home, and the
     // tiles a device holds the only copy of cross its link in simulated time.
     for h in graph.piv {
