@@ -9,35 +9,21 @@
 //! Reductions are numbered in submission order (the same on every rank), and messages carry
 //! the number, so a part of a later reduction that comes early waits for its combine.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::log::Tick;
+use super::gather::{self, Duplicate, Gather};
 use super::net::{Channel, Net};
 use super::wire::Reader;
 use crate::access::Dynamic;
 use crate::codelet::Codelet;
 use crate::error::{BodyError, Error};
-use crate::runtime::{Hold, Runtime};
+use crate::runtime::Runtime;
 use crate::task::{TaskBuilder, TaskHandle};
 use crate::util::lock;
 
 /// Ranks' parts of one reduction: (rank, values).
-type Parts = Vec<(usize, Vec<f64>)>;
-
-/// Parts of one reduction that came in, and what is waiting for them.
-#[derive(Default)]
-struct Reduction {
-    /// Other ranks' parts that came in, in arrival order.
-    parts: Parts,
-    /// The combine task, once submitted: released when all parts are here.
-    hold: Option<Hold>,
-    /// The parts, handed to the combine task when it is released.
-    slot: Option<Arc<Mutex<Parts>>>,
-    /// When the combine was submitted (trace clock).
-    posted: Option<Tick>,
-}
+type Parts = gather::Parts<Vec<f64>>;
 
 /// The sums a combine hands on, then what it does with them.
 pub type Then = Box<dyn FnOnce(&[f64]) -> Result<(), BodyError> + Send>;
@@ -48,7 +34,7 @@ pub type Part = Box<dyn FnOnce() -> Vec<f64> + Send>;
 pub struct AsyncAllreduce {
     net: Arc<Net>,
     ch: Channel,
-    state: Arc<Mutex<HashMap<u64, Reduction>>>,
+    state: Arc<Mutex<Gather<Vec<f64>>>>,
     /// Number of the next reduction (the same on every rank).
     next: AtomicU64,
     send: Codelet<Dynamic, u64>,
@@ -59,7 +45,7 @@ impl AsyncAllreduce {
     /// Open its channel over `net` (every rank in the same order relative to its other
     /// channels).
     pub fn new(net: &Arc<Net>) -> AsyncAllreduce {
-        let state: Arc<Mutex<HashMap<u64, Reduction>>> = Arc::default();
+        let state: Arc<Mutex<Gather<Vec<f64>>>> = Arc::default();
         let ch = net.channel().named("allreduce");
         let (st, net2, ch2, others) = (
             Arc::clone(&state),
@@ -76,21 +62,9 @@ impl AsyncAllreduce {
                     .chunks_exact(8)
                     .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
                     .collect();
-                let mut s = lock(&st);
-                let red = s.entry(seq).or_default();
-                if red.parts.iter().any(|(src, _)| *src == from) {
-                    return Err(format!("two parts of all-reduce {seq}"));
-                }
-                red.parts.push((from, values));
-                let posted = red.posted;
-                let ready = if red.parts.len() == others && red.hold.is_some() {
-                    let red = s.remove(&seq).expect("present");
-                    *lock(red.slot.as_ref().expect("set with the hold")) = red.parts;
-                    red.hold
-                } else {
-                    None
-                };
-                drop(s);
+                let (posted, ready) = lock(&st)
+                    .arrive(seq, from, values, others)
+                    .map_err(|Duplicate| format!("two parts of all-reduce {seq}"))?;
                 ch2.record_recv(from, body.len() + 4, posted);
                 if let Some(hold) = ready {
                     hold.release();
@@ -177,17 +151,9 @@ impl AsyncAllreduce {
             return rt.submit(combine);
         }
         let (handle, hold) = rt.submit_held(combine)?;
-        let mut s = lock(&self.state);
-        let red = s.entry(seq).or_default();
-        red.posted = self.ch.now();
-        if red.parts.len() == size - 1 {
-            let red = s.remove(&seq).expect("present");
-            drop(s);
-            *lock(&slot) = red.parts;
+        let ready = lock(&self.state).post(seq, hold, slot, size - 1, self.ch.now());
+        if let Some(hold) = ready {
             hold.release();
-        } else {
-            red.hold = Some(hold);
-            red.slot = Some(slot);
         }
         Ok(handle)
     }

@@ -15,20 +15,19 @@
 //! order (the same on every rank), and messages carry the number, so a
 //! message for a later exchange that comes early waits for its receive.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::log::Tick;
+use super::gather::{self, Duplicate, Gather};
 use super::net::{Channel, Net};
 use super::wire::Reader;
 use crate::access::Dynamic;
 use crate::codelet::Codelet;
 use crate::data::DataHandle;
 use crate::error::Error;
-use crate::runtime::{Hold, Runtime};
+use crate::runtime::Runtime;
 use crate::task::TaskBuilder;
 use crate::util::lock;
 
@@ -66,33 +65,15 @@ impl HaloPlan {
 /// Bytes of a halo message before its values: the channel id and the exchange number.
 pub const MESSAGE_HEADER: usize = 4 + 8;
 
-/// Messages of one exchange that came in, and what is waiting for them.
-/// (source rank, values as bytes), in arrival order.
-type Parts = Vec<(usize, Vec<u8>)>;
-
-#[derive(Default)]
-struct Exchange {
-    /// (source rank, values as bytes), in arrival order.
-    parts: Parts,
-    /// The receive task, once submitted: released when all parts are here.
-    hold: Option<Hold>,
-    /// The parts, handed to the receive task when it is released.
-    slot: Option<Arc<Mutex<Parts>>>,
-    /// When the receive was submitted (trace clock).
-    posted: Option<Tick>,
-}
-
-#[derive(Default)]
-struct State {
-    exchanges: HashMap<u64, Exchange>,
-}
+/// Messages of one exchange: (source rank, values as bytes), in arrival order.
+type Parts = gather::Parts<Vec<u8>>;
 
 /// A halo exchange between the ranks of a network (see the module doc).
 pub struct HaloExchange {
     net: Arc<Net>,
     ch: Channel,
     plan: Arc<HaloPlan>,
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<Gather<Vec<u8>>>>,
     /// Number of the next exchange (the same on every rank).
     next: AtomicU64,
     /// Labels from (exchange, destination rank), built only when traced.
@@ -107,7 +88,7 @@ impl HaloExchange {
     /// every rank agrees on (what `a` sends `b` is what `b` receives from `a`).
     pub fn new(net: &Arc<Net>, plan: HaloPlan) -> HaloExchange {
         let plan = Arc::new(plan);
-        let state: Arc<Mutex<State>> = Arc::default();
+        let state: Arc<Mutex<Gather<Vec<u8>>>> = Arc::default();
         let ch = net.channel().named("halo");
         let (st, p2, net2, ch2) = (
             Arc::clone(&state),
@@ -132,23 +113,9 @@ impl HaloExchange {
                         range.len()
                     ));
                 }
-                let mut s = lock(&st);
-                let ex = s.exchanges.entry(seq).or_default();
-                if ex.parts.iter().any(|(src, _)| *src == from) {
-                    return Err(format!("two halo messages for exchange {seq}"));
-                }
-                ex.parts.push((from, values.to_vec()));
-                let posted = ex.posted;
-                let complete = ex.parts.len() == sources && ex.hold.is_some();
-                let ready = if complete {
-                    let ex = s.exchanges.remove(&seq).expect("present");
-                    let slot = ex.slot.expect("set with the hold");
-                    *lock(&slot) = ex.parts;
-                    ex.hold
-                } else {
-                    None
-                };
-                drop(s);
+                let (posted, ready) = lock(&st)
+                    .arrive(seq, from, values.to_vec(), sources)
+                    .map_err(|Duplicate| format!("two halo messages for exchange {seq}"))?;
                 ch2.record_recv(from, body.len() + 4, posted);
                 if let Some(hold) = ready {
                     hold.release();
@@ -194,17 +161,10 @@ impl HaloExchange {
         }
         let slot: Arc<Mutex<Parts>> = Arc::default();
         let (_, hold) = rt.submit_held(self.recv_task(seq, halo, Arc::clone(&slot)))?;
-        let mut s = lock(&self.state);
-        let ex = s.exchanges.entry(seq).or_default();
-        ex.posted = self.ch.now();
-        if ex.parts.len() == self.plan.recvs.len() {
-            let ex = s.exchanges.remove(&seq).expect("present");
-            drop(s);
-            *lock(&slot) = ex.parts;
+        let expected = self.plan.recvs.len();
+        let ready = lock(&self.state).post(seq, hold, slot, expected, self.ch.now());
+        if let Some(hold) = ready {
             hold.release();
-        } else {
-            ex.hold = Some(hold);
-            ex.slot = Some(slot);
         }
         Ok(())
     }

@@ -33,6 +33,7 @@
 pub mod allreduce;
 pub mod buffers;
 pub mod collective;
+mod gather;
 pub mod halo;
 pub mod local;
 mod log;
