@@ -59,6 +59,11 @@ impl Operator for DistOperator<'_> {
     ) -> Result<Vec<TaskHandle>, Error> {
         let a = self.a;
         // The gather reads `x` as the blocks do: what writes `x` next must go after it too.
+        // Submitted first, it still runs after the interior blocks under `ws` with one
+        // worker (a LIFO deque), so the halo leaves late. Making the interior blocks wait
+        // for the sends was tried (stop 34): the halo wait went, but the all-reduce behind
+        // the multiply then met communication threads that had napped through the SpMV
+        // (`MAX_NAP` in backends/src/mpi.rs), and the iteration was no faster.
         let mut out: Vec<TaskHandle> = a
             .submit_exchange(rt, Gather::Shared(m.x, m.after))?
             .into_iter()
