@@ -65,6 +65,27 @@ fn simulated_lu_runs_the_real_lu_tasks() {
     });
 }
 
+/// The end of a simulated distributed run: every rank tells the others it is
+/// done (messages too, then played) and waits for their word.
+fn end_ranks<C: symbolic::DistClasses>(
+    sim: &Simulation,
+    rts: &[Runtime],
+    nets: &[Arc<tessera_engine::dist::Net>],
+    started: Vec<symbolic::Started<C>>,
+) where
+    C::Key: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let finishing: Vec<_> = started
+        .into_iter()
+        .enumerate()
+        .map(|(r, s)| s.finish(&rts[r], &nets[r]).unwrap())
+        .collect();
+    sim.run().unwrap();
+    for (r, f) in finishing.into_iter().enumerate() {
+        f.wait(&nets[r]).unwrap();
+    }
+}
+
 /// `ranks` ranks of one core each, every task `task_s` seconds, receives
 /// `recv_s`, a network of `latency_s` and 1 PB/s.
 fn cluster(ranks: usize, task_s: f64, recv_s: f64, latency_s: f64) -> Platform {
@@ -97,16 +118,9 @@ fn run_ranks(shape: &Arc<Shape>, p: Platform) -> (Vec<Option<Vec<u64>>>, Arc<Sim
         .collect();
     sim.run().unwrap();
     let end = sim.now();
-    // Every rank tells the others it is done: messages too, then played.
-    let finishing: Vec<_> = started
-        .into_iter()
-        .enumerate()
-        .map(|(r, s)| s.finish(&rts[r], &nets[r]).unwrap())
-        .collect();
-    sim.run().unwrap();
+    end_ranks(&sim, &rts, &nets, started);
     let mut got = vec![None; shape.preds.len()];
-    for (r, f) in finishing.into_iter().enumerate() {
-        f.wait(&nets[r]).unwrap();
+    for r in 0..ranks {
         for (t, v) in dags[r].outputs(&rts[r]) {
             got[t] = Some(v);
         }
@@ -285,5 +299,70 @@ fn the_factors_come_home_in_simulated_time() {
         let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
         lu_simulate_with(&rt, n, nb, &LuOptions::new(Front::Stf)).unwrap();
         assert_eq!(sim.settled(), sim.now());
+    });
+}
+
+/// The distributed simulated LU brings its factors home too, as a real run's
+/// `take_factors` does: two nodes, each with one device 1000× its cores on a
+/// link of 1 ms and 1 GB/s, a 1024 × 1024 LU in tiles of 256 on a 1 × 2
+/// grid. dmda runs every task on the devices. Tiles sent to the other rank
+/// are home already; the `U` tiles of each rank's columns are not, so each
+/// rank sends at least one tile home, and the run ends when the busier link
+/// has sent its copies, one after the other (both links work at once).
+#[test]
+fn the_distributed_factors_come_home_in_simulated_time() {
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
+    with_timeout(LIMIT, || {
+        let toml = "nodes = 2\n[node]\ncores = 2\nreserve_core_per_accelerator = false\n\
+            [node.cpu]\ngflops = 1\ngbs = 5\n\
+            [[node.accelerators]]\nname = \"dev\"\narch = \"dev\"\ncount = 1\ngflops = 1000\ngbs = 100\nmemory_gib = 1\n\
+            link = { latency_us = 1000, gbs = 1 }\n\
+            codelets = { panel = { gflops = 1000 }, swap = { gbs = 100 }, trsm = { gflops = 1000 }, gemm = { gflops = 1000 } }\n\
+            [network]\nlatency_us = 1\ngbs = 100\n";
+        let (n, nb, t) = (1024usize, 256usize, 4usize);
+        let sim = Simulation::with_models(
+            Platform::parse(toml, false, "two nodes").unwrap(),
+            Arc::default(),
+            false,
+            false,
+        );
+        let grid = Grid { p: 1, q: 2 };
+        let nets: Vec<_> = (0..2).map(|r| sim.net(r)).collect();
+        let rts: Vec<Runtime> = (0..2)
+            .map(|r| {
+                Runtime::new(Config::simulated(sim.node(r)).scheduler(Scheduler::Dmda)).unwrap()
+            })
+            .collect();
+        let lus: Vec<_> = (0..2)
+            .map(|r| {
+                Arc::new(DistLu::new_virtual(&rts[r], n, nb, Layout::cyclic(grid, t), r).unwrap())
+            })
+            .collect();
+        let started: Vec<_> = (0..2)
+            .map(|r| symbolic::start(&rts[r], &nets[r], Arc::clone(&lus[r])))
+            .collect();
+        sim.run().unwrap();
+        let host_in = |rt: &Runtime| {
+            let h = &rt.memory_stats().nodes[0];
+            (h.bytes_in, h.transfer_ns)
+        };
+        let before: Vec<_> = rts.iter().map(host_in).collect();
+        for (lu, rt) in lus.iter().zip(&rts) {
+            lu.release_virtual_factors(rt).unwrap();
+        }
+        let home = sim.settled() - sim.now();
+        let tile = (nb * nb * 8) as u64;
+        let mut want = 0.0f64;
+        for (r, rt) in rts.iter().enumerate() {
+            let (bytes, ns) = host_in(rt);
+            let (bytes, ns) = (bytes - before[r].0, ns - before[r].1);
+            assert!(bytes >= tile, "rank {r} sent {bytes} bytes home");
+            want = want.max(ns as f64 * 1e-9);
+        }
+        assert!(
+            (home - want).abs() < 0.01 * want,
+            "the factors' copies home took {home} s of simulated time, want {want} s"
+        );
+        end_ranks(&sim, &rts, &nets, started);
     });
 }

@@ -2,7 +2,7 @@
 //! the triangular solve from them across the ranks.
 
 use tessera_engine::util::lock;
-use tessera_engine::{Error, Runtime};
+use tessera_engine::{DataHandle, Error, Runtime};
 use tessera_tasks::tile::Tile;
 
 use super::codec::{decode_usizes, encode_usizes, f64s, from_f64s};
@@ -18,6 +18,11 @@ pub struct HeldFactors {
     pub pivots: Vec<(usize, Vec<usize>)>,
 }
 
+/// A factor tile this rank holds: its position and handle.
+type HeldTile = (usize, usize, DataHandle<Tile>);
+/// The pivots of a panel this rank factored: the panel and the handle.
+type HeldPivots = (usize, DataHandle<Vec<usize>>);
+
 impl DistLu {
     /// Where this rank's factors are: the `L` part and diagonal of column `k`
     /// on panel `k`'s rank, the rest on the tiles' owners.
@@ -32,27 +37,50 @@ impl DistLu {
     /// After the run: the factor tiles this rank holds and the pivots of the
     /// panels it factored, unregistered from `rt`.
     pub fn take_factors(&self, rt: &Runtime) -> Result<HeldFactors, Error> {
-        let mut tiles = Vec::new();
-        let mut pivs = Vec::new();
+        let (held_tiles, held_pivs) = self.drain_held();
+        let mut tiles = Vec::with_capacity(held_tiles.len());
+        for (i, j, h) in held_tiles {
+            tiles.push((i, j, rt.unregister(h)?));
+        }
+        let mut pivots = Vec::with_capacity(held_pivs.len());
+        for (k, h) in held_pivs {
+            pivots.push((k, rt.unregister(h)?));
+        }
+        tiles.sort_by_key(|&(i, j, _)| (j, i));
+        pivots.sort_by_key(|&(k, _)| k);
+        Ok(HeldFactors { tiles, pivots })
+    }
+
+    /// After a simulated run ([`DistLu::new_virtual`]): what [`take_factors`](Self::take_factors)
+    /// does in a real one, with no values: the factor tiles a device of this rank holds the
+    /// only copy of go home over its link, in simulated time.
+    pub fn release_virtual_factors(&self, rt: &Runtime) -> Result<(), Error> {
+        let (tiles, pivs) = self.drain_held();
+        for (_, _, h) in tiles {
+            rt.unregister_virtual(h)?;
+        }
+        for (_, h) in pivs {
+            rt.unregister(h)?;
+        }
+        Ok(())
+    }
+
+    /// Empties this rank's data, keeping the handles of the factor tiles it holds and of
+    /// the pivots of the panels it factored (the rest were copies and buffers).
+    fn drain_held(&self) -> (Vec<HeldTile>, Vec<HeldPivots>) {
         let slots: Vec<(u64, Slot)> = lock(&self.data).drain().collect();
         lock(&self.uses).clear();
+        let (mut tiles, mut pivs) = (Vec::new(), Vec::new());
         for (key, s) in slots {
             match (self.unkey(key), s) {
                 (Key::Tile(i, j), Slot::Tile(h)) if self.holder(i, j) == self.rank => {
-                    tiles.push((i, j, rt.unregister(h)?))
+                    tiles.push((i, j, h))
                 }
-                (Key::Piv(k), Slot::Piv(h)) if self.panel_rank(k) == self.rank => {
-                    pivs.push((k, rt.unregister(h)?))
-                }
+                (Key::Piv(k), Slot::Piv(h)) if self.panel_rank(k) == self.rank => pivs.push((k, h)),
                 _ => {}
             }
         }
-        tiles.sort_by_key(|&(i, j, _)| (j, i));
-        pivs.sort_by_key(|&(k, _)| k);
-        Ok(HeldFactors {
-            tiles,
-            pivots: pivs,
-        })
+        (tiles, pivs)
     }
 
     /// [`solve`](Self::solve), then [`residual`](Self::residual): `x` and
