@@ -103,6 +103,31 @@ impl std::fmt::Display for CgVariant {
     }
 }
 
+/// Why CG broke down at iteration `i`, when the curvature `p·A·p` (`pq`) of its direction
+/// is not positive; both algorithms ([`CgVariant`]) test it.
+pub(super) fn curvature_breakdown(i: usize, pq: f64) -> Option<String> {
+    (pq <= 0.0 || !pq.is_finite()).then(|| {
+        format!(
+            "CG broke down at iteration {i}: p·Ap = {pq} ({})",
+            if pq.is_finite() {
+                "is the matrix SPD?"
+            } else {
+                "the matrix holds NaN or infinity, or the iteration overflowed"
+            }
+        )
+    })
+}
+
+/// Why CG broke down at iteration `i`, when `r·z` (`rz`) is negative or not finite; both
+/// algorithms test it.
+pub(super) fn rz_breakdown(i: usize, rz: f64) -> Option<String> {
+    (rz < 0.0 || !rz.is_finite()).then(|| {
+        format!(
+            "CG broke down at iteration {i}: r·z = {rz} (the preconditioner is not positive definite, or the iteration overflowed)"
+        )
+    })
+}
+
 /// How [`conjugate_gradient`] runs and stops.
 #[derive(Clone, Copy, Debug)]
 pub struct CgOptions {
@@ -353,16 +378,7 @@ impl Standard {
                 let mut st = pr2.lock();
                 st.account(Part::Reduce);
                 let pq = s[0];
-                if pq <= 0.0 || !pq.is_finite() {
-                    let why = format!(
-                        "CG broke down at iteration {}: p·Ap = {pq} ({})",
-                        st.stats.iterations,
-                        if pq.is_finite() {
-                            "is the matrix SPD?"
-                        } else {
-                            "the matrix holds NaN or infinity, or the iteration overflowed"
-                        }
-                    );
+                if let Some(why) = curvature_breakdown(st.stats.iterations, pq) {
                     pr2.stop(&mut st, Err(why), k + 1);
                 } else {
                     sc.alpha.set(sc.rz.get() / pq);
@@ -444,11 +460,7 @@ impl Standard {
                 let mut st = pr2.lock();
                 st.account(Part::Reduce);
                 let (rz_new, rr_new) = (s[0], s[1]);
-                if rz_new < 0.0 || !rz_new.is_finite() {
-                    let why = format!(
-                        "CG broke down at iteration {}: r·z = {rz_new} (the preconditioner is not positive definite, or the iteration overflowed)",
-                        st.stats.iterations
-                    );
+                if let Some(why) = rz_breakdown(st.stats.iterations, rz_new) {
                     pr2.stop(&mut st, Err(why), k + 1);
                     return Ok(());
                 }

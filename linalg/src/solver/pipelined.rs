@@ -42,7 +42,7 @@ use std::time::Instant;
 use tessera_engine::{Error, Runtime, TaskHandle};
 use tessera_tasks::kernels::blas1::{pipecg_update, PipeBlock, PipePre};
 
-use super::cg::{finish, CgOptions};
+use super::cg::{curvature_breakdown, finish, rz_breakdown, CgOptions};
 use super::phases::{
     multiply_dot, submit_blocks, submit_join, MultiplyDot, CG_INIT, PIPECG_DOTS,
     PIPECG_PRECONDITION, PIPECG_UPDATE,
@@ -274,10 +274,7 @@ impl Pipelined {
                     pr1.stop(&mut st, Ok(StopReason::MaxIterations), i);
                     return Ok(());
                 }
-                if gamma < 0.0 || !gamma.is_finite() {
-                    let why = format!(
-                        "CG broke down at iteration {i}: r·z = {gamma} (the preconditioner is not positive definite, or the iteration overflowed)"
-                    );
+                if let Some(why) = rz_breakdown(i, gamma) {
                     pr1.stop(&mut st, Err(why), i);
                     return Ok(());
                 }
@@ -288,15 +285,7 @@ impl Pipelined {
                     (beta, delta - beta * gamma / sc.alpha.get())
                 };
                 // `denom` is p·A·p of the direction this update takes.
-                if denom <= 0.0 || !denom.is_finite() {
-                    let why = format!(
-                        "CG broke down at iteration {i}: p·Ap = {denom} ({})",
-                        if denom.is_finite() {
-                            "is the matrix SPD?"
-                        } else {
-                            "the matrix holds NaN or infinity, or the iteration overflowed"
-                        }
-                    );
+                if let Some(why) = curvature_breakdown(i, denom) {
                     pr1.stop(&mut st, Err(why), i);
                     return Ok(());
                 }
