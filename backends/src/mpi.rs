@@ -24,7 +24,19 @@
 //!   message is queued), with the thread's timer slack set to 1 µs so a nap
 //!   is not stretched to Linux's default 50 µs. MPI has no notification for
 //!   incoming messages, so a rank idle for longer than `HOT` sees a message
-//!   up to `MAX_NAP` late.
+//!   up to `MAX_NAP` late;
+//! - except while the rank awaits a reply (`Transport::awaiting`: it sent its
+//!   part of a halo exchange or a task all-reduce and another rank's part is
+//!   still to come): then the naps stop growing at [`AWAIT_NAP`], 250 µs.
+//!   Stop 34 sent the CG's halo before the interior SpMV: the halo wait went,
+//!   but the all-reduce after the multiply then met communication threads
+//!   that had napped through it, and waited 15–20 ms per iteration in steps of
+//!   `MAX_NAP`. With the short naps while awaited, the same change measured
+//!   (`mpirun -np 2 tessera spmv --gen stencil27:150 --solver cg`, 4
+//!   alternated rounds against the previous binary): halo wait 2.5–5.6 →
+//!   0.1 ms, all-reduce wait 1.8–2.9 → 2.1–6.1 ms, iteration 66.0–72.0 →
+//!   67.1–69.6 ms. Each wake-up costs about 60 µs (below), so an awaited
+//!   reply costs at most a quarter of a core while it is late.
 //!
 //! Chosen because a chain of remote edges between two ranks (`tessera
 //! overhead-mpi`) measured 1.7 ms per edge with naps alone: every message
@@ -43,7 +55,7 @@
 //! message saying what the library offers. MPI is finalised when the
 //! [`Mpi`] value is dropped, on the thread that initialised it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -75,6 +87,9 @@ const TAG_PIECE: i32 = 9;
 pub const MAX_PIECE: usize = 1 << 30;
 /// Longest sleep of an idle communication thread (see the module doc).
 const MAX_NAP: Duration = Duration::from_millis(5);
+/// Longest sleep of the communication thread while this rank awaits a reply (see the
+/// module doc).
+const AWAIT_NAP: Duration = Duration::from_micros(250);
 /// How long after its last message the communication thread polls without
 /// sleeping (see the module doc).
 const HOT: Duration = Duration::from_millis(2);
@@ -134,6 +149,7 @@ pub fn init() -> Result<Mpi, String> {
         bind: Mutex::new(None),
         bind_pending: AtomicBool::new(false),
         max_piece: AtomicUsize::new(MAX_PIECE),
+        awaiting: AtomicIsize::new(0),
     });
     let t = Arc::clone(&transport);
     let thread = std::thread::Builder::new()
@@ -359,6 +375,9 @@ pub struct MpiTransport {
     bind_pending: AtomicBool,
     /// The largest MPI message sent ([`MAX_PIECE`]; smaller in tests).
     max_piece: AtomicUsize,
+    /// Exchanges whose reply this rank awaits (`Transport::awaiting`): while above 0, the
+    /// thread's naps are at most [`AWAIT_NAP`].
+    awaiting: AtomicIsize,
 }
 
 /// CPUs to bind the communication thread to, and where it answers.
@@ -400,6 +419,10 @@ impl Transport for MpiTransport {
     fn deliver_to(&self, sink: Option<Sink>) -> bool {
         *lock(&self.sink) = sink;
         true
+    }
+
+    fn awaiting(&self, delta: isize) {
+        self.awaiting.fetch_add(delta, Ordering::Relaxed);
     }
 
     fn counters(&self) -> Counters {
@@ -538,7 +561,12 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
             } else if last_active.elapsed() < HOT {
                 std::thread::yield_now();
             } else {
-                let nap = Duration::from_micros(20 << naps.min(8)).min(MAX_NAP);
+                let cap = if t.awaiting.load(Ordering::Relaxed) > 0 {
+                    AWAIT_NAP
+                } else {
+                    MAX_NAP
+                };
+                let nap = Duration::from_micros(20 << naps.min(8)).min(cap);
                 naps += 1;
                 std::thread::park_timeout(nap);
             }

@@ -45,7 +45,8 @@ impl AsyncAllreduce {
     /// Open its channel over `net` (every rank in the same order relative to its other
     /// channels).
     pub fn new(net: &Arc<Net>) -> AsyncAllreduce {
-        let state: Arc<Mutex<Gather<Vec<f64>>>> = Arc::default();
+        let state: Arc<Mutex<Gather<Vec<f64>>>> =
+            Arc::new(Mutex::new(Gather::new(Arc::clone(net.transport()))));
         let ch = net.channel().named("allreduce");
         let (st, net2, ch2, others) = (
             Arc::clone(&state),
@@ -105,7 +106,7 @@ impl AsyncAllreduce {
         for t in after {
             send = send.after(t);
         }
-        let (ch, m) = (self.ch.clone(), Arc::clone(&mine));
+        let (ch, m, st) = (self.ch.clone(), Arc::clone(&mine), Arc::clone(&self.state));
         let send = rt.submit(send.body(move |_| {
             let v = part();
             let start = ch.now();
@@ -117,6 +118,7 @@ impl AsyncAllreduce {
                 }
                 ch.send_since(to, w, start);
             }
+            lock(&st).sent(seq, size - 1);
             *lock(&m) = v;
             Ok(())
         }))?;

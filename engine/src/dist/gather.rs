@@ -7,11 +7,19 @@
 //!
 //! Both sides run under the owner's lock; the hold they return is released after it is
 //! dropped (releasing may run the task's successors' bookkeeping).
+//!
+//! **Awaited exchanges.** Once this rank has sent its own part of an exchange
+//! ([`Gather::sent`]) and some other rank's part is still missing, the exchange is *awaited*:
+//! its reply is what this rank's next task waits for. The gather tells the transport
+//! ([`Transport::awaiting`]) when an exchange becomes awaited and when its last part comes,
+//! so a transport that polls for messages (MPI: `tessera_backends::mpi`) polls often while
+//! a reply is awaited, and sleeps long only when nothing is.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::log::Tick;
+use super::Transport;
 use crate::runtime::Hold;
 use crate::util::lock;
 
@@ -27,6 +35,9 @@ struct Pending<T> {
     slot: Option<Arc<Mutex<Parts<T>>>>,
     /// When the receiving task was submitted (trace clock).
     posted: Option<Tick>,
+    /// This rank sent its part while another's was missing: counted in the transport's
+    /// awaited exchanges until the last part comes.
+    awaited: bool,
 }
 
 impl<T> Default for Pending<T> {
@@ -36,6 +47,7 @@ impl<T> Default for Pending<T> {
             hold: None,
             slot: None,
             posted: None,
+            awaited: false,
         }
     }
 }
@@ -43,12 +55,43 @@ impl<T> Default for Pending<T> {
 /// The exchanges under way, by number.
 pub(crate) struct Gather<T> {
     pending: HashMap<u64, Pending<T>>,
+    /// Told when exchanges become awaited and when they stop being (see the module doc).
+    transport: Arc<dyn Transport>,
+    /// Every exchange numbered below this one has all its parts.
+    complete_below: u64,
+    /// Exchanges at or above `complete_below` that have all their parts.
+    complete: BTreeSet<u64>,
 }
 
-impl<T> Default for Gather<T> {
-    fn default() -> Self {
+impl<T> Gather<T> {
+    /// No exchange under way yet; `transport` is told which are awaited.
+    pub(crate) fn new(transport: Arc<dyn Transport>) -> Gather<T> {
         Gather {
             pending: HashMap::new(),
+            transport,
+            complete_below: 0,
+            complete: BTreeSet::new(),
+        }
+    }
+
+    /// Every part of exchange `seq` is here.
+    fn completed(&mut self, seq: u64) {
+        self.complete.insert(seq);
+        while self.complete.remove(&self.complete_below) {
+            self.complete_below += 1;
+        }
+    }
+
+    /// This rank sent (one of) its part(s) of exchange `seq`, which has `expected` parts
+    /// from other ranks: if one is still missing, the exchange becomes awaited.
+    pub(crate) fn sent(&mut self, seq: u64, expected: usize) {
+        if expected == 0 || seq < self.complete_below || self.complete.contains(&seq) {
+            return;
+        }
+        let p = self.pending.entry(seq).or_default();
+        if !p.awaited {
+            p.awaited = true;
+            self.transport.awaiting(1);
         }
     }
 }
@@ -73,7 +116,15 @@ impl<T> Gather<T> {
         }
         p.parts.push((from, part));
         let posted = p.posted;
-        if p.parts.len() < expected || p.hold.is_none() {
+        if p.parts.len() < expected {
+            return Ok((posted, None));
+        }
+        if std::mem::take(&mut p.awaited) {
+            self.transport.awaiting(-1);
+        }
+        let posted_task = p.hold.is_some();
+        self.completed(seq);
+        if !posted_task {
             return Ok((posted, None));
         }
         let p = self.pending.remove(&seq).expect("present");
@@ -102,5 +153,71 @@ impl<T> Gather<T> {
         p.hold = Some(hold);
         p.slot = Some(slot);
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Proves the awaited count the transport is told: an exchange is awaited from this
+    // rank's send until its last part comes, once however many sends it has, and never
+    // when every part came before the send.
+    use std::sync::atomic::{AtomicIsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Counting(AtomicIsize);
+
+    impl Transport for Counting {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            3
+        }
+        fn send(&self, _: usize, _: Vec<u8>) {}
+        fn recv(&self, _: Duration) -> Option<(usize, Vec<u8>)> {
+            None
+        }
+        fn pending_sends(&self) -> usize {
+            0
+        }
+        fn awaiting(&self, delta: isize) {
+            self.0.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn an_exchange_is_awaited_from_its_send_to_its_last_part() {
+        let t = Arc::new(Counting::default());
+        let mut g: Gather<u8> = Gather::new(Arc::clone(&t) as Arc<dyn Transport>);
+        let count = || t.0.load(Ordering::Relaxed);
+        // Sent first, then the one part: awaited in between.
+        g.sent(0, 1);
+        assert_eq!(count(), 1);
+        assert!(g.arrive(0, 1, 0, 1).is_ok());
+        assert_eq!(count(), 0);
+        // Every part before the send: never awaited.
+        assert!(g.arrive(1, 1, 0, 1).is_ok());
+        g.sent(1, 1);
+        assert_eq!(count(), 0);
+        // Two sends and two parts (a halo with two neighbours): counted once, until the
+        // second part.
+        g.sent(2, 2);
+        g.sent(2, 2);
+        assert_eq!(count(), 1);
+        assert!(g.arrive(2, 1, 0, 2).is_ok());
+        assert_eq!(count(), 1);
+        assert!(g.arrive(2, 2, 0, 2).is_ok());
+        assert_eq!(count(), 0);
+        // A rank that receives nothing awaits nothing; exchanges overlap.
+        g.sent(3, 0);
+        g.sent(4, 1);
+        g.sent(5, 1);
+        assert_eq!(count(), 2);
+        assert!(g.arrive(5, 1, 0, 1).is_ok());
+        assert!(g.arrive(4, 1, 0, 1).is_ok());
+        assert_eq!(count(), 0);
     }
 }

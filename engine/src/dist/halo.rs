@@ -30,6 +30,7 @@ use crate::error::Error;
 use crate::runtime::Runtime;
 use crate::task::TaskBuilder;
 use crate::util::lock;
+use crate::TaskHandle;
 
 /// What one rank sends and receives in each exchange.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,7 +89,8 @@ impl HaloExchange {
     /// every rank agrees on (what `a` sends `b` is what `b` receives from `a`).
     pub fn new(net: &Arc<Net>, plan: HaloPlan) -> HaloExchange {
         let plan = Arc::new(plan);
-        let state: Arc<Mutex<Gather<Vec<u8>>>> = Arc::default();
+        let state: Arc<Mutex<Gather<Vec<u8>>>> =
+            Arc::new(Mutex::new(Gather::new(Arc::clone(net.transport()))));
         let ch = net.channel().named("halo");
         let (st, p2, net2, ch2) = (
             Arc::clone(&state),
@@ -145,19 +147,21 @@ impl HaloExchange {
 
     /// Submit one exchange on `rt` (see the module doc): sends that read
     /// `own`, a receive that writes `halo` (`halo` must have
-    /// [`HaloPlan::received`] entries). Does not wait.
+    /// [`HaloPlan::received`] entries). Does not wait. Returns the send tasks (one per
+    /// destination), for work that should go after the halo has left.
     pub fn submit(
         &self,
         rt: &Runtime,
         own: &DataHandle<Vec<f64>>,
         halo: &DataHandle<Vec<f64>>,
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<TaskHandle>, Error> {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut sends = Vec::with_capacity(self.plan.sends.len());
         for (to, idx) in &self.plan.sends {
-            rt.submit(self.send_task(seq, *to, idx.clone(), own))?;
+            sends.push(rt.submit(self.send_task(seq, *to, idx.clone(), own))?);
         }
         if self.plan.recvs.is_empty() {
-            return Ok(());
+            return Ok(sends);
         }
         let slot: Arc<Mutex<Parts>> = Arc::default();
         let (_, hold) = rt.submit_held(self.recv_task(seq, halo, Arc::clone(&slot)))?;
@@ -166,7 +170,7 @@ impl HaloExchange {
         if let Some(hold) = ready {
             hold.release();
         }
-        Ok(())
+        Ok(sends)
     }
 
     /// The task of exchange `seq` that sends rank `to` the entries `idx`
@@ -178,7 +182,8 @@ impl HaloExchange {
         idx: Vec<u32>,
         own: &DataHandle<Vec<f64>>,
     ) -> TaskBuilder {
-        let (ch, h) = (self.ch.clone(), own.clone());
+        let (ch, h, st) = (self.ch.clone(), own.clone(), Arc::clone(&self.state));
+        let sources = self.plan.recvs.len();
         TaskBuilder::with_args(&self.send, (seq, to))
             .read(own)
             .cpu_only()
@@ -195,6 +200,7 @@ impl HaloExchange {
                     w.0.extend_from_slice(&v.to_le_bytes());
                 }
                 ch.send_since(to, w, start);
+                lock(&st).sent(seq, sources);
                 Ok(())
             })
     }

@@ -95,6 +95,14 @@ pub trait Transport: Send + Sync {
         let _ = sink;
         false
     }
+
+    /// `delta` more (or, negative, fewer) exchanges whose reply this rank awaits: it sent
+    /// its part and another rank's is still to come (the halo exchange and the task
+    /// all-reduce say so, `gather.rs`). A transport that polls for messages may poll more
+    /// often while the count is above 0; the default ignores it.
+    fn awaiting(&self, delta: isize) {
+        let _ = delta;
+    }
 }
 
 /// Where a transport delivers received messages (see [`Transport::deliver_to`]).

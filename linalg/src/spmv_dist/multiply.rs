@@ -61,12 +61,13 @@ impl DistMatrix {
     /// (`O(halo)`), then the exchange's sends read `export` and its receive writes `halo`.
     /// Gathering first lets `x` be a data handle ([`submit_multiply`](Self::submit_multiply))
     /// or a solver's shared vector (`crate::solver::vector`), which cannot be a handle.
-    /// Returns the gather task, if any: the one task of the exchange that reads `x`.
+    /// Returns the gather task, if any (the one task of the exchange that reads `x`), and
+    /// the exchange's send tasks.
     pub(super) fn submit_exchange(
         &self,
         rt: &Runtime,
         x: Gather<'_>,
-    ) -> Result<Option<TaskHandle>, Error> {
+    ) -> Result<(Option<TaskHandle>, Vec<TaskHandle>), Error> {
         let mut reads_x = None;
         if !self.export_idx.is_empty() {
             let idx = Arc::clone(&self.export_idx);
@@ -99,8 +100,8 @@ impl DistMatrix {
             };
             reads_x = Some(t);
         }
-        self.exchange.submit(rt, &self.export, &self.halo)?;
-        Ok(reads_x)
+        let sends = self.exchange.submit(rt, &self.export, &self.halo)?;
+        Ok((reads_x, sends))
     }
 
     /// Wait for this rank's tasks (see `tessera_engine::dist::halo::wait_all`).

@@ -59,15 +59,19 @@ impl Operator for DistOperator<'_> {
     ) -> Result<Vec<TaskHandle>, Error> {
         let a = self.a;
         // The gather reads `x` as the blocks do: what writes `x` next must go after it too.
-        // Submitted first, it still runs after the interior blocks under `ws` with one
-        // worker (a LIFO deque), so the halo leaves late. Making the interior blocks wait
-        // for the sends was tried (stop 34): the halo wait went, but the all-reduce behind
-        // the multiply then met communication threads that had napped through the SpMV
-        // (`MAX_NAP` in backends/src/mpi.rs), and the iteration was no faster.
-        let mut out: Vec<TaskHandle> = a
-            .submit_exchange(rt, Gather::Shared(m.x, m.after))?
-            .into_iter()
-            .collect();
+        // The interior blocks go after the halo's (last) send: submitted first, the sends
+        // would still run after every interior block under `ws` with one worker (a LIFO
+        // deque), and the halo would leave at the end of the multiply, so the other rank's
+        // boundary blocks would wait for it. With the halo out early, the wait moves to the
+        // all-reduce after the multiply, which met communication threads that had napped
+        // through the SpMV (stop 34: no faster); they now nap briefly while a reply is
+        // awaited (`Transport::awaiting`, backends/src/mpi.rs).
+        let (gather, sends) = a.submit_exchange(rt, Gather::Shared(m.x, m.after))?;
+        let mut out: Vec<TaskHandle> = gather.into_iter().collect();
+        let interior = MultiplyDot {
+            after: sends.last().or(m.after),
+            ..*m
+        };
         // Interior blocks first: they need nothing from the network.
         for boundary in [false, true] {
             for (k, b) in a.blocks.iter().enumerate() {
@@ -77,7 +81,7 @@ impl Operator for DistOperator<'_> {
                         rt,
                         a.block_ref(k),
                         halo,
-                        m,
+                        if boundary { m } else { &interior },
                         Some(&self.clock),
                     )?);
                 }
