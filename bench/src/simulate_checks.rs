@@ -177,7 +177,7 @@ mod tests {
             lu::SWAP.name(),
             lu::TRSM.name(),
             lu::GEMM.name(),
-            lu_dist::FEED.name(),
+            lu_dist::PANEL_PART.name(),
             lu_dist::BCAST.name(),
             lu_dist::SWAPOUT.name(),
             lu_dist::SWAPTOP.name(),

@@ -248,8 +248,13 @@ impl Shared {
     /// The task's node (from the pool), and what the builder carries for
     /// the edges.
     #[inline]
-    fn make_node(&self, task: TaskBuilder) -> (Arc<TaskNode>, Explicit) {
+    fn make_node(&self, mut task: TaskBuilder) -> (Arc<TaskNode>, Explicit) {
         let team = team_of(&task);
+        let rendezvous = task
+            .rare
+            .as_mut()
+            .and_then(|r| r.rendezvous.take())
+            .map(Box::new);
         let TaskBuilder {
             codelet,
             params,
@@ -292,6 +297,7 @@ impl Shared {
                 cpu_only,
                 node_hint,
                 team,
+                rendezvous,
             },
         ));
         (node, explicit)

@@ -115,6 +115,49 @@ fn collectives_agree_and_catch_mismatched_parameters() {
 }
 
 #[test]
+fn group_allgathers_keep_to_their_members_and_tags() {
+    // Ranks {0, 2} and {1, 3} each run 30 tagged all-gathers in their own group on one
+    // channel, the groups' tags overlapping and rank 3 listing its group in the other
+    // order; then {3, 1, 0} with fresh tags. Every member gets every member's part of the
+    // same tag, in the order its group lists them; a rank outside a group is refused.
+    with_timeout(LIMIT, || {
+        let out = spmd(4, |rank, net| {
+            let c = Collectives::new(&net);
+            let group: Vec<usize> = match rank {
+                0 | 2 => vec![0, 2],
+                1 => vec![1, 3],
+                _ => vec![3, 1],
+            };
+            let mut got = Vec::new();
+            for tag in 0..30u64 {
+                let part = [rank as u8, tag as u8];
+                got.push(c.allgather_among(&group, tag, &part).unwrap());
+            }
+            let three = (rank != 2).then(|| {
+                c.allgather_among(&[3, 1, 0], 100, &[rank as u8 * 10])
+                    .unwrap()
+            });
+            let refused = c.allgather_among(&[9], 5, &[]).unwrap_err();
+            (group, got, three, refused)
+        });
+        for (rank, (group, got, three, refused)) in out.into_iter().enumerate() {
+            for (tag, parts) in got.iter().enumerate() {
+                let want: Vec<Vec<u8>> = group.iter().map(|&r| vec![r as u8, tag as u8]).collect();
+                assert_eq!(parts, &want, "rank {rank}, tag {tag}");
+            }
+            if rank != 2 {
+                assert_eq!(
+                    three,
+                    Some(vec![vec![30], vec![10], vec![0]]),
+                    "rank {rank}"
+                );
+            }
+            assert!(refused.contains("is not one of them"), "{refused}");
+        }
+    });
+}
+
+#[test]
 fn random_stf_programs_match_sequential_at_1_to_4_ranks() {
     use tessera_engine::dist::stf::DistRuntime;
     use tessera_tests::dist_dag::{run_stf, stf_program};
@@ -276,6 +319,10 @@ fn distributed_lu_is_bit_identical_to_one_process() {
         ("1x2", 8, Dealing::Work),
         ("1x3", 8, Dealing::Work),
         ("2x2", 8, Dealing::Work),
+        // Panels wide enough to recurse (the distributed panel's U-block exchanges), on
+        // two and three process rows.
+        ("2x1", 24, Dealing::Cyclic),
+        ("3x2", 24, Dealing::Cyclic),
     ];
     with_timeout(LIMIT, move || {
         for (grid, nb, dealing) in &cases {

@@ -306,14 +306,6 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         .flat_map(|j| (0..t).map(move |i| (i, j)))
         .filter(|&(i, j)| layout.owner(i as usize, j as usize) == me)
         .count() as u64;
-    let kept: u64 = if grid.p > 1 {
-        (0..t)
-            .filter(|&k| layout.owner(k as usize, k as usize) == me)
-            .map(|k| t - k)
-            .sum()
-    } else {
-        0
-    };
     crate::budget::check(
         &format!(
             "lu --n {n} --nb {nb} on rank {me} of a {}x{} grid",
@@ -321,7 +313,6 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         ),
         &[
             ("this rank's tiles", owned.saturating_mul(tile)),
-            ("panels kept on this rank", kept.saturating_mul(tile)),
             (
                 "copies of other ranks' tiles (allocated at set-up)",
                 (DistLu::tile_copies(n, nb, layout.clone(), me) as u64).saturating_mul(tile),

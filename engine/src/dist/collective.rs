@@ -57,30 +57,70 @@ impl Collectives {
         self.exchange(|r| &parts[r])
     }
 
+    /// All-gather among `ranks` only (this rank among them; every member calls it with the
+    /// same `ranks`, in the same order, and the same `tag`): every member's `part`, in the
+    /// order of `ranks`. Tags tell one exchange from another, so members may be in
+    /// different exchanges of this channel at once (the distributed LU's panels, each
+    /// among the ranks of its process column). Use a `Collectives` either with tags or with
+    /// the numbered operations above, not both: their numbers would mix.
+    ///
+    /// # Errors
+    /// Another rank aborted, the network shut down, or this rank is not in `ranks`.
+    pub fn allgather_among(
+        &self,
+        ranks: &[usize],
+        tag: u64,
+        part: &[u8],
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let me = self.net.rank();
+        let at = ranks.iter().position(|&r| r == me).ok_or_else(|| {
+            format!("all-gather {tag} among ranks {ranks:?}: rank {me} is not one of them")
+        })?;
+        let mut parts = self.gather(tag, ranks, |_| part)?;
+        parts[at] = part.to_vec();
+        Ok(parts)
+    }
+
     /// Sends `part(r)` to every other rank `r` and waits for theirs.
     fn exchange<'a>(&self, part: impl Fn(usize) -> &'a [u8]) -> Result<Vec<Vec<u8>>, String> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let (me, n) = (self.net.rank(), self.net.size());
+        let all: Vec<usize> = (0..self.net.size()).collect();
+        let mut out = self.gather(seq, &all, &part)?;
+        out[self.net.rank()] = part(self.net.rank()).to_vec();
+        Ok(out)
+    }
+
+    /// Sends `part(r)` to every other member `r` of `ranks` under `tag` and waits for
+    /// theirs: the parts in the order of `ranks` (this rank's own left empty).
+    fn gather<'a>(
+        &self,
+        tag: u64,
+        ranks: &[usize],
+        part: impl Fn(usize) -> &'a [u8],
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let me = self.net.rank();
         let since = self.ch.now();
-        for to in (0..n).filter(|&r| r != me) {
+        for &to in ranks.iter().filter(|&&r| r != me) {
             let value = part(to);
             let mut w = self.ch.writer(8 + value.len());
-            w.u64(seq);
+            w.u64(tag);
             w.0.extend_from_slice(value);
             self.ch.send(to, w);
         }
-        let mut out: Vec<Option<Vec<u8>>> = vec![None; n];
-        out[me] = Some(part(me).to_vec());
-        let mut missing = n - 1;
+        let slot = |from: usize| ranks.iter().position(|&r| r == from);
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; ranks.len()];
+        if let Some(at) = slot(me) {
+            out[at] = Some(Vec::new());
+        }
+        let mut missing = out.iter().filter(|o| o.is_none()).count();
         // Parts of this operation that came early.
-        lock(&self.early).retain(|(from, s, body)| {
-            if *s == seq && out[*from].is_none() {
-                out[*from] = Some(body.clone());
+        lock(&self.early).retain(|(from, s, body)| match slot(*from) {
+            Some(at) if *s == tag && out[at].is_none() => {
+                out[at] = Some(body.clone());
                 missing -= 1;
                 false
-            } else {
-                true
             }
+            _ => true,
         });
         let rx = lock(&self.rx);
         while missing > 0 {
@@ -92,13 +132,16 @@ impl Collectives {
                     let mut r = Reader::new(&msg);
                     let s = r.u64()?;
                     let body = r.rest().to_vec();
-                    if s == seq && out[from].is_none() {
-                        self.ch.record_recv(from, msg.len() + 4, since);
-                        out[from] = Some(body);
-                        missing -= 1;
-                    } else {
-                        self.ch.record_recv(from, msg.len() + 4, None);
-                        lock(&self.early).push((from, s, body));
+                    match slot(from) {
+                        Some(at) if s == tag && out[at].is_none() => {
+                            self.ch.record_recv(from, msg.len() + 4, since);
+                            out[at] = Some(body);
+                            missing -= 1;
+                        }
+                        _ => {
+                            self.ch.record_recv(from, msg.len() + 4, None);
+                            lock(&self.early).push((from, s, body));
+                        }
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}

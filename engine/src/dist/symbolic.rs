@@ -48,6 +48,11 @@ where
     /// How many tasks `rank` owns.
     fn owned(&self, rank: usize) -> usize;
 
+    /// The run is starting on `net`: open the channels the application's
+    /// task bodies talk on (every rank opens the same ones in the same
+    /// order, before the run's own). The default opens none.
+    fn open(&self, _net: &Arc<Net>) {}
+
     /// Task `key` of this rank finished and the data its remote successors
     /// read has been packed into messages: the application may now drop
     /// copies of other ranks' data that no later task of this rank reads.
@@ -169,6 +174,7 @@ where
     C::Key: Serialize + DeserializeOwned,
 {
     let me = net.rank();
+    classes.open(net);
     net.record_messages(rt.message_log(me));
     let counters = Arc::new(std::sync::Mutex::new(DistStats::default()));
     // The unfolder sends through the channel, and the channel's callback

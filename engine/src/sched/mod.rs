@@ -332,6 +332,7 @@ mod tests {
                 cpu_only: false,
                 node_hint: None,
                 team: None,
+                rendezvous: None,
             },
         )))
     }

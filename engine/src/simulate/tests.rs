@@ -400,3 +400,60 @@ fn clock_overflow_fails_the_run_instead_of_wrapping() {
         sim.now()
     );
 }
+
+#[test]
+fn a_rendezvous_ends_its_members_together() {
+    // Two cores. x (3 s) and a (1 s) start at 0; b (1 s) reads x's output, so it starts
+    // at 3 s; a and b meet (2 exchanges of 1 MB over a 1 ms, 1 GB/s network: 2 ms each),
+    // so both end at 3 + 1 + 0.004 s, a's core held from 0 s; c (1 s) after a: 5.004 s.
+    let text = "name = \"test\"\n[node]\ncores = 2\nreserve_core_per_accelerator = false\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\n[network]\nlatency_us = 1000\ngbs = 1\n";
+    let p = Platform::parse(text, false, "test.toml").unwrap();
+    for sched in [Scheduler::Ws, Scheduler::Prio, Scheduler::Dmda] {
+        let (sim, rt) = sim_runtime(p.clone(), sched.clone());
+        let cl: Codelet = Codelet::new("t");
+        let (x, y) = (rt.register(0u8), rt.register(0u8));
+        let meet = crate::Rendezvous {
+            key: 7,
+            members: 2,
+            rounds: 2,
+            bytes: 1_000_000,
+        };
+        crate::TaskBuilder::new(&cl)
+            .write(&x)
+            .flops(3e9)
+            .label("x")
+            .submit_to(&rt);
+        crate::TaskBuilder::new(&cl)
+            .write(&y)
+            .flops(1e9)
+            .label("a")
+            .rendezvous(meet.clone())
+            .submit_to(&rt);
+        crate::TaskBuilder::new(&cl)
+            .read(&x)
+            .flops(1e9)
+            .label("b")
+            .rendezvous(meet)
+            .submit_to(&rt);
+        crate::TaskBuilder::new(&cl)
+            .read(&y)
+            .flops(1e9)
+            .label("c")
+            .submit_to(&rt);
+        rt.wait_all().unwrap();
+        assert!((sim.now() - 5.004).abs() < 1e-9, "{sched:?}: {}", sim.now());
+        let t = rt.trace();
+        let span = |l: &str| {
+            let r = t
+                .tasks
+                .iter()
+                .find(|r| r.label.as_deref() == Some(l))
+                .unwrap();
+            (r.start, r.end)
+        };
+        let (a, b) = (span("a"), span("b"));
+        assert_eq!(a.1, b.1, "{sched:?}: a and b end together");
+        assert_eq!(a.0, 0, "{sched:?}: a holds its core from its start");
+        assert_eq!(b.1, 4_004_000_000, "{sched:?}");
+    }
+}

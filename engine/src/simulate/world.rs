@@ -183,6 +183,8 @@ pub struct Simulation {
     dirty: Mutex<Vec<usize>>,
     /// Per platform node: CPU tasks running now, on any of its ranks.
     busy_cpus: Mutex<Vec<usize>>,
+    /// Tasks of a rendezvous that started, waiting for the others, by key.
+    meetings: Mutex<HashMap<u64, Vec<Member>>>,
     nets: Mutex<Vec<Weak<Net>>>,
 }
 
@@ -357,6 +359,7 @@ impl Simulation {
             runtimes: Mutex::new(Vec::new()),
             dirty: Mutex::new(Vec::new()),
             busy_cpus: Mutex::new(Vec::new()),
+            meetings: Mutex::new(HashMap::new()),
             nets: Mutex::new(Vec::new()),
         })
     }
@@ -748,6 +751,7 @@ impl Simulation {
             secs *= at(busy) / at(slowdown.len());
         }
         let end = self.after(start, secs);
+        let rendezvous = node.rendezvous.clone();
         lock(&sim.running)[w] = Some(Running {
             node,
             once,
@@ -756,13 +760,44 @@ impl Simulation {
             secs,
             members,
         });
-        self.schedule(
-            end,
-            Kind::TaskEnd {
-                slot: sim.slot,
-                worker: w,
-            },
-        );
+        match rendezvous {
+            Some(r) => self.meet(&r, sim.slot, w, start, secs),
+            None => self.schedule(
+                end,
+                Kind::TaskEnd {
+                    slot: sim.slot,
+                    worker: w,
+                },
+            ),
+        }
+    }
+
+    /// Member `(slot, w)` of rendezvous `r` started at `start` for `secs`: it
+    /// keeps its worker until the last member starts; then all end together
+    /// (see [`crate::Rendezvous`]).
+    fn meet(&self, r: &crate::Rendezvous, slot: usize, w: usize, start: u64, secs: f64) {
+        let met = {
+            let mut m = lock(&self.meetings);
+            let here = m.entry(r.key).or_default();
+            here.push((slot, w, start, secs));
+            if here.len() < r.members {
+                return;
+            }
+            m.remove(&r.key).expect("present")
+        };
+        let nic = &self.platform.network.nic;
+        let others = r.members.saturating_sub(1) as f64;
+        let exchange = if r.members > 1 {
+            r.rounds as f64 * (nic.latency + others * r.bytes as f64 / nic.bandwidth)
+        } else {
+            0.0
+        };
+        let first = met.iter().map(|m| m.2).max().unwrap_or(0);
+        let longest = met.iter().map(|m| m.3).fold(0.0f64, f64::max);
+        let end = self.after(first, longest + exchange);
+        for (slot, worker, _, _) in met {
+            self.schedule(end, Kind::TaskEnd { slot, worker });
+        }
     }
 
     /// Finish a task that never ran (cancelled, or its data could not be had).
@@ -1023,6 +1058,10 @@ struct Running {
     /// The other members of its team (busy until it ends).
     members: Vec<usize>,
 }
+
+/// A started member of a rendezvous: (runtime slot, worker, start ns,
+/// modelled seconds).
+type Member = (usize, usize, u64, f64);
 
 /// A team being recruited: its leader (busy), its task, the size it needs
 /// and the members so far.

@@ -52,6 +52,29 @@ pub(crate) struct Rare {
     pub(crate) invalid: Option<String>,
     /// Team size overriding the codelet's (`team`).
     pub(crate) team: Option<crate::team::TeamSize>,
+    /// Its meeting with tasks of other ranks (`rendezvous`).
+    pub(crate) rendezvous: Option<Rendezvous>,
+}
+
+/// Tasks of several ranks whose bodies meet: each waits inside its body for
+/// the others, as the members of a distributed LU panel do at every column
+/// (they exchange their pivot candidates). A real run needs nothing from
+/// this: the bodies meet by themselves. The simulator runs no bodies, so it
+/// is told: it holds each member's worker from the member's start until all
+/// members have started, then ends them all together, at the latest start
+/// plus the longest modelled duration plus `rounds` exchanges among the
+/// members, each costing the network's latency and `bytes` to every other
+/// member through the sender's NIC (`simulate/README.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendezvous {
+    /// The same on every member, and on no other task of the run.
+    pub key: u64,
+    /// How many tasks meet (one per rank).
+    pub members: usize,
+    /// Exchanges among the members while they run.
+    pub rounds: u64,
+    /// Bytes each member sends each other member per exchange.
+    pub bytes: u64,
 }
 
 impl TaskBuilder {
@@ -196,6 +219,12 @@ impl TaskBuilder {
     /// codelet's [`Codelet::team`](crate::Codelet::team)).
     pub fn team(mut self, size: crate::team::TeamSize) -> Self {
         self.rare_mut().team = Some(size);
+        self
+    }
+
+    /// This task meets tasks of other ranks inside its body (see [`Rendezvous`]).
+    pub fn rendezvous(mut self, r: Rendezvous) -> Self {
+        self.rare_mut().rendezvous = Some(r);
         self
     }
 
@@ -359,6 +388,12 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
     /// codelet's [`Codelet::team`](crate::Codelet::team)).
     pub fn team(mut self, size: crate::team::TeamSize) -> Self {
         self.b = self.b.team(size);
+        self
+    }
+
+    /// This task meets tasks of other ranks inside its body (see [`Rendezvous`]).
+    pub fn rendezvous(mut self, r: Rendezvous) -> Self {
+        self.b = self.b.rendezvous(r);
         self
     }
 

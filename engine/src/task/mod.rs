@@ -12,7 +12,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use builder::{Bound, Task, TaskBuilder, Unbound};
+pub use builder::{Bound, Rendezvous, Task, TaskBuilder, Unbound};
 pub use context::TaskContext;
 pub(crate) use recycle::NodePool;
 
@@ -117,6 +117,8 @@ pub(crate) struct TaskNode {
     /// Runs on a team of CPU workers of this size (the task's, else the
     /// codelet's; see `crate::team`).
     pub(crate) team: Option<crate::team::TeamSize>,
+    /// Its meeting with tasks of other ranks, for the simulator (`TaskBuilder::rendezvous`).
+    pub(crate) rendezvous: Option<Box<Rendezvous>>,
     /// The team size a policy chose (0: none chose; the worker takes the
     /// largest allowed).
     pub(crate) team_target: AtomicUsize,
@@ -149,6 +151,7 @@ pub(crate) struct NodeParts {
     pub(crate) cpu_only: bool,
     pub(crate) node_hint: Option<usize>,
     pub(crate) team: Option<crate::team::TeamSize>,
+    pub(crate) rendezvous: Option<Box<Rendezvous>>,
 }
 
 // SAFETY: `once` is the only non-Sync field; it is reached only by the one
@@ -177,6 +180,7 @@ impl TaskNode {
             node_hint: p.node_hint,
             estimate_ns: AtomicU64::new(0),
             team: p.team,
+            rendezvous: p.rendezvous,
             team_target: AtomicUsize::new(0),
             pending: AtomicUsize::new(1),
             cancelled: AtomicBool::new(false),
@@ -204,6 +208,7 @@ impl TaskNode {
         self.lens = Box::default();
         self.preds = OnceLock::new();
         self.cause = OnceLock::new();
+        self.rendezvous = None;
         *self.once.get_mut() = StoredOnce::default();
     }
 

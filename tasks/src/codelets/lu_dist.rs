@@ -1,25 +1,82 @@
 //! The distributed LU's own codelets (`tessera_linalg::lu::dist`, beside the
-//! tile LU's of [`super::lu`]): `FEED` and `BCAST`, whose bodies do nothing
-//! and which exist so that the distributed layer sends what they read, and
+//! tile LU's of [`super::lu`]): `PANEL_PART`, one rank's share of a panel
+//! factored by its process column; `BCAST`, whose body does nothing and
+//! which exists so that the distributed layer sends what it reads; and
 //! `SWAPOUT`, `SWAPTOP`, `SWAPIN`, the row interchanges of a swap whose rows
 //! lie on several process rows.
 
-use std::sync::LazyLock;
+use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use tessera_engine::{Codelet, Read, ReadWrite, Write};
 
+use crate::kernels::{getrf_panel_dist, getrf_panel_flops, ColumnExchange};
 use crate::tile::Tile;
 
-/// Data of `FEED(i)`: tile `(i, 0)`, which it reads to send it on.
-pub type FeedData = Vec<Read<Tile>>;
+/// Data of `PANEL_PART(k, p)`: panel `k`'s pivots (every member writes the
+/// same ones), and this rank's tiles of the panel, top to bottom.
+pub type PartData = (Write<Vec<usize>>, Vec<ReadWrite<Tile>>);
 
-/// `FEED(i)`: a tile of column 0 leaves for panel 0's rank (P > 1). The
-/// body does nothing; the distributed layer sends what the task read when
-/// it finishes.
-pub static FEED: LazyLock<Codelet<FeedData, usize>> = LazyLock::new(|| {
-    Codelet::<FeedData, usize>::with_args("feed")
-        .label(|i| format!("feed({i})"))
-        .cpu(|_, _, _| Ok(()))
+/// Arguments of `PANEL_PART(k, p)`.
+#[derive(Clone)]
+pub struct PartArgs {
+    /// Step.
+    pub k: usize,
+    /// The process row whose tiles these are.
+    pub p: usize,
+    /// Global index of the panel's first column (for singular-column messages).
+    pub col0: usize,
+    /// Rows of every panel tile but the last.
+    pub nb: usize,
+    /// Rows of the whole panel (`n − k·nb`), and its columns.
+    pub shape: (usize, usize),
+    /// Each of this rank's tiles' index in the panel (0: the diagonal tile).
+    pub index: Vec<usize>,
+    /// The other members of the panel, reached through the network.
+    pub exchange: Arc<dyn ColumnExchange + Send + Sync>,
+}
+
+impl fmt::Debug for PartArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PartArgs")
+            .field("k", &self.k)
+            .field("p", &self.p)
+            .field("shape", &self.shape)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartArgs {
+    /// Rows of this rank's tiles.
+    fn rows(&self) -> usize {
+        let (m, _) = self.shape;
+        self.index
+            .iter()
+            .map(|&s| (m - s * self.nb).min(self.nb))
+            .sum()
+    }
+}
+
+/// `PANEL_PART(k, p)`: process row `p`'s tiles of panel `k`, factored with
+/// the other process rows holding tiles of it, each on its rank (HPL's
+/// `pdfact`; the kernel: [`getrf_panel_dist`]): the same pivots and factors
+/// as the one-process panel, bit for bit. Called `panel` like the one-process
+/// codelet, so that a platform's or a calibration's panel figures time it: it
+/// is the same kernel on this rank's rows. Its flops are the panel's, shared
+/// in proportion to the rows. CPU only: the body meets the other members
+/// through the network at every column, which no device body does yet.
+pub static PANEL_PART: LazyLock<Codelet<PartData, PartArgs>> = LazyLock::new(|| {
+    Codelet::<PartData, PartArgs>::with_args("panel")
+        .flops(|a| {
+            let (m, w) = a.shape;
+            getrf_panel_flops(m, w) * a.rows() as f64 / m.max(1) as f64
+        })
+        .label(|a| format!("panel({}) rows of {}", a.k, a.p))
+        .cpu(|_, a, (piv, mut tiles)| {
+            *piv = getrf_panel_dist(&mut tiles, &a.index, a.nb, a.shape.0, a.col0, &*a.exchange)?;
+            Ok(())
+        })
 });
 
 /// Data of `BCAST(k, r)`: the pivots and the tile column `k..T` of panel `k`,

@@ -2,13 +2,19 @@
 //! successors, each task's codelet and data, its owner) and what flows along
 //! its remote edges.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
 use tessera_engine::dist::symbolic::DistClasses;
-use tessera_engine::dist::DataRef;
+use tessera_engine::dist::{Collectives, DataRef, Net};
 use tessera_engine::symbolic::TaskClasses;
-use tessera_engine::{DataHandle, Read, ReadWrite, Task, TaskBuilder};
-use tessera_tasks::codelets::lu_dist::{RowsArgs, BCAST, FEED, SWAPIN, SWAPOUT, SWAPTOP};
+use tessera_engine::{DataHandle, Read, ReadWrite, Rendezvous, Task, TaskBuilder};
+use tessera_tasks::codelets::lu_dist::{
+    PartArgs, RowsArgs, BCAST, PANEL_PART, SWAPIN, SWAPOUT, SWAPTOP,
+};
 use tessera_tasks::tile::Tile;
 
+use super::column::ColumnNet;
 use super::storage::{Key, Slot};
 use super::{DTask, DistLu};
 use crate::lu::tasks::{
@@ -16,20 +22,11 @@ use crate::lu::tasks::{
 };
 
 impl DistLu {
-    /// Tile rows `i` of column 0 whose owner is not panel 0's rank: they are
-    /// fed to it before the first panel (P > 1).
-    fn feeds(&self) -> Vec<usize> {
-        (0..self.t)
-            .filter(|&i| self.layout.owner(i, 0) != self.panel_rank(0))
-            .collect()
-    }
-
     /// The one-process LU's priorities; the panel's sends rank just below it.
     fn priority(&self, task: DTask) -> i32 {
         let t = self.t;
         match task {
-            DTask::Feed(_) => panel_priority(t, 0) + 1,
-            DTask::Panel(k) => panel_priority(t, k),
+            DTask::Panel(k) | DTask::Part(k, _) => panel_priority(t, k),
             DTask::Bcast(k, _) => panel_priority(t, k) - 1,
             DTask::Swap(_, j)
             | DTask::SwapOut(_, j, _)
@@ -62,10 +59,56 @@ impl DistLu {
             .collect()
     }
 
+    /// `PANEL_PART(k, p)`: process row `p`'s tiles of panel `k`, with the
+    /// members' ranks for the exchanges, and the rendezvous the simulator
+    /// needs: one exchange per panel column, carrying two rows and a
+    /// candidate (`2w + 2` values), plus the recursion steps' `U` blocks
+    /// (about `w²/2` values in all, spread here over the `w` exchanges).
+    fn part_task(&self, k: usize, p: usize, prio: i32) -> TaskBuilder {
+        let rows = self.part_rows(k, p);
+        let members = self.members(k);
+        let me = members
+            .iter()
+            .position(|&q| q == p)
+            .expect("a part's process row is a member");
+        let col = self.layout.pcol(k);
+        let ranks: Vec<usize> = members.iter().map(|&q| self.grid().rank(q, col)).collect();
+        let w = self.rows(k);
+        let exchange = Arc::new(ColumnNet {
+            net: self.panel_net.get().cloned(),
+            ranks,
+            me,
+            k,
+            round: AtomicU64::new(0),
+        });
+        let tiles: Vec<ReadWrite<Tile>> = rows.iter().map(|&i| self.tile(i, k).rw()).collect();
+        let task = Task::new(&PANEL_PART, (self.piv(k).w(), tiles))
+            .args(PartArgs {
+                k,
+                p,
+                col0: k * self.nb,
+                nb: self.nb,
+                shape: (self.n - k * self.nb, w),
+                index: rows.iter().map(|&i| i - k).collect(),
+                exchange,
+            })
+            .priority(prio);
+        if members.len() == 1 {
+            return task.into();
+        }
+        task.rendezvous(Rendezvous {
+            key: k as u64,
+            members: members.len(),
+            rounds: w as u64,
+            bytes: 8 * (2 * w as u64 + 2) + 4 * w as u64,
+        })
+        .into()
+    }
+
     /// The data keys a task reads that may be copies (for `used`).
     pub(super) fn reads(&self, task: &DTask) -> Vec<Key> {
         match *task {
-            DTask::Feed(_) | DTask::Panel(_) => Vec::new(),
+            DTask::Panel(_) | DTask::Part(..) => Vec::new(),
             DTask::Bcast(k, _) => std::iter::once(Key::Piv(k))
                 .chain((k..self.t).map(|i| Key::Tile(i, k)))
                 .collect(),
@@ -84,9 +127,13 @@ impl TaskClasses for DistLu {
     type Key = DTask;
 
     fn roots(&self) -> Vec<DTask> {
-        match self.feeds() {
-            f if f.is_empty() => vec![DTask::Panel(0)],
-            f => f.into_iter().map(DTask::Feed).collect(),
+        if self.grid().p == 1 {
+            vec![DTask::Panel(0)]
+        } else {
+            self.members(0)
+                .into_iter()
+                .map(|p| DTask::Part(0, p))
+                .collect()
         }
     }
 
@@ -94,9 +141,9 @@ impl TaskClasses for DistLu {
         let t = self.t;
         let after = |k: usize, n: usize| if k > 0 { n } else { 0 };
         match *key {
-            DTask::Feed(_) => 0,
-            DTask::Panel(0) => self.feeds().len(),
+            DTask::Panel(0) | DTask::Part(0, _) => 0,
             DTask::Panel(k) => t - k,
+            DTask::Part(k, p) => self.part_rows(k, p).len(),
             DTask::Bcast(..) => 1,
             DTask::Swap(k, _) => 1 + after(k, t - k),
             DTask::SwapOut(k, _, p) => 1 + after(k, self.rows_of(k, p)),
@@ -115,8 +162,7 @@ impl TaskClasses for DistLu {
     fn successors(&self, key: &DTask, out: &mut Vec<DTask>) {
         let (t, g) = (self.t, self.grid());
         match *key {
-            DTask::Feed(_) => out.push(DTask::Panel(0)),
-            DTask::Panel(k) if g.p == 1 => {
+            DTask::Panel(k) => {
                 let c = self.layout.pcol(k);
                 out.extend(
                     (k + 1..t)
@@ -127,10 +173,15 @@ impl TaskClasses for DistLu {
                     out.push(DTask::Bcast(k, r));
                 }
             }
-            DTask::Panel(k) => {
+            DTask::Part(k, p) => {
+                let (out_rows, top) = (self.prows(k).contains(&p), p == k % g.p);
                 for j in k + 1..t {
-                    out.extend(self.prows(k).into_iter().map(|p| DTask::SwapOut(k, j, p)));
-                    out.push(DTask::SwapTop(k, j));
+                    if out_rows {
+                        out.push(DTask::SwapOut(k, j, p));
+                    }
+                    if top {
+                        out.push(DTask::SwapTop(k, j));
+                    }
                 }
             }
             DTask::Bcast(k, r) => {
@@ -157,8 +208,10 @@ impl TaskClasses for DistLu {
                     .map(|i| DTask::Gemm(k, i, j)),
             ),
             DTask::Trsm(k, j) => out.extend((k + 1..t).map(|i| DTask::Gemm(k, i, j))),
-            DTask::Gemm(k, i, j) => out.push(if j == k + 1 {
+            DTask::Gemm(k, i, j) => out.push(if j == k + 1 && g.p == 1 {
                 DTask::Panel(k + 1)
+            } else if j == k + 1 {
+                DTask::Part(k + 1, i % g.p)
             } else if g.p == 1 {
                 DTask::Swap(k + 1, j)
             } else if i == k + 1 {
@@ -176,10 +229,7 @@ impl TaskClasses for DistLu {
             (k..t).map(|i| self.tile(i, j).rw()).collect()
         };
         match *key {
-            DTask::Feed(i) => Task::new(&FEED, vec![self.tile(i, 0).r()])
-                .args(i)
-                .priority(prio)
-                .into(),
+            DTask::Part(k, p) => self.part_task(k, p, prio),
             DTask::Panel(k) => panel_task(&self.piv(k), column(k, k), k, self.n, self.nb, prio),
             DTask::Bcast(k, _) => {
                 let tiles: Vec<Read<Tile>> = (k..t).map(|i| self.tile(i, k).r()).collect();
@@ -251,8 +301,8 @@ impl TaskClasses for DistLu {
     fn owner(&self, key: &DTask) -> usize {
         let g = self.grid();
         match *key {
-            DTask::Feed(i) => self.layout.owner(i, 0),
             DTask::Panel(k) => self.panel_rank(k),
+            DTask::Part(k, p) => g.rank(p, self.layout.pcol(k)),
             DTask::Bcast(_, r) => r,
             DTask::Swap(k, j) | DTask::SwapTop(k, j) | DTask::Trsm(k, j) => self.layout.owner(k, j),
             DTask::SwapOut(_, j, p) | DTask::SwapIn(_, j, p) => g.rank(p, self.layout.pcol(j)),
@@ -262,6 +312,11 @@ impl TaskClasses for DistLu {
 }
 
 impl DistClasses for DistLu {
+    fn open(&self, net: &Arc<Net>) {
+        // Every rank, P = 1 too, so that channels are numbered alike.
+        let _ = self.panel_net.set(Arc::new(Collectives::new(net)));
+    }
+
     fn flows(&self, from: &DTask, to: &DTask, out: &mut Vec<u64>) {
         let g = self.grid();
         match (*from, *to) {
@@ -269,17 +324,15 @@ impl DistClasses for DistLu {
                 out.push(self.key(Key::Piv(k)));
                 out.extend((k..self.t).map(|i| self.key(Key::Tile(i, k))));
             }
-            (DTask::Panel(k), to) => {
-                let (pr, _) = g.coords(self.owner(&to));
+            // Along the process row: this part's pivots and `L` tiles.
+            (DTask::Part(k, p), _) => {
                 out.push(self.key(Key::Piv(k)));
                 out.extend(
-                    (k..self.t)
-                        .filter(|i| i % g.p == pr)
+                    self.part_rows(k, p)
+                        .into_iter()
                         .map(|i| self.key(Key::Tile(i, k))),
                 );
             }
-            (DTask::Gemm(_, i, j), DTask::Panel(_)) => out.push(self.key(Key::Tile(i, j))),
-            (DTask::Feed(i), _) => out.push(self.key(Key::Tile(i, 0))),
             (DTask::SwapOut(k, j, p), _) => out.push(self.key(Key::Up(k, j, p))),
             (DTask::SwapTop(k, j), _) => out.push(self.key(Key::Down(k, j))),
             (DTask::Trsm(k, j), _) => out.push(self.key(Key::Tile(k, j))),
@@ -298,19 +351,16 @@ impl DistClasses for DistLu {
     fn owned(&self, rank: usize) -> usize {
         let (t, g) = (self.t, self.grid());
         let (pr, pc) = g.coords(rank);
-        let mut n = self
-            .feeds()
-            .into_iter()
-            .filter(|&i| self.layout.owner(i, 0) == rank)
-            .count();
+        let mut n = 0;
         for k in 0..t {
-            n += usize::from(self.panel_rank(k) == rank);
             let cols = self.cols_of(k, pc);
             if g.p == 1 {
+                n += usize::from(self.panel_rank(k) == rank);
                 n += usize::from(self.ring(k).contains(&pc));
                 // SWAP, TRSM, and a GEMM per row below, per column of mine.
                 n += cols * (2 + (t - k - 1));
             } else {
+                n += usize::from(self.layout.pcol(k) == pc && self.members(k).contains(&pr));
                 let rows = self.rows_of(k, pr);
                 let top = usize::from(k % g.p == pr);
                 // SWAPOUT + SWAPIN if I hold rows below, SWAPTOP + TRSM if I

@@ -16,17 +16,20 @@
 //!   right (`BCAST(k, r)` on each, forwarding what it received), so the
 //!   panel's owner sends it once, not Q−1 times. The swaps of column `j`,
 //!   `SWAP(k, j)`, are local to column `j`'s owner.
-//! - **P×Q grids, P > 1**: the pivot search gathers panel `k`'s column on the
-//!   rank of its diagonal tile, which factors it with partial pivoting
-//!   exactly as one process would (so pivots and factors stay bit-identical
-//!   to the single-process run at every grid). We chose this over a
-//!   per-column reduction of (|value|, row), which costs `nb` latency-bound
-//!   exchanges per panel where this costs one gather and one scatter of the
-//!   panel's tiles, and over tournament (CALU) pivoting, whose pivots — and so
-//!   factors and residuals — differ from partial pivoting's. The cost is the
-//!   panel's bytes crossing twice and a panel serialised on one rank, as it
-//!   is on 1×Q grids anyway. Its `L` tiles then go to every rank of their
-//!   process row (the panel broadcast along process rows), each rank's
+//! - **P×Q grids, P > 1**: panel `k` is factored by its process column, as
+//!   HPL's `pdfact` does: `PANEL_PART(k, p)` on each rank of the column that
+//!   holds tiles of it factors its own tiles, and the members meet inside
+//!   their bodies, one exchange per panel column (the pivot candidates, the
+//!   pivot row and the diagonal row) and one per recursion step (the block
+//!   row of `U` the others update with): `getrf_panel_dist`, whose pivots and
+//!   factors are the one-process panel's, bit for bit. No panel tile moves
+//!   to be factored. (Until stop 35 the column was gathered on the diagonal
+//!   tile's rank and scattered back: two crossings of the panel's bytes, and
+//!   every panel serialised on one rank; on the simulated 64 × 4 H100
+//!   cluster that panel was the critical path.) The members' tasks carry a
+//!   `Rendezvous`, so the simulator holds each until all have started and
+//!   charges the exchanges. Each part's `L` tiles then go to every rank of
+//!   its process row (the panel broadcast along process rows), each rank's
 //!   `TRSM` results (`U` rows) down its process column. The row swaps of
 //!   column `j` cross ranks: `SWAPOUT(k, j, p)` collects the rows of process
 //!   row `p`'s tiles that the pivots move into the top tile, `SWAPTOP(k, j)`
@@ -46,6 +49,7 @@
 //! `residual.rs`) and the byte codecs of their collectives (`codec.rs`).
 
 mod codec;
+mod column;
 mod dag;
 pub mod layout;
 mod residual;
@@ -57,6 +61,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+use tessera_engine::dist::Collectives;
 use tessera_engine::util::lock;
 use tessera_engine::{Error, Registrar, Runtime};
 use tessera_tasks::tile::{Tile, TilePool};
@@ -70,10 +75,10 @@ pub use self::solve::HeldFactors;
 /// One task of the distributed LU DAG (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DTask {
-    /// `FEED(i)`: sends tile `(i, 0)` to panel 0's rank (P > 1).
-    Feed(usize),
-    /// `PANEL(k)`.
+    /// `PANEL(k)` (P = 1).
     Panel(usize),
+    /// `PANEL_PART(k, p)`: process row `p`'s tiles of panel `k` (P > 1).
+    Part(usize, usize),
     /// `BCAST(k, r)`: rank `r`'s step of panel `k`'s ring (P = 1).
     Bcast(usize, usize),
     /// `SWAP(k, j)` (P = 1).
@@ -116,6 +121,9 @@ pub struct DistLu {
     /// counts ([`DistLu::tile_copies`]); a copy is overwritten by the data it
     /// receives before any read.
     copy_pool: std::sync::Arc<TilePool>,
+    /// The channel the members of a panel meet on (P > 1), opened when the
+    /// run starts (`DistClasses::open`).
+    panel_net: std::sync::OnceLock<std::sync::Arc<Collectives>>,
 }
 
 impl DistLu {
@@ -252,6 +260,7 @@ impl DistLu {
             uses: Mutex::new(HashMap::new()),
             virtual_data,
             copy_pool: TilePool::new(0),
+            panel_net: std::sync::OnceLock::new(),
         }
     }
 
@@ -269,9 +278,36 @@ impl DistLu {
         self.layout.grid()
     }
 
-    /// The rank of the diagonal tile `(k, k)`: where panel `k` is factored.
+    /// The rank of the diagonal tile `(k, k)`: where panel `k` is factored
+    /// (P = 1), or its top member (P > 1), which keeps its pivots.
     fn panel_rank(&self, k: usize) -> usize {
         self.layout.owner(k, k)
+    }
+
+    /// Panel `k`'s members (P > 1): the process rows holding tiles of rows
+    /// `k..T`, the diagonal tile's first, then on down the grid, cyclically.
+    fn members(&self, k: usize) -> Vec<usize> {
+        let p = self.grid().p;
+        (0..p)
+            .map(|d| (k + d) % p)
+            .filter(|&r| (k..self.t).any(|i| i % p == r))
+            .collect()
+    }
+
+    /// Whether this rank factors panel `k`, or a part of it (and so writes,
+    /// and keeps, its pivots).
+    fn factors(&self, k: usize) -> bool {
+        let (pr, pc) = self.grid().coords(self.rank);
+        if self.grid().p == 1 {
+            self.panel_rank(k) == self.rank
+        } else {
+            self.layout.pcol(k) == pc && self.members(k).contains(&pr)
+        }
+    }
+
+    /// Process row `p`'s tiles of rows `k..T` (of any column).
+    fn part_rows(&self, k: usize, p: usize) -> Vec<usize> {
+        (k..self.t).filter(|i| i % self.grid().p == p).collect()
     }
 
     /// Process rows holding tiles of rows `k+1..T` (those with a `SWAPOUT`).

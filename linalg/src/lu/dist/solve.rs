@@ -11,10 +11,9 @@ use super::DistLu;
 
 /// The factors a rank holds after the run (see [`DistLu::take_factors`]).
 pub struct HeldFactors {
-    /// `(i, j, tile)`: the `L` part and diagonal of column `j` on panel `j`'s
-    /// rank, the `U` tiles on their owners.
+    /// `(i, j, tile)`: the factor tiles this rank owns.
     pub tiles: Vec<(usize, usize, Tile)>,
-    /// `(k, local pivots)` of the panels this rank factored.
+    /// `(k, local pivots)` of the panels whose diagonal tile this rank owns.
     pub pivots: Vec<(usize, Vec<usize>)>,
 }
 
@@ -24,18 +23,14 @@ type HeldTile = (usize, usize, DataHandle<Tile>);
 type HeldPivots = (usize, DataHandle<Vec<usize>>);
 
 impl DistLu {
-    /// Where this rank's factors are: the `L` part and diagonal of column `k`
-    /// on panel `k`'s rank, the rest on the tiles' owners.
+    /// Where factor tile `(i, j)` is after the run: on its owner (every
+    /// rank factors its own tiles of each panel).
     pub fn holder(&self, i: usize, j: usize) -> usize {
-        if i >= j {
-            self.panel_rank(j)
-        } else {
-            self.layout.owner(i, j)
-        }
+        self.layout.owner(i, j)
     }
 
     /// After the run: the factor tiles this rank holds and the pivots of the
-    /// panels it factored, unregistered from `rt`.
+    /// panels whose diagonal tile it owns, unregistered from `rt`.
     pub fn take_factors(&self, rt: &Runtime) -> Result<HeldFactors, Error> {
         let (held_tiles, held_pivs) = self.drain_held();
         let mut tiles = Vec::with_capacity(held_tiles.len());
@@ -66,7 +61,8 @@ impl DistLu {
     }
 
     /// Empties this rank's data, keeping the handles of the factor tiles it holds and of
-    /// the pivots of the panels it factored (the rest were copies and buffers).
+    /// the pivots of the panels whose diagonal tile it owns (the rest were copies and
+    /// buffers, and other members' copies of the pivots).
     fn drain_held(&self) -> (Vec<HeldTile>, Vec<HeldPivots>) {
         let slots: Vec<(u64, Slot)> = lock(&self.data).drain().collect();
         lock(&self.uses).clear();

@@ -153,7 +153,7 @@ impl DistLu {
             }
             // `U(k, j)`: read by this rank's GEMMs of step k.
             Key::Tile(k, _) => Some(self.rows_of(k, pr)),
-            Key::Piv(k) if self.panel_rank(k) == self.rank => None,
+            Key::Piv(k) if self.factors(k) => None,
             Key::Piv(k) => {
                 let cols = self.cols_of(k, pc);
                 Some(if g.p == 1 {
@@ -223,10 +223,9 @@ impl DistLu {
     }
 
     /// Whether this rank's handle for tile `(i, j)` would be a copy: another
-    /// rank's tile, and not one of panel `j`'s tiles, which (P > 1) are
-    /// gathered on the panel's rank and kept there as factor storage.
+    /// rank's tile (every rank factors its own tiles of each panel).
     pub(super) fn is_copy(&self, i: usize, j: usize) -> bool {
-        self.layout.owner(i, j) != self.rank && !(i >= j && self.panel_rank(j) == self.rank)
+        self.layout.owner(i, j) != self.rank
     }
 
     /// Whether this rank's tasks read a copy of tile `(i, j)`.
@@ -334,18 +333,14 @@ mod tests {
 
     #[test]
     fn copies_on_a_two_by_one_grid() {
-        // Tile row i on rank i. Panel 0 is gathered on rank 0, which keeps
-        // tile (1, 0) as factor storage: not a copy. Rank 1 copies U(0, 1) for
-        // its GEMM, and not panel 0's diagonal tile: its GEMM reads L(1, 0),
-        // its own tile, sent back by the panel.
+        // Tile row i on rank i. Panel 0 is factored by both ranks, each on
+        // its own tile: rank 0 reads no copy of tile (1, 0). Rank 1 copies
+        // U(0, 1) for its GEMM, and not panel 0's diagonal tile: its GEMM
+        // reads L(1, 0), its own tile.
         let (n, nb) = (4, 2);
         let r0 = part(n, nb, (2, 1), 0);
         let r1 = part(n, nb, (2, 1), 1);
-        assert!(
-            !r0.is_copy(1, 0),
-            "a gathered panel tile is kept, not copied"
-        );
-        assert!(r0.is_copy(1, 1));
+        assert!(r0.is_copy(1, 0) && r0.is_copy(1, 1));
         assert_eq!(r0.copied_tiles(), vec![]);
         assert!(r1.is_copy(0, 0) && r1.is_copy(0, 1));
         assert_eq!(r1.copied_tiles(), vec![(0, 1)]);

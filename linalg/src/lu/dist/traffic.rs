@@ -23,27 +23,21 @@ impl DistLu {
                 bytes += panel * senders.iter().filter(|&&r| r == me).count() as u64;
                 continue;
             }
-            // Panel gather: tiles of column k from the other process rows
-            // (from the GEMMs of step k − 1, or the feeds of step 0).
-            for i in k..t {
-                if self.layout.owner(i, k) == me && me != self.panel_rank(k) {
-                    bytes += tile(i, k);
-                }
-            }
-            // Panel scatter: pivots and L tiles to every rank with a task of step k.
-            if self.panel_rank(k) == me {
-                for r in 0..g.ranks() {
-                    let (pr, pc) = g.coords(r);
-                    let has =
-                        self.cols_of(k, pc) > 0 && (self.prows(k).contains(&pr) || k % g.p == pr);
-                    if r != me && has {
-                        bytes += piv(k)
-                            + (k..t)
-                                .filter(|i| i % g.p == pr)
-                                .map(|i| tile(i, k))
-                                .sum::<u64>();
-                    }
-                }
+            // A part's pivots and L tiles, along its process row, to every rank
+            // with a column right of the panel (the panel's own exchanges go on
+            // a channel of their own, not counted here).
+            let (pr, pc) = g.coords(me);
+            if self.factors(k) {
+                let part = piv(k)
+                    + self
+                        .part_rows(k, pr)
+                        .iter()
+                        .map(|&i| tile(i, k))
+                        .sum::<u64>();
+                let to = (0..g.q)
+                    .filter(|&c| c != pc && self.cols_of(k, c) > 0)
+                    .count();
+                bytes += part * to as u64;
             }
             for j in k + 1..t {
                 let top = self.layout.owner(k, j);
@@ -109,11 +103,11 @@ mod tests {
     }
 
     #[test]
-    fn two_by_one_gathers_scatters_and_swaps() {
-        // Tile row i on rank i. Rank 1 feeds tile (1,0) to rank 0 (32) and
-        // sends up its rows of column 1 for SWAPTOP (a 2×2 buffer, 32).
-        // Rank 0 scatters panel 0 (pivots + L(1,0): 16 + 32), sends the top
-        // rows down for SWAPIN (32) and U(0,1) down the column (32).
-        assert_eq!(sent(4, 2, (2, 1)), vec![48 + 32 + 32, 32 + 32]);
+    fn two_by_one_factors_in_place_and_swaps() {
+        // Tile row i on rank i: both factor panel 0 where its tiles are, and
+        // there is no other process column to send it to. Rank 1 sends up its
+        // rows of column 1 for SWAPTOP (a 2×2 buffer, 32). Rank 0 sends the
+        // top rows down for SWAPIN (32) and U(0,1) down the column (32).
+        assert_eq!(sent(4, 2, (2, 1)), vec![32 + 32, 32]);
     }
 }
