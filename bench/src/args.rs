@@ -97,18 +97,12 @@ impl LuArgs {
 
     /// How this run is cut into tasks on `rt` (its CPU workers and devices
     /// resolve the `auto`s).
-    pub fn lu_options(&self, rt: &Runtime) -> Result<LuOptions, String> {
-        let front = self.front()?;
-        let split: Split = self.split.parse().map_err(|e| format!("--split: {e}"))?;
-        if split == Split::Adaptive && front == Front::Stf {
-            return Err(
-                "--split adaptive learns as the factorisation proceeds: it needs --front symbolic"
-                    .into(),
-            );
-        }
+    /// `--panel-team` for a run on `rt`: the team a panel (or, distributed, a
+    /// rank's part of a panel) may have; `None`: one worker.
+    pub fn panel_team(&self, rt: &Runtime) -> Result<Option<TeamSize>, String> {
         let cpus = rt.config().workers;
         let devices = !rt.config().devices.is_empty();
-        let panel_team = match self.panel_team.as_str() {
+        Ok(match self.panel_team.as_str() {
             "auto" if devices && cpus > 1 => Some(TeamSize::up_to(cpus)),
             "auto" => None,
             k => match k.parse::<usize>() {
@@ -123,7 +117,20 @@ impl LuArgs {
                 }
                 Ok(k) => Some(TeamSize::up_to(k)),
             },
-        };
+        })
+    }
+
+    pub fn lu_options(&self, rt: &Runtime) -> Result<LuOptions, String> {
+        let front = self.front()?;
+        let split: Split = self.split.parse().map_err(|e| format!("--split: {e}"))?;
+        if split == Split::Adaptive && front == Front::Stf {
+            return Err(
+                "--split adaptive learns as the factorisation proceeds: it needs --front symbolic"
+                    .into(),
+            );
+        }
+        let panel_team = self.panel_team(rt)?;
+        let devices = !rt.config().devices.is_empty();
         let update = match self.update.as_str() {
             "auto" => Update::auto(rt, self.n, self.nb),
             "tiles" => Update::Tiles,

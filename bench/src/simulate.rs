@@ -194,11 +194,14 @@ fn lu_grid(
     }
     // The dealing a real run of these arguments would use.
     let layout = args.balance.layout(grid, n, nb);
+    let team = args.panel_team(&rts[0])?;
     let wall = Instant::now();
     let mut lus = Vec::with_capacity(ranks);
     for (r, rt) in rts.iter().enumerate() {
         lus.push(Arc::new(
-            DistLu::new_virtual(rt, n, nb, layout.clone(), r).map_err(|e| e.to_string())?,
+            DistLu::new_virtual(rt, n, nb, layout.clone(), r)
+                .map_err(|e| e.to_string())?
+                .with_panel_team(team),
         ));
     }
     let started: Vec<_> = (0..ranks)

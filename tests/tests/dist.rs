@@ -370,6 +370,54 @@ fn distributed_lu_is_bit_identical_to_one_process() {
     });
 }
 
+#[test]
+fn distributed_lu_with_panel_teams_is_bit_identical_to_one_process() {
+    // Each rank's part of a panel factored by a team of its 2 workers (`DistTeamPanel`),
+    // on grids of 1 to 3 process rows, panels recursing (nb = 24) and short last tiles.
+    use tessera_engine::team::TeamSize;
+    use tessera_linalg::hpl::generate_matrix;
+    use tessera_linalg::lu::dist::{DistLu, Grid, Layout};
+    use tessera_linalg::lu::seq::lu_tiled_seq;
+    with_timeout(LIMIT, || {
+        for (grid, n) in [("2x1", 77usize), ("2x2", 53), ("3x1", 101), ("1x2", 53)] {
+            let nb = 24;
+            let g = Grid::parse(grid).unwrap();
+            let t = n.div_ceil(nb);
+            let out = spmd(g.ranks(), move |rank, net| {
+                let rt = Runtime::new(Config::with_workers(2)).unwrap();
+                let lu = Arc::new(
+                    DistLu::with_layout(&rt, n, nb, 5, Layout::cyclic(g, t), rank)
+                        .with_panel_team(Some(TeamSize::exactly(2))),
+                );
+                symbolic::run(&rt, &net, Arc::clone(&lu)).unwrap();
+                let held = lu.take_factors(&rt).unwrap();
+                (held.tiles, held.pivots)
+            });
+            let mut a = generate_matrix(n, nb, 5);
+            let ipiv = lu_tiled_seq(&mut a).unwrap();
+            let mut got = Vec::new();
+            let mut held = 0;
+            let mut pivs: Vec<(usize, Vec<usize>)> = Vec::new();
+            for (tiles, p) in out {
+                held += tiles.len();
+                for (i, j, tile) in &tiles {
+                    assert!(
+                        tile.as_slice() == a.tile(*i, *j).as_slice(),
+                        "{grid} n={n}: tile ({i},{j}) differs"
+                    );
+                }
+                pivs.extend(p);
+            }
+            assert_eq!(held, t * t, "{grid}: every tile held once");
+            pivs.sort_by_key(|(k, _)| *k);
+            for (k, p) in &pivs {
+                got.extend(p.iter().map(|&r| r + k * nb));
+            }
+            assert_eq!(got, ipiv, "{grid} n={n}: pivots differ");
+        }
+    });
+}
+
 /// A traced distributed LU: each rank records the remote edges it received
 /// as edges from the sender's task, so the merged trace links tasks across
 /// ranks (one critical path through both) and no edge names a wrong or

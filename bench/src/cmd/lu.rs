@@ -324,7 +324,8 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         threads,
     )?;
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
-    let lu = Arc::new(DistLu::with_layout(&rt, n, nb, args.seed, layout, me));
+    let team = args.panel_team(&rt)?;
+    let lu = Arc::new(DistLu::with_layout(&rt, n, nb, args.seed, layout, me).with_panel_team(team));
     coll.barrier()?;
     let t0 = Instant::now();
     let stats = symbolic::run(&rt, net, Arc::clone(&lu)).map_err(|e| format!("LU failed: {e}"))?;

@@ -10,7 +10,7 @@ use std::sync::{Arc, LazyLock};
 
 use tessera_engine::{Codelet, Read, ReadWrite, Write};
 
-use crate::kernels::{getrf_panel_dist, getrf_panel_flops, ColumnExchange};
+use crate::kernels::{getrf_panel_dist, getrf_panel_flops, ColumnExchange, DistTeamPanel};
 use crate::tile::Tile;
 
 /// Data of `PANEL_PART(k, p)`: panel `k`'s pivots (every member writes the
@@ -64,8 +64,9 @@ impl PartArgs {
 /// as the one-process panel, bit for bit. Called `panel` like the one-process
 /// codelet, so that a platform's or a calibration's panel figures time it: it
 /// is the same kernel on this rank's rows. Its flops are the panel's, shared
-/// in proportion to the rows. CPU only: the body meets the other members
-/// through the network at every column, which no device body does yet.
+/// in proportion to the rows. CPU only (one worker or a team): the body
+/// meets the other members through the network at every column, which no
+/// device body does yet.
 pub static PANEL_PART: LazyLock<Codelet<PartData, PartArgs>> = LazyLock::new(|| {
     Codelet::<PartData, PartArgs>::with_args("panel")
         .flops(|a| {
@@ -73,8 +74,17 @@ pub static PANEL_PART: LazyLock<Codelet<PartData, PartArgs>> = LazyLock::new(|| 
             getrf_panel_flops(m, w) * a.rows() as f64 / m.max(1) as f64
         })
         .label(|a| format!("panel({}) rows of {}", a.k, a.p))
-        .cpu(|_, a, (piv, mut tiles)| {
-            *piv = getrf_panel_dist(&mut tiles, &a.index, a.nb, a.shape.0, a.col0, &*a.exchange)?;
+        // One worker: the kernel on its core. A team task (`Task::team`):
+        // every member runs `DistTeamPanel` (the exchanges on one member, the
+        // recursion's GEMMs shared; the same bits).
+        .cpu(|ctx, a, (piv, mut tiles)| {
+            let team = ctx.team();
+            *piv = if team.size() == 1 {
+                getrf_panel_dist(&mut tiles, &a.index, a.nb, a.shape.0, a.col0, &*a.exchange)?
+            } else {
+                let panel = DistTeamPanel::new(&mut tiles, &a.index, a.nb, a.shape.0);
+                team.run(|m| panel.factor(a.col0, &*a.exchange, m))??
+            };
             Ok(())
         })
 });

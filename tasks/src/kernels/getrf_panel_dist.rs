@@ -1,14 +1,18 @@
 //! GETRF on a panel spread over the ranks of a process column (HPL's `pdfact`): each member
 //! factors its own tiles, exchanging pivot rows and `A12` with the others, and ends with
-//! exactly [`getrf_panel`]'s pivots and bits.
+//! exactly [`getrf_panel`]'s pivots and bits; each member on one core ([`getrf_panel_dist`])
+//! or with a team of its cores ([`DistTeamPanel`]).
 //!
 //! [`getrf_panel`]: super::getrf_panel
 
 use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Mutex, PoisonError, RwLock};
 
 use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
 use faer::reborrow::{Reborrow, ReborrowMut};
-use faer::{MatRef, Par};
+use faer::{MatMut, MatRef, Par};
+use tessera_engine::team::{share, Member};
 
 use super::gemm::{gemm_minus_blocked, gemm_row_block};
 use super::getrf_panel::{getrf_panel, iamax, split_columns, SingularColumn, LEAF};
@@ -151,18 +155,20 @@ fn check_layout(
     members: usize,
     me: usize,
 ) -> usize {
-    assert!(me < members, "getrf_panel_dist: member {me} of {members}");
+    let w = check_tiles(tiles, index, nb, m);
+    let rows = tiles.iter().map(|t| t.rows()).sum();
+    check_member(index, rows, m, members, me);
+    w
+}
+
+/// The part of [`check_layout`] that needs no exchange: some part of an `m`-row panel of
+/// tiles of `nb` rows, whoever holds it. Returns the panel's width.
+fn check_tiles(tiles: &[&mut Tile], index: &[usize], nb: usize, m: usize) -> usize {
     assert!(
         !tiles.is_empty() && index.len() == tiles.len(),
-        "getrf_panel_dist: member {me} has {} tiles and {} indices (at least one tile each)",
+        "getrf_panel_dist: {} tiles and {} indices (at least one tile each)",
         tiles.len(),
         index.len()
-    );
-    assert_eq!(
-        me == 0,
-        index[0] == 0,
-        "getrf_panel_dist: member 0, and only member 0, holds panel tile 0 (member {me} \
-         holds tiles {index:?})"
     );
     assert!(
         index.windows(2).all(|p| p[0] < p[1]),
@@ -182,14 +188,25 @@ fn check_layout(
              last of the m = {m} rows shorter"
         );
     }
+    w
+}
+
+/// The part of [`check_layout`] that depends on the member: tiles `index` (`rows` rows in
+/// all) are member `me`'s of `members`.
+fn check_member(index: &[usize], rows: usize, m: usize, members: usize, me: usize) {
+    assert!(me < members, "getrf_panel_dist: member {me} of {members}");
+    assert_eq!(
+        me == 0,
+        index[0] == 0,
+        "getrf_panel_dist: member 0, and only member 0, holds panel tile 0 (member {me} \
+         holds tiles {index:?})"
+    );
     if members == 1 {
-        let rows: usize = tiles.iter().map(|t| t.rows()).sum();
         assert!(
             rows == m && index.iter().enumerate().all(|(s, &i)| s == i),
             "getrf_panel_dist: a lone member holds the whole panel"
         );
     }
-    w
 }
 
 /// One member's part of a distributed panel, factored where it lies.
@@ -431,6 +448,24 @@ impl<'p, 't> DistPanel<'p, 't> {
         n2: usize,
         ex: &dyn ColumnExchange,
     ) -> Result<(), DistPanelError> {
+        let mut a12 = std::mem::take(&mut self.a12);
+        let shared = self.share_a12(d, n1, n2, ex, &mut a12);
+        self.a12 = a12;
+        shared?;
+        self.gemm(d, n1, n2);
+        Ok(())
+    }
+
+    /// `A12 := L11⁻¹ A12` on member 0, `A12` to every member (one exchange): a member other
+    /// than 0 gets it in `a12`, column stride `top_rows` (member 0's stays in its top tile).
+    fn share_a12(
+        &mut self,
+        d: usize,
+        n1: usize,
+        n2: usize,
+        ex: &dyn ColumnExchange,
+        a12: &mut Vec<f64>,
+    ) -> Result<(), DistPanelError> {
         let k0 = d + n1;
         let part = if self.me == 0 {
             let (left, right) = self.tiles[0].as_mut().split_at_col_mut(k0);
@@ -460,6 +495,21 @@ impl<'p, 't> DistPanel<'p, 't> {
                 ex.members()
             )));
         }
+        if self.me != 0 {
+            let ld = self.top_rows;
+            a12.clear();
+            a12.resize((n2 - 1) * ld + n1, 0.0);
+            for (j, col) in parts[0].chunks_exact(n1).enumerate() {
+                a12[j * ld..j * ld + n1].copy_from_slice(col);
+            }
+        }
+        Ok(())
+    }
+
+    /// `A22 −= A21 · A12` on this member's rows below `d + n1`, after [`Self::share_a12`]:
+    /// the single-core kernel's faer calls.
+    fn gemm(&mut self, d: usize, n1: usize, n2: usize) {
+        let k0 = d + n1;
         if self.me == 0 {
             // The single-core kernel's calls verbatim, A12 where the TRSM left it.
             let (first, rest) = self.tiles.split_first_mut().expect("member 0 has tile 0");
@@ -471,16 +521,9 @@ impl<'p, 't> DistPanel<'p, 't> {
             gemm_minus_blocked(a22.rb_mut(), a21, a12, rows);
             gemm_tiles(rest, d, n1, n2, a12);
         } else {
-            let ld = self.top_rows;
-            self.a12.clear();
-            self.a12.resize((n2 - 1) * ld + n1, 0.0);
-            for (j, col) in parts[0].chunks_exact(n1).enumerate() {
-                self.a12[j * ld..j * ld + n1].copy_from_slice(col);
-            }
-            let a12 = MatRef::from_column_major_slice_with_stride(&self.a12, n1, n2, ld);
+            let a12 = MatRef::from_column_major_slice_with_stride(&self.a12, n1, n2, self.top_rows);
             gemm_tiles(&mut *self.tiles, d, n1, n2, a12);
         }
-        Ok(())
     }
 }
 
@@ -512,6 +555,409 @@ fn pick_pivot(parts: &[Vec<f64>], r: usize) -> (usize, Option<usize>) {
     (p, winner)
 }
 
+/// [`getrf_panel_dist`] run by the members of a team (the CPU workers of one rank's task):
+/// every member calls [`factor`](DistTeamPanel::factor) (inside `Team::run`), and every
+/// member gets what `getrf_panel_dist` gives on the same tiles: the same pivots, the same bits
+/// in every entry, the same error, at every team size.
+///
+/// ```
+/// use tessera_engine::team::run_threads;
+/// use tessera_tasks::kernels::{ColumnExchange, DistTeamPanel};
+/// use tessera_tasks::tile::Tile;
+///
+/// /// A process column of one rank.
+/// struct Lone;
+/// impl ColumnExchange for Lone {
+///     fn members(&self) -> usize { 1 }
+///     fn me(&self) -> usize { 0 }
+///     fn allgather(&self, part: Vec<f64>) -> Result<Vec<Vec<f64>>, String> { Ok(vec![part]) }
+/// }
+///
+/// let mut tiles = vec![Tile::from_col_major(2, 2, &[1.0, 4.0, 2.0, 3.0])];
+/// let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+/// let panel = DistTeamPanel::new(&mut refs, &[0], 2, 2);
+/// let ipiv = run_threads(2, |m| panel.factor(0, &Lone, m)).unwrap().unwrap();
+/// assert_eq!(ipiv, vec![1, 1]); // row 1 holds the larger first entry
+/// assert_eq!(tiles[0].as_slice(), &[4.0, 0.25, 3.0, 1.25]);
+/// ```
+///
+/// Chosen design: every member walks `getrf_panel_dist`'s recursion (the same splits, the
+/// same leaves); per phase, one member or all of them work.
+/// - **Leaves** (pivot search, the rank exchange of each column, row writes, scaling and
+///   rank-1 updates): team rank 0 alone, with `getrf_panel_dist`'s own code, then one
+///   [`Member::all_reduce`] hands its outcome (the leaf's pivots, or its error) to every
+///   member. They are memory-bound and a few percent of the flops on a tall panel (`w`
+///   columns of `m ≫ w` rows: the leaves' `~w·LEAF·m` of `~w²·m`), and their exchange is the
+///   rank's: one caller per rank keeps the exchange's call order that of the other ranks.
+/// - **Recursion step**, the TRSM and the `A12` exchange: rank 0 alone (`getrf_panel_dist`'s
+///   code; a received `A12` goes into a buffer of this struct), then one reduction hands its
+///   outcome to every member.
+/// - **Recursion step**, the GEMM (`A22 −= A21·A12`, nearly all the flops): the single-core
+///   kernel's faer calls (one per [`gemm_row_block`] rows of each tile: exactly the calls
+///   `getrf_panel_dist` makes), each made whole by one member: the calls in order, split
+///   into contiguous, rank-ordered runs of about equal rows (a call goes to the member whose
+///   share of the rows holds its middle row). Then a barrier.
+///
+/// Synchronisation: one reduction per leaf, one reduction and one barrier per recursion
+/// step, one barrier at the start (after the members claimed the panel). The bits are
+/// `getrf_panel_dist`'s because every floating-point operation is its own: the leaves and
+/// the TRSM are its code on its data, and each GEMM call is its call (the same shapes,
+/// strides and operands: faer picks its path by those, so a call split by rows could differ,
+/// a call made by another thread cannot). Members other than rank 0 never call the
+/// exchange. A team of one is `getrf_panel_dist` itself; with one rank (`members() == 1`) the
+/// team runs the distributed code on a local exchange, whose bits are `getrf_panel`'s
+/// (tested), and makes no exchange call either.
+///
+/// # Safety (why the members' accesses never race)
+/// [`DistTeamPanel::new`] takes the tiles by `&mut` for the panel's lifetime, so only members
+/// reach them; [`factor`](DistTeamPanel::factor) admits one team, once: each member claims its
+/// rank, a claim that finds its rank taken (a second team, a second call) panics, and no
+/// member touches a tile before a barrier that every member of its team passes only once all
+/// of them claimed. Within the team:
+///
+/// | phase | who touches the tiles | ends with |
+/// |---|---|---|
+/// | claim | nobody | barrier |
+/// | leaf | rank 0: all (through `&mut` reborrowed from the borrow `new` took) | reduction |
+/// | TRSM, `A12` exchange | rank 0: all; then it takes fresh raw addresses of the tiles' entries for the GEMM | reduction |
+/// | GEMM | each member the rows of its calls, columns `d+n1..d+n1+n2` (writes) and `d..d+n1` (reads); all read `A12` (top tile rows `d..d+n1`, or the buffer), which nobody writes in the phase | barrier |
+///
+/// Rank 0 makes the `&mut` views only when no other member touches the tiles, and the
+/// raw addresses the GEMM uses are taken after its last such view and before the next. The
+/// barriers and reductions synchronise as acquire/release (the engine's [`Member::barrier`]),
+/// so what one phase wrote is visible to the next.
+pub struct DistTeamPanel<'a> {
+    /// The tiles `new` borrowed (`index.len()` of them): reborrowed `&mut` by rank 0 alone,
+    /// in its phases.
+    tiles: *mut &'a mut Tile,
+    /// `index[s]`: the panel tile index of tile `s`.
+    index: Vec<usize>,
+    /// Rows of each tile.
+    rows: Vec<usize>,
+    nb: usize,
+    /// Rows of the whole panel.
+    m: usize,
+    /// Columns of every tile.
+    w: usize,
+    /// Which ranks of which team size entered [`factor`](DistTeamPanel::factor).
+    claims: Mutex<Claims>,
+    /// What rank 0 leaves to the GEMM of a recursion step: written by rank 0 in the TRSM
+    /// phase, read by every member in the GEMM phase.
+    step: RwLock<Step>,
+    _tiles: PhantomData<&'a mut [&'a mut Tile]>,
+}
+
+// SAFETY: a `DistTeamPanel` is an exclusive borrow of its tiles (`new` takes them by `&mut`
+// for `'a`), like `&'a mut [&mut Tile]`, which is `Send` and `Sync`; its raw pointers are
+// that borrow and addresses of the tiles' buffers. Moving it to another thread moves that
+// borrow.
+unsafe impl Send for DistTeamPanel<'_> {}
+// SAFETY: shared, it is used only through `factor`, whose members touch the tiles in turn
+// (rank 0 alone) or disjoint entries (the GEMM) between barriers (the phase table in the
+// type's documentation), and which admits one team.
+unsafe impl Sync for DistTeamPanel<'_> {}
+
+/// The team size that claimed the panel and the ranks claimed so far.
+#[derive(Default)]
+struct Claims {
+    size: usize,
+    ranks: Vec<bool>,
+}
+
+/// Rank 0's hand-over to the GEMM of a recursion step.
+#[derive(Default)]
+struct Step {
+    /// Each tile's entries (column-major, leading dimension its rows), taken after rank 0's
+    /// last `&mut` view of the step.
+    entries: Vec<*mut f64>,
+    /// A received `A12` (this rank is not member 0), column stride `min(nb, m)`.
+    a12: Vec<f64>,
+}
+
+impl<'a> DistTeamPanel<'a> {
+    /// This rank's part of a panel, as for [`getrf_panel_dist`] (`tiles`, `index`, `nb`,
+    /// `m`), borrowed until the view is dropped.
+    ///
+    /// # Panics
+    /// As `getrf_panel_dist`, for the tiles' layout; what depends on the rank (who holds
+    /// tile 0) is checked by [`factor`](DistTeamPanel::factor).
+    pub fn new(
+        tiles: &'a mut [&mut Tile],
+        index: &[usize],
+        nb: usize,
+        m: usize,
+    ) -> DistTeamPanel<'a> {
+        let w = check_tiles(tiles, index, nb, m);
+        let rows = tiles.iter().map(|t| t.rows()).collect();
+        DistTeamPanel {
+            // The inner borrows outlive `'a`; the panel uses them for `'a` only.
+            tiles: tiles.as_mut_ptr().cast::<&'a mut Tile>(),
+            index: index.to_vec(),
+            rows,
+            nb,
+            m,
+            w,
+            claims: Mutex::new(Claims::default()),
+            step: RwLock::new(Step::default()),
+            _tiles: PhantomData,
+        }
+    }
+
+    /// Factors this rank's part of the panel: what
+    /// [`getrf_panel_dist`]`(tiles, index, nb, m, col0, ex)` does, bit for bit. Every member
+    /// of one team calls it (`team.run(|m| panel.factor(col0, ex, m))`) and gets the same
+    /// result; only rank 0 calls `ex.allgather`.
+    ///
+    /// # Errors
+    /// `getrf_panel_dist`'s, on every member.
+    ///
+    /// # Panics
+    /// `getrf_panel_dist`'s for a rank that does not hold its tiles (on every member); when a
+    /// second team, or a second call, enters the panel (that member panics before touching
+    /// any tile, which fails its team).
+    pub fn factor(
+        &self,
+        col0: usize,
+        ex: &(dyn ColumnExchange + Sync),
+        member: &Member<'_>,
+    ) -> Result<Vec<usize>, DistPanelError> {
+        let (members, me) = (ex.members(), ex.me());
+        check_member(&self.index, self.rows.iter().sum(), self.m, members, me);
+        self.claim(member);
+        // Every member of this team claimed its rank: no other team gets past its own.
+        member.barrier();
+        if member.size() == 1 {
+            // SAFETY: the team's only member, after its claim: nobody else reaches the tiles.
+            let tiles = unsafe { self.tiles_mut() };
+            return getrf_panel_dist(tiles, &self.index, self.nb, self.m, col0, ex);
+        }
+        let ex: &dyn ColumnExchange = if members == 1 { &Alone } else { ex };
+        let mut ipiv = vec![0usize; self.m.min(self.w)];
+        let at = At { col0, me, ex };
+        self.factor_rec(member, &at, 0, self.w, &mut ipiv)?;
+        Ok(ipiv)
+    }
+
+    /// Records `member`'s rank as taken.
+    ///
+    /// # Panics
+    /// If the rank was taken, or the panel was claimed by a team of another size.
+    fn claim(&self, member: &Member<'_>) {
+        let (rank, size) = (member.rank(), member.size());
+        let taken = {
+            let mut c = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+            if c.ranks.is_empty() {
+                c.size = size;
+                c.ranks = vec![false; size];
+            }
+            let taken = c.size != size || c.ranks[rank];
+            if !taken {
+                c.ranks[rank] = true;
+            }
+            taken
+        };
+        assert!(
+            !taken,
+            "DistTeamPanel::factor: rank {rank} of a team of {size} entered a panel already \
+             claimed (a panel is factored once, by one team)"
+        );
+    }
+
+    /// The tiles `new` borrowed.
+    ///
+    /// # Safety
+    /// No other member touches the tiles while the slice lives (the phase table of
+    /// [`DistTeamPanel`]).
+    #[expect(
+        clippy::mut_from_ref,
+        reason = "the members share `&self`; the phase table says when rank 0 may do this"
+    )]
+    unsafe fn tiles_mut(&self) -> &mut [&'a mut Tile] {
+        // SAFETY: `new`'s exclusive borrow of `index.len()` tiles, live for `'a`; nobody
+        // else touches them now (caller).
+        unsafe { std::slice::from_raw_parts_mut(self.tiles, self.index.len()) }
+    }
+
+    /// Rank 0's `getrf_panel_dist` view of the tiles.
+    ///
+    /// # Safety
+    /// Called by rank 0 in a phase where no other member touches the tiles (the phase table
+    /// of [`DistTeamPanel`]), the view dropped before the phase ends.
+    unsafe fn view(&self, at: &At<'_>) -> DistPanel<'_, 'a> {
+        // SAFETY: the borrow `new` took, touched by nobody else now (caller).
+        let tiles = unsafe { self.tiles_mut() };
+        DistPanel::new(tiles, &self.index, self.nb, self.m, self.w, at.col0, at.me)
+    }
+
+    /// `getrf_panel_dist`'s recursion over rows `d..m`, columns `d..d+n`, by the team.
+    fn factor_rec(
+        &self,
+        member: &Member<'_>,
+        at: &At<'_>,
+        d: usize,
+        n: usize,
+        ipiv: &mut [usize],
+    ) -> Result<(), DistPanelError> {
+        let k = (self.m - d).min(n);
+        if k <= LEAF || n <= LEAF {
+            return self.leaf(member, at, d, n, ipiv);
+        }
+        let n1 = split_columns(k);
+        let n2 = n - n1;
+        self.factor_rec(member, at, d, n1, &mut ipiv[..n1])?;
+        self.update(member, at, d, n1, n2)?;
+        self.factor_rec(member, at, d + n1, n2, &mut ipiv[n1..k])
+    }
+
+    /// A leaf, by rank 0; its outcome to every member.
+    fn leaf(
+        &self,
+        member: &Member<'_>,
+        at: &At<'_>,
+        d: usize,
+        n: usize,
+        ipiv: &mut [usize],
+    ) -> Result<(), DistPanelError> {
+        let mine = (member.rank() == 0).then(|| {
+            let mut piv = vec![0usize; ipiv.len()];
+            // SAFETY: rank 0, in the leaf phase; the view ends here.
+            let mut view = unsafe { self.view(at) };
+            view.leaf(d, n, &mut piv, at.ex).map(|()| piv)
+        });
+        let piv = member
+            .all_reduce(mine, |a, b| a.or(b))
+            .expect("rank 0 factored the leaf")?;
+        ipiv.copy_from_slice(&piv);
+        Ok(())
+    }
+
+    /// A recursion step: TRSM and `A12` exchange by rank 0 (its outcome to every member),
+    /// then the GEMM by the team.
+    fn update(
+        &self,
+        member: &Member<'_>,
+        at: &At<'_>,
+        d: usize,
+        n1: usize,
+        n2: usize,
+    ) -> Result<(), DistPanelError> {
+        let mine = (member.rank() == 0).then(|| {
+            let mut step = self.step.write().unwrap_or_else(PoisonError::into_inner);
+            let step = &mut *step;
+            let shared = {
+                // SAFETY: rank 0, in the TRSM phase; the view ends in this block.
+                let mut view = unsafe { self.view(at) };
+                view.share_a12(d, n1, n2, at.ex, &mut step.a12)
+            };
+            // SAFETY: as above; after the view's end, and no `&mut` view until the GEMM's
+            // barrier, so the addresses stay valid for the GEMM.
+            let tiles = unsafe { self.tiles_mut() };
+            step.entries.clear();
+            step.entries
+                .extend(tiles.iter_mut().map(|t| t.as_mut_slice().as_mut_ptr()));
+            shared
+        });
+        member
+            .all_reduce(mine, |a, b| a.or(b))
+            .expect("rank 0 solved A12")?;
+        self.gemm(member, at.me, d, n1, n2);
+        member.barrier();
+        Ok(())
+    }
+
+    /// `A22 −= A21·A12` of a recursion step: `getrf_panel_dist`'s faer calls, this member's
+    /// share of them.
+    fn gemm(&self, member: &Member<'_>, me: usize, d: usize, n1: usize, n2: usize) {
+        let k0 = d + n1;
+        // The single-core kernel's calls, in its order: (tile, first row, rows).
+        let mut calls = Vec::new();
+        for (s, &rows) in self.rows.iter().enumerate() {
+            let first = if self.index[s] == 0 { k0 } else { 0 };
+            if rows <= first {
+                continue;
+            }
+            let len = rows - first;
+            let block = gemm_row_block(len, n1);
+            let mut r0 = 0;
+            while r0 < len {
+                let r = block.min(len - r0);
+                calls.push((s, first + r0, r));
+                r0 += r;
+            }
+        }
+        let total = calls.iter().map(|c| c.2).sum();
+        let own = share(total, 1, member.size(), member.rank());
+        let step = self.step.read().unwrap_or_else(PoisonError::into_inner);
+        let a12 = if me == 0 {
+            let ld0 = self.rows[0] as isize;
+            // SAFETY: `A12` (tile 0, rows `d..d+n1`, columns `k0..k0+n2`, in bounds) is read
+            // by every member in this phase and written by none (they write rows `>= k0`).
+            unsafe {
+                MatRef::from_raw_parts(
+                    step.entries[0].wrapping_add(d + k0 * self.rows[0]),
+                    n1,
+                    n2,
+                    1,
+                    ld0,
+                )
+            }
+        } else {
+            MatRef::from_column_major_slice_with_stride(&step.a12, n1, n2, self.nb.min(self.m))
+        };
+        let mut pos = 0;
+        for (s, top, r) in calls {
+            let mid = pos + r / 2;
+            pos += r;
+            if !own.contains(&mid) {
+                continue;
+            }
+            let ld = self.rows[s];
+            let p = step.entries[s];
+            // SAFETY: rows `top..top+r` of tile `s`, columns `d..d+n1` (`A21`, read only) and
+            // `k0..k0+n2` (`C`, written by this member alone: each call has one owner), in
+            // bounds, disjoint from each other and from `A12`.
+            let (a21, c) = unsafe {
+                (
+                    MatRef::from_raw_parts(p.wrapping_add(top + d * ld), r, n1, 1, ld as isize),
+                    MatMut::from_raw_parts_mut(
+                        p.wrapping_add(top + k0 * ld),
+                        r,
+                        n2,
+                        1,
+                        ld as isize,
+                    ),
+                )
+            };
+            // Rows 0: one faer call, the one the single-core kernel makes.
+            gemm_minus_blocked(c, a21, a12, 0);
+        }
+    }
+}
+
+/// What every phase of a team's factorization needs to know of the call.
+struct At<'e> {
+    col0: usize,
+    /// This rank's index in the exchange.
+    me: usize,
+    ex: &'e dyn ColumnExchange,
+}
+
+/// A lone member's exchange, local: the distributed code run by one member (whole-row
+/// interchanges, member 0's update), which gives `getrf_panel`'s bits (tested).
+struct Alone;
+
+impl ColumnExchange for Alone {
+    fn members(&self) -> usize {
+        1
+    }
+    fn me(&self) -> usize {
+        0
+    }
+    fn allgather(&self, part: Vec<f64>) -> Result<Vec<Vec<f64>>, String> {
+        Ok(vec![part])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Proves that the members of a distributed panel, threads exchanging over channels, end
@@ -522,7 +968,10 @@ mod tests {
 
     use std::cell::Cell;
     use std::sync::mpsc::{self, Receiver, Sender};
+    use std::sync::Mutex;
     use std::time::Duration;
+
+    use tessera_engine::team::run_threads;
 
     use super::*;
     use crate::kernels::test_support::{random_dense, split_rows, tiles_of, SplitMix64};
@@ -652,22 +1101,6 @@ mod tests {
             ends[me] = Some(end);
         }
         ends.into_iter().map(Option::unwrap).collect()
-    }
-
-    /// A lone member through the distributed code (whole-row interchanges, member 0's
-    /// update), not the shortcut to `getrf_panel`.
-    struct Alone;
-
-    impl ColumnExchange for Alone {
-        fn members(&self) -> usize {
-            1
-        }
-        fn me(&self) -> usize {
-            0
-        }
-        fn allgather(&self, part: Vec<f64>) -> Result<Vec<Vec<f64>>, String> {
-            Ok(vec![part])
-        }
     }
 
     /// Exchanges of a panel: one per leaf column, one per recursion step.
@@ -994,5 +1427,259 @@ mod tests {
             }
         }
         let _ = getrf_panel_dist(&mut refs, &[0], 10, 20, 0, &Second);
+    }
+
+    /// A rank's exchange shared by its team (team rank 0 is the only caller that counts):
+    /// records the threads that call `allgather`.
+    struct TeamExchange {
+        me: usize,
+        members: usize,
+        ex: Mutex<ThreadExchange>,
+        callers: Mutex<Vec<std::thread::ThreadId>>,
+    }
+
+    impl ColumnExchange for TeamExchange {
+        fn members(&self) -> usize {
+            self.members
+        }
+
+        fn me(&self) -> usize {
+            self.me
+        }
+
+        fn allgather(&self, part: Vec<f64>) -> Result<Vec<Vec<f64>>, String> {
+            self.callers
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+            self.ex.lock().unwrap().allgather(part)
+        }
+    }
+
+    /// What one rank's team ended with: every member's outcome (rank order), the rank's
+    /// tiles, its exchange calls, and whether only team rank 0 made them.
+    struct RankEnd {
+        outcomes: Vec<Outcome>,
+        tiles: Vec<Tile>,
+        index: Vec<usize>,
+        calls: usize,
+        only_rank_0_called: bool,
+    }
+
+    /// [`run_members`] with a team of `team` threads per rank ([`DistTeamPanel`]).
+    fn run_teams(
+        tiles: &[Tile],
+        deal: &[usize],
+        nb: usize,
+        m: usize,
+        col0: usize,
+        team: usize,
+        fail: Option<(usize, usize)>,
+    ) -> Vec<RankEnd> {
+        let size = deal.iter().max().map_or(1, |&q| q + 1);
+        let (tx, rx) = mpsc::channel();
+        for ex in group(size, fail) {
+            let index: Vec<usize> = (0..tiles.len()).filter(|&i| deal[i] == ex.me).collect();
+            let mine: Vec<Tile> = index.iter().map(|&i| tiles[i].clone()).collect();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let me = ex.me;
+                let shared = TeamExchange {
+                    me,
+                    members: size,
+                    ex: Mutex::new(ex),
+                    callers: Mutex::new(Vec::new()),
+                };
+                let mut mine = mine;
+                let outcomes = Mutex::new(vec![None; team]);
+                {
+                    let mut refs: Vec<&mut Tile> = mine.iter_mut().collect();
+                    let panel = DistTeamPanel::new(&mut refs, &index, nb, m);
+                    run_threads(team, |member| {
+                        let r = panel.factor(col0, &shared, member);
+                        outcomes.lock().unwrap()[member.rank()] = Some(r);
+                    })
+                    .unwrap();
+                }
+                let TeamExchange { ex, callers, .. } = shared;
+                // Releases ranks waiting on this one after a failure.
+                let calls = ex.into_inner().unwrap().calls.get();
+                let leader = std::thread::current().id();
+                let end = RankEnd {
+                    outcomes: outcomes
+                        .into_inner()
+                        .unwrap()
+                        .into_iter()
+                        .map(|o| o.expect("every member returned"))
+                        .collect(),
+                    tiles: mine,
+                    index,
+                    calls,
+                    only_rank_0_called: callers.into_inner().unwrap().iter().all(|&t| t == leader),
+                };
+                let _ = tx.send((me, end));
+            });
+        }
+        drop(tx);
+        let mut ends: Vec<Option<RankEnd>> = (0..size).map(|_| None).collect();
+        for _ in 0..size {
+            let (me, end) = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("a rank returns within a minute (a member panicked or hangs?)");
+            ends[me] = Some(end);
+        }
+        ends.into_iter().map(Option::unwrap).collect()
+    }
+
+    /// The `m × w` panel `a` factored by `getrf_panel`, then by 1 to 3 ranks (as many as
+    /// there are tiles) under each deal, each rank a team of 1 to 3: the same outcome on
+    /// every member of every rank; on success the same bits in every tile and
+    /// `getrf_panel_dist`'s exchanges, made by team rank 0 only. Returns `getrf_panel`'s
+    /// outcome.
+    fn assert_teams_same_as_single(
+        a: &[f64],
+        m: usize,
+        w: usize,
+        nb: usize,
+        col0: usize,
+    ) -> Result<Vec<usize>, SingularColumn> {
+        let tiles = tiles_of(a, m, w, &split_rows(m, nb));
+        let mut want_tiles = tiles.clone();
+        let mut refs: Vec<&mut Tile> = want_tiles.iter_mut().collect();
+        let want = getrf_panel(&mut refs, col0);
+        let want_dist = want.clone().map_err(DistPanelError::Singular);
+        for size in 1..=tiles.len().min(3) {
+            for deal in deals(tiles.len(), size, (m * w + size) as u64) {
+                for team in 1..=3 {
+                    let what = format!("m={m} w={w} nb={nb} deal {deal:?} team {team}");
+                    for (q, end) in run_teams(&tiles, &deal, nb, m, col0, team, None)
+                        .into_iter()
+                        .enumerate()
+                    {
+                        assert!(
+                            end.only_rank_0_called,
+                            "{what}: rank {q}'s exchange callers"
+                        );
+                        for (r, outcome) in end.outcomes.iter().enumerate() {
+                            assert_eq!(outcome, &want_dist, "{what}: rank {q} member {r}");
+                        }
+                        if want.is_err() {
+                            continue;
+                        }
+                        let calls = if size == 1 { 0 } else { exchanges(m, 0, w) };
+                        assert_eq!(end.calls, calls, "{what}: rank {q}'s exchanges");
+                        for (t, &i) in end.tiles.iter().zip(&end.index) {
+                            assert_same_bits(t, &want_tiles[i], &format!("{what}, tile {i}"));
+                        }
+                    }
+                }
+            }
+        }
+        want
+    }
+
+    /// Shapes for the teams: recursing several levels (w = 24..40), once (w = 9, 13), a
+    /// short last tile, w < nb, and one leaf.
+    const TEAM_SHAPES: [(usize, usize, usize); 6] = [
+        (150, 40, 40),
+        (97, 24, 24),
+        (61, 13, 20),
+        (33, 9, 11),
+        (50, 5, 12),
+        (60, 32, 40),
+    ];
+
+    #[test]
+    fn teams_match_on_random_and_graded_panels() {
+        let mut rng = SplitMix64(19);
+        for (i, (m, w, nb)) in TEAM_SHAPES.into_iter().enumerate() {
+            let a = random_dense(m, w, 200 + i as u64);
+            assert_teams_same_as_single(&a, m, w, nb, 0).unwrap();
+            let mut g = a;
+            for r in 0..m {
+                let k = (rng.next_u64() % 25) as i32 - 12;
+                for j in 0..w {
+                    g[r + j * m] *= 10f64.powi(k);
+                }
+            }
+            assert_teams_same_as_single(&g, m, w, nb, 0).unwrap();
+        }
+    }
+
+    #[test]
+    fn teams_match_on_nearly_singular_and_tied_panels() {
+        for (m, w, nb, r) in [(150, 40, 40, 7), (97, 24, 24, 20)] {
+            let u = random_dense(m, r, 1);
+            let v = random_dense(r, w, 2);
+            let noise = random_dense(m, w, 3);
+            let mut a = vec![0.0; m * w];
+            for j in 0..w {
+                for i in 0..m {
+                    let s: f64 = (0..r).map(|l| u[i + l * m] * v[l + j * r]).sum();
+                    a[i + j * m] = s + 1e-14 * noise[i + j * m];
+                }
+            }
+            assert_teams_same_as_single(&a, m, w, nb, 0).unwrap();
+        }
+        let (m, w, nb) = (97, 24, 24);
+        let mut rng = SplitMix64(5);
+        let ones: Vec<f64> = (0..m * w)
+            .map(|_| if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        assert_teams_same_as_single(&ones, m, w, nb, 0).unwrap();
+    }
+
+    #[test]
+    fn teams_fail_singular_on_every_member() {
+        let (m, w, nb) = (150, 40, 40);
+        for zero_col in [0, 8, 20, 39] {
+            let mut a = random_dense(m, w, 40 + zero_col as u64);
+            a[zero_col * m..(zero_col + 1) * m].fill(0.0);
+            let e = assert_teams_same_as_single(&a, m, w, nb, 64).unwrap_err();
+            assert_eq!(e.column, 64 + zero_col);
+        }
+    }
+
+    #[test]
+    fn a_failing_exchange_ends_every_member() {
+        // Calls 0..8 are the first leaf's columns, call 8 the first A12.
+        let (m, w, nb) = (150, 40, 40);
+        let a = random_dense(m, w, 9);
+        let tiles = tiles_of(&a, m, w, &split_rows(m, nb));
+        for team in 1..=3 {
+            for (failing, call) in [(0, 0), (1, 5), (0, 8), (2, 8), (1, 30)] {
+                let ends = run_teams(&tiles, &[0, 1, 2, 1], nb, m, 0, team, Some((failing, call)));
+                for (q, end) in ends.iter().enumerate() {
+                    assert!(end.only_rank_0_called, "rank {q}'s exchange callers");
+                    let first = end.outcomes[0].clone();
+                    let Err(DistPanelError::Exchange(e)) = &first else {
+                        panic!("rank {q}: {first:?} after call {call} failed (team {team})");
+                    };
+                    if q == failing {
+                        assert!(e.contains(&format!("refuses call {call}")), "{e}");
+                        assert_eq!(end.calls, call + 1);
+                    }
+                    for o in &end.outcomes {
+                        assert_eq!(o, &first, "rank {q}, team {team}: every member the same");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_team_panel_is_factored_once() {
+        let mut tiles = tiles_of(&random_dense(10, 4, 1), 10, 4, &[10]);
+        let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
+        let panel = DistTeamPanel::new(&mut refs, &[0], 10, 10);
+        assert!(run_threads(2, |m| panel.factor(0, &Alone, m))
+            .unwrap()
+            .is_ok());
+        let e = run_threads(2, |m| panel.factor(0, &Alone, m)).err();
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("entered a panel already claimed")),
+            "{e:?}"
+        );
     }
 }

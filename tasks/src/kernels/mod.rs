@@ -19,7 +19,7 @@ mod update;
 
 pub use gemm::{gemm_flops, gemm_minus_blocked, gemm_row_block, gemm_update, l2_bytes};
 pub use getrf_panel::{getrf_panel, getrf_panel_faer, getrf_panel_flops, SingularColumn, LEAF};
-pub use getrf_panel_dist::{getrf_panel_dist, ColumnExchange, DistPanelError};
+pub use getrf_panel_dist::{getrf_panel_dist, ColumnExchange, DistPanelError, DistTeamPanel};
 pub use getrf_panel_team::TeamPanel;
 pub use laswp::{laswp, laswp_bytes, laswp_flops};
 pub use spmv::{

@@ -92,7 +92,15 @@ impl DistLu {
                 index: rows.iter().map(|&i| i - k).collect(),
                 exchange,
             })
-            .priority(prio);
+            .priority(prio)
+            // The kernel runs on host cores only. (The simulator's devices take any
+            // codelet their platform gives a rate for: without this they would run it
+            // at the device panel rate, which no real run can.)
+            .cpu_only();
+        let task = match self.panel_team {
+            Some(size) => task.team(size),
+            None => task,
+        };
         if members.len() == 1 {
             return task.into();
         }

@@ -62,6 +62,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use tessera_engine::dist::Collectives;
+use tessera_engine::team::TeamSize;
 use tessera_engine::util::lock;
 use tessera_engine::{Error, Registrar, Runtime};
 use tessera_tasks::tile::{Tile, TilePool};
@@ -124,6 +125,8 @@ pub struct DistLu {
     /// The channel the members of a panel meet on (P > 1), opened when the
     /// run starts (`DistClasses::open`).
     panel_net: std::sync::OnceLock<std::sync::Arc<Collectives>>,
+    /// The team a rank's part of a panel may have (P > 1; `None`: one worker).
+    panel_team: Option<TeamSize>,
 }
 
 impl DistLu {
@@ -261,7 +264,16 @@ impl DistLu {
             virtual_data,
             copy_pool: TilePool::new(0),
             panel_net: std::sync::OnceLock::new(),
+            panel_team: None,
         }
+    }
+
+    /// Let a team of CPU workers factor this rank's part of each panel (P > 1:
+    /// `DistTeamPanel`; the rank's exchanges stay on one member, the GEMMs of
+    /// the recursion are shared). `None`: one worker.
+    pub fn with_panel_team(mut self, team: Option<TeamSize>) -> DistLu {
+        self.panel_team = team;
+        self
     }
 
     /// Tile rows (and columns).
