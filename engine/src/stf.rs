@@ -250,11 +250,7 @@ impl Shared {
     #[inline]
     fn make_node(&self, mut task: TaskBuilder) -> (Arc<TaskNode>, Explicit) {
         let team = team_of(&task);
-        let rendezvous = task
-            .rare
-            .as_mut()
-            .and_then(|r| r.rendezvous.take())
-            .map(Box::new);
+        let rendezvous = task.rare.as_mut().and_then(|r| r.rendezvous.take());
         let TaskBuilder {
             codelet,
             params,

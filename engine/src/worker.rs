@@ -162,7 +162,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
 /// the largest the runtime allows. `None`: not a team task here (a device
 /// worker runs one alone, with its device body).
 pub(crate) fn team_size(shared: &Shared, node: &TaskNode, is_device: bool) -> Option<usize> {
-    let team = node.team.filter(|_| !is_device)?;
+    let team = node.team().filter(|_| !is_device)?;
     match node.team_target.load(Ordering::Relaxed) {
         0 => team.largest_within(shared.cpu_workers),
         chosen => Some(chosen),

@@ -213,7 +213,7 @@ impl Shared {
     /// predicted run on that many: the earliest finish, as (end, missing
     /// bytes, leader, cost, size, members).
     fn best_team(&self, task: &TaskNode, key: u64) -> Option<(f64, u64, Choice)> {
-        let team = task.team?;
+        let team = task.team()?;
         let mut cpus: Vec<(u64, usize)> = (0..self.workers.len())
             .filter(|&w| !self.workers[w].kind.is_device())
             .map(|w| (self.workers[w].queued_ns.load(AtomicOrdering::Relaxed), w))
@@ -271,7 +271,7 @@ impl Shared {
         });
         // A team task runs on a CPU team (weighed by `best_team`), or alone
         // on a device that can run it.
-        let team = task.team.is_some();
+        let team = task.team().is_some();
         let capable = |w: usize| {
             let k = &self.workers[w].kind;
             if team && !k.is_device() {
@@ -478,7 +478,7 @@ impl SchedulerPolicy for Dmda {
 
     fn finished(&self, worker: usize, task: &ReadyTask) {
         let cost = task.0.estimate_ns.load(AtomicOrdering::Relaxed);
-        let members = if task.0.team.is_some() {
+        let members = if task.0.team().is_some() {
             lock(&self.shared.team_charges).remove(&task.0.id)
         } else {
             None

@@ -751,7 +751,7 @@ impl Simulation {
             secs *= at(busy) / at(slowdown.len());
         }
         let end = self.after(start, secs);
-        let rendezvous = node.rendezvous.clone();
+        let rendezvous = node.rendezvous().cloned();
         lock(&sim.running)[w] = Some(Running {
             node,
             once,

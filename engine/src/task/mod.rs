@@ -114,11 +114,9 @@ pub(crate) struct TaskNode {
     pub(crate) node_hint: Option<usize>,
     /// `dmda`'s predicted cost of this task on the worker it was given, in ns.
     pub(crate) estimate_ns: AtomicU64,
-    /// Runs on a team of CPU workers of this size (the task's, else the
-    /// codelet's; see `crate::team`).
-    pub(crate) team: Option<crate::team::TeamSize>,
-    /// Its meeting with tasks of other ranks, for the simulator (`TaskBuilder::rendezvous`).
-    pub(crate) rendezvous: Option<Box<Rendezvous>>,
+    /// Its team and its rendezvous, if any: boxed, since few tasks have
+    /// either, and every task carries this field (see [`Gang`]).
+    gang: Option<Box<Gang>>,
     /// The team size a policy chose (0: none chose; the worker takes the
     /// largest allowed).
     pub(crate) team_target: AtomicUsize,
@@ -138,6 +136,16 @@ pub(crate) struct TaskNode {
     pub(crate) cause: OnceLock<Box<str>>,
 }
 
+/// What few tasks have: a team, a rendezvous.
+struct Gang {
+    /// Runs on a team of CPU workers of this size (the task's, else the
+    /// codelet's; see `crate::team`).
+    team: Option<crate::team::TeamSize>,
+    /// Its meeting with tasks of other ranks, for the simulator
+    /// (`TaskBuilder::rendezvous`).
+    rendezvous: Option<Rendezvous>,
+}
+
 /// What a submitted task is made of (see `TaskNode`'s fields).
 pub(crate) struct NodeParts {
     pub(crate) codelet: CodeletRef,
@@ -151,7 +159,7 @@ pub(crate) struct NodeParts {
     pub(crate) cpu_only: bool,
     pub(crate) node_hint: Option<usize>,
     pub(crate) team: Option<crate::team::TeamSize>,
-    pub(crate) rendezvous: Option<Box<Rendezvous>>,
+    pub(crate) rendezvous: Option<Rendezvous>,
 }
 
 // SAFETY: `once` is the only non-Sync field; it is reached only by the one
@@ -179,8 +187,12 @@ impl TaskNode {
             cpu_only: p.cpu_only,
             node_hint: p.node_hint,
             estimate_ns: AtomicU64::new(0),
-            team: p.team,
-            rendezvous: p.rendezvous,
+            gang: (p.team.is_some() || p.rendezvous.is_some()).then(|| {
+                Box::new(Gang {
+                    team: p.team,
+                    rendezvous: p.rendezvous,
+                })
+            }),
             team_target: AtomicUsize::new(0),
             pending: AtomicUsize::new(1),
             cancelled: AtomicBool::new(false),
@@ -201,6 +213,17 @@ impl TaskNode {
     /// one reference count from all threads (`independent` 0.80 -> 1.11x the
     /// old binary). A codelet's bodies must therefore not own the runtime
     /// (a body submits through `Runtime::submitter`, which holds it weakly).
+    /// Runs on a team of CPU workers of this size (see `crate::team`).
+    #[inline]
+    pub(crate) fn team(&self) -> Option<crate::team::TeamSize> {
+        self.gang.as_ref().and_then(|g| g.team)
+    }
+
+    /// Its meeting with tasks of other ranks (`TaskBuilder::rendezvous`).
+    pub(crate) fn rendezvous(&self) -> Option<&Rendezvous> {
+        self.gang.as_ref().and_then(|g| g.rendezvous.as_ref())
+    }
+
     pub(crate) fn release_contents(&mut self) {
         self.accesses = Vec::new();
         self.params = Box::new(());
@@ -208,7 +231,7 @@ impl TaskNode {
         self.lens = Box::default();
         self.preds = OnceLock::new();
         self.cause = OnceLock::new();
-        self.rendezvous = None;
+        self.gang = None;
         *self.once.get_mut() = StoredOnce::default();
     }
 
