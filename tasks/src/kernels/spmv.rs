@@ -31,7 +31,7 @@
 //! # Software prefetch
 //!
 //! Both functions prefetch (`prefetcht0`) the cache lines of `vals` and `col_idx`
-//! [`PREFETCH_AHEAD`] = 1024 entries (8 KiB of values, 4 KiB of indices) ahead of the row being
+//! `PREFETCH_AHEAD` = 1024 entries (8 KiB of values, 4 KiB of indices) ahead of the row being
 //! multiplied, one prefetch per new line. Chosen because the hardware prefetcher alone leaves
 //! the kernel well short of the memory bandwidth, and the prefetch measured +17–57 %: 2
 //! threads on half the rows each, 27-point stencil on 150³ (89.9 M entries, 1.19 GB per SpMV),
