@@ -14,7 +14,7 @@
 //! data: its replicas are raw byte buffers the engine reaches only through
 //! [`DeviceMemory`] uploads and downloads, CPU bodies never run on it, and
 //! device bodies see their data as typed device views
-//! ([`DevSlice`](tessera_engine::device::DevSlice)), which [`EmuDevice::host`]
+//! ([`DevSlice`]), which [`EmuDevice::host`]
 //! and [`EmuDevice::host_mut`] turn back into host slices (the buffers are
 //! host memory here). CI runs the GPU data path this way.
 

@@ -50,7 +50,7 @@ pub struct LuArgs {
     pub panel_team: String,
     /// How the trailing updates are cut: tiles (a task per tile), merged
     /// (one task per device and step over every column it owns, plus one
-    /// for the next panel's column: Hetero-HPL), streamed[:ROWS] (a device's
+    /// for the next panel's column: Hetero-HPL), streamed or streamed:ROWS (a device's
     /// GEMMs in blocks of ROWS tile rows through its memory: TianHe-1), or
     /// auto (tiles without devices or where a tile's GEMM already runs near
     /// the devices' large-call rate; merged when each device holds its

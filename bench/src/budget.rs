@@ -63,7 +63,7 @@ pub fn headrooms(threads: usize) -> Vec<Headroom> {
 /// `Ok` when every buffer of `items` (what, bytes) fits together under every
 /// limit; else an error naming the buffers, their total and the limit.
 /// `what` says which run needs them; `threads` is the number of threads the
-/// run will start (see [`PER_THREAD_ADDRESS_SPACE`]).
+/// run will start (see `PER_THREAD_ADDRESS_SPACE`).
 pub fn check(what: &str, items: &[(&str, u64)], threads: usize) -> Result<(), String> {
     check_against(what, items, &headrooms(threads))
 }
