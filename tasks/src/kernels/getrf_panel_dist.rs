@@ -16,6 +16,7 @@ use tessera_engine::team::{share, Member};
 
 use super::gemm::{gemm_minus_blocked, gemm_row_block};
 use super::getrf_panel::{getrf_panel, iamax, split_columns, SingularColumn, LEAF};
+use super::getrf_panel_team::Claims;
 use crate::tile::Tile;
 
 /// The members of one distributed panel (the ranks of its process column holding rows of it),
@@ -657,13 +658,6 @@ unsafe impl Send for DistTeamPanel<'_> {}
 // type's documentation), and which admits one team.
 unsafe impl Sync for DistTeamPanel<'_> {}
 
-/// The team size that claimed the panel and the ranks claimed so far.
-#[derive(Default)]
-struct Claims {
-    size: usize,
-    ranks: Vec<bool>,
-}
-
 /// Rank 0's hand-over to the GEMM of a recursion step.
 #[derive(Default)]
 struct Step {
@@ -743,24 +737,7 @@ impl<'a> DistTeamPanel<'a> {
     /// # Panics
     /// If the rank was taken, or the panel was claimed by a team of another size.
     fn claim(&self, member: &Member<'_>) {
-        let (rank, size) = (member.rank(), member.size());
-        let taken = {
-            let mut c = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
-            if c.ranks.is_empty() {
-                c.size = size;
-                c.ranks = vec![false; size];
-            }
-            let taken = c.size != size || c.ranks[rank];
-            if !taken {
-                c.ranks[rank] = true;
-            }
-            taken
-        };
-        assert!(
-            !taken,
-            "DistTeamPanel::factor: rank {rank} of a team of {size} entered a panel already \
-             claimed (a panel is factored once, by one team)"
-        );
+        Claims::claim(&self.claims, member, "DistTeamPanel::factor");
     }
 
     /// The tiles `new` borrowed.

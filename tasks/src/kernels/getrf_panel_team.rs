@@ -130,9 +130,37 @@ struct RawTile {
 
 /// The team size that claimed the panel and the ranks claimed so far.
 #[derive(Default)]
-struct Claims {
+pub(super) struct Claims {
     size: usize,
     ranks: Vec<bool>,
+}
+
+impl Claims {
+    /// Records `member`'s rank as taken in `claims` (shared by the team kernels: this one
+    /// and `DistTeamPanel`); `what` names the kernel's entry point in the panic.
+    ///
+    /// # Panics
+    /// If the rank was taken, or the panel was claimed by a team of another size.
+    pub(super) fn claim(claims: &Mutex<Claims>, member: &Member<'_>, what: &str) {
+        let (rank, size) = (member.rank(), member.size());
+        let taken = {
+            let mut c = claims.lock().unwrap_or_else(|e| e.into_inner());
+            if c.ranks.is_empty() {
+                c.size = size;
+                c.ranks = vec![false; size];
+            }
+            let taken = c.size != size || c.ranks[rank];
+            if !taken {
+                c.ranks[rank] = true;
+            }
+            taken
+        };
+        assert!(
+            !taken,
+            "{what}: rank {rank} of a team of {size} entered a panel already claimed (a panel \
+             is factored once, by one team)"
+        );
+    }
 }
 
 /// One member's contribution to a leaf column's reduction.
@@ -238,24 +266,7 @@ impl<'a> TeamPanel<'a> {
     /// # Panics
     /// If the rank was taken, or the panel was claimed by a team of another size.
     fn claim(&self, member: &Member<'_>) {
-        let (rank, size) = (member.rank(), member.size());
-        let taken = {
-            let mut c = self.claims.lock().unwrap_or_else(|e| e.into_inner());
-            if c.ranks.is_empty() {
-                c.size = size;
-                c.ranks = vec![false; size];
-            }
-            let taken = c.size != size || c.ranks[rank];
-            if !taken {
-                c.ranks[rank] = true;
-            }
-            taken
-        };
-        assert!(
-            !taken,
-            "TeamPanel::factor: rank {rank} of a team of {size} entered a panel already \
-             claimed (a panel is factored once, by one team)"
-        );
+        Claims::claim(&self.claims, member, "TeamPanel::factor");
     }
 
     /// LU of rows `d..m`, columns `d..d+n`: [`getrf_panel`](super::getrf_panel)'s recursion,
