@@ -279,15 +279,26 @@ fn lu_grid(
                 w.name = format!("r{r} {}", w.name);
                 w
             }));
-            // Task ids are per rank: offset them, and keep the edges within
-            // a rank (a remote predecessor's id names a task of another rank).
-            let off = (r as u64) << 40;
+            // Task ids are per rank: rank r's become `r << RANK_ID_SHIFT | id`, as
+            // `tessera trace merge` numbers them. A remote edge's sender is
+            // recorded as `REMOTE_TASK | r' << RANK_ID_SHIFT | id`, already that
+            // task's number once the mark is off: so the edges across ranks stay,
+            // and the critical path follows the run from rank to rank (until stop
+            // 35 they were dropped, and the path stopped at each rank's border).
+            use tessera_engine::trace::{RANK_ID_SHIFT, REMOTE_TASK};
+            let off = (r as u64) << RANK_ID_SHIFT;
             let ids: std::collections::HashSet<u64> = t.tasks.iter().map(|x| x.id).collect();
+            let end = |x: u64| {
+                if x & REMOTE_TASK != 0 {
+                    Some(x & !REMOTE_TASK)
+                } else {
+                    ids.contains(&x).then_some(x + off)
+                }
+            };
             all.edges.extend(
                 t.edges
                     .iter()
-                    .filter(|(a, b)| ids.contains(a) && ids.contains(b))
-                    .map(|(a, b)| (a + off, b + off)),
+                    .filter_map(|&(a, b)| Some((end(a)?, end(b)?))),
             );
             all.tasks.extend(t.tasks.into_iter().map(|mut x| {
                 x.worker += base;
