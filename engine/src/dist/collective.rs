@@ -14,6 +14,23 @@ use super::net::{Channel, Net};
 use super::wire::Reader;
 use crate::util::lock;
 
+/// A wait for other ranks' parts, counted in the transport's awaited exchanges while it
+/// lasts.
+struct Awaiting<'t>(&'t Arc<dyn super::Transport>);
+
+impl<'t> Awaiting<'t> {
+    fn new(t: &'t Arc<dyn super::Transport>) -> Awaiting<'t> {
+        t.awaiting(1);
+        Awaiting(t)
+    }
+}
+
+impl Drop for Awaiting<'_> {
+    fn drop(&mut self) {
+        self.0.awaiting(-1);
+    }
+}
+
 /// The collectives of one group of ranks (all of them), on their own channel.
 pub struct Collectives {
     net: Arc<Net>,
@@ -123,6 +140,9 @@ impl Collectives {
             _ => true,
         });
         let rx = lock(&self.rx);
+        // This rank now waits for the others' parts: the transport may poll for them
+        // more often meanwhile (`Transport::awaiting`), until this function returns.
+        let _awaiting = (missing > 0).then(|| Awaiting::new(self.net.transport()));
         while missing > 0 {
             if let Some(a) = self.net.aborted() {
                 return Err(a);
@@ -223,5 +243,82 @@ impl Collectives {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Proves that a blocking collective counts itself as awaited in the transport while it
+    // waits for another rank's part, and not after it returns.
+    use std::sync::atomic::{AtomicIsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::dist::local::{self, LocalTransport};
+    use crate::dist::Transport;
+
+    /// A local transport that records the awaited count, and its largest value.
+    struct Counting {
+        inner: Arc<LocalTransport>,
+        now: AtomicIsize,
+        most: AtomicIsize,
+    }
+
+    impl Transport for Counting {
+        fn rank(&self) -> usize {
+            self.inner.rank()
+        }
+        fn size(&self) -> usize {
+            self.inner.size()
+        }
+        fn send(&self, to: usize, msg: Vec<u8>) {
+            self.inner.send(to, msg)
+        }
+        fn recv(&self, timeout: Duration) -> Option<(usize, Vec<u8>)> {
+            self.inner.recv(timeout)
+        }
+        fn pending_sends(&self) -> usize {
+            self.inner.pending_sends()
+        }
+        fn awaiting(&self, delta: isize) {
+            let now = self.now.fetch_add(delta, Ordering::SeqCst) + delta;
+            self.most.fetch_max(now, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_collective_is_awaited_while_it_waits() {
+        let handles: Vec<_> = local::world(2)
+            .into_iter()
+            .map(|inner| {
+                std::thread::spawn(move || {
+                    let rank = inner.rank();
+                    let t = Arc::new(Counting {
+                        inner,
+                        now: AtomicIsize::new(0),
+                        most: AtomicIsize::new(0),
+                    });
+                    let net = Net::new(Arc::clone(&t) as Arc<dyn Transport>);
+                    let c = Collectives::new(&net);
+                    if rank == 1 {
+                        // Rank 0 waits for this part.
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    c.allgather_among(&[0, 1], 7, &[rank as u8]).unwrap();
+                    (
+                        rank,
+                        t.now.load(Ordering::SeqCst),
+                        t.most.load(Ordering::SeqCst),
+                    )
+                })
+            })
+            .collect();
+        for h in handles {
+            let (rank, now, most) = h.join().unwrap();
+            assert_eq!(now, 0, "rank {rank}: still counted after the collective");
+            if rank == 0 {
+                assert_eq!(most, 1, "rank 0 waited without being counted");
+            }
+        }
     }
 }

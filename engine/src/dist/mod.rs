@@ -98,8 +98,9 @@ pub trait Transport: Send + Sync {
 
     /// `delta` more (or, negative, fewer) exchanges whose reply this rank awaits: it sent
     /// its part and another rank's is still to come (the halo exchange and the task
-    /// all-reduce say so, `gather.rs`). A transport that polls for messages may poll more
-    /// often while the count is above 0; the default ignores it.
+    /// all-reduce say so, `gather.rs`, and a blocking collective while it waits). A
+    /// transport that polls for messages may poll more often while the count is above 0;
+    /// the default ignores it.
     fn awaiting(&self, delta: isize) {
         let _ = delta;
     }
