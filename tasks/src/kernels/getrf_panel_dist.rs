@@ -1142,10 +1142,7 @@ mod tests {
         nb: usize,
         col0: usize,
     ) -> Result<Vec<usize>, SingularColumn> {
-        let tiles = tiles_of(a, m, w, &split_rows(m, nb));
-        let mut want_tiles = tiles.clone();
-        let mut refs: Vec<&mut Tile> = want_tiles.iter_mut().collect();
-        let want = getrf_panel(&mut refs, col0);
+        let (tiles, want_tiles, want) = reference(a, m, w, nb, col0);
         let want_dist = want.clone().map_err(DistPanelError::Singular);
 
         // One member through the distributed code.
@@ -1168,11 +1165,8 @@ mod tests {
                     if want.is_err() {
                         continue;
                     }
-                    let calls = if size == 1 { 0 } else { exchanges(m, 0, w) };
-                    assert_eq!(end.calls, calls, "{what}: exchanges");
-                    for (t, &i) in end.tiles.iter().zip(&end.index) {
-                        assert_same_bits(t, &want_tiles[i], &format!("{what}, tile {i}"));
-                    }
+                    let ranks = (size, m, w);
+                    assert_success(&what, ranks, end.calls, &end.tiles, &end.index, &want_tiles);
                 }
             }
         }
@@ -1508,6 +1502,40 @@ mod tests {
         ends.into_iter().map(Option::unwrap).collect()
     }
 
+    /// The `m × w` panel `a` in tiles of `nb` rows, a copy factored by `getrf_panel`, and
+    /// its outcome.
+    fn reference(
+        a: &[f64],
+        m: usize,
+        w: usize,
+        nb: usize,
+        col0: usize,
+    ) -> (Vec<Tile>, Vec<Tile>, Result<Vec<usize>, SingularColumn>) {
+        let tiles = tiles_of(a, m, w, &split_rows(m, nb));
+        let mut want_tiles = tiles.clone();
+        let mut refs: Vec<&mut Tile> = want_tiles.iter_mut().collect();
+        let want = getrf_panel(&mut refs, col0);
+        (tiles, want_tiles, want)
+    }
+
+    /// A member (or rank) that succeeded among `ranks` ranks, `(ranks, m, w)`: one exchange
+    /// per leaf column and per recursion step (none alone), and `getrf_panel`'s bits in each
+    /// of its tiles (`index`: their panel tile numbers).
+    fn assert_success(
+        what: &str,
+        (ranks, m, w): (usize, usize, usize),
+        calls: usize,
+        tiles: &[Tile],
+        index: &[usize],
+        want_tiles: &[Tile],
+    ) {
+        let want_calls = if ranks == 1 { 0 } else { exchanges(m, 0, w) };
+        assert_eq!(calls, want_calls, "{what}: exchanges");
+        for (t, &i) in tiles.iter().zip(index) {
+            assert_same_bits(t, &want_tiles[i], &format!("{what}, tile {i}"));
+        }
+    }
+
     /// The `m × w` panel `a` factored by `getrf_panel`, then by 1 to 3 ranks (as many as
     /// there are tiles) under each deal, each rank a team of 1 to 3: the same outcome on
     /// every member of every rank; on success the same bits in every tile and
@@ -1520,10 +1548,7 @@ mod tests {
         nb: usize,
         col0: usize,
     ) -> Result<Vec<usize>, SingularColumn> {
-        let tiles = tiles_of(a, m, w, &split_rows(m, nb));
-        let mut want_tiles = tiles.clone();
-        let mut refs: Vec<&mut Tile> = want_tiles.iter_mut().collect();
-        let want = getrf_panel(&mut refs, col0);
+        let (tiles, want_tiles, want) = reference(a, m, w, nb, col0);
         let want_dist = want.clone().map_err(DistPanelError::Singular);
         for size in 1..=tiles.len().min(3) {
             for deal in deals(tiles.len(), size, (m * w + size) as u64) {
@@ -1543,11 +1568,16 @@ mod tests {
                         if want.is_err() {
                             continue;
                         }
-                        let calls = if size == 1 { 0 } else { exchanges(m, 0, w) };
-                        assert_eq!(end.calls, calls, "{what}: rank {q}'s exchanges");
-                        for (t, &i) in end.tiles.iter().zip(&end.index) {
-                            assert_same_bits(t, &want_tiles[i], &format!("{what}, tile {i}"));
-                        }
+                        let what = format!("{what}: rank {q}");
+                        let ranks = (size, m, w);
+                        assert_success(
+                            &what,
+                            ranks,
+                            end.calls,
+                            &end.tiles,
+                            &end.index,
+                            &want_tiles,
+                        );
                     }
                 }
             }
