@@ -250,41 +250,12 @@ impl Collectives {
 mod tests {
     // Proves that a blocking collective counts itself as awaited in the transport while it
     // waits for another rank's part, and not after it returns.
-    use std::sync::atomic::{AtomicIsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     use super::*;
-    use crate::dist::local::{self, LocalTransport};
+    use crate::dist::local::{self, Counting};
     use crate::dist::Transport;
-
-    /// A local transport that records the awaited count, and its largest value.
-    struct Counting {
-        inner: Arc<LocalTransport>,
-        now: AtomicIsize,
-        most: AtomicIsize,
-    }
-
-    impl Transport for Counting {
-        fn rank(&self) -> usize {
-            self.inner.rank()
-        }
-        fn size(&self) -> usize {
-            self.inner.size()
-        }
-        fn send(&self, to: usize, msg: Vec<u8>) {
-            self.inner.send(to, msg)
-        }
-        fn recv(&self, timeout: Duration) -> Option<(usize, Vec<u8>)> {
-            self.inner.recv(timeout)
-        }
-        fn pending_sends(&self) -> usize {
-            self.inner.pending_sends()
-        }
-        fn awaiting(&self, delta: isize) {
-            let now = self.now.fetch_add(delta, Ordering::SeqCst) + delta;
-            self.most.fetch_max(now, Ordering::SeqCst);
-        }
-    }
 
     #[test]
     fn a_collective_is_awaited_while_it_waits() {
@@ -293,11 +264,7 @@ mod tests {
             .map(|inner| {
                 std::thread::spawn(move || {
                     let rank = inner.rank();
-                    let t = Arc::new(Counting {
-                        inner,
-                        now: AtomicIsize::new(0),
-                        most: AtomicIsize::new(0),
-                    });
+                    let t = Counting::new(inner);
                     let net = Net::new(Arc::clone(&t) as Arc<dyn Transport>);
                     let c = Collectives::new(&net);
                     if rank == 1 {

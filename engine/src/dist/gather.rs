@@ -161,38 +161,16 @@ mod tests {
     // Proves the awaited count the transport is told: an exchange is awaited from this
     // rank's send until its last part comes, once however many sends it has, and never
     // when every part came before the send.
-    use std::sync::atomic::{AtomicIsize, Ordering};
-    use std::time::Duration;
+    use std::sync::atomic::Ordering;
 
     use super::*;
-
-    #[derive(Default)]
-    struct Counting(AtomicIsize);
-
-    impl Transport for Counting {
-        fn rank(&self) -> usize {
-            0
-        }
-        fn size(&self) -> usize {
-            3
-        }
-        fn send(&self, _: usize, _: Vec<u8>) {}
-        fn recv(&self, _: Duration) -> Option<(usize, Vec<u8>)> {
-            None
-        }
-        fn pending_sends(&self) -> usize {
-            0
-        }
-        fn awaiting(&self, delta: isize) {
-            self.0.fetch_add(delta, Ordering::Relaxed);
-        }
-    }
+    use crate::dist::local::{self, Counting};
 
     #[test]
     fn an_exchange_is_awaited_from_its_send_to_its_last_part() {
-        let t = Arc::new(Counting::default());
+        let t = Counting::new(local::world(1).remove(0));
         let mut g: Gather<u8> = Gather::new(Arc::clone(&t) as Arc<dyn Transport>);
-        let count = || t.0.load(Ordering::Relaxed);
+        let count = || t.now.load(Ordering::SeqCst);
         // Sent first, then the one part: awaited in between.
         g.sent(0, 1);
         assert_eq!(count(), 1);

@@ -77,3 +77,46 @@ impl Transport for LocalTransport {
         }
     }
 }
+
+/// For tests of `Transport::awaiting`: a local endpoint that counts the exchanges its
+/// rank awaits (now, and the most at once).
+#[cfg(test)]
+pub(crate) struct Counting {
+    inner: Arc<LocalTransport>,
+    pub(crate) now: std::sync::atomic::AtomicIsize,
+    pub(crate) most: std::sync::atomic::AtomicIsize,
+}
+
+#[cfg(test)]
+impl Counting {
+    pub(crate) fn new(inner: Arc<LocalTransport>) -> Arc<Counting> {
+        Arc::new(Counting {
+            inner,
+            now: Default::default(),
+            most: Default::default(),
+        })
+    }
+}
+
+#[cfg(test)]
+impl Transport for Counting {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    fn send(&self, to: usize, msg: Vec<u8>) {
+        self.inner.send(to, msg)
+    }
+    fn recv(&self, timeout: Duration) -> Option<(usize, Vec<u8>)> {
+        self.inner.recv(timeout)
+    }
+    fn pending_sends(&self) -> usize {
+        self.inner.pending_sends()
+    }
+    fn awaiting(&self, delta: isize) {
+        let now = self.now.fetch_add(delta, Ordering::SeqCst) + delta;
+        self.most.fetch_max(now, Ordering::SeqCst);
+    }
+}
