@@ -785,10 +785,11 @@ impl Simulation {
             }
             m.remove(&r.key).expect("present")
         };
-        let nic = &self.platform.network.nic;
-        let others = r.members.saturating_sub(1) as f64;
+        // Each round: the latency, and this member's bytes to every other one
+        // through its NIC.
+        let others = r.members.saturating_sub(1) as u64;
         let exchange = if r.members > 1 {
-            r.rounds as f64 * (nic.latency + others * r.bytes as f64 / nic.bandwidth)
+            r.rounds as f64 * self.platform.network.nic.seconds(others * r.bytes)
         } else {
             0.0
         };
