@@ -52,11 +52,12 @@ awk -v c="$(gf "$OUT/lu-cpu.txt")" -v g="$(gf "$OUT/lu-gpu-only.txt")" -v b="$(g
 
 echo "== 4. SpMV on the GPU alone"
 "$BIN" spmv --gen stencil27:200 --gpus all --on-device --iters 50 --no-faer 2>&1 | tee "$OUT/spmv-gpu.txt"
-# The same with 16 row blocks instead of 256 (one per worker): stop 34 found
-# 15.8 ms per product for 256 device tasks, each ending with a stream
-# synchronisation; this run says whether the task count is the cause.
-"$BIN" spmv --gen stencil27:200 --gpus all --on-device --iters 50 --no-faer --blocks-per-worker 1 2>&1 \
-  | tee "$OUT/spmv-gpu-16blocks.txt" | grep -E "^spmv:|^effective"
+# The same with 256 row blocks (16 per worker, the default before
+# --on-device took 4): each device task ends with a stream synchronisation.
+# On an H200, 256 blocks took 15.7 ms per product and 16 blocks 9.3 ms.
+# gpu-check's "spmv_csr kernel" line is the kernel alone.
+"$BIN" spmv --gen stencil27:200 --gpus all --on-device --iters 50 --no-faer --blocks-per-worker 16 2>&1 \
+  | tee "$OUT/spmv-gpu-256blocks.txt" | grep -E "^spmv:|^effective"
 # The device's own limit is its memory bandwidth: gpu-check's device-to-device
 # copy (read + write), not the host's STREAM triad that spmv prints.
 awk '/device-to-device copy/ {for (i = 1; i <= NF; i++) if ($i == "GB/s") d = $(i - 1)}

@@ -351,7 +351,7 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
     )?;
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let workers = rt.workers();
-    checks::spmv_tasks(args.iters, workers, args.blocks_per_worker)?;
+    checks::spmv_tasks(args.iters, workers, args.row_blocks_per_worker())?;
     // The structure is generated (or read) for real: the partition by
     // nonzeros needs the row pointers. The blocks' data is then virtual.
     // The real run's budget: the matrix is built in this process.
@@ -378,7 +378,7 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
         }
     };
     let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
-    let blocks = workers * args.blocks_per_worker.max(1);
+    let blocks = workers * args.row_blocks_per_worker();
     let ranges: Vec<_> = a
         .partition_by_nnz(blocks)
         .into_iter()

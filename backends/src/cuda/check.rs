@@ -118,13 +118,40 @@ fn run_checks(dev: &CudaDevice) -> Result<Vec<CheckLine>, String> {
             ),
         }),
     );
+    let d2d = d2d_bandwidth(dev, 256 << 20);
+    let copy_rate = d2d.as_ref().ok().copied();
     push(
         "d2d bandwidth",
-        d2d_bandwidth(dev, 256 << 20).map(|bw| CheckLine {
+        d2d.map(|bw| CheckLine {
             what: "device-to-device copy, 256 MiB".into(),
             max_rel_err: 0.0,
             passed: bw.is_finite() && bw > 0.0,
             detail: format!("{:.0} GB/s (read + write)", bw / 1e9),
+        }),
+    );
+    // The SpMV kernel alone, without the task around it: what `spmv
+    // --on-device` can reach at most, and whether the lanes choice matters.
+    const RATE_ROWS: usize = 2 << 20;
+    push(
+        "spmv_csr rate",
+        kernels::spmv_rate(dev, RATE_ROWS).map(|rates| {
+            let auto = kernels::spmv_lanes_for(27 * RATE_ROWS as u64, RATE_ROWS);
+            let of_copy =
+                |r: f64| copy_rate.map_or(String::new(), |c| format!(" = {:.0} %", 100.0 * r / c));
+            CheckLine {
+                what: format!("spmv_csr kernel, {RATE_ROWS} rows x 27"),
+                max_rel_err: 0.0,
+                passed: rates.iter().all(|(_, r)| r.is_finite() && *r > 0.0),
+                detail: rates
+                    .iter()
+                    .map(|&(l, r)| {
+                        let mark = if l == auto { " (auto)" } else { "" };
+                        format!("{l} lanes{mark} {:.0} GB/s{}", r / 1e9, of_copy(r))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + " of the copy rate",
+            }
         }),
     );
     Ok(lines)

@@ -164,7 +164,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         net,
         coll,
         &source,
-        workers * args.blocks_per_worker.max(1),
+        workers * args.row_blocks_per_worker(),
     )?;
     let load_s = t_load.elapsed().as_secs_f64();
     let (n, m, nnz) = mat.shape();

@@ -68,7 +68,11 @@ pub enum RateBasis {
     ComputeOnly,
     /// `B_cell = device rows / (T_cell + T_transfer)`. The paper's "Balance
     /// T_transfer" comparison technique, which it shows ends too far on the
-    /// host side when transfers are expensive (Section 4.1).
+    /// host side when transfers are expensive (Section 4.1): there both
+    /// sides wait for the transfers (Figure 2). Where only the device does
+    /// (the host computes while the device's inputs and results move, as in a
+    /// task runtime), its transfers are part of its rate and this is the
+    /// right basis; stop₁ then also weighs them.
     ComputePlusTransfer,
 }
 
@@ -173,6 +177,7 @@ pub struct BalancerConfig {
     pub max_iterations: usize,
     /// stop₁ threshold: in state 2, the host is dropped when its peak-ratio
     /// share is at most this and it still took at least as long as the device
+    /// (its compute, plus its transfers under [`RateBasis::ComputePlusTransfer`])
     /// ("the ratio was set up already small, and hence, those processors
     /// should no longer be considered"); mirrored for a device that is slower
     /// than its small peak share. Default 0.04 (Roadrunner's 1:28 peak ratio
@@ -469,20 +474,24 @@ impl Balancer {
         // much data. However, the ratio was set up already small, and hence,
         // those processors should no longer be considered". Only where the
         // premise holds (a small share); mirrored for a slow device.
-        let small = self.config.stop1_share;
-        if host_share > 0.0 && host_share <= small && t.host_compute >= t.device_compute {
-            return self.stop1(1.0);
-        }
-        if device_share > 0.0 && device_share <= small && t.device_compute >= t.host_compute {
-            return self.stop1(0.0);
-        }
-        // "collecting the times, T_opt and T_cell, in order to calculate the
-        // processing rates, B_cell and B_opt"; ratio = B_cell / B_opt. T_cell
-        // excludes T_transfer unless the Balance-T_transfer variant is asked for.
+        // T_cell excludes T_transfer unless the Balance-T_transfer variant is
+        // asked for; stop₁ compares on the same basis as the rates below (our
+        // departure: with transfers on the device's path only, a host that is
+        // slower than the device's compute but faster than its compute plus
+        // transfers must not be dropped).
         let device_time = match self.config.rate_basis {
             RateBasis::ComputeOnly => t.device_compute,
             RateBasis::ComputePlusTransfer => t.device_compute + t.transfer,
         };
+        let small = self.config.stop1_share;
+        if host_share > 0.0 && host_share <= small && t.host_compute >= device_time {
+            return self.stop1(1.0);
+        }
+        if device_share > 0.0 && device_share <= small && device_time >= t.host_compute {
+            return self.stop1(0.0);
+        }
+        // "collecting the times, T_opt and T_cell, in order to calculate the
+        // processing rates, B_cell and B_opt"; ratio = B_cell / B_opt.
         let b_opt = rate(host_share, t.host_compute);
         let b_cell = rate(device_share, device_time);
         let ratio = match (b_opt, b_cell) {

@@ -478,16 +478,44 @@ fn stop1_drops_a_host_whose_small_peak_share_is_still_too_much() {
     assert_eq!(r.log[1].state, State::Stop1);
 }
 
+/// A balancer with the default tuning but `basis`.
+fn with_basis(basis: RateBasis, peak_host: f64, peak_device: f64) -> Balancer {
+    let config = BalancerConfig {
+        rate_basis: basis,
+        ..BalancerConfig::default()
+    };
+    Balancer::with_config(peak_host, peak_device, config)
+}
+
+#[test]
+fn stop1_weighs_the_transfers_where_the_rate_does() {
+    // Peak ratio 28 (host share 3.4 %). The host is 100× slower than the
+    // device's compute, but the device's transfers, which only it waits for,
+    // cost 30× its compute (an H200 behind a 10 GB/s link): under the
+    // compute-only basis the host is dropped, under compute + transfer it is
+    // kept.
+    let mut m = Model::new(1.0, 100.0);
+    m.transfer_per_row = 0.3;
+    m.overlap = 1.0;
+    let first = |basis| {
+        let mut b = with_basis(basis, 1.0, 28.0);
+        let next = b.next_fraction(&m.times(b.fraction()));
+        (next, b.state())
+    };
+    assert_eq!(first(RateBasis::ComputeOnly), (Some(1.0), State::Stop1));
+    let (next, state) = first(RateBasis::ComputePlusTransfer);
+    assert_eq!(state, State::PerformanceBased);
+    // B_cell = 1 / (0.01 + 0.3) rows/s against the host's 1: ratio 1 / 0.31.
+    let f = next.unwrap();
+    assert!((f - 1.0 / 1.31).abs() < 1e-9, "{f}");
+}
+
 #[test]
 fn balance_transfer_variant_gives_the_device_less_in_state_2() {
     let mut m = Model::new(1.0, 4.0);
     m.transfer_per_row = 0.125;
     let run = |basis| {
-        let config = BalancerConfig {
-            rate_basis: basis,
-            ..BalancerConfig::default()
-        };
-        let mut b = Balancer::with_config(1.0, 4.0, config);
+        let mut b = with_basis(basis, 1.0, 4.0);
         b.next_fraction(&m.times(b.fraction())).unwrap()
     };
     let optimized = run(RateBasis::ComputeOnly);
