@@ -15,7 +15,10 @@ use tessera_engine::util::lock;
 
 use super::blas::BlasHandle;
 use super::kernels::{Kernels, LaswpScratch, SpmvLanes};
-use super::{driver_error, CudaInfo, STAGING_CHUNKS, STAGING_CHUNK_BYTES, STAGING_LEASE};
+use super::{
+    driver_error, CudaInfo, STAGING_CHUNKS, STAGING_CHUNK_BYTES, STAGING_COPY_THREADS,
+    STAGING_LEASE,
+};
 
 /// Fixed cost of one `run` (kernel launch and event round trip), added by
 /// `expected_time`.
@@ -270,7 +273,7 @@ impl CudaDevice {
             // SAFETY: the chunk holds STAGING_CHUNK_BYTES >= piece.len()
             // bytes, is held only by this lease, and no DMA reads it now.
             let staged = unsafe {
-                std::ptr::copy_nonoverlapping(piece.as_ptr(), chunk.ptr, piece.len());
+                copy_parallel(piece.as_ptr(), chunk.ptr, piece.len());
                 std::slice::from_raw_parts(chunk.ptr, piece.len())
             };
             let at = dst + (i * STAGING_CHUNK_BYTES) as u64;
@@ -345,7 +348,7 @@ impl CudaDevice {
             let (a, b) = range(i);
             // SAFETY: the DMA into the chunk is complete (event above) and
             // no other DMA targets it until we enqueue the next piece below.
-            unsafe { std::ptr::copy_nonoverlapping(chunk.ptr, dst[a..b].as_mut_ptr(), b - a) };
+            unsafe { copy_parallel(chunk.ptr, dst[a..b].as_mut_ptr(), b - a) };
             if i + n < pieces {
                 enqueue(i + n, chunk)?;
             }
@@ -603,6 +606,46 @@ impl DeviceMemory for CudaDevice {
     }
 }
 
+/// `copy_nonoverlapping(src, dst, len)` split over up to
+/// [`STAGING_COPY_THREADS`] scoped threads (one per MiB at least): a staged
+/// copy's host side, which one thread could not do at the link's rate.
+///
+/// # Safety
+/// As `std::ptr::copy_nonoverlapping`: `src` readable and `dst` writable for
+/// `len` bytes, not overlapping, and neither touched by anyone else until
+/// this returns.
+unsafe fn copy_parallel(src: *const u8, dst: *mut u8, len: usize) {
+    const MIN_PART: usize = 1 << 20;
+    let threads = STAGING_COPY_THREADS
+        .min(std::thread::available_parallelism().map_or(1, |p| p.get()))
+        .min(len / MIN_PART)
+        .max(1);
+    if threads == 1 {
+        // SAFETY: the caller's guarantee.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+        return;
+    }
+    let part = len.div_ceil(threads);
+    // Addresses, not pointers, cross into the threads (raw pointers are not
+    // Send); each thread copies its own disjoint byte range.
+    let (src, dst) = (src as usize, dst as usize);
+    std::thread::scope(|s| {
+        for t in 1..threads {
+            s.spawn(move || {
+                let a = t * part;
+                let n = part.min(len - a);
+                // SAFETY: [a, a + n) lies inside both buffers (caller) and no
+                // other thread touches it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping((src + a) as *const u8, (dst + a) as *mut u8, n)
+                };
+            });
+        }
+        // SAFETY: as above, for the first part.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, part.min(len)) };
+    });
+}
+
 /// A device allocation (`cuMemAlloc`), freed on drop.
 pub(crate) struct CudaBuffer {
     pub(crate) ptr: u64,
@@ -769,5 +812,33 @@ impl Drop for Lease<'_> {
         }
         lock(&self.pool.state).free.append(&mut self.chunks);
         self.pool.returned.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The staging copy's host side, which needs no GPU.
+
+    use super::copy_parallel;
+
+    #[test]
+    fn parallel_copy_equals_the_source_at_every_size() {
+        // Below one part, at the edge, uneven parts, and more than the threads.
+        for len in [
+            0,
+            1,
+            (1 << 20) - 1,
+            1 << 20,
+            (2 << 20) + 3,
+            (5 << 20) + 7,
+            (17 << 20) + 1,
+        ] {
+            let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let mut dst = vec![0u8; len + 2];
+            // SAFETY: `src` holds `len` bytes, `dst[1..]` at least `len`; distinct vectors.
+            unsafe { copy_parallel(src.as_ptr(), dst[1..].as_mut_ptr(), len) };
+            assert_eq!(&dst[1..=len], &src[..], "len {len}");
+            assert_eq!((dst[0], dst[len + 1]), (0, 0), "len {len}: wrote outside");
+        }
     }
 }
