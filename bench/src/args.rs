@@ -159,6 +159,7 @@ impl LuArgs {
             split,
             panel_team,
             update,
+            home_early: true,
         })
     }
 }

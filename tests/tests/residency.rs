@@ -44,6 +44,47 @@ fn host_in(rt: &Runtime) -> u64 {
     rt.memory_stats().nodes[0].bytes_in
 }
 
+/// One CPU worker and one emulated device with memory of its own, under dmda;
+/// the device's memory node.
+fn emu_runtime() -> (Runtime, usize) {
+    let dev = tessera_backends::emu::EmuDevice::new(
+        0,
+        tessera_backends::emu::EmuConfig {
+            own_memory: true,
+            ..Default::default()
+        },
+    );
+    let rt = Runtime::new(
+        Config::with_workers(1)
+            .devices(vec![Arc::new(dev)])
+            .scheduler(Scheduler::Dmda),
+    )
+    .unwrap();
+    let node = rt.device_nodes()[0];
+    (rt, node)
+}
+
+/// Submit a task that writes `h` on device `node` (its body leaves it as it is).
+fn device_write(rt: &Runtime, node: usize, h: &DataHandle<Vec<f64>>) {
+    let cl = Codelet::new("write");
+    rt.submit(
+        TaskBuilder::new(&cl)
+            .rw(h)
+            .on_node(node)
+            .device_body(|_ctx| Ok(())),
+    )
+    .unwrap();
+}
+
+/// Copies back run on the device's copy thread: wait (10 s at most) until
+/// `bytes` have come into the host.
+fn wait_for_host_in(rt: &Runtime, bytes: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host_in(rt) < bytes && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn clean_copies_go_before_the_only_copy_of_data_a_device_wrote() {
     with_timeout(LIMIT, || {
@@ -125,37 +166,67 @@ fn write_through_copies_back_at_once_and_eviction_is_free() {
 #[test]
 fn write_through_on_an_emulated_device_leaves_the_host_copy_valid() {
     with_timeout(LIMIT, || {
-        let dev = tessera_backends::emu::EmuDevice::new(
-            0,
-            tessera_backends::emu::EmuConfig {
-                own_memory: true,
-                ..Default::default()
-            },
-        );
-        let rt = Runtime::new(
-            Config::with_workers(1)
-                .devices(vec![Arc::new(dev)])
-                .scheduler(Scheduler::Dmda),
-        )
-        .unwrap();
-        let node = rt.device_nodes()[0];
-        let cl = Codelet::new("scale");
+        let (rt, node) = emu_runtime();
         let h = rt.register_replicable(vec![1.0f64; 1000]);
         h.set_write_through(true);
-        rt.submit(
-            TaskBuilder::new(&cl)
-                .rw(&h)
-                .on_node(node)
-                .device_body(|_ctx| Ok(())),
-        )
-        .unwrap();
+        device_write(&rt, node, &h);
         rt.wait_all().unwrap();
-        // The copy back runs on the device's copy thread: wait for it.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while host_in(&rt) < 8000 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_for_host_in(&rt, 8000);
         assert_eq!(host_in(&rt), 8000, "{}", rt.memory_stats());
         assert_eq!(rt.unregister(h).unwrap(), vec![1.0; 1000]);
+    });
+}
+
+/// `wont_write`: of three device writes of one handle, only the last
+/// submitted before the call is copied home, once, in the background (1000
+/// bytes into the host, not 3000 as with write-through); a handle whose last
+/// writer ran before the call, or that nobody writes, is not copied.
+#[test]
+fn wont_write_brings_home_the_last_write_only() {
+    with_timeout(LIMIT, || {
+        let sim = Simulation::with_models(platform_mem(1.0), Arc::default(), false, false);
+        let rt = Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
+        let dev = rt.device_nodes()[0];
+        let cl = Codelet::new("t");
+        let (h, done, idle) = (
+            virtual_handle(&rt, "h"),
+            virtual_handle(&rt, "done"),
+            virtual_handle(&rt, "idle"),
+        );
+        rt.submit(TaskBuilder::new(&cl).rw(&done).flops(1e6).on_node(dev))
+            .unwrap();
+        rt.wait_all().unwrap();
+        // Ran already: asking now sends nothing.
+        done.wont_write();
+        idle.wont_write();
+        for _ in 0..3 {
+            rt.submit(TaskBuilder::new(&cl).rw(&h).flops(1e6).on_node(dev))
+                .unwrap();
+        }
+        h.wont_write();
+        rt.wait_all().unwrap();
+        let stats = rt.memory_stats();
+        assert_eq!(host_in(&rt), KB, "{stats}");
+        // The host copy is valid: unregistering copies nothing more.
+        rt.unregister_virtual(h).unwrap();
+        assert_eq!(host_in(&rt), KB, "{}", rt.memory_stats());
+    });
+}
+
+/// `wont_write` on an emulated device with its own memory: the copy home
+/// runs during the run (the device's copy thread), before `unregister`,
+/// which then copies nothing more.
+#[test]
+fn wont_write_on_an_emulated_device_brings_the_final_value_home() {
+    with_timeout(LIMIT, || {
+        let (rt, node) = emu_runtime();
+        let h = rt.register_replicable(vec![1.0f64; 1000]);
+        device_write(&rt, node, &h);
+        h.wont_write();
+        rt.wait_all().unwrap();
+        wait_for_host_in(&rt, 8000);
+        assert_eq!(host_in(&rt), 8000, "{}", rt.memory_stats());
+        assert_eq!(rt.unregister(h).unwrap(), vec![1.0; 1000]);
+        assert_eq!(host_in(&rt), 8000, "{}", rt.memory_stats());
     });
 }

@@ -257,12 +257,15 @@ fn shipped_platform_files_parse() {
 }
 
 /// The factors come home in simulated time, as in a real run: with merged
-/// updates a device holds the only copy of its columns after the last task,
-/// and `unregister` sends them over its link. One device of 1 GB/s and 1 ms
+/// updates and `home_early` off, a device holds the only copy of its columns
+/// after the last task, and `unregister` sends them over its link. One device of 1 GB/s and 1 ms
 /// latency, 1000× the cores, a 1024 × 1024 LU in tiles of 256: dmda runs
 /// every task on the device, so each of the 16 tiles (512 KiB) and the 4
 /// pivot vectors (2 KiB) cross once, one after the other on the device→host
 /// lane, after the last task; a CPU-only platform has nothing to send.
+/// With `home_early` (the default) each tile goes home as soon as it is
+/// final (`DataHandle::wont_write`): less is left after the last task, and
+/// the whole run, its way home included, ends sooner.
 #[test]
 fn the_factors_come_home_in_simulated_time() {
     use tessera_linalg::lu::{lu_simulate_with, LuOptions, Update};
@@ -274,29 +277,45 @@ fn the_factors_come_home_in_simulated_time() {
         let (n, nb) = (1024usize, 256usize);
         let tile_s = 1e-3 + (nb * nb * 8) as f64 / 1e9;
         let piv_s = 1e-3 + (nb * 8) as f64 / 1e9;
-        let mut opts = LuOptions::new(Front::Symbolic);
-        opts.update = Update::Merged;
-        let sim = Simulation::with_models(
-            Platform::parse(toml, false, "one device").unwrap(),
-            Arc::default(),
-            false,
-            false,
-        );
-        let rt = Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
-        lu_simulate_with(&rt, n, nb, &opts).unwrap();
-        let home = sim.settled() - sim.now();
+        let run = |home_early| {
+            let mut opts = LuOptions::new(Front::Symbolic);
+            opts.update = Update::Merged;
+            opts.home_early = home_early;
+            let sim = Simulation::with_models(
+                Platform::parse(toml, false, "one device").unwrap(),
+                Arc::default(),
+                false,
+                false,
+            );
+            let rt =
+                Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
+            lu_simulate_with(&rt, n, nb, &opts).unwrap();
+            (sim.settled() - sim.now(), sim.settled())
+        };
+        let (home, end_late) = run(false);
         let want = 16.0 * tile_s + 4.0 * piv_s;
         assert!(
             (home - want).abs() < 0.01 * want,
             "the factors' copies home took {home} s of simulated time, want {want} s"
         );
+        let (home_early, end_early) = run(true);
+        // Some tiles went home before the last task ended; at least the
+        // last panel's tile and the pivots are left.
+        assert!(
+            home_early <= want - tile_s && home_early >= tile_s + 4.0 * piv_s,
+            "early: {home_early} s home after the last task"
+        );
+        assert!(
+            end_early < end_late,
+            "early {end_early} s, late {end_late} s"
+        );
+        // CPU only: the factors are already home.
+        let sim = Simulation::with_models(cpu_platform(2), Arc::default(), false, false);
+        let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
         // Data with a value is unregistered the usual way, and says so.
         let real = rt.register(vec![1.0f64; 4]);
         let e = rt.unregister_virtual(real).unwrap_err().to_string();
         assert!(e.contains("not virtual data"), "{e}");
-        // CPU only: the factors are already home.
-        let sim = Simulation::with_models(cpu_platform(2), Arc::default(), false, false);
-        let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
         lu_simulate_with(&rt, n, nb, &LuOptions::new(Front::Stf)).unwrap();
         assert_eq!(sim.settled(), sim.now());
     });

@@ -15,7 +15,7 @@ mod deps;
 
 use std::any::TypeId;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use coherence::Replicas;
@@ -39,9 +39,25 @@ pub(crate) struct HandleCore {
     /// Copy back to the host right after a device task writes it (see
     /// `DataHandle::set_write_through`).
     pub(crate) write_through: std::sync::atomic::AtomicBool,
+    /// The id of the task after whose write, on a device, this handle is
+    /// copied back to the host once ([`NO_TASK`]: none; see
+    /// `DataHandle::wont_write`).
+    pub(crate) home_after: AtomicU64,
 }
 
+/// No task: [`HandleCore::home_after`] when no write-back is asked for.
+pub(crate) const NO_TASK: u64 = u64::MAX;
+
 impl HandleCore {
+    /// Whether `task`'s write of this handle, on a device, is to be copied
+    /// back to the host at once: write-through data, or the write
+    /// `DataHandle::wont_write` named.
+    #[inline]
+    pub(crate) fn writes_home(&self, task: u64) -> bool {
+        self.write_through.load(Ordering::Relaxed)
+            || self.home_after.load(Ordering::Relaxed) == task
+    }
+
     /// Remember `reader` (a task declaring R, being submitted) in `deps`,
     /// this handle's dependency state, locked by the caller.
     pub(crate) fn push_reader(&self, deps: &mut DepState, reader: TaskRef) {
@@ -412,6 +428,7 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
                     deps: Mutex::new(DepState::new()),
                     live_readers: AtomicUsize::new(0),
                     write_through: std::sync::atomic::AtomicBool::new(false),
+                    home_after: AtomicU64::new(NO_TASK),
                 },
                 value: UnsafeCell::new(value),
                 replicas,
@@ -464,6 +481,23 @@ impl<T> DataHandle<T> {
             .core
             .write_through
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// This data will not be written again by tasks yet to be submitted:
+    /// when the last writer submitted so far ends on a device, its result
+    /// is copied back to the host at once, in the background, as
+    /// [`set_write_through`](Self::set_write_through) does for every write
+    /// (StarPU's `starpu_data_wont_use`, for the host). The device keeps its
+    /// copy. A factorisation calls it for each tile as soon as the tile's
+    /// last update is submitted, so the factors come home while the rest is
+    /// computed instead of all at the end. Nothing happens if no writer is
+    /// pending, or if the last one runs on a CPU worker (the data is then
+    /// on the host already). A later writer simply ends the request.
+    pub fn wont_write(&self) {
+        let core = &self.inner.core;
+        let deps = crate::util::lock(&core.deps);
+        let last = deps.last_writer.as_ref().map_or(NO_TASK, |w| w.id);
+        core.home_after.store(last, Ordering::Relaxed);
     }
 
     /// The handle's name (given at registration, or `data#<id>`).

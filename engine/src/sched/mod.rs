@@ -143,15 +143,15 @@ pub trait SchedulerPolicy: Send + Sync {
     }
 }
 
-/// Make the host replica of each write-through datum `task` wrote valid
-/// again (a copy from where it was written; not pinned).
+/// Make the host replica of each write-through datum `task` wrote, and of
+/// each it wrote last (`DataHandle::wont_write`), valid again (a copy from
+/// where it was written; not pinned).
 pub(crate) fn write_back_now(task: &TaskNode) {
-    for a in task.accesses.iter().filter(|a| {
-        a.mode.writes()
-            && a.core()
-                .write_through
-                .load(std::sync::atomic::Ordering::Relaxed)
-    }) {
+    for a in task
+        .accesses
+        .iter()
+        .filter(|a| a.mode.writes() && a.core().writes_home(task.id))
+    {
         // Best effort: a failure leaves the device's copy the valid one,
         // written back when evicted, as without write-through.
         let _ = a.handle.acquire(
@@ -187,14 +187,12 @@ pub(crate) fn prefetch_between(produced: &TaskNode, succ: &TaskNode, node: usize
     }
 }
 
-/// Whether `task` wrote write-through data (see `write_back`).
+/// Whether `task` wrote write-through data, or data it wrote last
+/// (`DataHandle::wont_write`) (see `write_back`).
 pub(crate) fn writes_through(task: &TaskNode) -> bool {
-    task.accesses.iter().any(|a| {
-        a.mode.writes()
-            && a.core()
-                .write_through
-                .load(std::sync::atomic::Ordering::Relaxed)
-    })
+    task.accesses
+        .iter()
+        .any(|a| a.mode.writes() && a.core().writes_home(task.id))
 }
 
 /// One worker's end of a policy. Only its worker thread calls it.

@@ -89,6 +89,10 @@ pub struct LuOptions {
     /// How trailing updates are cut ([`Update::auto`] picks one for the
     /// runtime's devices).
     pub update: Update,
+    /// With merged updates, send each tile home as soon as it is final
+    /// (`DataHandle::wont_write`) instead of all of them after the last task.
+    /// On by default; off gives the old behaviour, for comparisons.
+    pub home_early: bool,
 }
 
 impl LuOptions {
@@ -99,6 +103,7 @@ impl LuOptions {
             split: Split::Auto,
             panel_team: None,
             update: Update::Tiles,
+            home_early: true,
         }
     }
 }
@@ -267,7 +272,7 @@ pub struct LuFactors {
 fn run_graph(rt: &Runtime, graph: LuGraph, opts: &LuOptions) -> Result<LuGraph, Error> {
     match (opts.front, opts.update) {
         (_, update @ (Update::Merged | Update::Streamed { .. })) => {
-            blocks::submit(rt, &graph, update)?;
+            blocks::submit(rt, &graph, update, opts.home_early)?;
             Ok(graph)
         }
         (Front::Stf, Update::Tiles) => {
