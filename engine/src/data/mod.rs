@@ -492,7 +492,8 @@ impl<T> DataHandle<T> {
     /// last update is submitted, so the factors come home while the rest is
     /// computed instead of all at the end. Nothing happens if no writer is
     /// pending, or if the last one runs on a CPU worker (the data is then
-    /// on the host already). A later writer simply ends the request.
+    /// on the host already). Writers submitted after the call are not
+    /// copied home (call it again after them).
     pub fn wont_write(&self) {
         let core = &self.inner.core;
         let deps = crate::util::lock(&core.deps);

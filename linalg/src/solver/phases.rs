@@ -12,7 +12,7 @@ use std::time::Instant;
 use tessera_engine::dist::allreduce::{Part, Then};
 use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime, TaskHandle};
 use tessera_tasks::codelets::spmv::SpmvArgs;
-use tessera_tasks::kernels::{spmv_csr_dot, spmv_flops};
+use tessera_tasks::kernels::{spmv_csr_dot, spmv_csr_dot_unchecked, spmv_flops};
 
 use super::vector::{Partials, SharedVec};
 use super::Operator;
@@ -263,15 +263,30 @@ pub(crate) fn submit_multiply_dot(
             .into());
         }
         let ys = unsafe { y.slice_mut(rows.clone()) };
-        let d = spmv_csr_dot(
-            a.row_ptr(),
-            a.col_idx(),
-            a.vals(),
-            xs,
-            halo,
-            &xs[rows.clone()],
-            ys,
-        );
+        let d = if halo.is_empty() {
+            // SAFETY: a `Csr`'s column indices are `< n_cols` (checked when it was built),
+            // and `n_cols == xs.len()` was just checked.
+            unsafe {
+                spmv_csr_dot_unchecked(
+                    a.row_ptr(),
+                    a.col_idx(),
+                    a.vals(),
+                    xs,
+                    &xs[rows.clone()],
+                    ys,
+                )
+            }
+        } else {
+            spmv_csr_dot(
+                a.row_ptr(),
+                a.col_idx(),
+                a.vals(),
+                xs,
+                halo,
+                &xs[rows.clone()],
+                ys,
+            )
+        };
         dots.set(b, d);
         if let (Some(c), false) = (&clock, boundary) {
             c.interior_done();
