@@ -4,6 +4,9 @@
 # this there. Every figure it prints is a same-run ratio.
 #   bash bench/peers/gpu.sh [TESSERA_BINARY] [OUT_DIR] [N] [NB]
 # defaults: target/release/tessera, ./gpu-out, N from the memories, NB 2048
+# Through the device tool, which brings back at most 8 files from $OUT: give
+# an OUT_DIR outside $OUT and tar it into $OUT afterwards (the eighth
+# session lost this script's own files that way; its stdout came back).
 #  1. tessera gpu-check: each GPU op against the CPU, cuBLAS dgemm, D2D copy
 #  2. LU at the largest N that fits (PASSED, % of the GPUs' cuBLAS dgemm)
 #  3. Cashmere's efficiency: CPU+GPU against CPU-only plus GPU-only GFLOP/s
