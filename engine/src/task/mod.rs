@@ -206,13 +206,6 @@ impl TaskNode {
         }
     }
 
-    /// Drop what a finished task refers to (its data, arguments, label,
-    /// predecessor list), keeping the allocation for `NodePool`. The codelet
-    /// stays referenced until the node is reused or the runtime is dropped:
-    /// swapping in a shared placeholder made every recycle and reuse write
-    /// one reference count from all threads (`independent` 0.80 -> 1.11x the
-    /// old binary). A codelet's bodies must therefore not own the runtime
-    /// (a body submits through `Runtime::submitter`, which holds it weakly).
     /// Runs on a team of CPU workers of this size (see `crate::team`).
     #[inline]
     pub(crate) fn team(&self) -> Option<crate::team::TeamSize> {
@@ -224,6 +217,14 @@ impl TaskNode {
         self.gang.as_ref().and_then(|g| g.rendezvous.as_ref())
     }
 
+    /// Drop what a finished task refers to (its data, arguments, label,
+    /// predecessor list, team and rendezvous), keeping the allocation for
+    /// `NodePool`. The codelet stays referenced until the node is reused or
+    /// the runtime is dropped: swapping in a shared placeholder made every
+    /// recycle and reuse write one reference count from all threads
+    /// (`independent` 0.80 -> 1.11x the old binary). A codelet's bodies must
+    /// therefore not own the runtime (a body submits through
+    /// `Runtime::submitter`, which holds it weakly).
     pub(crate) fn release_contents(&mut self) {
         self.accesses = Vec::new();
         self.params = Box::new(());

@@ -951,7 +951,9 @@ mod tests {
     use tessera_engine::team::run_threads;
 
     use super::*;
-    use crate::kernels::test_support::{random_dense, split_rows, tiles_of, SplitMix64};
+    use crate::kernels::test_support::{
+        grade_rows, nearly_singular, random_dense, split_rows, tiles_of, SplitMix64,
+    };
 
     /// One member's end of a group of threads joined pairwise by channels (one per ordered
     /// pair, so each call's parts meet, whichever member runs ahead).
@@ -1206,12 +1208,7 @@ mod tests {
         let mut rng = SplitMix64(9);
         for (m, w, nb) in SHAPES {
             let mut a = random_dense(m, w, 10 + m as u64);
-            for i in 0..m {
-                let k = (rng.next_u64() % 25) as i32 - 12;
-                for j in 0..w {
-                    a[i + j * m] *= 10f64.powi(k);
-                }
-            }
+            grade_rows(&mut a, m, w, &mut rng);
             assert_same_as_single(&a, m, w, nb, 0).unwrap();
         }
     }
@@ -1221,16 +1218,7 @@ mod tests {
         // Rank r plus noise at 1e-14: past column r the pivots are chosen among rounding
         // errors, where only the same operations give the same choice.
         for (m, w, nb, r) in [(150, 40, 40, 7), (97, 24, 24, 20), (61, 13, 20, 3)] {
-            let u = random_dense(m, r, 1);
-            let v = random_dense(r, w, 2);
-            let noise = random_dense(m, w, 3);
-            let mut a = vec![0.0; m * w];
-            for j in 0..w {
-                for i in 0..m {
-                    let s: f64 = (0..r).map(|l| u[i + l * m] * v[l + j * r]).sum();
-                    a[i + j * m] = s + 1e-14 * noise[i + j * m];
-                }
-            }
+            let a = nearly_singular(m, w, r);
             assert_same_as_single(&a, m, w, nb, 0).unwrap();
         }
     }
@@ -1603,12 +1591,7 @@ mod tests {
             let a = random_dense(m, w, 200 + i as u64);
             assert_teams_same_as_single(&a, m, w, nb, 0).unwrap();
             let mut g = a;
-            for r in 0..m {
-                let k = (rng.next_u64() % 25) as i32 - 12;
-                for j in 0..w {
-                    g[r + j * m] *= 10f64.powi(k);
-                }
-            }
+            grade_rows(&mut g, m, w, &mut rng);
             assert_teams_same_as_single(&g, m, w, nb, 0).unwrap();
         }
     }
@@ -1616,16 +1599,7 @@ mod tests {
     #[test]
     fn teams_match_on_nearly_singular_and_tied_panels() {
         for (m, w, nb, r) in [(150, 40, 40, 7), (97, 24, 24, 20)] {
-            let u = random_dense(m, r, 1);
-            let v = random_dense(r, w, 2);
-            let noise = random_dense(m, w, 3);
-            let mut a = vec![0.0; m * w];
-            for j in 0..w {
-                for i in 0..m {
-                    let s: f64 = (0..r).map(|l| u[i + l * m] * v[l + j * r]).sum();
-                    a[i + j * m] = s + 1e-14 * noise[i + j * m];
-                }
-            }
+            let a = nearly_singular(m, w, r);
             assert_teams_same_as_single(&a, m, w, nb, 0).unwrap();
         }
         let (m, w, nb) = (97, 24, 24);

@@ -649,7 +649,9 @@ mod tests {
 
     use super::*;
     use crate::kernels::getrf_panel;
-    use crate::kernels::test_support::{dense_of, random_dense, split_rows, tiles_of, SplitMix64};
+    use crate::kernels::test_support::{
+        dense_of, grade_rows, nearly_singular, random_dense, split_rows, tiles_of, SplitMix64,
+    };
 
     type Outcome = Result<Vec<usize>, SingularColumn>;
 
@@ -808,12 +810,7 @@ mod tests {
         let mut rng = SplitMix64(9);
         for (m, w, nb) in [(100, 24, 24), (333, 40, 40), (64, 64, 16)] {
             let mut a = random_dense(m, w, 10 + m as u64);
-            for i in 0..m {
-                let k = (rng.next_u64() % 25) as i32 - 12;
-                for j in 0..w {
-                    a[i + j * m] *= 10f64.powi(k);
-                }
-            }
+            grade_rows(&mut a, m, w, &mut rng);
             for splits in tilings(m, w, nb) {
                 assert_same_as_single(&a, m, w, &splits, 0).unwrap();
             }
@@ -825,16 +822,7 @@ mod tests {
         // Rank r plus noise at 1e-14: past column r the pivots are chosen among rounding
         // errors, where only the same operations give the same choice.
         for (m, w, r) in [(90, 32, 5), (200, 48, 20), (130, 17, 16)] {
-            let u = random_dense(m, r, 1);
-            let v = random_dense(r, w, 2);
-            let noise = random_dense(m, w, 3);
-            let mut a = vec![0.0; m * w];
-            for j in 0..w {
-                for i in 0..m {
-                    let s: f64 = (0..r).map(|l| u[i + l * m] * v[l + j * r]).sum();
-                    a[i + j * m] = s + 1e-14 * noise[i + j * m];
-                }
-            }
+            let a = nearly_singular(m, w, r);
             for splits in tilings(m, w, w) {
                 assert_same_as_single(&a, m, w, &splits, 0).unwrap();
             }

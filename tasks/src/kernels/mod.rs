@@ -60,6 +60,34 @@ pub(crate) mod test_support {
         (0..m * n).map(|_| rng.next_f64()).collect()
     }
 
+    /// Scales each row of the column-major `m × w` matrix `a` by 10^k, k drawn from `rng` in
+    /// −12..=12: pivots that follow the scaling, across tiles.
+    pub(crate) fn grade_rows(a: &mut [f64], m: usize, w: usize, rng: &mut SplitMix64) {
+        for i in 0..m {
+            let k = (rng.next_u64() % 25) as i32 - 12;
+            for j in 0..w {
+                a[i + j * m] *= 10f64.powi(k);
+            }
+        }
+    }
+
+    /// An `m × w` column-major matrix of rank `r` plus noise at 1e-14: past column `r` the
+    /// pivots are chosen among rounding errors, where only the same operations give the same
+    /// choice.
+    pub(crate) fn nearly_singular(m: usize, w: usize, r: usize) -> Vec<f64> {
+        let u = random_dense(m, r, 1);
+        let v = random_dense(r, w, 2);
+        let noise = random_dense(m, w, 3);
+        let mut a = vec![0.0; m * w];
+        for j in 0..w {
+            for i in 0..m {
+                let s: f64 = (0..r).map(|l| u[i + l * m] * v[l + j * r]).sum();
+                a[i + j * m] = s + 1e-14 * noise[i + j * m];
+            }
+        }
+        a
+    }
+
     /// Row counts of `m` rows cut into tiles of `nb` (the last one shorter).
     pub(crate) fn split_rows(m: usize, nb: usize) -> Vec<usize> {
         if m == 0 {

@@ -176,11 +176,6 @@ pub fn spmv_csr_dot(
     y: &mut [f64],
 ) -> (f64, f64) {
     check_row_ptr(row_ptr, col_idx, vals, y);
-    assert_eq!(
-        x_rows.len(),
-        y.len(),
-        "spmv_csr_dot: x_rows and y differ in length"
-    );
     let own = x_own.len();
     if x_halo.is_empty() {
         spmv_dot_rows(row_ptr, col_idx, vals, x_rows, y, |c, i| {
@@ -225,11 +220,6 @@ pub unsafe fn spmv_csr_dot_unchecked(
     y: &mut [f64],
 ) -> (f64, f64) {
     check_row_ptr_ends(row_ptr, col_idx, vals, y);
-    assert_eq!(
-        x_rows.len(),
-        y.len(),
-        "spmv_csr_dot: x_rows and y differ in length"
-    );
     spmv_dot_rows(row_ptr, col_idx, vals, x_rows, y, |c, _| {
         debug_assert!((c as usize) < x.len());
         // SAFETY: `c` is a covered column index, `< x.len()` by the caller's promise.
@@ -238,8 +228,9 @@ pub unsafe fn spmv_csr_dot_unchecked(
 }
 
 /// The row loop of the fused multiply-and-dots: `y[i] = Σ vals·x_at(col, i)` over row `i`'s
-/// entries, and the two dots. `row_ptr`'s length and last entry are checked by the caller; a
-/// decreasing row panics when its slice is taken.
+/// entries, and the two dots; panics unless `x_rows` and `y` have one length. `row_ptr`'s
+/// length and last entry are checked by the caller; a decreasing row panics when its slice is
+/// taken.
 #[inline(always)]
 fn spmv_dot_rows(
     row_ptr: &[usize],
@@ -249,6 +240,11 @@ fn spmv_dot_rows(
     y: &mut [f64],
     x_at: impl Fn(u32, usize) -> f64,
 ) -> (f64, f64) {
+    assert_eq!(
+        x_rows.len(),
+        y.len(),
+        "spmv_csr_dot: x_rows and y differ in length"
+    );
     let mut prefetch = Prefetch::new(col_idx, vals, row_ptr[0]);
     let (mut xy, mut yy) = (0.0, 0.0);
     for (i, (yi, &xi)) in y.iter_mut().zip(x_rows).enumerate() {

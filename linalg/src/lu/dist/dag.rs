@@ -361,14 +361,14 @@ impl DistClasses for DistLu {
         let (pr, pc) = g.coords(rank);
         let mut n = 0;
         for k in 0..t {
+            // PANEL(k) or PANEL_PART(k, pr).
+            n += usize::from(self.factors_on(k, rank));
             let cols = self.cols_of(k, pc);
             if g.p == 1 {
-                n += usize::from(self.panel_rank(k) == rank);
                 n += usize::from(self.ring(k).contains(&pc));
                 // SWAP, TRSM, and a GEMM per row below, per column of mine.
                 n += cols * (2 + (t - k - 1));
             } else {
-                n += usize::from(self.layout.pcol(k) == pc && self.members(k).contains(&pr));
                 let rows = self.rows_of(k, pr);
                 let top = usize::from(k % g.p == pr);
                 // SWAPOUT + SWAPIN if I hold rows below, SWAPTOP + TRSM if I

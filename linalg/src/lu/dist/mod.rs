@@ -309,9 +309,15 @@ impl DistLu {
     /// Whether this rank factors panel `k`, or a part of it (and so writes,
     /// and keeps, its pivots).
     fn factors(&self, k: usize) -> bool {
-        let (pr, pc) = self.grid().coords(self.rank);
+        self.factors_on(k, self.rank)
+    }
+
+    /// Whether `rank` factors panel `k`, or a part of it: it runs `PANEL(k)`
+    /// (P = 1) or a `PANEL_PART(k, p)` (P > 1).
+    fn factors_on(&self, k: usize, rank: usize) -> bool {
+        let (pr, pc) = self.grid().coords(rank);
         if self.grid().p == 1 {
-            self.panel_rank(k) == self.rank
+            self.panel_rank(k) == rank
         } else {
             self.layout.pcol(k) == pc && self.members(k).contains(&pr)
         }
