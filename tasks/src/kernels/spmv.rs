@@ -135,22 +135,12 @@ pub fn spmv_csr_split(
     y: &mut [f64],
 ) {
     check_row_ptr(row_ptr, col_idx, vals, y);
-    let own = x_own.len();
     let mut prefetch = Prefetch::new(col_idx, vals, row_ptr[0]);
     for (i, yi) in y.iter_mut().enumerate() {
         let (start, end) = (row_ptr[i], row_ptr[i + 1]);
         prefetch.up_to(end);
         *yi += row_dot(&col_idx[start..end], &vals[start..end], |c| {
-            let c = c as usize;
-            let v = if c < own {
-                x_own.get(c)
-            } else {
-                x_halo.get(c - own)
-            };
-            match v {
-                Some(&v) => v,
-                None => column_out_of_range(c as u32, i, own + x_halo.len()),
-            }
+            split_x(x_own, x_halo, c, i)
         });
     }
 }
@@ -186,16 +176,7 @@ pub fn spmv_csr_dot(
         })
     } else {
         spmv_dot_rows(row_ptr, col_idx, vals, x_rows, y, |c, i| {
-            let c = c as usize;
-            let v = if c < own {
-                x_own.get(c)
-            } else {
-                x_halo.get(c - own)
-            };
-            match v {
-                Some(&v) => v,
-                None => column_out_of_range(c as u32, i, own + x_halo.len()),
-            }
+            split_x(x_own, x_halo, c, i)
         })
     }
 }
@@ -225,6 +206,22 @@ pub unsafe fn spmv_csr_dot_unchecked(
         // SAFETY: `c` is a covered column index, `< x.len()` by the caller's promise.
         unsafe { *x.get_unchecked(c as usize) }
     })
+}
+
+/// Column `c` of `x` held in two parts, `[x_own; x_halo]` (row `i`, for the message when
+/// `c` is past both).
+#[inline(always)]
+fn split_x(x_own: &[f64], x_halo: &[f64], c: u32, i: usize) -> f64 {
+    let (c, own) = (c as usize, x_own.len());
+    let v = if c < own {
+        x_own.get(c)
+    } else {
+        x_halo.get(c - own)
+    };
+    match v {
+        Some(&v) => v,
+        None => column_out_of_range(c as u32, i, own + x_halo.len()),
+    }
 }
 
 /// The row loop of the fused multiply-and-dots: `y[i] = Σ vals·x_at(col, i)` over row `i`'s
