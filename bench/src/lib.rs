@@ -1,13 +1,14 @@
 //! The `tessera` command line's subcommands ([`cmd`]) and what they share: placement
 //! options ([`placement`]), the options and report of the runs that can also be
-//! simulated ([`args`], [`report`], [`simulate`]), Gantt charts ([`gantt`]) and trace
-//! files ([`save_trace`]).
+//! simulated ([`args`], [`report`], [`simulate`]), Gantt charts ([`gantt`]), trace
+//! files ([`save_trace`]) and the binary's allocator ([`huge_pages`]).
 
 pub mod args;
 pub mod budget;
 pub mod cli;
 pub mod cmd;
 pub mod gantt;
+pub mod huge_pages;
 pub mod interrupt;
 pub mod output;
 pub mod placement;
