@@ -40,6 +40,22 @@ const RESERVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30)
 /// Longest single wait for a notification inside `reserve` (a safety net:
 /// every change that can free room notifies, see `Memory::notify`).
 const RESERVE_NAP: std::time::Duration = std::time::Duration::from_millis(20);
+/// On a node that lists more than [`EVICT_BATCH_FROM`] replicas, a reservation
+/// that must evict frees its own bytes plus `1/EVICT_BATCH` of the node's
+/// limit, from one scan of the node's replicas (as StarPU reclaims memory
+/// down to a target, `STARPU_TARGET_AVAILABLE_MEM`, not one buffer at a
+/// time). One scan per evicted tile sorted every replica the node ever held:
+/// on the simulated Hetero-HPL node (`lu --n 66240 --nb 288 --front stf`,
+/// 52,900 tiles) that was 38 % of the run in `last_use` and 17 % in the sort,
+/// 78 s of wall time for 1365 tasks; batched, 7 s, and the same prediction to
+/// the digit. The replicas evicted early are the next in LRU order, which the
+/// following reservations would have evicted anyway unless used meanwhile.
+const EVICT_BATCH: u64 = 256;
+/// Below this many listed replicas a scan is cheap, and eviction stays one
+/// victim at a time: batches moved the predictions of the 1 GiB devices
+/// (TianHe-1 62.3 → 61.7 %, TSUBAME 59.5 → 59.1 %), whose tiles are a
+/// sizeable part of their memory.
+const EVICT_BATCH_FROM: usize = 4096;
 
 /// Most memory nodes a runtime may have (replica masks are `u64`).
 pub const MAX_NODES: usize = 64;
@@ -394,7 +410,13 @@ impl Memory {
             if !needed() {
                 return Ok(false);
             }
-            if self.evict_one(node, keep) {
+            // Room for this reservation, and a batch more where the node
+            // lists many replicas (see `EVICT_BATCH`).
+            let mut short = (cur + bytes).saturating_sub(limit);
+            if lock(&n.resident).len() > EVICT_BATCH_FROM {
+                short += limit / EVICT_BATCH;
+            }
+            if self.evict_lru(node, keep, short) {
                 continue;
             }
             if let (Some(v), true) = (&self.virtual_links, wait) {
@@ -464,9 +486,10 @@ impl Memory {
         res.push(h);
     }
 
-    /// Evict the least recently used unpinned replica on `node`. Returns
+    /// Evict unpinned replicas on `node` in least-recently-used order (clean
+    /// ones first) until `bytes` are freed or none is left to evict. Returns
     /// whether one was evicted.
-    fn evict_one(&self, node: NodeId, keep: *const ()) -> bool {
+    fn evict_lru(&self, node: NodeId, keep: *const (), bytes: u64) -> bool {
         let candidates: Vec<Arc<dyn AnyHandle>> = {
             let mut res = lock(&self.nodes[node].resident);
             res.retain(|w| w.strong_count() > 0);
@@ -487,14 +510,18 @@ impl Memory {
             })
             .collect();
         order.sort_by_key(|&(only_copy, t, _)| (only_copy, t));
+        let mut freed_total = 0;
         for (_, _, h) in order {
             if let Some(freed) = h.try_evict(node) {
                 self.unreserve(node, freed);
                 self.nodes[node].evictions.fetch_add(1, Ordering::Relaxed);
-                return true;
+                freed_total += freed.max(1);
+                if freed_total >= bytes {
+                    break;
+                }
             }
         }
-        false
+        freed_total > 0
     }
 
     /// Run `copy` as a transfer of `bytes` from `from` to `to`, through the

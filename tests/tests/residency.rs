@@ -230,3 +230,50 @@ fn wont_write_on_an_emulated_device_brings_the_final_value_home() {
         assert_eq!(host_in(&rt), 8000, "{}", rt.memory_stats());
     });
 }
+
+/// A device that lists more replicas than a scan should sort per victim
+/// (`EVICT_BATCH_FROM`, 4096) evicts a batch, the least recently used first,
+/// when it must make room: here 5000 replicas fill it, and the 5001st read
+/// evicts the 21 oldest (its own 1000 bytes past the limit plus 1/256 of
+/// the limit), from one scan. The 22nd oldest is still there; the oldest
+/// comes back over the link. (A device with few replicas evicts one at a
+/// time: `clean_copies_go_before_the_only_copy_of_data_a_device_wrote`.)
+#[test]
+fn a_device_with_many_replicas_evicts_the_oldest_in_a_batch() {
+    with_timeout(LIMIT, || {
+        const FIT: u64 = 5000;
+        let limit = FIT * KB + 500;
+        let sim = Simulation::with_models(
+            platform_mem(limit as f64 / (1u64 << 30) as f64),
+            Arc::default(),
+            false,
+            false,
+        );
+        let rt = Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
+        let dev = rt.device_nodes()[0];
+        assert_eq!(rt.memory_stats().nodes[dev].limit, Some(limit));
+        let cl = Codelet::new("t");
+        let hs: Vec<_> = (0..=FIT)
+            .map(|i| virtual_handle(&rt, &format!("h{i}")))
+            .collect();
+        let mut prev: Option<tessera_engine::TaskHandle> = None;
+        let mut read = |h: &DataHandle<Vec<f64>>| {
+            let mut t = TaskBuilder::new(&cl).read(h).flops(1e3).on_node(dev);
+            if let Some(p) = &prev {
+                t = t.after(p);
+            }
+            prev = Some(rt.submit(t).unwrap());
+            rt.wait_all().unwrap();
+            let s = rt.memory_stats();
+            (s.nodes[dev].evictions, s.nodes[dev].bytes_in)
+        };
+        for h in &hs[..FIT as usize] {
+            read(h);
+        }
+        let (evicted, bytes) = read(&hs[FIT as usize]);
+        assert_eq!(evicted, 21, "{}", rt.memory_stats());
+        assert_eq!(bytes, (FIT + 1) * KB);
+        assert_eq!(read(&hs[21]), (21, (FIT + 1) * KB), "the 22nd oldest stays");
+        assert_eq!(read(&hs[0]).1, (FIT + 2) * KB, "the oldest was evicted");
+    });
+}
