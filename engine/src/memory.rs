@@ -53,8 +53,8 @@ const RESERVE_NAP: std::time::Duration = std::time::Duration::from_millis(20);
 const EVICT_BATCH: u64 = 256;
 /// Below this many listed replicas a scan is cheap, and eviction stays one
 /// victim at a time: batches moved the predictions of the 1 GiB devices
-/// (TianHe-1 62.3 → 61.7 %, TSUBAME 59.5 → 59.1 %), whose tiles are a
-/// sizeable part of their memory.
+/// (TianHe-1 62.3 → 61.7 %), whose tiles are a sizeable part of their
+/// memory.
 const EVICT_BATCH_FROM: usize = 4096;
 
 /// Most memory nodes a runtime may have (replica masks are `u64`).
