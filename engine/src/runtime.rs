@@ -52,7 +52,7 @@ pub(crate) struct Shared {
     /// completion of a drain a system call, and the waiter a wake-up).
     all_waiters: AtomicUsize,
     /// Threads waiting for given tasks (`wait`, `unregister`): notified by
-    /// every completion while non-zero.
+    /// the completion of a task marked `awaited` while non-zero.
     task_waiters: AtomicUsize,
     wait_lock: Mutex<()>,
     wait_cond: Condvar,
@@ -162,18 +162,27 @@ impl Shared {
         usize::try_from(s.saturating_sub(f)).unwrap_or(usize::MAX)
     }
 
-    /// A task finished: one less in flight; wake the waiters it may concern.
+    /// Task `node` finished: one less in flight; wake the waiters it may concern.
+    ///
+    /// A thread waiting for given tasks is woken only by theirs (`TaskNode::awaited`).
+    /// Until the ninth session every completion woke it: the one-process CG waits for
+    /// each iteration's convergence test, and each of the iteration's hundred tasks then
+    /// woke the submitting thread, which took the lock the worker had to take to wake it
+    /// (two futex calls per task on the worker, 20–30 µs between tasks in its traces).
     #[inline]
-    pub(crate) fn finish_one(&self) {
+    pub(crate) fn finish_one(&self, node: &TaskNode) {
         // SeqCst on both sides (here and in `wait_until`): either the waiter
         // sees the finished state, or this load sees the waiter. A `wait_all`
-        // waiter's condition can only turn true at the decrement to zero.
+        // waiter's condition can only turn true at the decrement to zero. A
+        // task waiter marks its tasks `awaited` (SeqCst) before it checks
+        // them, and this task's done state was stored (SeqCst) before: either
+        // the waiter sees it done, or this load sees the mark.
         let finished = self.finished.fetch_add(1, Ordering::SeqCst) + 1;
         // `submitted` is read only while someone waits for all: the line
         // stays with the submitters otherwise.
         if (self.all_waiters.load(Ordering::SeqCst) > 0
             && self.submitted.load(Ordering::SeqCst) == finished)
-            || self.task_waiters.load(Ordering::SeqCst) > 0
+            || (self.task_waiters.load(Ordering::SeqCst) > 0 && node.awaited.load(Ordering::SeqCst))
         {
             let _g = lock(&self.wait_lock);
             self.wait_cond.notify_all();
@@ -620,6 +629,7 @@ impl Runtime {
 
     fn wait_task(&self, task: &TaskHandle, timeout: Option<Duration>) -> Result<(), Error> {
         self.shared.not_from_a_body("wait")?;
+        task.node.awaited.store(true, Ordering::SeqCst);
         self.shared
             .wait_until(false, || task.node.is_done(), timeout)?;
         match task.node.state.load(Ordering::SeqCst) {
@@ -750,6 +760,9 @@ impl Runtime {
             deps.unregistered = true;
             deps.users()
         };
+        for t in &users {
+            t.awaited.store(true, Ordering::SeqCst);
+        }
         self.shared
             .wait_until(false, || users.iter().all(|t| t.is_done()), None)?;
         let me: Arc<dyn crate::data::AnyHandle> = handle.erased();

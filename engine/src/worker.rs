@@ -578,5 +578,5 @@ pub(crate) fn complete(
     for a in node.accesses.iter().filter(|a| !a.mode.writes()) {
         a.core().reader_finished();
     }
-    shared.finish_one();
+    shared.finish_one(node);
 }

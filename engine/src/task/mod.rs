@@ -126,6 +126,9 @@ pub(crate) struct TaskNode {
     pub(crate) pending: AtomicUsize,
     /// Set by a failed or cancelled predecessor before it decrements `pending`.
     pub(crate) cancelled: AtomicBool,
+    /// A thread waits for this task in particular (`Runtime::wait`, `unregister`): only
+    /// its completion wakes task waiters (see `Shared::finish_one`).
+    pub(crate) awaited: AtomicBool,
     pub(crate) state: AtomicU8,
     pub(crate) successors: Mutex<Successors>,
     /// Predecessor ids, kept only when tracing or graph recording is on.
@@ -196,6 +199,7 @@ impl TaskNode {
             team_target: AtomicUsize::new(0),
             pending: AtomicUsize::new(1),
             cancelled: AtomicBool::new(false),
+            awaited: AtomicBool::new(false),
             state: AtomicU8::new(state::SUBMITTED),
             successors: Mutex::new(Successors {
                 done: false,
