@@ -410,13 +410,9 @@ impl Memory {
             if !needed() {
                 return Ok(false);
             }
-            // Room for this reservation, and a batch more where the node
-            // lists many replicas (see `EVICT_BATCH`).
-            let mut short = (cur + bytes).saturating_sub(limit);
-            if lock(&n.resident).len() > EVICT_BATCH_FROM {
-                short += limit / EVICT_BATCH;
-            }
-            if self.evict_lru(node, keep, short) {
+            // Room for this reservation (and a batch more where the node
+            // lists many replicas, see `EVICT_BATCH`).
+            if self.evict_lru(node, keep, (cur + bytes).saturating_sub(limit), limit) {
                 continue;
             }
             if let (Some(v), true) = (&self.virtual_links, wait) {
@@ -487,11 +483,15 @@ impl Memory {
     }
 
     /// Evict unpinned replicas on `node` in least-recently-used order (clean
-    /// ones first) until `bytes` are freed or none is left to evict. Returns
-    /// whether one was evicted.
-    fn evict_lru(&self, node: NodeId, keep: *const (), bytes: u64) -> bool {
+    /// ones first) until `bytes` are freed, plus `limit / EVICT_BATCH` where
+    /// the node lists more than `EVICT_BATCH_FROM` replicas, or none is left
+    /// to evict. Returns whether one was evicted.
+    fn evict_lru(&self, node: NodeId, keep: *const (), mut bytes: u64, limit: u64) -> bool {
         let candidates: Vec<Arc<dyn AnyHandle>> = {
             let mut res = lock(&self.nodes[node].resident);
+            if res.len() > EVICT_BATCH_FROM {
+                bytes += limit / EVICT_BATCH;
+            }
             res.retain(|w| w.strong_count() > 0);
             res.iter().filter_map(|w| w.upgrade()).collect()
         };
