@@ -11,6 +11,9 @@
 #    (bench/src/huge_pages.rs); Debian's PETSc does not. So each round also runs PETSc with
 #    2 ranks under glibc's GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (the same advice, from
 #    malloc) and Tessera's 1 process with TESSERA_HUGE_PAGES=0, and prints both ratios.
+#  - column indices: Tessera's row blocks hold 16-bit column offsets where each row spans at
+#    most 65,536 columns (the stencil's do), 10 bytes per nonzero instead of PETSc AIJ's 12;
+#    each round also runs Tessera with --no-compact (u32 indices, as AIJ) and prints its ratios.
 # Both solve A x = 1 from x = 0 with the same preconditioner, stopping on the
 # unpreconditioned residual (rtol) or after ITERS iterations; the nonzero counts of both are
 # checked to agree, and the iteration counts are printed side by side.
@@ -79,15 +82,20 @@ for r in $(seq 1 "$ROUNDS"); do
   "${mpi[@]}" -np 2 "$py" bench/peers/cg.py "$SPEC" "$ITERS" "$petsc_rtol" "$PC" > "$work/p2.txt"
   TESSERA_HUGE_PAGES=0 "$bin" "${targs[@]}" --workers 2 > "$work/t1n.txt"
   "${mpi[@]}" -x GLIBC_TUNABLES=glibc.malloc.hugetlb=1 -np 2 "$py" bench/peers/cg.py "$SPEC" "$ITERS" "$petsc_rtol" "$PC" > "$work/p2h.txt"
+  "$bin" "${targs[@]}" --workers 2 --no-compact > "$work/t1u.txt"
+  "${mpi[@]}" -np 2 "$bin" "${targs[@]}" --workers 1 --no-compact > "$work/t2u.txt"
   read -r t1 t1s <<< "$(tessera_ms "$work/t1.txt")"
   read -r t2 t2s <<< "$(tessera_ms "$work/t2.txt")"
   p1=$(petsc_field "$work/p1.txt" iteration_ms); p1s=$(petsc_field "$work/p1.txt" matmult_ms)
   p2=$(petsc_field "$work/p2.txt" iteration_ms); p2s=$(petsc_field "$work/p2.txt" matmult_ms)
   read -r t1n _ <<< "$(tessera_ms "$work/t1n.txt")"
   p2h=$(petsc_field "$work/p2h.txt" iteration_ms)
-  for f in t1 t1s t2 t2s p1 p1s p2 p2s t1n p2h; do echo "${!f}" >> "$work/$f.all"; done
+  read -r t1u _ <<< "$(tessera_ms "$work/t1u.txt")"
+  read -r t2u _ <<< "$(tessera_ms "$work/t2u.txt")"
+  for f in t1 t1s t2 t2s p1 p1s p2 p2s t1n p2h t1u t2u; do echo "${!f}" >> "$work/$f.all"; done
   echo "  round $r: tessera 1 proc ${t1} ms (SpMV ${t1s}), 2 ranks ${t2} ms (SpMV ${t2s}); petsc 1 rank ${p1} ms (MatMult ${p1s}), 2 ranks ${p2} ms (MatMult ${p2s})"
   echo "           huge pages swapped: tessera 1 proc without ${t1n} ms; petsc 2 ranks with ${p2h} ms"
+  echo "           u32 column indices (--no-compact): tessera 1 proc ${t1u} ms, 2 ranks ${t2u} ms"
 done
 
 # The same matrix and the same iteration counts on both sides.
@@ -102,13 +110,13 @@ grep -E "^(iteration|effective|cg: stopped|cg: true|STREAM)" "$work/t1.txt" | se
 grep -E "^(iteration|effective|cg: stopped|cg: true|STREAM)" "$work/t2.txt" | sed 's/^/  tessera 2 ranks: /'
 
 median() { sort -g "$1" | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-for f in t1 t1s t2 t2s p1 p1s p2 p2s t1n p2h plain incg; do declare "$f=$(median "$work/$f.all")"; done
+for f in t1 t1s t2 t2s p1 p1s p2 p2s t1n p2h t1u t2u plain incg; do declare "$f=$(median "$work/$f.all")"; done
 echo
 echo "== same-run ratios, medians of $ROUNDS rounds (PETSc time / Tessera time; load: $(uptime | sed 's/.*load average: //'))"
 awk -v plain="$plain" -v incg="$incg" 'BEGIN {
   printf "SpMV inside CG %.1f GB/s = %.0f %% of plain tessera spmv %.1f GB/s, same rounds (goal >= 90 %%)\n", incg, 100 * incg / plain, plain
 }'
-awk -v t1="$t1" -v t1s="$t1s" -v t2="$t2" -v t2s="$t2s" -v p1="$p1" -v p1s="$p1s" -v p2="$p2" -v p2s="$p2s" -v t1n="$t1n" -v p2h="$p2h" 'BEGIN {
+awk -v t1="$t1" -v t1s="$t1s" -v t2="$t2" -v t2s="$t2s" -v p1="$p1" -v p1s="$p1s" -v p2="$p2" -v p2s="$p2s" -v t1n="$t1n" -v p2h="$p2h" -v t1u="$t1u" -v t2u="$t2u" 'BEGIN {
   printf "| setup | Tessera | PETSc | PETSc / Tessera |\n|---|---|---|---|\n"
   printf "| 1 process (2 workers) vs PETSc 2 ranks, whole iteration | %.2f ms | %.2f ms | %.2f (goal >= 1.0) |\n", t1, p2, p2 / t1
   printf "| 1 process (2 workers) vs PETSc 1 rank, whole iteration | %.2f ms | %.2f ms | %.2f |\n", t1, p1, p1 / t1
@@ -118,4 +126,6 @@ awk -v t1="$t1" -v t1s="$t1s" -v t2="$t2" -v t2s="$t2s" -v p1="$p1" -v p1s="$p1s
   printf "| huge pages on both sides: 1 process vs PETSc 2 ranks (GLIBC_TUNABLES=glibc.malloc.hugetlb=1) | %.2f ms | %.2f ms | %.2f |\n", t1, p2h, p2h / t1
   printf "| huge pages on both sides: 2 ranks vs PETSc 2 ranks (the same) | %.2f ms | %.2f ms | %.2f |\n", t2, p2h, p2h / t2
   printf "| huge pages on neither: 1 process (TESSERA_HUGE_PAGES=0) vs PETSc 2 ranks | %.2f ms | %.2f ms | %.2f |\n", t1n, p2, p2 / t1n
+  printf "| u32 column indices as PETSc AIJ (--no-compact): 1 process vs PETSc 2 ranks | %.2f ms | %.2f ms | %.2f |\n", t1u, p2, p2 / t1u
+  printf "| u32 column indices as PETSc AIJ (--no-compact): 2 ranks vs PETSc 2 ranks | %.2f ms | %.2f ms | %.2f |\n", t2u, p2, p2 / t2u
 }'

@@ -18,6 +18,7 @@ use crate::solver::{phases, MultiplyDot, Operator, SharedVec};
 use tessera_engine::dist::allreduce::{Part, Then};
 use tessera_engine::{Codelet, DataHandle, Error, Runtime, TaskHandle};
 use tessera_tasks::codelets::spmv::{SpmvArgs, SPMV};
+use tessera_tasks::kernels::{spmv_bytes, spmv_bytes_saved_by_compact};
 
 use crate::sparse::csr::Csr;
 
@@ -31,13 +32,22 @@ pub struct SpmvMatrix {
     n_cols: usize,
     nnz: usize,
     bytes: usize,
+    /// Nonzeros and rows of the blocks that hold compact column indices.
+    compact: (usize, usize),
     /// Memory node every block's task is placed on, if set (`dmda` honours it).
     home: Option<usize>,
 }
 
 impl SpmvMatrix {
-    /// Split `a` into `parts` row blocks of about equal nonzeros and register them.
+    /// Split `a` into `parts` row blocks of about equal nonzeros and register them, each
+    /// with compact column indices where its rows allow ([`Csr::with_compact_columns`]).
     pub fn new(rt: &Runtime, a: &Csr, parts: usize) -> SpmvMatrix {
+        SpmvMatrix::new_with(rt, a, parts, true)
+    }
+
+    /// [`SpmvMatrix::new`], with compact column indices only if `compact` (`false`: the
+    /// blocks keep `u32` indices only, for a side-by-side measurement).
+    pub fn new_with(rt: &Runtime, a: &Csr, parts: usize, compact: bool) -> SpmvMatrix {
         let ranges: Vec<Range<usize>> = a
             .partition_by_nnz(parts.max(1))
             .into_iter()
@@ -47,13 +57,21 @@ impl SpmvMatrix {
             .iter()
             .map(|r| a.row_ptr()[r.end] - a.row_ptr()[r.start])
             .collect();
+        let mut compact_parts = (0, 0);
         let blocks = ranges
             .iter()
             .map(|r| {
-                rt.register_replicable_named(
-                    a.row_block(r.clone()),
-                    format!("A[{}..{}]", r.start, r.end),
-                )
+                let block = a.row_block(r.clone());
+                let block = if compact {
+                    block.with_compact_columns()
+                } else {
+                    block
+                };
+                if block.compact_columns().is_some() {
+                    compact_parts.0 += block.nnz();
+                    compact_parts.1 += block.n_rows();
+                }
+                rt.register_replicable_named(block, format!("A[{}..{}]", r.start, r.end))
             })
             .collect();
         SpmvMatrix {
@@ -64,6 +82,7 @@ impl SpmvMatrix {
             n_cols: a.n_cols(),
             nnz: a.nnz(),
             bytes: a.bytes(),
+            compact: compact_parts,
             home: None,
         }
     }
@@ -76,6 +95,19 @@ impl SpmvMatrix {
     /// Bytes of the matrix (values, column indices, row pointers).
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Bytes one SpMV on the CPU moves at least ([`spmv_bytes`]), less what the blocks with
+    /// compact column indices do not read ([`spmv_bytes_saved_by_compact`]): the traffic its
+    /// "effective" bandwidth is counted from.
+    pub fn traffic_bytes(&self) -> f64 {
+        spmv_bytes(self.nnz, self.n_rows, self.n_cols)
+            - spmv_bytes_saved_by_compact(self.compact.0, self.compact.1)
+    }
+
+    /// Nonzeros held with compact column indices ([`Csr::with_compact_columns`]).
+    pub fn compact_nnz(&self) -> usize {
+        self.compact.0
     }
 
     /// Bytes one block task needs on its memory node, for the largest

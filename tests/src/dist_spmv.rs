@@ -188,7 +188,7 @@ pub fn reference(case: &Case) -> Reference {
 pub fn run_rank(net: &Arc<Net>, coll: &Collectives, case: &Case, workers: usize) -> RankResult {
     let rt = Runtime::new(Config::with_workers(workers)).unwrap();
     let src = source(case);
-    let a = DistMatrix::new(&rt, net, coll, &src, 3).unwrap();
+    let a = DistMatrix::new(&rt, net, coll, &src, 3, true).unwrap();
     let rows = a.own_rows();
     let x: Vec<f64> = a.own_cols().map(x_at).collect();
     let (y, _) = spmv_dist::repeated_spmv(&rt, coll, &a, x.clone(), SPMV_ITERS).unwrap();

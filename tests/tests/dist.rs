@@ -629,7 +629,7 @@ fn rank_traces_merge_with_every_rank_tasks_and_messages() {
             let coll = Collectives::new(&net);
             let rt = Runtime::new(Config::with_workers(1 + rank % 2).trace(true)).unwrap();
             let src = MatrixSource::Gen(GenSpec::parse("stencil7:6").unwrap());
-            let a = DistMatrix::new(&rt, &net, &coll, &src, 2).unwrap();
+            let a = DistMatrix::new(&rt, &net, &coll, &src, 2, true).unwrap();
             let x: Vec<f64> = a.own_rows().map(|i| i as f64).collect();
             spmv_dist::repeated_spmv(&rt, &coll, &a, x.clone(), 2).unwrap();
             spmv_dist::conjugate_gradient(&rt, &coll, &a, &x, 0.0, 3).unwrap();

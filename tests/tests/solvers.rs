@@ -239,7 +239,8 @@ fn breakdown_is_the_same_error_kind_in_one_process_and_across_ranks() {
                 let own = part[net.rank()].clone();
                 let local = indefinite().row_block(own.clone());
                 // `row_block` keeps global columns.
-                let a = DistMatrix::from_rows(&rt, &net, &coll, part, local, 6, 6, 2).unwrap();
+                let a =
+                    DistMatrix::from_rows(&rt, &net, &coll, part, local, 6, 6, 2, true).unwrap();
                 let b = vec![1.0; own.len()];
                 let cg = spmv_dist::conjugate_gradient(&rt, &coll, &a, &b, 1e-10, 10).unwrap_err();
                 let opts = CgOptions {

@@ -44,6 +44,39 @@ fn task_spmv_matches_reference() {
 }
 
 #[test]
+fn compact_and_u32_column_blocks_give_the_same_bits() {
+    // 70,000 columns: the first rows span 3 columns each (compact blocks), the last rows
+    // read column 0 and the last one (a span of 70,000: blocks that keep u32 indices).
+    with_timeout(LIMIT, || {
+        let n = 70_000;
+        let mut coo = Coo::new(n, n).unwrap();
+        for i in 0..n {
+            coo.push(i, i, 4.0 + (i % 5) as f64);
+            if i < n - 100 {
+                coo.push(i, (i + 1) % n, -1.0);
+                coo.push(i, (i + 2) % n, 0.5);
+            } else {
+                coo.push(i, 0, 0.25);
+                coo.push(i, n - 1, -0.75);
+            }
+        }
+        let a = coo.to_csr();
+        let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+        let rt = Runtime::new(Config::with_workers(2)).unwrap();
+        let compact = SpmvMatrix::new_with(&rt, &a, 8, true);
+        let full = SpmvMatrix::new_with(&rt, &a, 8, false);
+        assert_eq!(full.compact_nnz(), 0);
+        assert!(compact.compact_nnz() > 0 && compact.compact_nnz() < a.nnz());
+        assert!(compact.traffic_bytes() < full.traffic_bytes());
+        let (y0, _) = repeated_spmv(&rt, &full, x.clone(), 2).unwrap();
+        let (y1, _) = repeated_spmv(&rt, &compact, x, 2).unwrap();
+        for (i, (p, q)) in y0.iter().zip(&y1).enumerate() {
+            assert_eq!(p.to_bits(), q.to_bits(), "row {i}");
+        }
+    });
+}
+
+#[test]
 fn cg_converges_on_spd_stencils() {
     with_timeout(LIMIT, || {
         for spec in ["stencil7:12", "stencil27:8"] {

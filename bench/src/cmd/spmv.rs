@@ -116,9 +116,17 @@ fn buffers(
     } else {
         n.saturating_mul(4) + (n + m).saturating_mul(8)
     };
+    // At most 2 bytes per nonzero and 4 per row (`Csr::with_compact_columns`); a nonzero
+    // takes at least 12 of the matrix's bytes, so a sixth of them bounds it.
+    let compact = if args.no_compact { 0 } else { csr / 6 + n * 4 };
     vec![
         ("the matrix", csr),
         ("its row blocks", csr),
+        ("their compact column indices", compact),
+        (
+            "a u32 copy of the blocks (--compare-compact)",
+            if args.compare_compact { csr } else { 0 },
+        ),
         ("replicas on emulated devices", replicas),
         ("vectors", vectors),
         ("STREAM arrays", stream.saturating_mul(24)),
@@ -126,12 +134,76 @@ fn buffers(
     ]
 }
 
+/// `--compare-compact`: the same products with the blocks' `u32` column indices and with
+/// their compact ones, in alternated rounds in this process (this VM's memory bandwidth
+/// drifts within a minute, so separate runs compare badly); prints each round's times and
+/// the median ratio.
+fn compare_compact(
+    rt: &Runtime,
+    a: &Csr,
+    compact: &SpmvMatrix,
+    x: &[f64],
+    blocks: usize,
+    per_round: usize,
+) -> Result<(), String> {
+    let full = SpmvMatrix::new_with(rt, a, blocks, false);
+    let rounds = 11;
+    let mut pairs = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let time = |m: &SpmvMatrix| -> Result<f64, String> {
+            let (_, st) = repeated_spmv(rt, m, x.to_vec(), per_round).map_err(|e| e.to_string())?;
+            Ok(st.spmv_seconds / per_round as f64 * 1e3)
+        };
+        // Which goes first alternates too.
+        let (u, c) = if r % 2 == 0 {
+            let u = time(&full)?;
+            (u, time(compact)?)
+        } else {
+            let c = time(compact)?;
+            (time(&full)?, c)
+        };
+        pairs.push((u, c));
+    }
+    let in_order = pairs
+        .iter()
+        .map(|(u, c)| format!("{u:.2}/{c:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut ratios: Vec<f64> = pairs.iter().map(|(u, c)| u / c).collect();
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "compact column indices ({:.1} % of the nonzeros): median u32 time / compact time {:.3} over {rounds} alternated rounds of {per_round} products; in order, ms per product (u32/compact): {in_order}",
+        100.0 * compact.compact_nnz() as f64 / a.nnz().max(1) as f64,
+        ratios[rounds / 2]
+    );
+    Ok(())
+}
+
+/// What the row blocks hold as column indices, for the output.
+pub(crate) fn compact_line(compact_nnz: usize, nnz: usize, off: bool) -> String {
+    if off {
+        return "column indices: u32 (--no-compact)".into();
+    }
+    format!(
+        "column indices: 16-bit offsets from each row's first column on {:.1} % of the nonzeros (rows spanning at most 65,536 columns), u32 on the rest; --no-compact keeps u32 everywhere",
+        100.0 * compact_nnz as f64 / nnz.max(1) as f64
+    )
+}
+
 pub fn run(args: SpmvArgs) -> Result<(), String> {
+    if args.compare_compact
+        && (args.solver != "spmv" || args.on_device || args.balance || args.simulate.is_some())
+    {
+        return Err("--compare-compact times the plain SpMV (--solver spmv) on CPU workers only: leave out --solver, --on-device, --balance and --simulate".into());
+    }
     if let Some(platform) = &args.simulate {
         return crate::simulate::spmv(&args, platform);
     }
     let ranks = crate::ranks::Ranks::join()?;
     if ranks.size > 1 {
+        if args.compare_compact {
+            return Err("--compare-compact runs in one process (not under mpirun)".into());
+        }
         return super::spmv_dist::run(args, ranks);
     }
     // Every argument is checked before anything is built or measured.
@@ -209,6 +281,9 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
     }
     let d2d = device_copy_rate(config.devices.first());
     let has_devices = !config.devices.is_empty();
+    if args.compare_compact && has_devices {
+        return Err("--compare-compact times the CPU kernels: run it without devices (--gpus none, no --emu or --sim)".into());
+    }
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let result = crate::interrupt::watch(&rt, || {
         // The first device's memory node (checked above that there is a device
@@ -277,7 +352,8 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             .filter(|_| args.on_device)
             .map(|r| (r / 1e9, device_name.clone().unwrap_or_default()));
         let limit = limit.as_ref().map(|(r, n)| (*r, n.as_str()));
-        let mut mat = SpmvMatrix::new(&rt, &a, blocks);
+        let mut mat = SpmvMatrix::new_with(&rt, &a, blocks, !args.no_compact);
+        println!("{}", compact_line(mat.compact_nnz(), nnz, args.no_compact));
         if args.on_device {
             let need = mat.largest_working_set();
             if let Some(limit) = device_limit.filter(|&l| need > l) {
@@ -293,7 +369,13 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             mat.set_home(Some(device_node));
         }
         let x: Vec<f64> = (0..m).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
-        let per_iter_bytes = spmv_bytes(nnz, n, m);
+        // Device kernels read the `u32` column indices; CPU ones the compact ones where the
+        // blocks hold them.
+        let per_iter_bytes = if args.on_device || args.balance {
+            spmv_bytes(nnz, n, m)
+        } else {
+            mat.traffic_bytes()
+        };
         let per_iter_flops = spmv_flops(nnz);
 
         if let Some(peak_device) = device_peak.filter(|_| args.balance) {
@@ -382,6 +464,9 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
                 "alternating rounds ({rounds} x {per_round} iterations): median effective {g:.1} GB/s = {:.0} % of the triad of its round ({tri:.1} GB/s); in order, ratio (SpMV/triad GB/s): {in_order}",
                 r * 100.0
             );
+                if args.compare_compact {
+                    compare_compact(&rt, &a, &mat, &x, blocks, per_round)?;
+                }
                 // Check one result against the plain reference loop.
                 let mut reference = vec![0.0; n];
                 a.spmv_reference(&x, &mut reference);

@@ -17,7 +17,7 @@ use tessera_linalg::sparse::gen::GenSpec;
 use tessera_linalg::sparse::mm::scan_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv_dist::{self, DistMatrix, MatrixSource};
-use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
+use tessera_tasks::kernels::{spmv_bytes, spmv_bytes_saved_by_compact, spmv_flops};
 
 use crate::args::SpmvArgs;
 use crate::ranks::Ranks;
@@ -165,6 +165,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         coll,
         &source,
         workers * args.row_blocks_per_worker(),
+        !args.no_compact,
     )?;
     let load_s = t_load.elapsed().as_secs_f64();
     let (n, m, nnz) = mat.shape();
@@ -178,7 +179,8 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     let own = mat.own_rows();
     let x_at = |i: usize| 1.0 + (i % 7) as f64 * 0.125;
     let x_own: Vec<f64> = mat.own_cols().map(x_at).collect();
-    let rank_bytes = spmv_bytes(info.nnz, own.len(), mat.own_cols().len() + info.halo_in);
+    let rank_bytes = spmv_bytes(info.nnz, own.len(), mat.own_cols().len() + info.halo_in)
+        - spmv_bytes_saved_by_compact(info.compact.0, info.compact.1);
     // The solvers' rates are compared with the STREAM triad run on every rank at once (the
     // node's bandwidth when the ranks share one), measured here like in one process.
     let stream = if args.solver == "spmv" {
@@ -257,7 +259,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
 
     // Every rank's line, printed by rank 0 in rank order.
     let mine = format!(
-        "rank {rank}: rows {}..{} ({} rows, {} nonzeros), {workers} worker(s), blocks {} interior + {} boundary ({:.1} % of nonzeros on boundary rows), halo in {} entries from {} rank(s), out {} entries to {} rank(s); set-up {load_s:.2} s; {} iterations, {t:.3} s in SpMV: {:.2} GFLOP/s, effective {:.1} GB/s on its rows",
+        "rank {rank}: rows {}..{} ({} rows, {} nonzeros), {workers} worker(s), blocks {} interior + {} boundary ({:.1} % of nonzeros on boundary rows, {:.1} % with 16-bit column offsets), halo in {} entries from {} rank(s), out {} entries to {} rank(s); set-up {load_s:.2} s; {} iterations, {t:.3} s in SpMV: {:.2} GFLOP/s, effective {:.1} GB/s on its rows",
         own.start,
         own.end,
         own.len(),
@@ -265,6 +267,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         info.blocks.0,
         info.blocks.1,
         100.0 * info.boundary_nnz as f64 / info.nnz.max(1) as f64,
+        100.0 * info.compact.0 as f64 / info.nnz.max(1) as f64,
         info.halo_in,
         info.sources,
         info.halo_out,
@@ -315,11 +318,13 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         st.messages_sent as f64,
         info.halo_bytes_out as f64,
         info.halo_in as f64,
+        spmv_bytes_saved_by_compact(info.compact.0, info.compact.1),
     ];
     coll.allreduce_sum(&mut halo)?;
-    let [sent, messages, predicted, entries] = halo;
+    let [sent, messages, predicted, entries, saved] = halo;
     let flops = spmv_flops(nnz) * k;
-    let bytes = spmv_bytes(nnz, n, m) * k;
+    let spmv_traffic = spmv_bytes(nnz, n, m) - saved;
+    let bytes = spmv_traffic * k;
     if ranks.is_root() {
         println!(
             "distributed {what}: {size} ranks x {workers} worker(s), {} iterations in {slowest:.3} s (slowest rank, SpMV part): {:.2} GFLOP/s, effective {:.1} GB/s; halo {:.0} bytes per iteration ({:.0} entries x 8 B + {:.0} messages x 12 B of headers, measured on the transports), predicted by the partition {:.0} bytes",
@@ -339,7 +344,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
                 "{}",
                 super::spmv::solver_lines(
                     &whole,
-                    spmv_bytes(nnz, n, m),
+                    spmv_traffic,
                     total_vector_bytes,
                     stream,
                     Some(slowest_total),

@@ -12,7 +12,9 @@ use std::time::Instant;
 use tessera_engine::dist::allreduce::{Part, Then};
 use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime, TaskHandle};
 use tessera_tasks::codelets::spmv::SpmvArgs;
-use tessera_tasks::kernels::{spmv_csr_dot, spmv_csr_dot_unchecked, spmv_flops};
+use tessera_tasks::kernels::{
+    spmv_csr16_dot_unchecked, spmv_csr_dot, spmv_csr_dot_unchecked, spmv_flops,
+};
 
 use super::vector::{Partials, SharedVec};
 use super::Operator;
@@ -264,17 +266,28 @@ pub(crate) fn submit_multiply_dot(
         }
         let ys = unsafe { y.slice_mut(rows.clone()) };
         let d = if halo.is_empty() {
-            // SAFETY: a `Csr`'s column indices are `< n_cols` (checked when it was built),
-            // and `n_cols == xs.len()` was just checked.
+            // SAFETY: a `Csr`'s column indices, compact ones too, are `< n_cols` (checked
+            // when they were built), and `n_cols == xs.len()` was just checked.
             unsafe {
-                spmv_csr_dot_unchecked(
-                    a.row_ptr(),
-                    a.col_idx(),
-                    a.vals(),
-                    xs,
-                    &xs[rows.clone()],
-                    ys,
-                )
+                match a.compact_columns() {
+                    Some((base, offs)) => spmv_csr16_dot_unchecked(
+                        a.row_ptr(),
+                        base,
+                        offs,
+                        a.vals(),
+                        xs,
+                        &xs[rows.clone()],
+                        ys,
+                    ),
+                    None => spmv_csr_dot_unchecked(
+                        a.row_ptr(),
+                        a.col_idx(),
+                        a.vals(),
+                        xs,
+                        &xs[rows.clone()],
+                        ys,
+                    ),
+                }
             }
         } else {
             spmv_csr_dot(

@@ -16,13 +16,17 @@ use crate::sparse::csr::{partition_row_ptr_by_nnz, Csr};
 impl DistMatrix {
     /// Take part in a distributed matrix: every rank calls this with the same `source`,
     /// in the same order relative to its other uses of `net` (it opens a channel and runs an
-    /// all-to-all on `coll`). `blocks` is the number of blocks to aim for on this rank.
+    /// all-to-all on `coll`). `blocks` is the number of blocks to aim for on this rank;
+    /// `compact`: interior blocks get compact column indices where their rows allow
+    /// ([`Csr::with_compact_columns`]; boundary blocks read the halo, numbered after the
+    /// rank's own entries, and keep `u32` indices).
     pub fn new(
         rt: &Runtime,
         net: &Arc<Net>,
         coll: &Collectives,
         source: &MatrixSource,
         blocks: usize,
+        compact: bool,
     ) -> Result<DistMatrix, String> {
         let (rank, size) = (net.rank(), net.size());
         let row_ptr = source.row_ptr();
@@ -40,6 +44,7 @@ impl DistMatrix {
             nnz,
             source.n_cols(),
             blocks,
+            compact,
         )
     }
 
@@ -55,6 +60,7 @@ impl DistMatrix {
         nnz: usize,
         n_cols: usize,
         blocks: usize,
+        compact: bool,
     ) -> Result<DistMatrix, String> {
         let (rank, size) = (net.rank(), net.size());
         if partition.len() != size {
@@ -166,7 +172,13 @@ impl DistMatrix {
                 } else {
                     // Interior rows read own entries only: `x` is `x_own`.
                     let (r, _, p, c, v) = block.into_parts();
-                    Csr::new(r, n_own, p, c, v).expect("interior rows read own columns only")
+                    let block =
+                        Csr::new(r, n_own, p, c, v).expect("interior rows read own columns only");
+                    if compact {
+                        block.with_compact_columns()
+                    } else {
+                        block
+                    }
                 };
                 let name = format!(
                     "A[{}..{}]{}",
@@ -175,6 +187,7 @@ impl DistMatrix {
                     if is_boundary { " boundary" } else { "" }
                 );
                 Block {
+                    compact: block.compact_columns().is_some(),
                     a: rt.register_replicable_named(block, name),
                     rows,
                     nnz,
@@ -279,6 +292,11 @@ impl DistMatrix {
                 .filter(|b| b.boundary)
                 .map(|b| b.nnz)
                 .sum(),
+            compact: self
+                .blocks
+                .iter()
+                .filter(|b| b.compact)
+                .fold((0, 0), |(z, r), b| (z + b.nnz, r + b.rows.len())),
         }
     }
 }

@@ -118,6 +118,8 @@ struct Block {
     nnz: usize,
     /// Reads the halo (`SPMV_HALO`), or only own entries (`SPMV`).
     boundary: bool,
+    /// Holds compact column indices (`Csr::with_compact_columns`).
+    compact: bool,
 }
 
 /// What a rank holds of a distributed matrix (see the module doc).
@@ -174,6 +176,9 @@ pub struct RankInfo {
     pub blocks: (usize, usize),
     /// Nonzeros in boundary blocks.
     pub boundary_nnz: usize,
+    /// Nonzeros and rows of this rank's blocks that hold compact column indices
+    /// (`Csr::with_compact_columns`).
+    pub compact: (usize, usize),
 }
 
 /// Every rank's columns (its part of `x`, PETSc's column layout): like the rows for a

@@ -7,7 +7,9 @@ use tessera_backends::emu::EmuDevice;
 use tessera_engine::{BodyError, Codelet, Read, ReadWrite};
 
 use crate::csr::Csr;
-use crate::kernels::{spmv_csr, spmv_csr_split, spmv_csr_unchecked, spmv_flops};
+use crate::kernels::{
+    spmv_csr, spmv_csr16_unchecked, spmv_csr_split, spmv_csr_unchecked, spmv_flops,
+};
 
 /// Data of an SpMV block task: the block, `x`, the block's slice of `y`.
 pub type SpmvData = (Read<Csr>, Read<Vec<f64>>, ReadWrite<Vec<f64>>);
@@ -37,9 +39,17 @@ pub static SPMV: LazyLock<Codelet<SpmvData, SpmvArgs>> = LazyLock::new(|| {
         .label(|p| format!("spmv[{}]", p.block))
         .cpu(|_ctx, _p, (a, x, y)| {
             check_lengths(x.len(), a.n_cols(), y.len(), a.n_rows())?;
-            // SAFETY: `Csr` guarantees every column index is `< n_cols`
-            // (checked at construction), and `x.len() == n_cols` was just checked.
-            unsafe { spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y) };
+            // SAFETY: `Csr` guarantees every column index is `< n_cols` (checked at
+            // construction, the compact ones where they were built), and
+            // `x.len() == n_cols` was just checked.
+            unsafe {
+                match a.compact_columns() {
+                    Some((base, offs)) => {
+                        spmv_csr16_unchecked(a.row_ptr(), base, offs, a.vals(), x, y)
+                    }
+                    None => spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y),
+                }
+            };
             Ok(())
         })
         .device::<EmuDevice, _>(|dev, _p, (a, x, y)| {

@@ -23,8 +23,9 @@ pub use getrf_panel_dist::{getrf_panel_dist, ColumnExchange, DistPanelError, Dis
 pub use getrf_panel_team::TeamPanel;
 pub use laswp::{laswp, laswp_bytes, laswp_flops};
 pub use spmv::{
-    dot_pair, spmv_bytes, spmv_csr, spmv_csr_dot, spmv_csr_dot_unchecked, spmv_csr_split,
-    spmv_csr_unchecked, spmv_flops,
+    dot_pair, spmv_bytes, spmv_bytes_saved_by_compact, spmv_csr, spmv_csr16_dot_unchecked,
+    spmv_csr16_unchecked, spmv_csr_dot, spmv_csr_dot_unchecked, spmv_csr_split, spmv_csr_unchecked,
+    spmv_flops,
 };
 pub use trsm::{trsm_flops, trsm_unit_lower};
 pub use update::{gemm_rows, update_column};
