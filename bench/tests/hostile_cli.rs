@@ -169,6 +169,18 @@ fn unknown_solver_is_refused_before_any_work() {
     );
 }
 
+/// `--compare-compact` times the plain SpMV on CPU workers: refused, saying so, with a
+/// solver, with devices, and next to `--no-compact` (clap names the conflict).
+#[test]
+fn compare_compact_outside_the_plain_cpu_spmv_is_refused() {
+    let out = run_spmv(&["--solver", "cg", "--compare-compact"]);
+    out.refused("--compare-compact times the plain SpMV (--solver spmv) on CPU workers only");
+    assert!(!out.stdout.contains("STREAM"), "{}", out.stdout);
+    run_spmv(&["--compare-compact", "--emu", "1"])
+        .refused("--compare-compact times the CPU kernels: run it without devices");
+    run_spmv(&["--compare-compact", "--no-compact"]).refused("--no-compact");
+}
+
 /// Fixed by the redesign (`resolve_sched`): kept honest here.
 #[test]
 fn unknown_scheduler_is_refused() {
