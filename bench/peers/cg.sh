@@ -14,6 +14,8 @@
 #  - column indices: Tessera's row blocks hold 16-bit column offsets where each row spans at
 #    most 65,536 columns (the stencil's do), 10 bytes per nonzero instead of PETSc AIJ's 12;
 #    each round also runs Tessera with --no-compact (u32 indices, as AIJ) and prints its ratios.
+#  - the ratios are of medians over the rounds; the last line gives each round's own ratio
+#    (min, median, max), since this VM's speed drifts between rounds.
 # Both solve A x = 1 from x = 0 with the same preconditioner, stopping on the
 # unpreconditioned residual (rtol) or after ITERS iterations; the nonzero counts of both are
 # checked to agree, and the iteration counts are printed side by side.
@@ -129,3 +131,10 @@ awk -v t1="$t1" -v t1s="$t1s" -v t2="$t2" -v t2s="$t2s" -v p1="$p1" -v p1s="$p1s
   printf "| u32 column indices as PETSc AIJ (--no-compact): 1 process vs PETSc 2 ranks | %.2f ms | %.2f ms | %.2f |\n", t1u, p2, p2 / t1u
   printf "| u32 column indices as PETSc AIJ (--no-compact): 2 ranks vs PETSc 2 ranks | %.2f ms | %.2f ms | %.2f |\n", t2u, p2, p2 / t2u
 }'
+# The VM's speed drifts between rounds: each round's own ratio, for the spread behind the
+# medians above.
+spread() {
+  paste "$work/$1.all" "$work/$2.all" | awk '{print $1 / $2}' | sort -g \
+    | awk '{a[NR] = $1} END {printf "min %.2f, median %.2f, max %.2f", a[1], a[int((NR + 1) / 2)], a[NR]}'
+}
+echo "per-round ratios (PETSc 2 ranks / Tessera, $ROUNDS rounds): 1 process $(spread p2 t1); 2 ranks $(spread p2 t2)"
