@@ -11,8 +11,9 @@
 #    (bench/src/huge_pages.rs); Debian's PETSc does not. So each round also runs PETSc with
 #    2 ranks under glibc's GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (the same advice, from
 #    malloc) and Tessera's 1 process with TESSERA_HUGE_PAGES=0, and prints both ratios.
-#  - column indices: Tessera's row blocks hold 16-bit column offsets where each row spans at
-#    most 65,536 columns (the stencil's do), 10 bytes per nonzero instead of PETSc AIJ's 12;
+#  - column indices: Tessera's row blocks hold 16-bit column gaps where each row rises by at
+#    most 65,535 columns at a time (the stencils do, up to 256^3), 10 bytes per nonzero instead
+#    of PETSc AIJ's 12;
 #    each round also runs Tessera with --no-compact (u32 indices, as AIJ) and prints its ratios.
 #  - the ratios are of medians over the rounds; the last line gives each round's own ratio
 #    (min, median, max), since this VM's speed drifts between rounds.

@@ -257,10 +257,10 @@ pub struct SpmvArgs {
     /// Skip faer's sparse×dense comparison.
     #[arg(long)]
     pub no_faer: bool,
-    /// Keep the row blocks' column indices as `u32` only: by default a block whose rows each
-    /// span at most 65,536 columns also holds them as 16-bit offsets, which the CPU kernels
-    /// read instead (10 bytes per nonzero instead of 12; `Csr::with_compact_columns`).
-    /// For measuring the difference side by side.
+    /// Keep the row blocks' column indices as `u32` only: by default a block whose rows'
+    /// columns each rise by at most 65,535 at a time also holds them as 16-bit gaps, which the
+    /// CPU kernels read instead (10 bytes per nonzero instead of 12;
+    /// `Csr::with_compact_columns`). For measuring the difference side by side.
     #[arg(long)]
     pub no_compact: bool,
     /// With the plain SpMV (`--solver spmv`, CPU workers only): also time the same products

@@ -40,13 +40,14 @@ pub struct SpmvMatrix {
 
 impl SpmvMatrix {
     /// Split `a` into `parts` row blocks of about equal nonzeros and register them, each
-    /// with compact column indices where its rows allow ([`Csr::with_compact_columns`]).
+    /// with compact column indices where its rows allow ([`Csr::with_compact_columns`]) if
+    /// they pay for this matrix ([`Csr::compact_pays`]).
     pub fn new(rt: &Runtime, a: &Csr, parts: usize) -> SpmvMatrix {
-        SpmvMatrix::new_with(rt, a, parts, true)
+        SpmvMatrix::new_with(rt, a, parts, a.compact_pays())
     }
 
-    /// [`SpmvMatrix::new`], with compact column indices only if `compact` (`false`: the
-    /// blocks keep `u32` indices only, for a side-by-side measurement).
+    /// [`SpmvMatrix::new`], with compact column indices where the rows allow if `compact`,
+    /// whatever the rows' length (`false`: `u32` indices only).
     pub fn new_with(rt: &Runtime, a: &Csr, parts: usize, compact: bool) -> SpmvMatrix {
         let ranges: Vec<Range<usize>> = a
             .partition_by_nnz(parts.max(1))

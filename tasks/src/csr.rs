@@ -30,18 +30,19 @@ pub struct Csr {
     row_ptr: Vec<usize>,
     col_idx: Vec<u32>,
     vals: Vec<f64>,
-    /// `col_idx` again as 16-bit offsets, when [`Csr::with_compact_columns`] built it.
+    /// `col_idx` again as 16-bit gaps, when [`Csr::with_compact_columns`] built it.
     compact: Option<CompactColumns>,
 }
 
-/// The column indices of a [`Csr`] as 16-bit offsets from a per-row base: entry `k` of row
-/// `i` is in column `base[i] + offs[k]`. Invariant (checked where it is built, from the
-/// matrix's own indices): `offs.len() == col_idx.len()`, `base.len() == n_rows`, and every
-/// `base[i] + offs[k]` equals `col_idx[k]`, so it is `< n_cols`.
+/// The column indices of a [`Csr`] as 16-bit gaps: row `i`'s entries `s..e` are in columns
+/// `first[i] + gaps[s]`, then each the one before plus its gap (`gaps[s]` is 0). Invariant
+/// (checked where it is built, from the matrix's own indices, which must be non-decreasing in
+/// each row): `gaps.len() == col_idx.len()`, `first.len() == n_rows`, and the columns decoded
+/// so equal `col_idx`, so each is `< n_cols`.
 #[derive(Clone, Debug)]
 struct CompactColumns {
-    base: Vec<u32>,
-    offs: Vec<u16>,
+    first: Vec<u32>,
+    gaps: Vec<u16>,
 }
 
 impl PartialEq for Csr {
@@ -279,44 +280,59 @@ impl Csr {
         (&self.col_idx[r.clone()], &self.vals[r])
     }
 
-    /// The matrix holding its column indices a second time, as 16-bit offsets from each row's
-    /// first column, when every row's columns span at most `u16::MAX + 1` (else unchanged):
-    /// the SpMV kernels then read 2 bytes of index per entry instead of 4. Costs
-    /// `2·nnz + 4·n_rows` bytes more (the `u32` indices stay, for transfers, devices and
-    /// everything else that reads [`Csr::col_idx`]); a transfer into the matrix
-    /// (`parts_mut`) drops it; a replica in a device's memory holds the `u32` indices only.
+    /// The matrix holding its column indices a second time, as 16-bit gaps between each
+    /// row's consecutive columns (after the row's first column), when every row's columns are
+    /// non-decreasing with gaps of at most `u16::MAX` (else unchanged): the SpMV kernels then
+    /// read 2 bytes of index per entry instead of 4. Costs `2·nnz + 4·n_rows` bytes more (the
+    /// `u32` indices stay, for transfers, devices and everything else that reads
+    /// [`Csr::col_idx`]); a transfer into the matrix (`parts_mut`) drops it; a replica in a
+    /// device's memory holds the `u32` indices only.
     ///
     /// Chosen because the SpMV streams the matrix from memory, 12 bytes per entry with `u32`
-    /// indices and 10 with offsets: on the 27-point stencil on 150³ (a row spans 45,303
-    /// columns), two threads on half the rows each multiplied in 38 ms against 41 ms
-    /// (steady-state rounds of a side-by-side test on the 2-core EPYC VM); in place,
-    /// `tessera spmv --gen stencil27:150 --compare-compact` measured a median `u32`/compact
-    /// time of 1.037 and 1.015 (two runs of 11 alternated rounds). `--no-compact` turns it
-    /// off. Matrices with wider rows (power-law graphs, a distributed rank's halo columns)
-    /// keep the `u32` kernel, as PETSc's AIJ always does.
+    /// indices and 10 with gaps: on the 27-point stencil on 150³, two threads on half the rows
+    /// each multiplied in 38 ms against 41 ms (steady-state rounds of a side-by-side test on
+    /// the 2-core EPYC VM, 16-bit offsets from the row's first column, which the gaps replaced
+    /// at no measurable cost); in place, `tessera spmv --gen stencil27:150 --compare-compact`
+    /// measured a median `u32`/compact time of 1.037 and 1.015 (two runs of 11 alternated
+    /// rounds). `--no-compact` turns it off. Gaps rather than offsets from the first column:
+    /// a 3-D grid's rows span about 2·N² columns but their largest gap is about N², so the
+    /// stencils qualify up to N = 256 (offsets: 180). Rows with wider gaps (power-law graphs,
+    /// a distributed rank's halo columns) or unsorted columns keep the `u32` kernel, as
+    /// PETSc's AIJ always does.
     pub fn with_compact_columns(mut self) -> Csr {
-        let mut base = Vec::with_capacity(self.n_rows);
-        let mut offs = Vec::with_capacity(self.col_idx.len());
+        let mut first = Vec::with_capacity(self.n_rows);
+        let mut gaps = Vec::with_capacity(self.col_idx.len());
         for i in 0..self.n_rows {
             let cols = &self.col_idx[self.row_ptr[i]..self.row_ptr[i + 1]];
-            let lo = cols.iter().copied().min().unwrap_or(0);
-            if cols.iter().any(|&c| c - lo > u32::from(u16::MAX)) {
-                return self;
+            let start = cols.first().copied().unwrap_or(0);
+            let mut prev = start;
+            for &c in cols {
+                match c.checked_sub(prev).map(u16::try_from) {
+                    Some(Ok(gap)) => gaps.push(gap),
+                    // A decreasing column, or a gap over `u16::MAX`.
+                    _ => return self,
+                }
+                prev = c;
             }
-            base.push(lo);
-            // `c - lo ≤ u16::MAX` was just checked.
-            offs.extend(cols.iter().map(|&c| (c - lo) as u16));
+            first.push(start);
         }
-        self.compact = Some(CompactColumns { base, offs });
+        self.compact = Some(CompactColumns { first, gaps });
         self
     }
 
-    /// The compact column indices `(base, offs)` if [`Csr::with_compact_columns`] built them:
-    /// entry `k` of row `i` is in column `base[i] + offs[k]`, always `< n_cols`.
+    /// Whether compact column indices are worth building for this matrix: its rows hold
+    /// [`COMPACT_MIN_ROW_LEN`] entries or more on average ([`compact_pays_for`]).
+    pub fn compact_pays(&self) -> bool {
+        compact_pays_for(self.nnz(), self.n_rows)
+    }
+
+    /// The compact column indices `(first, gaps)` if [`Csr::with_compact_columns`] built
+    /// them: row `i`'s entries `s..e` are in columns `first[i] + gaps[s]`, then each the one
+    /// before plus its gap; every such column is `< n_cols`.
     pub fn compact_columns(&self) -> Option<(&[u32], &[u16])> {
         self.compact
             .as_ref()
-            .map(|c| (c.base.as_slice(), c.offs.as_slice()))
+            .map(|c| (c.first.as_slice(), c.gaps.as_slice()))
     }
 
     /// Bytes held by `row_ptr`, `col_idx` and `vals` (their lengths, not capacities): what a
@@ -390,10 +406,10 @@ impl Csr {
         // columns' invariant) = x.len() (checked).
         unsafe {
             match self.compact_columns() {
-                Some((base, offs)) => crate::kernels::spmv_csr16_unchecked(
+                Some((first, gaps)) => crate::kernels::spmv_csr16_unchecked(
                     &self.row_ptr,
-                    base,
-                    offs,
+                    first,
+                    gaps,
                     &self.vals,
                     x,
                     y,
@@ -476,6 +492,21 @@ impl Csr {
             compact: None,
         }
     }
+}
+
+/// Rows shorter than this on average (entries per row) keep `u32` column indices by default
+/// (`tessera spmv` and `SpmvMatrix::new`): the 16-bit gaps add an add per entry and a load per
+/// row to a kernel that short rows leave short of the memory's rate. Measured with
+/// `tessera spmv --gen G --iters 20 --workers 2 --compare-compact` (median `u32`/compact time,
+/// 11 alternated rounds, two runs each, the 2-core EPYC VM): `stencil7:150` 0.935 and 0.880,
+/// `stencil7:200` 0.956 and 0.898 (7 entries per row: slower), `stencil27:150` 1.078 and
+/// 1.037, `stencil27:200` 1.104 (27 per row: faster). 16 lies between; nothing between was
+/// measured.
+pub const COMPACT_MIN_ROW_LEN: usize = 16;
+
+/// [`Csr::compact_pays`] from the counts alone: `nnz ≥ COMPACT_MIN_ROW_LEN · rows`.
+pub fn compact_pays_for(nnz: usize, rows: usize) -> bool {
+    nnz >= COMPACT_MIN_ROW_LEN.saturating_mul(rows)
 }
 
 /// A CSR block moves between memory nodes as its three arrays.
@@ -660,22 +691,27 @@ mod tests {
 
     #[test]
     fn compact_columns_mirror_the_indices_and_multiply_alike() {
-        // Unsorted columns, an empty row, rows starting far from column 0.
+        // A repeated column, an empty row, rows far from column 0, a row spanning 130,000
+        // columns in gaps of at most 65,535.
         let a = Csr::new(
             4,
             200_000,
-            vec![0, 3, 3, 5, 8],
-            vec![65_000, 5, 65_540, 199_999, 134_464, 9, 3, 65_538],
-            vec![1.0, -2.0, 0.5, 3.0, 0.25, 1.5, -1.0, 2.0],
+            vec![0, 3, 3, 5, 9],
+            vec![5, 5, 65_540, 134_464, 199_999, 3, 65_538, 131_000, 131_001],
+            vec![1.0, -2.0, 0.5, 3.0, 0.25, 1.5, -1.0, 2.0, 0.5],
         )
         .unwrap();
         let c = a.clone().with_compact_columns();
-        let (base, offs) = c
+        let (first, gaps) = c
             .compact_columns()
-            .expect("every row spans <= 65,536 columns");
-        assert_eq!(base, [5, 0, 134_464, 3]);
-        for (i, (w, &b)) in a.row_ptr().windows(2).zip(base).enumerate() {
-            let cols = offs[w[0]..w[1]].iter().map(|&o| b + u32::from(o));
+            .expect("every row rises by at most 65,535 at a time");
+        assert_eq!(first, [5, 0, 134_464, 3]);
+        assert_eq!(gaps, [0, 0, 65_535, 0, 65_535, 0, 65_535, 65_462, 1]);
+        for (i, (w, &f)) in a.row_ptr().windows(2).zip(first).enumerate() {
+            let cols = gaps[w[0]..w[1]].iter().scan(f, |c, &g| {
+                *c += u32::from(g);
+                Some(*c)
+            });
             assert!(cols.eq(a.col_idx()[w[0]..w[1]].iter().copied()), "row {i}");
         }
         assert_eq!(c, a, "equality compares the matrices");
@@ -692,19 +728,25 @@ mod tests {
     }
 
     #[test]
-    fn a_row_spanning_more_than_65536_columns_keeps_u32() {
+    fn a_wide_gap_or_an_unsorted_row_keeps_u32() {
         let row = |cols: Vec<u32>| Csr::new(1, 70_000, vec![0, 2], cols, vec![1.0, 1.0]).unwrap();
-        assert!(row(vec![1, 65_536])
-            .with_compact_columns()
-            .compact_columns()
-            .is_some());
-        assert!(row(vec![65_537, 1])
-            .with_compact_columns()
-            .compact_columns()
-            .is_none());
-        // No rows, or rows without entries: nothing to offset.
+        let compact = |cols: Vec<u32>| row(cols).with_compact_columns().compact_columns().is_some();
+        assert!(compact(vec![1, 65_536]), "a gap of 65,535");
+        assert!(!compact(vec![1, 65_537]), "a gap of 65,536");
+        assert!(!compact(vec![5, 4]), "a decreasing row");
+        // No rows, or rows without entries: nothing to hold.
         let empty = Csr::zeros(3, 10).unwrap().with_compact_columns();
         assert_eq!(empty.compact_columns(), Some((&[0u32, 0, 0][..], &[][..])));
+    }
+
+    #[test]
+    fn compact_pays_from_16_entries_per_row() {
+        assert!(compact_pays_for(16 * 1000, 1000));
+        assert!(!compact_pays_for(16 * 1000 - 1, 1000));
+        assert!(compact_pays_for(0, 0), "no rows: nothing to lose");
+        assert!(!small().compact_pays(), "5 entries in 4 rows");
+        let dense = Csr::new(1, 16, vec![0, 16], (0..16).collect(), vec![1.0; 16]).unwrap();
+        assert!(dense.compact_pays());
     }
 
     #[test]

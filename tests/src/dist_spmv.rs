@@ -188,7 +188,7 @@ pub fn reference(case: &Case) -> Reference {
 pub fn run_rank(net: &Arc<Net>, coll: &Collectives, case: &Case, workers: usize) -> RankResult {
     let rt = Runtime::new(Config::with_workers(workers)).unwrap();
     let src = source(case);
-    // Both column layouts of the interior blocks: compact offsets on ranks with one worker,
+    // Both column layouts of the interior blocks: compact gaps on ranks with one worker,
     // `u32` indices on ranks with two (`Csr::with_compact_columns`).
     let a = DistMatrix::new(&rt, net, coll, &src, 3, workers % 2 == 1).unwrap();
     let rows = a.own_rows();

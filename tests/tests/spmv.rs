@@ -46,7 +46,7 @@ fn task_spmv_matches_reference() {
 #[test]
 fn compact_and_u32_column_blocks_give_the_same_bits() {
     // 70,000 columns: the first rows span 3 columns each (compact blocks), the last rows
-    // read column 0 and the last one (a span of 70,000: blocks that keep u32 indices).
+    // read column 0 and the last one (a gap of 69,999: blocks that keep u32 indices).
     with_timeout(LIMIT, || {
         let n = 70_000;
         let mut coo = Coo::new(n, n).unwrap();

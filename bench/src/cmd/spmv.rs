@@ -12,7 +12,7 @@ use faer::sparse::{SparseRowMatRef, SymbolicSparseRowMatRef};
 use faer::{Accum, Mat, Par};
 use tessera_engine::Runtime;
 use tessera_linalg::solver::{check_square, CgOptions, CgVariant, Preconditioner};
-use tessera_linalg::sparse::csr::Csr;
+use tessera_linalg::sparse::csr::{compact_pays_for, Csr, COMPACT_MIN_ROW_LEN};
 use tessera_linalg::sparse::mm::read_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{balanced_power_iteration, power_iteration, repeated_spmv, SpmvMatrix};
@@ -180,12 +180,18 @@ fn compare_compact(
 }
 
 /// What the row blocks hold as column indices, for the output.
-pub(crate) fn compact_line(compact_nnz: usize, nnz: usize, off: bool) -> String {
+pub(crate) fn compact_line(compact_nnz: usize, nnz: usize, rows: usize, off: bool) -> String {
     if off {
         return "column indices: u32 (--no-compact)".into();
     }
+    if compact_nnz == 0 && !compact_pays_for(nnz, rows) {
+        return format!(
+            "column indices: u32 (rows of {:.1} entries on average, fewer than {COMPACT_MIN_ROW_LEN}: 16-bit gaps measured slower on short rows)",
+            nnz as f64 / rows.max(1) as f64
+        );
+    }
     format!(
-        "column indices: 16-bit offsets from each row's first column on {:.1} % of the nonzeros (rows spanning at most 65,536 columns), u32 on the rest; --no-compact keeps u32 everywhere",
+        "column indices: 16-bit gaps between a row's consecutive columns on {:.1} % of the nonzeros (blocks whose rows rise by at most 65,535 at a time), u32 on the rest; --no-compact keeps u32 everywhere",
         100.0 * compact_nnz as f64 / nnz.max(1) as f64
     )
 }
@@ -352,8 +358,12 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
             .filter(|_| args.on_device)
             .map(|r| (r / 1e9, device_name.clone().unwrap_or_default()));
         let limit = limit.as_ref().map(|(r, n)| (*r, n.as_str()));
-        let mut mat = SpmvMatrix::new_with(&rt, &a, blocks, !args.no_compact);
-        println!("{}", compact_line(mat.compact_nnz(), nnz, args.no_compact));
+        let compact = !args.no_compact && (args.compare_compact || a.compact_pays());
+        let mut mat = SpmvMatrix::new_with(&rt, &a, blocks, compact);
+        println!(
+            "{}",
+            compact_line(mat.compact_nnz(), nnz, n, args.no_compact)
+        );
         if args.on_device {
             let need = mat.largest_working_set();
             if let Some(limit) = device_limit.filter(|&l| need > l) {

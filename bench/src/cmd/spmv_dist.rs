@@ -13,6 +13,7 @@ use std::time::Instant;
 use tessera_engine::Runtime;
 use tessera_linalg::solver::cg::check_rtol;
 use tessera_linalg::solver::{check_square, CgOptions, CgVariant, Preconditioner};
+use tessera_linalg::sparse::csr::compact_pays_for;
 use tessera_linalg::sparse::gen::GenSpec;
 use tessera_linalg::sparse::mm::scan_matrix_market;
 use tessera_linalg::sparse::stream::stream_triad;
@@ -159,13 +160,16 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     if args.solver != "spmv" {
         check_square(&args.solver, source.n_rows(), source.n_cols())?;
     }
+    // Compact column indices where they pay for the whole matrix (`compact_pays_for`: the
+    // same rule on every rank).
+    let pays = compact_pays_for(source.row_ptr()[source.n_rows()], source.n_rows());
     let mat = DistMatrix::new(
         &rt,
         net,
         coll,
         &source,
         workers * args.row_blocks_per_worker(),
-        !args.no_compact,
+        !args.no_compact && pays,
     )?;
     let load_s = t_load.elapsed().as_secs_f64();
     let (n, m, nnz) = mat.shape();
@@ -259,7 +263,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
 
     // Every rank's line, printed by rank 0 in rank order.
     let mine = format!(
-        "rank {rank}: rows {}..{} ({} rows, {} nonzeros), {workers} worker(s), blocks {} interior + {} boundary ({:.1} % of nonzeros on boundary rows, {:.1} % with 16-bit column offsets), halo in {} entries from {} rank(s), out {} entries to {} rank(s); set-up {load_s:.2} s; {} iterations, {t:.3} s in SpMV: {:.2} GFLOP/s, effective {:.1} GB/s on its rows",
+        "rank {rank}: rows {}..{} ({} rows, {} nonzeros), {workers} worker(s), blocks {} interior + {} boundary ({:.1} % of nonzeros on boundary rows, {:.1} % with 16-bit column gaps), halo in {} entries from {} rank(s), out {} entries to {} rank(s); set-up {load_s:.2} s; {} iterations, {t:.3} s in SpMV: {:.2} GFLOP/s, effective {:.1} GB/s on its rows",
         own.start,
         own.end,
         own.len(),

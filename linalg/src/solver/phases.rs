@@ -270,10 +270,10 @@ pub(crate) fn submit_multiply_dot(
             // when they were built), and `n_cols == xs.len()` was just checked.
             unsafe {
                 match a.compact_columns() {
-                    Some((base, offs)) => spmv_csr16_dot_unchecked(
+                    Some((first, gaps)) => spmv_csr16_dot_unchecked(
                         a.row_ptr(),
-                        base,
-                        offs,
+                        first,
+                        gaps,
                         a.vals(),
                         xs,
                         &xs[rows.clone()],

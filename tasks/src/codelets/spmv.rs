@@ -44,8 +44,8 @@ pub static SPMV: LazyLock<Codelet<SpmvData, SpmvArgs>> = LazyLock::new(|| {
             // `x.len() == n_cols` was just checked.
             unsafe {
                 match a.compact_columns() {
-                    Some((base, offs)) => {
-                        spmv_csr16_unchecked(a.row_ptr(), base, offs, a.vals(), x, y)
+                    Some((first, gaps)) => {
+                        spmv_csr16_unchecked(a.row_ptr(), first, gaps, a.vals(), x, y)
                     }
                     None => spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y),
                 }

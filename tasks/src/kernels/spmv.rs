@@ -9,9 +9,9 @@
 //! `&row_ptr[r0..=r1]`, the whole `col_idx` and `vals`, the whole `x` and `&mut y[r0..r1]`.
 //! Column indices are `u32` (the matrix types keep `n_cols ≤ u32::MAX`), which saves a third
 //! of the index traffic against `usize` on a memory-bound kernel. [`spmv_csr16_unchecked`] and
-//! [`spmv_csr16_dot_unchecked`] read them as 16-bit offsets from a per-row base instead
-//! (`Csr::with_compact_columns`, where a row spans at most 65,536 columns): 10 bytes per entry
-//! instead of 12, the same summation order, the same bits.
+//! [`spmv_csr16_dot_unchecked`] read them as 16-bit gaps between a row's consecutive columns
+//! instead (`Csr::with_compact_columns`, for rows whose columns increase by at most 65,535 at a
+//! time): 10 bytes per entry instead of 12, the same summation order, the same bits.
 //!
 //! # Checks and speed
 //!
@@ -68,7 +68,7 @@ pub fn spmv_bytes(nnz: usize, rows: usize, cols: usize) -> f64 {
 
 /// Bytes [`spmv_bytes`] counts that compact column indices (`Csr::with_compact_columns`)
 /// do not move, for `nnz` entries in `rows` rows held that way: 2 per entry (16-bit offsets
-/// for 32-bit indices), less the 4-byte base of each row.
+/// for 32-bit indices), less the 4-byte first column of each row.
 pub fn spmv_bytes_saved_by_compact(nnz: usize, rows: usize) -> f64 {
     2.0 * nnz as f64 - 4.0 * rows as f64
 }
@@ -129,34 +129,31 @@ pub unsafe fn spmv_csr_unchecked(
 }
 
 /// `y += A·x` like [`spmv_csr_unchecked`] (same summation order, same bits), with the
-/// column indices as 16-bit offsets from a per-row base: entry `k` of row `i` is in column
-/// `base[i] + offs[k]` (`tessera_tasks::csr::Csr::with_compact_columns`, which says why).
+/// column indices as 16-bit gaps: row `i`'s entries `s..e` are in columns `first[i] +
+/// gaps[s]`, then each the one before plus its gap
+/// (`tessera_tasks::csr::Csr::with_compact_columns`, which says why).
 ///
 /// # Safety
-/// Every `base[i] + offs[k]` of the covered entries is `< x.len()`.
+/// Every column so decoded from the covered entries is `< x.len()`.
 ///
 /// # Panics
-/// As [`spmv_csr_unchecked`] (with `offs` for `col_idx`), and if `base` is shorter than `y`.
+/// As [`spmv_csr_unchecked`] (with `gaps` for `col_idx`), and if `first` is shorter than `y`.
 pub unsafe fn spmv_csr16_unchecked(
     row_ptr: &[usize],
-    base: &[u32],
-    offs: &[u16],
+    first: &[u32],
+    gaps: &[u16],
     vals: &[f64],
     x: &[f64],
     y: &mut [f64],
 ) {
-    check_row_ptr_ends(row_ptr, offs, vals, y);
-    let base = &base[..y.len()];
-    let mut prefetch = Prefetch::new(offs, vals, row_ptr[0]);
+    check_row_ptr_ends(row_ptr, gaps, vals, y);
+    let first = &first[..y.len()];
+    let mut prefetch = Prefetch::new(gaps, vals, row_ptr[0]);
     for (i, yi) in y.iter_mut().enumerate() {
         let (start, end) = (row_ptr[i], row_ptr[i + 1]);
         prefetch.up_to(end);
-        let (b, o) = (base[i] as usize, &offs[start..end]);
-        debug_assert!(o.iter().all(|&c| b + (c as usize) < x.len()), "row {i}");
-        // SAFETY: `b + c` is a covered column, `< x.len()` by the caller's promise.
-        *yi += row_dot(o, &vals[start..end], |c| unsafe {
-            *x.get_unchecked(b + c as usize)
-        });
+        // SAFETY: every decoded column is `< x.len()` by the caller's promise.
+        *yi += unsafe { row_dot_gaps(first[i], &gaps[start..end], &vals[start..end], x) };
     }
 }
 
@@ -254,37 +251,33 @@ pub unsafe fn spmv_csr_dot_unchecked(
 /// the same bits.
 ///
 /// # Safety
-/// Every `base[i] + offs[k]` of the covered entries is `< x.len()`.
+/// Every column decoded from the covered entries is `< x.len()`.
 ///
 /// # Panics
 /// As [`spmv_csr16_unchecked`], and if `x_rows.len() != y.len()`.
 pub unsafe fn spmv_csr16_dot_unchecked(
     row_ptr: &[usize],
-    base: &[u32],
-    offs: &[u16],
+    first: &[u32],
+    gaps: &[u16],
     vals: &[f64],
     x: &[f64],
     x_rows: &[f64],
     y: &mut [f64],
 ) -> (f64, f64) {
-    check_row_ptr_ends(row_ptr, offs, vals, y);
+    check_row_ptr_ends(row_ptr, gaps, vals, y);
     assert_eq!(
         x_rows.len(),
         y.len(),
         "spmv_csr_dot: x_rows and y differ in length"
     );
-    let base = &base[..y.len()];
-    let mut prefetch = Prefetch::new(offs, vals, row_ptr[0]);
+    let first = &first[..y.len()];
+    let mut prefetch = Prefetch::new(gaps, vals, row_ptr[0]);
     let (mut xy, mut yy) = (0.0, 0.0);
     for (i, (yi, &xi)) in y.iter_mut().zip(x_rows).enumerate() {
         let (start, end) = (row_ptr[i], row_ptr[i + 1]);
         prefetch.up_to(end);
-        let (b, o) = (base[i] as usize, &offs[start..end]);
-        debug_assert!(o.iter().all(|&c| b + (c as usize) < x.len()), "row {i}");
-        // SAFETY: `b + c` is a covered column, `< x.len()` by the caller's promise.
-        let v = row_dot(o, &vals[start..end], |c| unsafe {
-            *x.get_unchecked(b + c as usize)
-        });
+        // SAFETY: every decoded column is `< x.len()` by the caller's promise.
+        let v = unsafe { row_dot_gaps(first[i], &gaps[start..end], &vals[start..end], x) };
         *yi = v;
         xy += xi * v;
         yy += v * v;
@@ -469,6 +462,42 @@ fn row_dot<C: Copy>(cols: &[C], vals: &[f64], load: impl Fn(C) -> f64) -> f64 {
         acc[3] += v4[3] * load(c4[3]);
     }
     for (&c, &v) in c_tail.iter().zip(v_tail) {
+        acc[0] += v * load(c);
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// [`row_dot`] over a row held as gaps (see [`spmv_csr16_unchecked`]): the columns are
+/// `first + gaps[0]`, then each the one before plus its gap; the same accumulators in the
+/// same order, so the same bits as [`row_dot`] over the decoded columns.
+///
+/// # Safety
+/// Every decoded column is `< x.len()`.
+#[inline(always)]
+unsafe fn row_dot_gaps(first: u32, gaps: &[u16], vals: &[f64], x: &[f64]) -> f64 {
+    let mut acc = [0.0f64; 4];
+    let mut c = first as usize;
+    let gc = gaps.chunks_exact(4);
+    let vc = vals.chunks_exact(4);
+    let (g_tail, v_tail) = (gc.remainder(), vc.remainder());
+    // SAFETY (every load): `c` is a decoded column, `< x.len()` by the caller's promise.
+    let load = |c: usize| unsafe {
+        debug_assert!(c < x.len(), "column {c} of x with {}", x.len());
+        *x.get_unchecked(c)
+    };
+    for (g4, v4) in gc.zip(vc) {
+        let c0 = c + g4[0] as usize;
+        let c1 = c0 + g4[1] as usize;
+        let c2 = c1 + g4[2] as usize;
+        let c3 = c2 + g4[3] as usize;
+        acc[0] += v4[0] * load(c0);
+        acc[1] += v4[1] * load(c1);
+        acc[2] += v4[2] * load(c2);
+        acc[3] += v4[3] * load(c3);
+        c = c3;
+    }
+    for (&g, &v) in g_tail.iter().zip(v_tail) {
+        c += g as usize;
         acc[0] += v * load(c);
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
@@ -704,44 +733,57 @@ mod tests {
         spmv_csr(&[0, 1], &[0], &[1.0], &[1.0], &mut [0.0; 2]);
     }
 
-    /// `(base, offs)` of `col_idx` as `Csr::with_compact_columns` builds them.
+    /// `(first, gaps)` of `col_idx` as `Csr::with_compact_columns` builds them (the rows'
+    /// columns must be non-decreasing).
     fn compact(row_ptr: &[usize], col_idx: &[u32]) -> (Vec<u32>, Vec<u16>) {
-        let mut base = Vec::new();
-        let mut offs = vec![0u16; col_idx.len()];
+        let mut first = Vec::new();
+        let mut gaps = vec![0u16; col_idx.len()];
         for w in row_ptr.windows(2) {
-            let lo = col_idx[w[0]..w[1]].iter().copied().min().unwrap_or(0);
-            base.push(lo);
+            let start = col_idx
+                .get(w[0])
+                .copied()
+                .filter(|_| w[1] > w[0])
+                .unwrap_or(0);
+            first.push(start);
+            let mut prev = start;
             for k in w[0]..w[1] {
-                offs[k] = u16::try_from(col_idx[k] - lo).unwrap();
+                gaps[k] = u16::try_from(col_idx[k] - prev).unwrap();
+                prev = col_idx[k];
             }
         }
-        (base, offs)
+        (first, gaps)
     }
 
     #[test]
     fn compact_kernels_give_the_same_bits() {
-        // Rows of lengths around the unroll and past the prefetch distance, unsorted columns
-        // spread over 70,000 (each row within 65,536 of its first), a block at an offset.
-        let n_cols = 70_000;
+        // Rows of lengths around the unroll and past the prefetch distance, columns rising by
+        // gaps of 0 (a repeat) to 65,535, a row spanning far more than 65,536 columns, a
+        // block at an offset.
+        let n_cols = 300_000;
         let mut row_ptr = vec![5];
         let mut col_idx = vec![0u32; 5];
         let mut vals = vec![f64::NAN; 5];
         for (r, len) in (0..=9).chain([3 * PREFETCH_AHEAD, 17]).enumerate() {
-            let lo = (r * 4099) % 4000;
+            let mut c = (r * 4099) % 4000;
             for k in 0..len {
-                col_idx.push((lo + (k * 7919 + r) % 65_536) as u32);
+                c += if k % 1000 == 999 {
+                    65_535
+                } else {
+                    (k * 7 + r) % 23
+                };
+                col_idx.push(c as u32);
                 vals.push(0.25 + (k as f64 * 0.7).sin());
             }
             row_ptr.push(col_idx.len());
         }
         let rows = row_ptr.len() - 1;
-        let (base, offs) = compact(&row_ptr, &col_idx);
+        let (first, gaps) = compact(&row_ptr, &col_idx);
         let x = x_of(n_cols);
         let x_rows: Vec<f64> = (0..rows).map(|i| (i as f64).cos()).collect();
         let (mut want, mut got) = (vec![0.5; rows], vec![0.5; rows]);
         spmv_csr(&row_ptr, &col_idx, &vals, &x, &mut want);
-        // SAFETY: every column is < 70,000 = x.len(), and base + off is the column.
-        unsafe { spmv_csr16_unchecked(&row_ptr, &base, &offs, &vals, &x, &mut got) };
+        // SAFETY: every column is < 300,000 = x.len(), and the gaps decode to the columns.
+        unsafe { spmv_csr16_unchecked(&row_ptr, &first, &gaps, &vals, &x, &mut got) };
         for i in 0..rows {
             assert_eq!(got[i].to_bits(), want[i].to_bits(), "row {i}");
         }
@@ -750,7 +792,7 @@ mod tests {
         let (d0, d1) = unsafe {
             (
                 spmv_csr_dot_unchecked(&row_ptr, &col_idx, &vals, &x, &x_rows, &mut want),
-                spmv_csr16_dot_unchecked(&row_ptr, &base, &offs, &vals, &x, &x_rows, &mut got),
+                spmv_csr16_dot_unchecked(&row_ptr, &first, &gaps, &vals, &x, &x_rows, &mut got),
             )
         };
         assert_eq!(
@@ -764,9 +806,9 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "out of range")]
-    fn compact_kernel_with_too_few_bases_panics() {
-        // Two rows, one base: the slice of `base` panics before any row is read.
-        // SAFETY: the columns (0 and 1) are < x.len(); the call panics on `base` first.
+    fn compact_kernel_with_too_few_first_columns_panics() {
+        // Two rows, one first column: the slice of `first` panics before any row is read.
+        // SAFETY: the columns (0 and 1) are < x.len(); the call panics on `first` first.
         unsafe {
             spmv_csr16_unchecked(
                 &[0, 1, 2],
