@@ -289,16 +289,15 @@ impl Csr {
     /// device's memory holds the `u32` indices only.
     ///
     /// Chosen because the SpMV streams the matrix from memory, 12 bytes per entry with `u32`
-    /// indices and 10 with gaps: on the 27-point stencil on 150³, two threads on half the rows
-    /// each multiplied in 38 ms against 41 ms (steady-state rounds of a side-by-side test on
-    /// the 2-core EPYC VM, 16-bit offsets from the row's first column, which the gaps replaced
-    /// at no measurable cost); in place, `tessera spmv --gen stencil27:150 --compare-compact`
-    /// measured a median `u32`/compact time of 1.037 and 1.015 (two runs of 11 alternated
-    /// rounds). `--no-compact` turns it off. Gaps rather than offsets from the first column:
-    /// a 3-D grid's rows span about 2·N² columns but their largest gap is about N², so the
-    /// stencils qualify up to N = 256 (offsets: 180). Rows with wider gaps (power-law graphs,
+    /// indices and 10 with gaps: `tessera spmv --gen stencil27:150 --compare-compact` (the
+    /// same products with both layouts, 11 alternated rounds in one process, the 2-core EPYC
+    /// VM) measured a median `u32`/compact time of 1.078 and 1.037, and 1.104 on
+    /// `stencil27:200`; short rows lose ([`COMPACT_MIN_ROW_LEN`]). Gaps rather than offsets
+    /// from the row's first column (the first form, 1.037 and 1.015 on `stencil27:150`): a
+    /// 3-D grid's rows span about 2·N² columns but their largest gap is about N², so the
+    /// stencils qualify up to N = 256 instead of 180. Rows with wider gaps (power-law graphs,
     /// a distributed rank's halo columns) or unsorted columns keep the `u32` kernel, as
-    /// PETSc's AIJ always does.
+    /// PETSc's AIJ always does. `--no-compact` turns it off.
     pub fn with_compact_columns(mut self) -> Csr {
         let mut first = Vec::with_capacity(self.n_rows);
         let mut gaps = Vec::with_capacity(self.col_idx.len());
