@@ -495,13 +495,22 @@ impl Csr {
 
 /// Rows shorter than this on average (entries per row) keep `u32` column indices by default
 /// (`tessera spmv` and `SpmvMatrix::new`): the 16-bit gaps add an add per entry and a load per
-/// row to a kernel that short rows leave short of the memory's rate. Measured with
+/// row, which the 2 bytes saved per entry repay only on long rows. Measured with
 /// `tessera spmv --gen G --iters 20 --workers 2 --compare-compact` (median `u32`/compact time,
-/// 11 alternated rounds, two runs each, the 2-core EPYC VM): `stencil7:150` 0.935 and 0.880,
-/// `stencil7:200` 0.956 and 0.898 (7 entries per row: slower), `stencil27:150` 1.078 and
-/// 1.037, `stencil27:200` 1.104 (27 per row: faster). 16 lies between; nothing between was
-/// measured.
-pub const COMPACT_MIN_ROW_LEN: usize = 16;
+/// 11 alternated rounds in one process, the 2-core EPYC VM; one to four runs each):
+///
+/// | matrix | entries per row | `u32`/compact |
+/// | --- | --- | --- |
+/// | `stencil7:150`, `stencil7:200` | 6.9 | 0.880–0.956 (4 runs) |
+/// | `banded:3000000:6` | 13 | 0.945, 0.894 |
+/// | `banded:3000000:8` | 17 | 0.984, 0.960 |
+/// | `banded:3000000:10` | 21 | 0.891, 0.958, 1.051 |
+/// | `banded:2000000:12` | 25 | 0.995, 1.084 |
+/// | `stencil27:150`, `stencil27:200` | 26.6 | 1.037–1.104 (4 runs) |
+/// | `banded:1500000:20` | 41 | 1.089, 0.999 |
+///
+/// With one worker (the core, not the memory, the limit) `stencil27:150` measured 0.977.
+pub const COMPACT_MIN_ROW_LEN: usize = 24;
 
 /// [`Csr::compact_pays`] from the counts alone: `nnz ≥ COMPACT_MIN_ROW_LEN · rows`.
 pub fn compact_pays_for(nnz: usize, rows: usize) -> bool {
@@ -739,12 +748,12 @@ mod tests {
     }
 
     #[test]
-    fn compact_pays_from_16_entries_per_row() {
-        assert!(compact_pays_for(16 * 1000, 1000));
-        assert!(!compact_pays_for(16 * 1000 - 1, 1000));
+    fn compact_pays_from_24_entries_per_row() {
+        assert!(compact_pays_for(24 * 1000, 1000));
+        assert!(!compact_pays_for(24 * 1000 - 1, 1000));
         assert!(compact_pays_for(0, 0), "no rows: nothing to lose");
         assert!(!small().compact_pays(), "5 entries in 4 rows");
-        let dense = Csr::new(1, 16, vec![0, 16], (0..16).collect(), vec![1.0; 16]).unwrap();
+        let dense = Csr::new(1, 24, vec![0, 24], (0..24).collect(), vec![1.0; 24]).unwrap();
         assert!(dense.compact_pays());
     }
 
