@@ -424,6 +424,39 @@ impl Csr {
         }
     }
 
+    /// `y = A·x` (overwriting `y`) fused with the dots `(Σ x_rows[i]·y[i], Σ y[i]²)`
+    /// (`tessera_tasks::kernels::spmv_csr_dot_unchecked`, or `spmv_csr16_dot_unchecked` with
+    /// compact columns): the iterative solvers' multiply, `x_rows` being `x` at the block's
+    /// own rows.
+    ///
+    /// # Panics
+    /// If `x.len() != n_cols`, `y.len() != n_rows` or `x_rows.len() != n_rows`.
+    pub fn spmv_dot(&self, x: &[f64], x_rows: &[f64], y: &mut [f64]) -> (f64, f64) {
+        self.check_spmv_lengths(x, y);
+        // SAFETY: as in `spmv`.
+        unsafe {
+            match self.compact_columns() {
+                Some((first, gaps)) => crate::kernels::spmv_csr16_dot_unchecked(
+                    &self.row_ptr,
+                    first,
+                    gaps,
+                    &self.vals,
+                    x,
+                    x_rows,
+                    y,
+                ),
+                None => crate::kernels::spmv_csr_dot_unchecked(
+                    &self.row_ptr,
+                    &self.col_idx,
+                    &self.vals,
+                    x,
+                    x_rows,
+                    y,
+                ),
+            }
+        }
+    }
+
     /// `y += A·x` by the plainest loop (one accumulator per row, left to right): the
     /// reference the tests hold the fast kernels to.
     ///

@@ -12,9 +12,7 @@ use std::time::Instant;
 use tessera_engine::dist::allreduce::{Part, Then};
 use tessera_engine::{BodyError, Codelet, DataHandle, Error, Read, Runtime, TaskHandle};
 use tessera_tasks::codelets::spmv::SpmvArgs;
-use tessera_tasks::kernels::{
-    spmv_csr16_dot_unchecked, spmv_csr_dot, spmv_csr_dot_unchecked, spmv_flops,
-};
+use tessera_tasks::kernels::{spmv_csr_dot, spmv_flops};
 
 use super::vector::{Partials, SharedVec};
 use super::Operator;
@@ -266,29 +264,9 @@ pub(crate) fn submit_multiply_dot(
         }
         let ys = unsafe { y.slice_mut(rows.clone()) };
         let d = if halo.is_empty() {
-            // SAFETY: a `Csr`'s column indices, compact ones too, are `< n_cols` (checked
-            // when they were built), and `n_cols == xs.len()` was just checked.
-            unsafe {
-                match a.compact_columns() {
-                    Some((first, gaps)) => spmv_csr16_dot_unchecked(
-                        a.row_ptr(),
-                        first,
-                        gaps,
-                        a.vals(),
-                        xs,
-                        &xs[rows.clone()],
-                        ys,
-                    ),
-                    None => spmv_csr_dot_unchecked(
-                        a.row_ptr(),
-                        a.col_idx(),
-                        a.vals(),
-                        xs,
-                        &xs[rows.clone()],
-                        ys,
-                    ),
-                }
-            }
+            // The lengths were just checked (`Csr::spmv_dot` picks the kernel for the
+            // block's column indices).
+            a.spmv_dot(xs, &xs[rows.clone()], ys)
         } else {
             spmv_csr_dot(
                 a.row_ptr(),

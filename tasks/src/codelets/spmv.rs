@@ -7,9 +7,7 @@ use tessera_backends::emu::EmuDevice;
 use tessera_engine::{BodyError, Codelet, Read, ReadWrite};
 
 use crate::csr::Csr;
-use crate::kernels::{
-    spmv_csr, spmv_csr16_unchecked, spmv_csr_split, spmv_csr_unchecked, spmv_flops,
-};
+use crate::kernels::{spmv_csr, spmv_csr_split, spmv_flops};
 
 /// Data of an SpMV block task: the block, `x`, the block's slice of `y`.
 pub type SpmvData = (Read<Csr>, Read<Vec<f64>>, ReadWrite<Vec<f64>>);
@@ -38,18 +36,10 @@ pub static SPMV: LazyLock<Codelet<SpmvData, SpmvArgs>> = LazyLock::new(|| {
         .flops(|p| spmv_flops(p.nnz))
         .label(|p| format!("spmv[{}]", p.block))
         .cpu(|_ctx, _p, (a, x, y)| {
+            // Checked here as an error; `Csr::spmv` (which picks the kernel for the
+            // block's column indices) would panic.
             check_lengths(x.len(), a.n_cols(), y.len(), a.n_rows())?;
-            // SAFETY: `Csr` guarantees every column index is `< n_cols` (checked at
-            // construction, the compact ones where they were built), and
-            // `x.len() == n_cols` was just checked.
-            unsafe {
-                match a.compact_columns() {
-                    Some((first, gaps)) => {
-                        spmv_csr16_unchecked(a.row_ptr(), first, gaps, a.vals(), x, y)
-                    }
-                    None => spmv_csr_unchecked(a.row_ptr(), a.col_idx(), a.vals(), x, y),
-                }
-            };
+            a.spmv(x, y);
             Ok(())
         })
         .device::<EmuDevice, _>(|dev, _p, (a, x, y)| {
