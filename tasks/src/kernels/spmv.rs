@@ -553,18 +553,29 @@ mod tests {
         for cut in [0, x.len() / 2, x.len()] {
             let mut got_split = y0.to_vec();
             spmv_csr_split(row_ptr, col_idx, vals, &x[..cut], &x[cut..], &mut got_split);
-            for i in 0..y0.len() {
-                assert_eq!(
-                    got[i].to_bits(),
-                    got_split[i].to_bits(),
-                    "row {i}, cut {cut}"
-                );
-            }
+            assert_same_bits(&got_split, &got, &format!("split at {cut}"));
         }
     }
 
     fn x_of(n: usize) -> Vec<f64> {
         (0..n).map(|j| 1.0 + (j as f64 * 0.37).sin()).collect()
+    }
+
+    /// Panics unless `got` equals `want` bit for bit, row by row, naming the row and `what`.
+    fn assert_same_bits(got: &[f64], want: &[f64], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}: lengths");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{what}, row {i}");
+        }
+    }
+
+    /// Panics unless the dot pairs are equal bit for bit.
+    fn assert_same_dots(got: (f64, f64), want: (f64, f64), what: &str) {
+        assert_eq!(
+            (got.0.to_bits(), got.1.to_bits()),
+            (want.0.to_bits(), want.1.to_bits()),
+            "{what}"
+        );
     }
 
     #[test]
@@ -598,23 +609,15 @@ mod tests {
                 &x_rows,
                 &mut got,
             );
-            assert_eq!(d.0.to_bits(), dots.0.to_bits(), "cut {cut}");
-            assert_eq!(d.1.to_bits(), dots.1.to_bits(), "cut {cut}");
-            for i in 0..rows {
-                assert_eq!(got[i].to_bits(), want[i].to_bits(), "row {i}, cut {cut}");
-            }
+            assert_same_dots(d, dots, &format!("cut {cut}"));
+            assert_same_bits(&got, &want, &format!("cut {cut}"));
         }
         // The unchecked kernel, x in one part: the same bits.
         let mut got = vec![f64::NAN; rows];
         // SAFETY: every column index is `% n_cols`, and x has n_cols entries.
         let d = unsafe { spmv_csr_dot_unchecked(&row_ptr, &col_idx, &vals, &x, &x_rows, &mut got) };
-        assert_eq!(
-            (d.0.to_bits(), d.1.to_bits()),
-            (dots.0.to_bits(), dots.1.to_bits())
-        );
-        for i in 0..rows {
-            assert_eq!(got[i].to_bits(), want[i].to_bits(), "unchecked, row {i}");
-        }
+        assert_same_dots(d, dots, "unchecked");
+        assert_same_bits(&got, &want, "unchecked");
     }
 
     #[test]
@@ -784,9 +787,7 @@ mod tests {
         spmv_csr(&row_ptr, &col_idx, &vals, &x, &mut want);
         // SAFETY: every column is < 300,000 = x.len(), and the gaps decode to the columns.
         unsafe { spmv_csr16_unchecked(&row_ptr, &first, &gaps, &vals, &x, &mut got) };
-        for i in 0..rows {
-            assert_eq!(got[i].to_bits(), want[i].to_bits(), "row {i}");
-        }
+        assert_same_bits(&got, &want, "compact");
         let (mut want, mut got) = (vec![f64::NAN; rows], vec![f64::NAN; rows]);
         // SAFETY: as above.
         let (d0, d1) = unsafe {
@@ -795,13 +796,8 @@ mod tests {
                 spmv_csr16_dot_unchecked(&row_ptr, &first, &gaps, &vals, &x, &x_rows, &mut got),
             )
         };
-        assert_eq!(
-            (d0.0.to_bits(), d0.1.to_bits()),
-            (d1.0.to_bits(), d1.1.to_bits())
-        );
-        for i in 0..rows {
-            assert_eq!(got[i].to_bits(), want[i].to_bits(), "dot, row {i}");
-        }
+        assert_same_dots(d1, d0, "compact dot");
+        assert_same_bits(&got, &want, "compact dot");
     }
 
     #[test]
