@@ -364,7 +364,17 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
                 &[("the file", size), ("its entries", size)],
                 1,
             )?;
-            tessera_linalg::sparse::mm::read_matrix_market(m).map_err(|e| e.to_string())?
+            // Its row pointers and the reader's row cursor (8 bytes a row
+            // each) checked at the size line, before they exist.
+            tessera_linalg::sparse::mm::read_matrix_market_sized(m, |rows, _| {
+                let row_ptrs = (rows as u64).saturating_add(1).saturating_mul(16);
+                crate::budget::check(
+                    &format!("reading {}", m.display()),
+                    &[("its row pointers", row_ptrs)],
+                    1,
+                )
+            })
+            .map_err(|e| e.to_string())?
         }
         None => {
             let g = tessera_linalg::sparse::gen::GenSpec::parse(&args.gen)?;

@@ -135,6 +135,22 @@ fn spmv_matrices_that_cannot_fit_name_the_size_needed() {
     let out = run_spmv(&["--matrix", f.to_str().unwrap()]);
     out.refused("needs about");
     assert!(out.stderr.contains("vectors"), "{}", out.stderr);
+    // Rows by the billion: checked at the size line, before the row pointers
+    // exist (2.5e9 rows had the process killed for memory once they were
+    // filled; 2^36 fail the allocation on any machine, and must say why).
+    let f = d.file(
+        "rows.mtx",
+        "%%MatrixMarket matrix coordinate real general
+68719476736 3 1
+1 1 1.0
+",
+    );
+    let f = f.to_str().unwrap();
+    let out = run_spmv(&["--matrix", f]);
+    out.refused("rows.mtx:2: spmv on");
+    assert!(out.stderr.contains("needs about"), "{}", out.stderr);
+    let platform = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/this-machine.toml");
+    tessera(&["spmv", "--matrix", f, "--simulate", platform]).refused("rows.mtx:2: reading");
 }
 
 #[test]

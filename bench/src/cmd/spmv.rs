@@ -13,7 +13,7 @@ use faer::{Accum, Mat, Par};
 use tessera_engine::Runtime;
 use tessera_linalg::solver::{check_square, CgOptions, CgVariant, Preconditioner};
 use tessera_linalg::sparse::csr::{compact_pays_for, Csr, COMPACT_MIN_ROW_LEN};
-use tessera_linalg::sparse::mm::read_matrix_market;
+use tessera_linalg::sparse::mm::read_matrix_market_sized;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{balanced_power_iteration, power_iteration, repeated_spmv, SpmvMatrix};
 
@@ -300,7 +300,16 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         let t_load = Instant::now();
         let (a, source) = match (&args.matrix, spec) {
             (Some(path), _) => (
-                read_matrix_market(path).map_err(|e| e.to_string())?,
+                // Checked at the size line, before anything of the declared
+                // size exists: its row pointers (the least the matrix takes)
+                // and what the run builds from its dimensions. A three-line
+                // file declaring 2.5e9 rows had the process killed for memory.
+                read_matrix_market_sized(path, |n, m| {
+                    let (n, m) = (n as u64, m as u64);
+                    let row_ptr = n.saturating_add(1).saturating_mul(8);
+                    budget(&format!("spmv on {}", path.display()), n, m, row_ptr)
+                })
+                .map_err(|e| e.to_string())?,
                 path.display().to_string(),
             ),
             (None, Some(g)) => (g.build(), args.gen.clone()),

@@ -15,7 +15,7 @@ use tessera_linalg::solver::cg::check_rtol;
 use tessera_linalg::solver::{check_square, CgOptions, CgVariant, Preconditioner};
 use tessera_linalg::sparse::csr::compact_pays_for;
 use tessera_linalg::sparse::gen::GenSpec;
-use tessera_linalg::sparse::mm::scan_matrix_market;
+use tessera_linalg::sparse::mm::scan_matrix_market_sized;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv_dist::{self, DistMatrix, MatrixSource};
 use tessera_tasks::kernels::{spmv_bytes, spmv_bytes_saved_by_compact, spmv_flops};
@@ -86,7 +86,25 @@ fn load_source(
                 &[("its share of the entries", share(size))],
                 threads,
             )?;
-            let rows = scan_matrix_market(path).map_err(|e| e.to_string())?;
+            // The row counts (8 bytes a row, on every rank) and the vectors,
+            // checked at the size line, before the counts exist.
+            let rows = scan_matrix_market_sized(path, |n, m| {
+                let (n, m) = (n as u64, m as u64);
+                crate::budget::check(
+                    &format!(
+                        "spmv on {} on rank {} of {}",
+                        path.display(),
+                        ranks.rank,
+                        ranks.size
+                    ),
+                    &[
+                        ("the row counts", n.saturating_add(1).saturating_mul(8)),
+                        ("vectors", 4u64.saturating_mul(n.max(m)).saturating_mul(8)),
+                    ],
+                    threads,
+                )
+            })
+            .map_err(|e| e.to_string())?;
             let (n, m) = (rows.n_rows() as u64, rows.n_cols() as u64);
             let entries = *rows.row_ptr().last().unwrap_or(&0) as u64;
             ranks.check_same(

@@ -75,7 +75,7 @@ mod write;
 
 pub use read::{
     check_regular_file, parse_matrix_market, parse_matrix_market_bytes, read_matrix_market,
-    MIN_CHUNK_BYTES,
+    read_matrix_market_sized, MIN_CHUNK_BYTES,
 };
-pub use rows::{scan_matrix_market, MatrixMarketRows};
+pub use rows::{scan_matrix_market, scan_matrix_market_sized, MatrixMarketRows};
 pub use write::{write_matrix_market, write_matrix_market_to};

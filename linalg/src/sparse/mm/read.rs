@@ -14,6 +14,19 @@ use crate::sparse::csr::Csr;
 /// Reads the Matrix Market file at `path` into CSR. Only a regular file is
 /// read ([`check_regular_file`]), and only as many bytes as it had then.
 pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, FileError> {
+    read_matrix_market_sized(path, |_, _| Ok(()))
+}
+
+/// [`read_matrix_market`], calling `sized(rows, cols)` with the size line's
+/// dimensions before anything of their size is allocated; its `Err` is
+/// reported at the size line. A three-line file may declare billions of
+/// rows: the row pointers alone (8 bytes a row) can then pass the
+/// allocator's overcommit and end the process when filled, so a caller
+/// checks them, and what it will build from them, against the memory it has.
+pub fn read_matrix_market_sized(
+    path: impl AsRef<Path>,
+    sized: impl FnOnce(usize, usize) -> Result<(), String>,
+) -> Result<Csr, FileError> {
     use std::io::Read;
     let path = path.as_ref();
     let size = check_regular_file(path)?;
@@ -32,7 +45,7 @@ pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, FileError> {
         .take(size.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(io_err)?;
-    parse_matrix_market_bytes(&bytes, Some(path))
+    parse_sized(&bytes, Some(path), None, sized)
 }
 
 /// `Ok(bytes)` when `path` is a regular file; a FIFO (whose open blocks
@@ -78,6 +91,17 @@ pub(super) fn parse_with_threads(
     name: Option<&Path>,
     threads: Option<usize>,
 ) -> Result<Csr, FileError> {
+    parse_sized(bytes, name, threads, |_, _| Ok(()))
+}
+
+/// [`parse_with_threads`], with `sized` called on the size line's dimensions
+/// (see [`read_matrix_market_sized`]).
+fn parse_sized(
+    bytes: &[u8],
+    name: Option<&Path>,
+    threads: Option<usize>,
+    sized: impl FnOnce(usize, usize) -> Result<(), String>,
+) -> Result<Csr, FileError> {
     let err = |line: usize, message: String| {
         in_file(FileError::new(FileErrorKind::Line { line, message }), name)
     };
@@ -114,6 +138,7 @@ pub(super) fn parse_with_threads(
     let (format, declared) =
         EntryFormat::from_size_line(&header, size).map_err(|m| err(size_line, m))?;
     let (n_rows, n_cols) = (format.n_rows, format.n_cols);
+    sized(n_rows, n_cols).map_err(|m| err(size_line, m))?;
 
     // Entries: pieces of whole lines parsed in parallel, then checked in file order.
     let region = &bytes[lines.pos.min(bytes.len())..];

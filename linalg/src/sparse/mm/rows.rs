@@ -92,13 +92,25 @@ impl MatrixMarketRows {
 /// Reads the shape and the row lengths of the Matrix Market file at `path` (one pass, no
 /// entry kept); errors as [`read_matrix_market`](super::read_matrix_market) gives them.
 pub fn scan_matrix_market(path: impl AsRef<Path>) -> Result<MatrixMarketRows, FileError> {
+    scan_matrix_market_sized(path, |_, _| Ok(()))
+}
+
+/// [`scan_matrix_market`], calling `sized(rows, cols)` with the size line's
+/// dimensions before the row counts (8 bytes a row) are allocated; its `Err`
+/// is reported at the size line (see
+/// [`read_matrix_market_sized`](super::read_matrix_market_sized)).
+pub fn scan_matrix_market_sized(
+    path: impl AsRef<Path>,
+    sized: impl FnOnce(usize, usize) -> Result<(), String>,
+) -> Result<MatrixMarketRows, FileError> {
     let path = path.as_ref();
     let counts = std::cell::RefCell::new(Vec::new());
     // FNV-1a over each entry's row, column and value bits.
     let mut checksum = 0xcbf2_9ce4_8422_2325u64;
     let (n_rows, n_cols) = scan_with(
         path,
-        |n_rows| {
+        |n_rows, n_cols| {
+            sized(n_rows, n_cols)?;
             let mut c = counts.borrow_mut();
             c.try_reserve_exact(n_rows.saturating_add(1))
                 .map_err(|e| format!("cannot allocate the row counts of {n_rows} rows: {e}"))?;
@@ -126,16 +138,16 @@ pub fn scan_matrix_market(path: impl AsRef<Path>) -> Result<MatrixMarketRows, Fi
 }
 
 fn scan(path: &Path, visit: impl FnMut(usize, usize, f64)) -> Result<(usize, usize), FileError> {
-    scan_with(path, |_| Ok(()), visit)
+    scan_with(path, |_, _| Ok(()), visit)
 }
 
-/// One pass over the file: `sized(n_rows)` once the size line is read (its
+/// One pass over the file: `sized(n_rows, n_cols)` once the size line is read (its
 /// `Err` is the size line's), then `visit(i, j, v)` (0-based) for every
 /// stored entry, mirrors included. Only a regular file is read: a FIFO
 /// would block in `open`, `/dev/zero` fill memory with one endless line.
 fn scan_with(
     path: &Path,
-    sized: impl FnOnce(usize) -> Result<(), String>,
+    sized: impl FnOnce(usize, usize) -> Result<(), String>,
     mut visit: impl FnMut(usize, usize, f64),
 ) -> Result<(usize, usize), FileError> {
     let err = |line: usize, message: String| {
@@ -183,7 +195,7 @@ fn scan_with(
     let (format, declared) =
         EntryFormat::from_size_line(&header, &buf).map_err(|m| err(size_line, m))?;
     let (n_rows, n_cols) = (format.n_rows, format.n_cols);
-    sized(n_rows).map_err(|m| err(size_line, m))?;
+    sized(n_rows, n_cols).map_err(|m| err(size_line, m))?;
     let mut count = 0usize;
     while next_line(&mut buf, &mut line_no)? {
         let mut pos = 0;
@@ -362,5 +374,51 @@ mod tests {
         let missing = std::env::temp_dir().join("tessera-no-such-file.mtx");
         let e = scan_matrix_market(&missing).unwrap_err().to_string();
         assert!(e.starts_with(&missing.display().to_string()), "{e}");
+    }
+
+    /// Both readers hand the size line's dimensions to `sized` before allocating rows of them;
+    /// its refusal comes back at the size line, and the 2^36 declared rows are never allocated
+    /// (their 512 GiB of row pointers would fail or, under overcommit, end the process).
+    #[test]
+    fn sized_sees_the_declared_dimensions_first() {
+        let path = temp_file(
+            "huge.mtx",
+            "%%MatrixMarket matrix coordinate real general
+% c
+68719476736 3 1
+1 1 1.0
+",
+        );
+        let refuse = |n: usize, m: usize| -> Result<(), String> {
+            assert_eq!((n, m), (1 << 36, 3));
+            Err(format!("{n} rows are too many"))
+        };
+        let whole = super::super::read_matrix_market_sized(&path, refuse)
+            .unwrap_err()
+            .to_string();
+        let rows = scan_matrix_market_sized(&path, refuse)
+            .unwrap_err()
+            .to_string();
+        let want = format!("{}:3: 68719476736 rows are too many", path.display());
+        assert_eq!(whole, want);
+        assert_eq!(rows, want);
+        // A check that passes changes nothing.
+        let small = temp_file(
+            "small.mtx",
+            "%%MatrixMarket matrix coordinate real general
+2 3 1
+2 3 4.5
+",
+        );
+        let seen = std::cell::Cell::new(None);
+        let a = super::super::read_matrix_market_sized(&small, |n, m| {
+            seen.set(Some((n, m)));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.get(), Some((2, 3)));
+        assert_eq!(a, super::super::read_matrix_market(&small).unwrap());
+        let r = scan_matrix_market_sized(&small, |_, _| Ok(())).unwrap();
+        assert_eq!(r.row_ptr(), scan_matrix_market(&small).unwrap().row_ptr());
     }
 }
