@@ -252,7 +252,7 @@ pub struct SpmvArgs {
     #[arg(long)]
     pub balance: bool,
     /// Host peak rate for the balancer's first split, GFLOP/s (default: 50 per CPU worker).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::placement::gflops)]
     pub host_peak_gflops: Option<f64>,
     /// Skip faer's sparse×dense comparison.
     #[arg(long)]

@@ -71,6 +71,20 @@ pub fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A rate in GFLOP/s, positive and at most 10^9 (an exaflop per second), so
+/// that the FLOP/s derived from it are finite: `--host-peak-gflops 0` or
+/// `1e308` had panicked in the balancer.
+pub fn gflops(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1e9 => Ok(x),
+        Ok(_) => Err(format!(
+            "{} GFLOP/s: must be positive and at most 1e9 (an exaflop per second)",
+            s.trim()
+        )),
+        Err(e) => Err(format!("'{s}' is not a rate in GFLOP/s ({e})")),
+    }
+}
+
 /// The syntax of `--gpus` (`none`, `all`, a count, a list such as `0,2`),
 /// checked at parse time: `--gpus abc` is a usage error, whether or not a
 /// CUDA driver is there to say anything else.

@@ -388,9 +388,10 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
         }
     };
     let (n, m, nnz) = (a.n_rows(), a.n_cols(), a.nnz());
-    let blocks = workers * args.row_blocks_per_worker();
+    // At most a block per row (see `SpmvMatrix::new_with`).
+    let blocks = workers.saturating_mul(args.row_blocks_per_worker());
     let ranges: Vec<_> = a
-        .partition_by_nnz(blocks)
+        .partition_by_nnz(blocks.clamp(1, n.max(1)))
         .into_iter()
         .filter(|r| !r.is_empty())
         .collect();

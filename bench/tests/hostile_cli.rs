@@ -174,6 +174,102 @@ fn lu_memory_check_honours_the_address_space_limit() {
     .ok();
 }
 
+/// `--blocks-per-worker` beyond the rows: a block per row, not an allocation of the
+/// count asked for (1e12 aborted with "memory allocation of 16000000000008 bytes
+/// failed"), nor a product that wraps to 0 blocks (2^63 x 2 workers).
+#[test]
+fn blocks_per_worker_beyond_the_rows_runs_a_block_per_row() {
+    for bpw in [
+        "1000000000000",
+        "9223372036854775808",
+        "18446744073709551615",
+    ] {
+        run_spmv(&[
+            "--gen",
+            "stencil7:6",
+            "--blocks-per-worker",
+            bpw,
+            "--workers",
+            "2",
+        ])
+        .ok();
+    }
+    run_spmv(&[
+        "--gen",
+        "stencil7:6",
+        "--blocks-per-worker",
+        "18446744073709551615",
+        "--solver",
+        "cg",
+    ])
+    .ok();
+}
+
+/// `lu-kernels` refuses what it cannot measure, naming it, before allocating or spawning:
+/// each of these had panicked or aborted (capacity overflow, a 16 EiB allocation, a
+/// division by zero).
+#[test]
+fn lu_kernels_refuses_sizes_it_cannot_measure() {
+    let max = "18446744073709551615";
+    for (args, want) in [
+        (
+            vec!["--threads", max],
+            "--threads 18446744073709551615: at most",
+        ),
+        (
+            vec!["--what", "panel", "--team", max],
+            "--team 18446744073709551615: at most",
+        ),
+        (vec!["--n", max], "needs about"),
+        (vec!["--what", "gemm", "--nb", "5000000000"], "needs about"),
+        (vec!["--what", "swap", "--nb", "0"], "--nb 0"),
+        (vec!["--what", "gemm", "--nb", "0"], "--nb 0"),
+        (vec!["--what", "panel", "--n", "0"], "--n 0"),
+        (
+            vec!["--what", "panel", "--n", "100", "--nb", "200"],
+            "--nb 200 is larger than --n 100",
+        ),
+    ] {
+        let mut all = vec!["lu-kernels", "--rounds", "1"];
+        all.extend(args);
+        tessera(&all).refused(want);
+    }
+}
+
+/// `--host-peak-gflops` must give a finite positive rate: 0 and 1e308 (infinite once in
+/// FLOP/s) had panicked in the balancer.
+#[test]
+fn host_peak_outside_positive_finite_rates_is_a_usage_error() {
+    for v in ["0", "1e308", "nan", "inf", "-3"] {
+        let arg = format!("--host-peak-gflops={v}");
+        let out = run_spmv(&["--gen", "stencil7:5", "--balance", "--emu", "1", &arg]);
+        out.refused("must be positive and at most 1e9");
+    }
+    run_spmv(&[
+        "--gen",
+        "stencil7:5",
+        "--balance",
+        "--emu",
+        "1",
+        "--host-peak-gflops",
+        "20",
+    ])
+    .ok();
+}
+
+/// A tolerance the first residual already meets: 0 iterations, reported as such, with
+/// no rates over no iterations ("SpMV inf GB/s = inf %" before).
+#[test]
+fn a_solver_that_runs_no_iteration_prints_no_rates() {
+    for solver in ["cg", "power"] {
+        let out = run_spmv(&["--gen", "stencil7:5", "--solver", solver, "--tol", "1e308"]);
+        out.ok();
+        assert!(!out.stdout.contains("inf"), "{solver}: {}", out.stdout);
+    }
+    let out = run_spmv(&["--gen", "stencil7:5", "--solver", "cg", "--tol", "1e308"]);
+    assert!(out.stdout.contains("iteration: none ran"), "{}", out.stdout);
+}
+
 #[test]
 fn unknown_solver_is_refused_before_any_work() {
     let out = run_spmv(&["--solver", "foo"]);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 pub use config::{Config, WorkerHook};
+pub use start::worker_cap;
 
 use crate::data::DataHandle;
 use crate::error::{Error, RunError, TaskFailure};

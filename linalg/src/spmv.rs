@@ -39,7 +39,8 @@ pub struct SpmvMatrix {
 }
 
 impl SpmvMatrix {
-    /// Split `a` into `parts` row blocks of about equal nonzeros and register them, each
+    /// Split `a` into `parts` row blocks (at most one per row) of about equal nonzeros and
+    /// register them, each
     /// with compact column indices where its rows allow ([`Csr::with_compact_columns`]) if
     /// they pay for this matrix ([`Csr::compact_pays`]).
     pub fn new(rt: &Runtime, a: &Csr, parts: usize) -> SpmvMatrix {
@@ -49,8 +50,10 @@ impl SpmvMatrix {
     /// [`SpmvMatrix::new`], with compact column indices where the rows allow if `compact`,
     /// whatever the rows' length (`false`: `u32` indices only).
     pub fn new_with(rt: &Runtime, a: &Csr, parts: usize, compact: bool) -> SpmvMatrix {
+        // At most a block per row: more parts would only add empty ranges, as
+        // many as asked (`--blocks-per-worker 1e12` allocated 16 TB of bounds).
         let ranges: Vec<Range<usize>> = a
-            .partition_by_nnz(parts.max(1))
+            .partition_by_nnz(parts.clamp(1, a.n_rows().max(1)))
             .into_iter()
             .filter(|r| !r.is_empty())
             .collect();

@@ -43,6 +43,26 @@ fn task_spmv_matches_reference() {
     });
 }
 
+/// Asking for more blocks than rows gives a block per row, however many were asked for
+/// (`usize::MAX` used to allocate that many range bounds, and `--blocks-per-worker 1e12`
+/// aborted), and the same product as a few blocks.
+#[test]
+fn more_blocks_than_rows_give_a_block_per_row() {
+    with_timeout(LIMIT, || {
+        let a = parse_gen_spec("stencil7:4").unwrap();
+        let rt = Runtime::new(Config::with_workers(2)).unwrap();
+        let x: Vec<f64> = (0..a.n_cols()).map(|i| (i % 5) as f64 - 2.0).collect();
+        let (want, _) = repeated_spmv(&rt, &SpmvMatrix::new(&rt, &a, 3), x.clone(), 2).unwrap();
+        for parts in [a.n_rows() + 1, 1 << 40, usize::MAX] {
+            let mat = SpmvMatrix::new(&rt, &a, parts);
+            assert_eq!(mat.ranges().len(), a.n_rows(), "{parts} parts");
+            assert!(mat.ranges().iter().all(|r| r.len() == 1), "{parts} parts");
+            let (y, _) = repeated_spmv(&rt, &mat, x.clone(), 2).unwrap();
+            assert_eq!(y, want, "{parts} parts");
+        }
+    });
+}
+
 #[test]
 fn compact_and_u32_column_blocks_give_the_same_bits() {
     // 70,000 columns: the first rows span 3 columns each (compact blocks), the last rows

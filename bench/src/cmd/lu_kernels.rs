@@ -46,6 +46,7 @@ use std::time::Instant;
 
 use tessera_backends::cpu::{bind_current_thread, current_thread_cpus};
 use tessera_engine::team::run_threads;
+use tessera_engine::worker_cap;
 use tessera_linalg::hpl::generate_tile;
 use tessera_tasks::kernels::{
     gemm_flops, gemm_minus_blocked, gemm_row_block, getrf_panel, getrf_panel_faer,
@@ -144,6 +145,7 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
     if args.threads == 0 || args.rounds == 0 || args.team.contains(&0) {
         return Err("--threads, --rounds and --team must be at least 1".into());
     }
+    check_sizes(&args)?;
     for what in &args.what {
         match what.as_str() {
             "gemm" => {
@@ -234,6 +236,69 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
                 ))
             }
         }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything is allocated or spawned, what the kernels cannot
+/// measure: a tile size of 0, a panel wider than the matrix is tall, more
+/// threads than a runtime would start as workers ([`worker_cap`]), and tiles
+/// that do not fit in memory (`--nb 5e9` had aborted in the allocator,
+/// `--threads 2^64-1` overflowed a capacity, `--nb 0` divided by zero).
+fn check_sizes(args: &LuKernelsArgs) -> Result<(), String> {
+    let cap = worker_cap();
+    for (what, k) in
+        std::iter::once(("--threads", args.threads)).chain(args.team.iter().map(|&k| ("--team", k)))
+    {
+        if k > cap {
+            return Err(format!(
+                "{what} {k}: at most {cap} threads on this machine (as many as a runtime starts as workers: 16 per CPU, at least 256)"
+            ));
+        }
+    }
+    let wants = |w: &str| args.what.iter().any(|x| x == w);
+    let tall = wants("panel") || wants("swap");
+    if tall && args.n == 0 {
+        return Err("--n 0: the panel and swap kernels need a matrix of order at least 1".into());
+    }
+    for &nb in &args.nb {
+        if nb == 0 {
+            return Err("--nb 0: a tile has at least one row".into());
+        }
+        if tall && nb > args.n {
+            return Err(format!(
+                "--nb {nb} is larger than --n {}: the panel and swap kernels work on the first N x nb panel",
+                args.n
+            ));
+        }
+        // What the measurements of this tile size hold at once (see `gemm_rate`,
+        // `trsm_rate`, `panel_rate`, `swap_ms`), in bytes.
+        let tile = (nb as u128).pow(2) * 8;
+        let ring = |per_set: u128| (48u128 << 20).div_ceil(per_set * tile).max(2) * per_set * tile;
+        let panel = args.n as u128 * nb as u128 * 8;
+        let threads = args.threads as u128;
+        let clamp = |b: u128| b.min(u64::MAX as u128) as u64;
+        let mut items = Vec::new();
+        if wants("gemm") {
+            items.push(("GEMM tiles (A, B, C per thread)", clamp(threads * ring(4))));
+        }
+        if wants("trsm") {
+            items.push(("TRSM tiles", clamp(threads * ring(2))));
+        }
+        if wants("panel") {
+            items.push(("the panel and its copy", clamp(2 * panel)));
+            items.push(("the companion's GEMM tiles", clamp(48 * tile)));
+        }
+        if wants("swap") {
+            items.push(("two tile columns", clamp(2 * panel)));
+        }
+        crate::budget::check(
+            &format!("lu-kernels --nb {nb} --n {}", args.n),
+            &items,
+            args.threads
+                .max(args.team.iter().copied().max().unwrap_or(1))
+                + 1,
+        )?;
     }
     Ok(())
 }

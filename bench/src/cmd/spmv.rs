@@ -360,7 +360,7 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         } else if args.on_device && args.blocks_per_worker.is_none() {
             ON_DEVICE_BLOCKS
         } else {
-            workers * args.row_blocks_per_worker()
+            workers.saturating_mul(args.row_blocks_per_worker())
         };
         // On one device alone, its copy rate is the physical limit to compare with.
         let limit = d2d
@@ -657,7 +657,12 @@ pub(crate) fn solver_lines(
     stream: f64,
     slowest: Option<f64>,
 ) -> String {
-    let k = (stats.iterations as f64).max(1.0);
+    if stats.iterations == 0 {
+        // Converged at the start (a tolerance above the first residual): there is no
+        // iteration to split, and rates over none would print "inf GB/s".
+        return "iteration: none ran, so no time split or rates\n".to_owned();
+    }
+    let k = stats.iterations as f64;
     let total = slowest
         .unwrap_or(stats.total_seconds)
         .max(f64::MIN_POSITIVE);

@@ -186,7 +186,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         net,
         coll,
         &source,
-        workers * args.row_blocks_per_worker(),
+        workers.saturating_mul(args.row_blocks_per_worker()),
         !args.no_compact && pays,
     )?;
     let load_s = t_load.elapsed().as_secs_f64();

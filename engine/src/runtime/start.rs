@@ -53,14 +53,29 @@ impl Runtime {
     }
 }
 
+/// The most worker threads a runtime starts on this machine: 16 per CPU, at
+/// least 256 (a bound against counts typed by mistake; oversubscribing a few
+/// times over stays possible). Tools that start threads of their own
+/// (`tessera lu-kernels`) use the same bound.
+pub fn worker_cap() -> usize {
+    cpus_and_worker_cap().1
+}
+
+fn cpus_and_worker_cap() -> (usize, usize) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (
+        cpus,
+        WORKERS_PER_CPU.saturating_mul(cpus).max(MIN_WORKER_CAP),
+    )
+}
+
 /// At least one CPU worker, not more than the machine can start (unless
 /// simulated), and no more devices than memory nodes.
 fn check_workers(config: &Config) -> Result<(), Error> {
     if config.workers == 0 {
         return Err(Error::Config("at least one worker is needed".into()));
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cap = (WORKERS_PER_CPU * cpus).max(MIN_WORKER_CAP);
+    let (cpus, cap) = cpus_and_worker_cap();
     if config.workers > cap && config.simulate.is_none() {
         return Err(Error::Config(format!(
             "{} workers asked for, but this machine has {cpus} CPU(s); at most {cap} workers are allowed ({WORKERS_PER_CPU} per CPU, at least {MIN_WORKER_CAP})",
