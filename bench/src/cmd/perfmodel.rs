@@ -56,7 +56,14 @@ fn render(cmd: PerfmodelCmd) -> Result<String, String> {
     }
     let mut out = String::new();
     if rows.is_empty() {
-        writeln!(out, "no performance models in {}", dir.display()).unwrap();
+        // A missing folder is not an error (nothing recorded yet), but a
+        // mistyped `--dir` should not read like an empty one.
+        let missing = if dir.is_dir() {
+            ""
+        } else {
+            " (no such folder yet)"
+        };
+        writeln!(out, "no performance models in {}{missing}", dir.display()).unwrap();
         return Ok(out);
     }
     writeln!(out, "performance models in {}\n", dir.display()).unwrap();
@@ -181,6 +188,11 @@ mod tests {
         // A missing directory is not an error: nothing recorded yet.
         let out = show(&dir.join("none"), None).unwrap();
         assert!(out.starts_with("no performance models in"), "{out}");
+        assert!(out.contains("(no such folder yet)"), "{out}");
+        let empty = dir.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let out = show(&empty, None).unwrap();
+        assert!(!out.contains("no such folder"), "{out}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
