@@ -81,18 +81,15 @@ pub fn spmv_bytes_saved_by_compact(nnz: usize, rows: usize) -> f64 {
 /// `≥ x.len()`. Rows before a panicking one have already been updated.
 pub fn spmv_csr(row_ptr: &[usize], col_idx: &[u32], vals: &[f64], x: &[f64], y: &mut [f64]) {
     check_row_ptr(row_ptr, col_idx, vals, y);
-    let mut prefetch = Prefetch::new(col_idx, vals, row_ptr[0]);
-    for (i, yi) in y.iter_mut().enumerate() {
-        let (start, end) = (row_ptr[i], row_ptr[i + 1]);
-        prefetch.up_to(end);
-        // `check_row_ptr` proved `start ≤ end ≤ len`, so slicing cannot fail.
-        *yi += row_dot(&col_idx[start..end], &vals[start..end], |c| {
+    // `check_row_ptr` proved `start ≤ end ≤ len`, so slicing cannot fail.
+    add_rows(row_ptr, col_idx, vals, y, |i, start, end| {
+        row_dot(&col_idx[start..end], &vals[start..end], |c| {
             match x.get(c as usize) {
                 Some(&v) => v,
                 None => column_out_of_range(c, i, x.len()),
             }
-        });
-    }
+        })
+    });
 }
 
 /// `y += A·x` like [`spmv_csr`] (same summation order, same result), without checking the
@@ -114,18 +111,15 @@ pub unsafe fn spmv_csr_unchecked(
     y: &mut [f64],
 ) {
     check_row_ptr_ends(row_ptr, col_idx, vals, y);
-    let mut prefetch = Prefetch::new(col_idx, vals, row_ptr[0]);
-    for (i, yi) in y.iter_mut().enumerate() {
-        let (start, end) = (row_ptr[i], row_ptr[i + 1]);
-        prefetch.up_to(end);
+    add_rows(row_ptr, col_idx, vals, y, |i, start, end| {
         // Panics (safely) unless `start ≤ end ≤ col_idx.len()`, and `vals` likewise.
         let cols = &col_idx[start..end];
         debug_assert!(cols.iter().all(|&c| (c as usize) < x.len()), "row {i}");
         // SAFETY: `c` is one of the covered column indices, `< x.len()` by the caller's promise.
-        *yi += row_dot(cols, &vals[start..end], |c| unsafe {
+        row_dot(cols, &vals[start..end], |c| unsafe {
             *x.get_unchecked(c as usize)
-        });
-    }
+        })
+    });
 }
 
 /// `y += A·x` like [`spmv_csr_unchecked`] (same summation order, same bits), with the
@@ -148,13 +142,10 @@ pub unsafe fn spmv_csr16_unchecked(
 ) {
     check_row_ptr_ends(row_ptr, gaps, vals, y);
     let first = &first[..y.len()];
-    let mut prefetch = Prefetch::new(gaps, vals, row_ptr[0]);
-    for (i, yi) in y.iter_mut().enumerate() {
-        let (start, end) = (row_ptr[i], row_ptr[i + 1]);
-        prefetch.up_to(end);
+    add_rows(row_ptr, gaps, vals, y, |i, start, end| {
         // SAFETY: every decoded column is `< x.len()` by the caller's promise.
-        *yi += unsafe { row_dot_gaps(first[i], &gaps[start..end], &vals[start..end], x) };
-    }
+        unsafe { row_dot_gaps(first[i], &gaps[start..end], &vals[start..end], x) }
+    });
 }
 
 /// `y += A·x` with `x` in two parts, as a rank of a distributed SpMV holds it: a column
@@ -174,14 +165,11 @@ pub fn spmv_csr_split(
     y: &mut [f64],
 ) {
     check_row_ptr(row_ptr, col_idx, vals, y);
-    let mut prefetch = Prefetch::new(col_idx, vals, row_ptr[0]);
-    for (i, yi) in y.iter_mut().enumerate() {
-        let (start, end) = (row_ptr[i], row_ptr[i + 1]);
-        prefetch.up_to(end);
-        *yi += row_dot(&col_idx[start..end], &vals[start..end], |c| {
+    add_rows(row_ptr, col_idx, vals, y, |i, start, end| {
+        row_dot(&col_idx[start..end], &vals[start..end], |c| {
             split_x(x_own, x_halo, c, i)
-        });
-    }
+        })
+    });
 }
 
 /// `y = A·x` (overwriting `y`) for the rows `row_ptr` covers, fused with the two dot
@@ -265,24 +253,11 @@ pub unsafe fn spmv_csr16_dot_unchecked(
     y: &mut [f64],
 ) -> (f64, f64) {
     check_row_ptr_ends(row_ptr, gaps, vals, y);
-    assert_eq!(
-        x_rows.len(),
-        y.len(),
-        "spmv_csr_dot: x_rows and y differ in length"
-    );
     let first = &first[..y.len()];
-    let mut prefetch = Prefetch::new(gaps, vals, row_ptr[0]);
-    let (mut xy, mut yy) = (0.0, 0.0);
-    for (i, (yi, &xi)) in y.iter_mut().zip(x_rows).enumerate() {
-        let (start, end) = (row_ptr[i], row_ptr[i + 1]);
-        prefetch.up_to(end);
+    set_rows_with_dots(row_ptr, gaps, vals, x_rows, y, |i, start, end| {
         // SAFETY: every decoded column is `< x.len()` by the caller's promise.
-        let v = unsafe { row_dot_gaps(first[i], &gaps[start..end], &vals[start..end], x) };
-        *yi = v;
-        xy += xi * v;
-        yy += v * v;
-    }
-    (xy, yy)
+        unsafe { row_dot_gaps(first[i], &gaps[start..end], &vals[start..end], x) }
+    })
 }
 
 /// Column `c` of `x` held in two parts, `[x_own; x_halo]` (row `i`, for the message when
@@ -314,17 +289,56 @@ fn spmv_dot_rows(
     y: &mut [f64],
     x_at: impl Fn(u32, usize) -> f64,
 ) -> (f64, f64) {
+    set_rows_with_dots(row_ptr, col_idx, vals, x_rows, y, |i, start, end| {
+        row_dot(&col_idx[start..end], &vals[start..end], |c| x_at(c, i))
+    })
+}
+
+/// The plain kernels' row loop, whatever their index form: `y[i] += row(i, start, end)`
+/// for row `i`'s entries `start..end`, with the software prefetch running ahead over `idx`
+/// and `vals`. Inlined into each kernel, so each keeps its own specialised loop.
+#[inline(always)]
+fn add_rows<C>(
+    row_ptr: &[usize],
+    idx: &[C],
+    vals: &[f64],
+    y: &mut [f64],
+    row: impl Fn(usize, usize, usize) -> f64,
+) {
+    let mut prefetch = Prefetch::new(idx, vals, row_ptr[0]);
+    for (i, yi) in y.iter_mut().enumerate() {
+        let (start, end) = (row_ptr[i], row_ptr[i + 1]);
+        prefetch.up_to(end);
+        *yi += row(i, start, end);
+    }
+}
+
+/// The fused kernels' row loop, whatever their index form: `y[i] = row(i, start, end)`,
+/// and the dots `(Σ x_rows[i]·y[i], Σ y[i]²)` left to right, with the prefetch of
+/// [`add_rows`].
+///
+/// # Panics
+/// If `x_rows.len() != y.len()`.
+#[inline(always)]
+fn set_rows_with_dots<C>(
+    row_ptr: &[usize],
+    idx: &[C],
+    vals: &[f64],
+    x_rows: &[f64],
+    y: &mut [f64],
+    row: impl Fn(usize, usize, usize) -> f64,
+) -> (f64, f64) {
     assert_eq!(
         x_rows.len(),
         y.len(),
         "spmv_csr_dot: x_rows and y differ in length"
     );
-    let mut prefetch = Prefetch::new(col_idx, vals, row_ptr[0]);
+    let mut prefetch = Prefetch::new(idx, vals, row_ptr[0]);
     let (mut xy, mut yy) = (0.0, 0.0);
     for (i, (yi, &xi)) in y.iter_mut().zip(x_rows).enumerate() {
         let (start, end) = (row_ptr[i], row_ptr[i + 1]);
         prefetch.up_to(end);
-        let v = row_dot(&col_idx[start..end], &vals[start..end], |c| x_at(c, i));
+        let v = row(i, start, end);
         *yi = v;
         xy += xi * v;
         yy += v * v;
