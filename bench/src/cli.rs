@@ -4,7 +4,7 @@
 
 use crate::cmd::{
     calibrate, gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, platform, spmv,
-    topology, trace,
+    taskbench, topology, trace,
 };
 
 use std::panic::AssertUnwindSafe;
@@ -36,6 +36,9 @@ enum Command {
     /// Remote edges between 2 ranks (mpirun -np 2, feature mpi): cost per edge and bandwidth
     /// with 8-byte and 1 MiB payloads, beside plain MPI ping-pong figures.
     OverheadMpi(overhead_mpi::OverheadMpiArgs),
+    /// Task Bench's task graphs and kernels (its flags: -steps -width -type -kernel -iter ...),
+    /// in one process, under mpirun or simulated; Task Bench's output lines.
+    Taskbench(taskbench::TaskbenchArgs),
     /// Inspect performance models (per codelet, architecture and size).
     #[command(subcommand)]
     Perfmodel(perfmodel::PerfmodelCmd),
@@ -123,6 +126,7 @@ impl Command {
             Command::Lu(a) => a.simulate.is_none(),
             Command::Spmv(a) => a.simulate.is_none(),
             Command::OverheadMpi(_) => true,
+            Command::Taskbench(a) => a.simulate.is_none(),
             _ => false,
         }
     }
@@ -135,6 +139,7 @@ impl Command {
             Command::LuKernels(_) => "lu-kernels",
             Command::Overhead(_) => "overhead",
             Command::OverheadMpi(_) => "overhead-mpi",
+            Command::Taskbench(_) => "taskbench --simulate",
             Command::Perfmodel(_) => "perfmodel",
             Command::Topology(_) => "topology",
             Command::Trace(_) => "trace",
@@ -152,6 +157,7 @@ fn run(command: Command) -> Result<(), String> {
         Command::LuKernels(a) => lu_kernels::run(a),
         Command::Overhead(a) => overhead::run(a),
         Command::OverheadMpi(a) => overhead_mpi::run(a),
+        Command::Taskbench(a) => taskbench::run(a),
         Command::Spmv(a) => spmv::run(a),
         Command::Trace(c) => trace::run(c),
         Command::Topology(a) => topology::run(a),

@@ -17,6 +17,7 @@ pub mod report;
 pub mod simulate;
 pub mod simulate_checks;
 pub mod starpu_import;
+pub mod taskbench;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.
 pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Result<(), String> {

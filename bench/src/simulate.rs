@@ -28,7 +28,7 @@ pub fn load(path: &Path, placement: &PlacementArgs) -> Result<Arc<Simulation>, S
 }
 
 /// The simulated runtime of rank `rank` for the drivers' options.
-fn config(
+pub fn config(
     sim: &Arc<Simulation>,
     rank: usize,
     workers: Option<usize>,

@@ -12,5 +12,6 @@ pub mod perfmodel;
 pub mod platform;
 pub mod spmv;
 pub mod spmv_dist;
+pub mod taskbench;
 pub mod topology;
 pub mod trace;
