@@ -728,3 +728,59 @@ fn rank_traces_merge_with_every_rank_tasks_and_messages() {
         std::fs::remove_dir_all(&dir).unwrap();
     });
 }
+
+/// One STF step: every rank's block `i` reads block `i - 1` of the rank
+/// before it, round the ring, for `steps` steps; the blocks of the ranks in
+/// `failing` fail at step `at`. Returns each rank's `wait_all` error.
+fn stf_ring_with_failures(ranks: usize, failing: &'static [usize], at: usize) -> Vec<String> {
+    use tessera_engine::dist::stf::DistRuntime;
+    use tessera_engine::dist::Submit;
+    use tessera_engine::{Codelet, Read, ReadWrite, Task};
+    type Data = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+    spmd(ranks, move |rank, net| {
+        let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
+        let step = Codelet::<Data, (usize, usize)>::with_args("step").cpu(
+            move |_, &(owner, s), (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+                if s == at && failing.contains(&owner) {
+                    return Err(
+                        format!("block of rank {owner} fails on purpose at step {s}").into(),
+                    );
+                }
+                y[0] += x[0];
+                Ok(())
+            },
+        );
+        let blocks: Vec<_> = (0..ranks)
+            .map(|r| dist.register(r, vec![1.0f64; 4]))
+            .collect();
+        for s in 0..8 {
+            for r in 0..ranks {
+                let prev = &blocks[(r + ranks - 1) % ranks];
+                dist.submit(Task::new(&step, (prev.r(), blocks[r].rw())).args((r, s)))
+                    .unwrap();
+            }
+        }
+        match dist.wait_all() {
+            Ok(()) => panic!("rank {rank}: the run succeeded although blocks failed"),
+            Err(e) => e.to_string(),
+        }
+    })
+}
+
+/// Issue 41: two ranks failing at once waited for each other's failed
+/// chain forever (each rank's receives waited for data the other would
+/// never send); now every rank ends with an error naming a failure.
+#[test]
+fn two_ranks_failing_at_once_end_every_rank() {
+    with_timeout(Duration::from_secs(60), || {
+        for e in stf_ring_with_failures(2, &[0, 1], 3) {
+            assert!(e.contains("fails on purpose at step 3"), "{e}");
+        }
+        for e in stf_ring_with_failures(3, &[1], 0) {
+            assert!(
+                e.contains("block of rank 1 fails on purpose at step 0"),
+                "{e}"
+            );
+        }
+    });
+}

@@ -716,3 +716,76 @@ fn distributed_spmv_refuses_different_files_at_one_path() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Env var naming the case of `tessera taskbench` under mpirun.
+const TASKBENCH_ENV: &str = "TESSERA_TEST_TASKBENCH";
+
+/// Issue 41: `tessera taskbench` on `DistRuntime`, points dealt to ranks in
+/// blocks and outputs carried by remote edges: every pattern (as graphs of
+/// one run, `-and`) validates its inputs at 1, 2 and 3 ranks; a corrupted
+/// output ends every rank with the reader's error.
+#[test]
+fn tessera_taskbench_validates_under_mpirun() {
+    if is_rank() {
+        let corrupt = std::env::var(TASKBENCH_ENV).as_deref() == Ok("corrupt");
+        let mut args = vec!["tessera", "taskbench", "--workers", "1", "--no-bind"];
+        if corrupt {
+            args.extend_from_slice(&["--corrupt", "1:3:3"]);
+        }
+        for (i, graph) in [
+            &["-type", "stencil_1d"][..],
+            &["-type", "stencil_1d_periodic"],
+            &["-type", "dom"],
+            &["-type", "tree"],
+            &["-type", "fft"],
+            &["-type", "all_to_all"],
+            &["-type", "nearest", "-radix", "5"],
+            &["-type", "spread", "-radix", "2", "-period", "3"],
+            &["-type", "random_nearest", "-radix", "3"],
+            &["-type", "no_comm"],
+            &["-type", "trivial"],
+        ]
+        .iter()
+        .enumerate()
+        {
+            if i > 0 {
+                args.push("-and");
+            }
+            args.extend_from_slice(&["-steps", "12", "-width", "7", "-output", "32"]);
+            args.extend_from_slice(graph);
+            args.extend_from_slice(&["-kernel", "busy_wait", "-iter", "50"]);
+        }
+        std::process::exit(i32::from(tessera_bench::cli::main(args)));
+    }
+    for np in 1..=3 {
+        let out = mpirun(
+            np,
+            "tessera_taskbench_validates_under_mpirun",
+            &[(TASKBENCH_ENV, "ok")],
+            LIMIT,
+        );
+        assert!(out.success, "np {np}: {}", out.output);
+        assert!(out.output.contains("Total Tasks "), "{}", out.output);
+        assert!(
+            out.output
+                .contains(&format!("tessera: {np} rank(s) x 1 worker(s)")),
+            "{}",
+            out.output
+        );
+    }
+    let out = mpirun(
+        2,
+        "tessera_taskbench_validates_under_mpirun",
+        &[(TASKBENCH_ENV, "corrupt")],
+        LIMIT,
+    );
+    assert!(!out.success, "{}", out.output);
+    assert!(
+        out.output.contains("corrupted input")
+            && out
+                .output
+                .contains("holds (timestep 4, point 3), expected (timestep 3, point 3)"),
+        "{}",
+        out.output
+    );
+}

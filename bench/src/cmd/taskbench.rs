@@ -150,12 +150,8 @@ fn run_ranks(
     if ranks.is_root() {
         print!("{}", timing(app, &totals(app), elapsed));
         println!(
-            "tessera: {} rank(s) x {} worker(s), scheduler {}",
-            ranks.size,
-            args.placement
-                .workers
-                .map_or("all".to_string(), |w| w.to_string()),
-            args.sched
+            "tessera: {} rank(s) x {workers} worker(s), scheduler {sched}",
+            ranks.size
         );
     }
     Ok(())

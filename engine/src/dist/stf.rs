@@ -22,7 +22,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use super::log::Tick;
 use super::net::{Channel, Net};
@@ -479,29 +478,13 @@ impl DistRuntime {
             .map_err(Error::Remote)
     }
 
-    /// This rank's tasks and sends.
+    /// This rank's tasks and sends. A failure here ends every rank
+    /// (`halo::wait_all`: after a grace for the tasks that do not wait for
+    /// the network, the failure is sent as an abort): the failed task's
+    /// remote readers would otherwise wait for data that never comes, and
+    /// two ranks failing at once waited for each other forever.
     fn wait_local(&self) -> Result<(), Error> {
-        loop {
-            match self.rt.wait_all_timeout(Duration::from_millis(20)) {
-                Ok(()) => break,
-                Err(Error::Timeout(_)) => {
-                    if let Some(why) = self.net.aborted() {
-                        return Err(Error::Remote(why));
-                    }
-                    if self.rt.has_failures() {
-                        // Give the other tasks a moment, then report.
-                        continue;
-                    }
-                }
-                Err(e) => {
-                    self.net.abort(&e.to_string());
-                    return Err(e);
-                }
-            }
-        }
-        if let Some(why) = self.net.aborted() {
-            return Err(Error::Remote(why));
-        }
+        super::halo::wait_all(&self.rt, &self.net)?;
         self.net.flush();
         Ok(())
     }
