@@ -734,7 +734,6 @@ fn rank_traces_merge_with_every_rank_tasks_and_messages() {
 /// `failing` fail at step `at`. Returns each rank's `wait_all` error.
 fn stf_ring_with_failures(ranks: usize, failing: &'static [usize], at: usize) -> Vec<String> {
     use tessera_engine::dist::stf::DistRuntime;
-    use tessera_engine::dist::Submit;
     use tessera_engine::{Codelet, Read, ReadWrite, Task};
     type Data = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
     spmd(ranks, move |rank, net| {
