@@ -690,9 +690,23 @@ fn simulate_warns_when_it_extrapolates_far_from_calibrated_sizes() {
         "{}",
         out.stderr
     );
+    assert!(
+        out.stderr.contains("x above the largest of the sizes"),
+        "{}",
+        out.stderr
+    );
     let near = tessera(&["lu", "--simulate", platform, "--n", "8192", "--nb", "448"]);
     near.ok();
     assert!(!near.stderr.contains("extrapolated"), "{}", near.stderr);
+    // Issue 42, item 12: a size far below the measured ones was said to be
+    // "beyond" them.
+    let small = tessera(&["lu", "--simulate", platform, "--n", "4096", "--nb", "64"]);
+    small.ok();
+    assert!(
+        small.stderr.contains("x below the smallest of the sizes"),
+        "{}",
+        small.stderr
+    );
 }
 
 // ---- 14. STREAM ----
