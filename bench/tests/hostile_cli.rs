@@ -270,6 +270,47 @@ fn a_solver_that_runs_no_iteration_prints_no_rates() {
     assert!(out.stdout.contains("iteration: none ran"), "{}", out.stdout);
 }
 
+/// Issue 42, item 8: `--rtol 1e-30` printed "converged" beside a true residual of
+/// 1.5e-13. Now a tolerance below 10 x the machine epsilon is refused before any work, and
+/// a run that stops as converged while its true residual is above the tolerance says so.
+#[test]
+fn cg_never_claims_a_tolerance_it_did_not_reach() {
+    for opt in ["--rtol", "--tol"] {
+        let out = run_spmv(&["--gen", "stencil7:5", "--solver", "cg", opt, "1e-30"]);
+        out.refused("--tol 1e-30: below 2.2e-15 (10 x the machine epsilon)");
+        assert!(!out.stdout.contains("STREAM"), "{}", out.stdout);
+    }
+    for cg in ["standard", "pipelined"] {
+        let out = tessera(&[
+            "spmv",
+            "--no-faer",
+            "--stream-mi",
+            "4",
+            "--gen",
+            "stencil27:12",
+            "--solver",
+            "cg",
+            "--cg",
+            cg,
+            "--rtol",
+            "3e-15",
+            "--iters",
+            "500",
+        ]);
+        out.ok();
+        let res: f64 = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("cg: true residual ||b - A x|| / ||b|| = "))
+            .unwrap_or_else(|| panic!("no true residual:\n{}", out.stdout))
+            .parse()
+            .unwrap();
+        let claimed = out.stdout.contains("converged: ||r||/||b|| <= rtol");
+        let said = out.stdout.contains("cg: not converged to --rtol 3e-15");
+        assert_eq!(claimed && res > 3e-15, said, "{cg}: {}", out.stdout);
+    }
+}
+
 #[test]
 fn unknown_solver_is_refused_before_any_work() {
     let out = run_spmv(&["--solver", "foo"]);
@@ -566,4 +607,59 @@ fn the_old_sim_flag_still_works_and_says_it_was_renamed() {
     let platform = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/h100-node.toml");
     tessera(&["lu", "--simulate", platform, "--sim", "1"]).refused("--sim");
     tessera(&["lu", "--simulate", platform, "--emu", "1"]).refused("--emu");
+}
+
+/// Issue 42, item 10: settings that meant nothing were taken without a word.
+/// Now each is refused (or warned about) with the reason, before any work.
+#[test]
+fn settings_that_mean_nothing_are_refused() {
+    let t0 = Instant::now();
+    tessera(&["lu", "--n", "256", "--nb", "64", "--split", "cyclic"]).refused(
+        "--split cyclic: places tile columns between the host and devices, and this run has none",
+    );
+    tessera(&["lu", "--n", "256", "--nb", "64", "--split", "adaptive"])
+        .refused("--split adaptive: places tile columns");
+    run_spmv(&["--gen", "stencil7:5", "--pc", "jacobi"])
+        .refused("--pc jacobi: a preconditioner of CG, but --solver spmv runs no CG");
+    run_spmv(&[
+        "--gen",
+        "stencil7:5",
+        "--solver",
+        "power",
+        "--cg",
+        "pipelined",
+    ])
+    .refused("--cg pipelined: an algorithm of CG, but --solver power runs no CG");
+    for (opt, want) in [
+        ("--share-b", "--share-b 0: at least 1 call"),
+        ("--rows", "--rows 0: a GEMM call needs at least one row"),
+    ] {
+        tessera(&["lu-kernels", "--what", "gemm", "--nb", "64", opt, "0"]).refused(want);
+    }
+    let d = Dir::new("cal-runs");
+    let out = d.s("cal.toml");
+    let cal = |runs: &str, out: &str| {
+        tessera(&[
+            "calibrate",
+            "--n",
+            "96",
+            "--nb",
+            "32",
+            "--runs",
+            runs,
+            "-o",
+            out,
+        ])
+    };
+    cal("0", &out).refused("--runs 0: calibrate needs at least one LU run");
+    // Refused for its folder, after the warning (nothing measured).
+    let out = cal("2", "/proc/tessera-calibrate/cal.toml");
+    out.refused("cannot write in /proc");
+    assert!(
+        out.stderr
+            .contains("--runs 2: each size's median needs 3 samples"),
+        "{}",
+        out.stderr
+    );
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
 }

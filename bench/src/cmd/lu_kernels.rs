@@ -122,10 +122,12 @@ fn parse_rows(s: &str) -> Result<Rows, String> {
     match s {
         "auto" => Ok(Rows::Auto),
         "whole" => Ok(Rows::Whole),
-        n => n
-            .parse()
-            .map(Rows::Fixed)
-            .map_err(|_| format!("--rows: '{n}' is not auto, whole or a row count")),
+        // A call of 0 rows does nothing (issue 42: `--rows 0` was taken).
+        n => match n.parse() {
+            Ok(0) => Err("--rows 0: a GEMM call needs at least one row (or auto, whole)".into()),
+            Ok(r) => Ok(Rows::Fixed(r)),
+            Err(_) => Err(format!("--rows: '{n}' is not auto, whole or a row count")),
+        },
     }
 }
 
@@ -144,6 +146,10 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
     };
     if args.threads == 0 || args.rounds == 0 || args.team.contains(&0) {
         return Err("--threads, --rounds and --team must be at least 1".into());
+    }
+    if args.share_b.contains(&0) {
+        // Issue 42: `--share-b 0` was taken (read as 1 by the kernel loop).
+        return Err("--share-b 0: at least 1 call uses each B tile (1: none shared)".into());
     }
     check_sizes(&args)?;
     for what in &args.what {

@@ -155,6 +155,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     check_rtol(args.tol)?;
     let pc: Preconditioner = args.pc.parse()?;
     let variant: CgVariant = args.cg.parse()?;
+    super::spmv::check_cg_options(&args.solver, pc, variant)?;
     if args.balance || args.on_device {
         return Err(
             "--balance and --on-device are single-process options (one node's CPU and device); \
@@ -263,9 +264,9 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
                     println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
                 }
                 println!("{}", super::spmv::stop_line(&st.iter, &opts));
-                println!(
-                    "cg: true residual ||b - A x|| / ||b|| = {:.3e}",
-                    (sums[0] / sums[1]).sqrt()
+                print!(
+                    "{}",
+                    super::spmv::true_residual_lines((sums[0] / sums[1]).sqrt(), &st.iter, &opts)
                 );
             }
             ("cg", st, None)
