@@ -191,17 +191,22 @@ const GFLOPS: (f64, f64) = (1e-3, 1e7);
 /// `tiles` tiles and `flops(nb)` flops; a mean that is not a time, or that
 /// puts the task past the rates a simulated processor may have (issue 42:
 /// 1e-300 µs wrote `gflops = inf`), is refused with its file and line.
+///
+/// A size given twice for one architecture keeps its first entry, and a
+/// note in `notes` says so (issue 42: the second was dropped silently).
 fn by_nb(
     m: &PerfModelFile,
     tiles: u64,
     flops: impl Fn(usize) -> f64,
+    notes: &mut Vec<String>,
 ) -> Result<BTreeMap<String, BTreeMap<usize, f64>>, StarpuError> {
     let mut out: BTreeMap<String, BTreeMap<usize, f64>> = BTreeMap::new();
+    let mut first_line: BTreeMap<(String, usize), usize> = BTreeMap::new();
     for c in &m.combinations {
         let (Some(arch), Some(entries)) = (c.arch(), c.implementations.first()) else {
             continue;
         };
-        let sizes = out.entry(arch).or_default();
+        let sizes = out.entry(arch.clone()).or_default();
         for e in entries {
             let nb = tile_nb(e.size, tiles, &m.file, e.line)?;
             let s = e.mean_seconds();
@@ -219,7 +224,19 @@ fn by_nb(
                     ),
                 });
             }
-            sizes.entry(nb).or_insert(s);
+            match first_line.entry((arch.clone(), nb)) {
+                std::collections::btree_map::Entry::Occupied(first) => notes.push(format!(
+                    "{}:{}: a second entry for size {} bytes on {arch} (the first at line {}): the first is kept",
+                    m.file,
+                    e.line,
+                    e.size,
+                    first.get()
+                )),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(e.line);
+                    sizes.insert(nb, s);
+                }
+            }
         }
     }
     Ok(out)
@@ -228,7 +245,7 @@ fn by_nb(
 /// Read machine `name` under `dir` (`bus/`, `codelets/45/`) and key its
 /// models as the simulator looks Tessera's LU codelets up.
 pub fn import(dir: &Path, name: &str, map: &CodeletMap) -> Result<Imported, String> {
-    let machine = Machine::load(&dir.join("bus"), name).map_err(|e| e.to_string())?;
+    let mut machine = Machine::load(&dir.join("bus"), name).map_err(|e| e.to_string())?;
     let model = |symbol: &str| -> Result<(PathBuf, PerfModelFile), String> {
         let p = dir.join("codelets/45").join(format!("{symbol}.{name}"));
         // Only a file that is not there is "missing" (issue 42: a symlink
@@ -251,10 +268,11 @@ pub fn import(dir: &Path, name: &str, map: &CodeletMap) -> Result<Imported, Stri
     let (getrf_path, getrf) = model(&map.getrf)?;
     let (below_path, below) = model(&map.trsm_below)?;
     let e = |e: StarpuError| e.to_string();
-    let gemm = by_nb(&gemm, 3, |nb| gemm_flops(nb, nb, nb)).map_err(e)?;
-    let trsm = by_nb(&trsm, 2, |nb| trsm_flops(nb, nb)).map_err(e)?;
-    let getrf = by_nb(&getrf, 1, |nb| getrf_panel_flops(nb, nb)).map_err(e)?;
-    let below = by_nb(&below, 2, |nb| trsm_flops(nb, nb)).map_err(e)?;
+    let mut notes = Vec::new();
+    let gemm = by_nb(&gemm, 3, |nb| gemm_flops(nb, nb, nb), &mut notes).map_err(e)?;
+    let trsm = by_nb(&trsm, 2, |nb| trsm_flops(nb, nb), &mut notes).map_err(e)?;
+    let getrf = by_nb(&getrf, 1, |nb| getrf_panel_flops(nb, nb), &mut notes).map_err(e)?;
+    let below = by_nb(&below, 2, |nb| trsm_flops(nb, nb), &mut notes).map_err(e)?;
 
     let models = PerfModels::new(PerfModelConfig::default());
     let store = |codelet: &str, arch: &str, key: u64, seconds: f64| -> Result<(), String> {
@@ -316,6 +334,7 @@ pub fn import(dir: &Path, name: &str, map: &CodeletMap) -> Result<Imported, Stri
             ));
         }
     }
+    machine.notes.extend(notes);
     Ok(Imported {
         machine,
         models,

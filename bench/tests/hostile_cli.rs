@@ -663,3 +663,31 @@ fn settings_that_mean_nothing_are_refused() {
     );
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
 }
+
+/// Issue 42, item 10: CG ran on a matrix that is not symmetric without a word.
+/// Now a `--matrix` file is checked, and one that is not symmetric is said to be.
+#[test]
+fn cg_on_a_matrix_that_is_not_symmetric_says_so() {
+    let d = Dir::new("cg-sym");
+    let header = "%%MatrixMarket matrix coordinate real general\n3 3 7\n";
+    let sym = d.file(
+        "sym.mtx",
+        &format!("{header}1 1 4\n2 2 4\n3 3 4\n1 2 -1\n2 1 -1\n2 3 -1\n3 2 -1\n"),
+    );
+    let not = d.file(
+        "not.mtx",
+        &format!("{header}1 1 4\n2 2 4\n3 3 4\n1 2 -1\n2 1 -2\n2 3 -1\n3 2 -1\n"),
+    );
+    let run = |p: &Path| run_spmv(&["--matrix", p.to_str().unwrap(), "--solver", "cg"]);
+    let out = run(&not);
+    out.ok();
+    assert!(
+        out.stderr
+            .contains("not.mtx is not symmetric, and CG assumes"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&sym);
+    out.ok();
+    assert!(!out.stderr.contains("not symmetric"), "{}", out.stderr);
+}

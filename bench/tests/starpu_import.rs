@@ -467,8 +467,9 @@ fn a_failed_import_changes_nothing() {
     let d = previous(&s, "folder", false);
     std::fs::create_dir(d.join("tiny.toml")).unwrap();
     let before = snapshot(&d);
-    import_cli(&s, &d.join("tiny.toml"), "").refused("not a regular file");
+    let out = import_cli(&s, &d.join("tiny.toml"), "");
     assert_eq!(snapshot(&d), before, "a file changed");
+    out.refused("not a regular file");
     // --out a FIFO nobody reads.
     let d = previous(&s, "fifo", false);
     let fifo = d.join("tiny.toml");
@@ -476,14 +477,16 @@ fn a_failed_import_changes_nothing() {
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let before = snapshot(&d);
-    import_cli(&s, &fifo, "").refused("not a regular file");
+    let out = import_cli(&s, &fifo, "");
     assert_eq!(snapshot(&d), before, "a file changed");
+    out.refused("not a regular file");
     // A write that fails part way (files of at most 1 KiB): neither file
     // changes, no temporary is left, and a folder made for them is removed.
     let d = previous(&s, "limited", true);
     let before = snapshot(&d);
-    import_cli(&s, &d.join("tiny.toml"), "ulimit -f 1 &&").refused("File too large");
+    let out = import_cli(&s, &d.join("tiny.toml"), "ulimit -f 1 &&");
     assert_eq!(snapshot(&d), before, "a file changed");
+    out.refused("File too large");
     import_cli(&s, &d.join("new/sub/tiny.toml"), "ulimit -f 1 &&").refused("File too large");
     assert!(!d.join("new").exists(), "a folder made by a failed import");
     // A successful import replaces both: the old models are gone.
@@ -626,4 +629,30 @@ fn a_symlink_loop_is_not_called_missing() {
         std::fs::remove_file(&p).unwrap();
         hand_made(&s.0);
     }
+}
+
+/// Issue 42, item 10: a StarPU model with a size given twice silently kept
+/// the first; now a note names both lines.
+#[test]
+fn a_size_given_twice_is_noted() {
+    let s = Scratch::new("twice");
+    hand_made(&s.0);
+    let gemm = s.0.join("codelets/45/starpu_dlu_lu_model_22.tiny");
+    let b = |nb: u64| 3 * nb * nb * 8;
+    std::fs::write(
+        &gemm,
+        model(
+            &[(b(100), 1000.0), (b(100), 2000.0), (b(200), 8000.0)],
+            &[(b(100), 100.0), (b(200), 400.0)],
+        ),
+    )
+    .unwrap();
+    let imp = starpu_import::import(&s.0, "tiny", &CodeletMap::default()).unwrap();
+    let note = format!(
+        "{}:15: a second entry for size {} bytes on cpu (the first at line 14): the first is kept",
+        gemm.display(),
+        b(100)
+    );
+    assert!(imp.machine.notes.contains(&note), "{:?}", imp.machine.notes);
+    assert_eq!(imp.archs["cpu"].gemm_gflops[&100], 2.0);
 }

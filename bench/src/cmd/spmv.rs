@@ -321,6 +321,20 @@ pub fn run(args: SpmvArgs) -> Result<(), String> {
         if !args.balance && args.solver != "spmv" {
             check_square(&args.solver, n, m)?;
         }
+        if args.solver == "cg" && args.matrix.is_some() {
+            // Issue 42: CG ran on a matrix that is not symmetric without a
+            // word (PETSc's KSPCG does not check either). The check builds a
+            // transpose: skipped, and said, where memory has no room for it.
+            let transpose = (a.nnz() as u64 * 12).saturating_add(n as u64 * 8);
+            if crate::budget::check("the symmetry check", &[("a transpose", transpose)], 1).is_err()
+            {
+                eprintln!("tessera: warning: --solver cg: {source}'s symmetry not checked (no memory for its transpose)");
+            } else if !a.is_symmetric() {
+                eprintln!(
+                    "tessera: warning: --solver cg: {source} is not symmetric, and CG assumes a symmetric positive definite matrix: its iterations need not converge, nor its result mean anything"
+                );
+            }
+        }
         if args.matrix.is_some() {
             // Now with the real sizes: the vectors follow the columns, which a
             // 60-byte file can declare by the billion.
