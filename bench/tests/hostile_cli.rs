@@ -691,3 +691,22 @@ fn cg_on_a_matrix_that_is_not_symmetric_says_so() {
     out.ok();
     assert!(!out.stderr.contains("not symmetric"), "{}", out.stderr);
 }
+
+/// Issue 42, item 12: a matrix of entries near f64's end overflowed, and the
+/// kernel was blamed ("SpMV result differs from the reference"). Now the
+/// overflow is named as the matrix's.
+#[test]
+fn an_overflowing_product_is_not_blamed_on_the_kernel() {
+    let d = Dir::new("overflow");
+    let f = d.file(
+        "big.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 1e308\n1 2 1e308\n2 2 1\n",
+    );
+    let out = run_spmv(&["--matrix", f.to_str().unwrap()]);
+    out.refused("overflows f64 (its entries are too large)");
+    assert!(
+        !out.stderr.contains("differs from the reference"),
+        "{}",
+        out.stderr
+    );
+}
