@@ -710,3 +710,35 @@ fn an_overflowing_product_is_not_blamed_on_the_kernel() {
         out.stderr
     );
 }
+
+/// Issue 42, item 11: `lu-kernels --nb 1` ran for minutes without a word. Now
+/// it says, before measuring, how many calls a figure takes and that it is long.
+#[test]
+fn long_kernel_runs_say_so_first() {
+    let mut child = command(&[
+        "lu-kernels",
+        "--what",
+        "gemm",
+        "--nb",
+        "1",
+        "--rows",
+        "whole",
+        "--rounds",
+        "1",
+        "--threads",
+        "1",
+    ])
+    .spawn()
+    .unwrap();
+    let stderr = common::drain(child.stderr.take());
+    let stdout = common::drain(child.stdout.take());
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = child.kill();
+    let _ = child.wait();
+    let (stderr, _) = (stderr.join().unwrap(), stdout.join().unwrap());
+    assert!(
+        stderr.contains("lu-kernels --nb 1: 2.0e9 GEMM calls a figure")
+            && stderr.contains("this takes minutes"),
+        "{stderr}"
+    );
+}
