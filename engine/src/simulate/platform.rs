@@ -120,7 +120,7 @@ impl LinkSpec {
 /// Accelerators of one kind on each node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Accelerator {
-    /// Name (track names are `NAME0`, `NAME1`, ...).
+    /// Name (track names are `NAME0`, `NAME1`, ...; `NAME` alone for a single device given a name).
     pub name: String,
     /// How many per node.
     pub count: usize,

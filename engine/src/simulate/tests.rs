@@ -122,7 +122,7 @@ fn transfers_share_the_link_one_at_a_time() {
     assert!(t
         .tasks
         .iter()
-        .all(|x| t.workers[x.worker as usize].name == "acc0"));
+        .all(|x| t.workers[x.worker as usize].name == "acc"));
     drop(out);
 }
 
