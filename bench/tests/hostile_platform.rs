@@ -377,6 +377,18 @@ fn update_shapes_respect_the_devices_only_lists() {
         sim_lu(&f, "2048", "128", &["--update", shape])
             .refused(&format!("--update {shape}: no device may run its tasks"));
     }
+    // A device that runs nothing is given nothing (merged updates moved
+    // 2.5 GiB to one, for a CPU core to run them).
+    let f = d.file("none.toml", &format!("{fast}only = []\n"));
+    let out = sim_lu(&f, "2048", "128", &["--update", "auto"]);
+    out.ok();
+    assert!(out.stdout.contains("updates: tile tasks"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("node acc0_0: 0.0 MiB transferred in, 0 evictions"),
+        "{}",
+        out.stdout
+    );
     let f = d.file(
         "gemmb.toml",
         &format!("{fast}only = [\"gemm\", \"gemmb\"]\n"),
