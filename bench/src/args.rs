@@ -131,6 +131,13 @@ impl LuArgs {
         }
         let panel_team = self.panel_team(rt)?;
         let devices = !rt.config().devices.is_empty();
+        if !devices && matches!(split, Split::Cyclic | Split::Adaptive) {
+            // Issue 42: taken, and meaning nothing, without devices.
+            return Err(format!(
+                "--split {}: places tile columns between the host and devices, and this run has none (--gpus, --emu, or a platform with accelerators)",
+                self.split
+            ));
+        }
         let update = match self.update.as_str() {
             "auto" => Update::auto(rt, self.n, self.nb),
             "tiles" => Update::Tiles,
@@ -151,6 +158,12 @@ impl LuArgs {
         if update != Update::Tiles && !devices {
             return Err(format!(
                 "--update {}: the device-sized updates need devices (--gpus, --emu, or a platform with accelerators)",
+                self.update
+            ));
+        }
+        if !update.runs_on_devices(rt) {
+            return Err(format!(
+                "--update {}: no device may run its tasks (the platform's accelerators list other codelets in `only`): use --update tiles or auto",
                 self.update
             ));
         }

@@ -37,6 +37,10 @@ fn register_font() -> Result<(), String> {
 }
 
 /// Draws `trace` into `path`, as SVG or PNG according to the extension.
+/// The image is drawn in memory, then saved as every other output is
+/// ([`tessera_engine::util::write_atomically`]): a failed save leaves the
+/// previous file, and a FIFO nobody reads or a folder is an error, not a
+/// hang in `open` (issue 42: plotters opened the path itself).
 pub fn render(trace: &Trace, path: &Path, width: u32, height: u32) -> Result<(), String> {
     if !(320..=MAX_SIDE).contains(&width) || !(200..=MAX_SIDE).contains(&height) {
         return Err(format!(
@@ -49,22 +53,50 @@ pub fn render(trace: &Trace, path: &Path, width: u32, height: u32) -> Result<(),
         .map(str::to_ascii_lowercase);
     register_font()?;
     let err = |e: String| format!("{}: {e}", path.display());
-    match ext.as_deref() {
+    let bytes = match ext.as_deref() {
         Some("svg") => {
-            let root = SVGBackend::new(path, (width, height)).into_drawing_area();
-            draw(trace, &root).map_err(err)?;
-            root.present().map_err(|e| err(e.to_string()))
+            let mut text = String::new();
+            {
+                let root = SVGBackend::with_string(&mut text, (width, height)).into_drawing_area();
+                draw(trace, &root).map_err(err)?;
+                root.present().map_err(|e| err(e.to_string()))?;
+            }
+            text.into_bytes()
         }
         Some("png") => {
-            let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-            draw(trace, &root).map_err(err)?;
-            root.present().map_err(|e| err(e.to_string()))
+            let mut rgb = vec![0u8; width as usize * height as usize * 3];
+            {
+                let root =
+                    BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+                draw(trace, &root).map_err(err)?;
+                root.present().map_err(|e| err(e.to_string()))?;
+            }
+            encode_png(&rgb, width, height).map_err(|e| err(e.to_string()))?
         }
-        _ => Err(format!(
-            "{}: unsupported image format (use a .svg or .png file name)",
-            path.display()
-        )),
-    }
+        _ => {
+            return Err(format!(
+                "{}: unsupported image format (use a .svg or .png file name)",
+                path.display()
+            ))
+        }
+    };
+    tessera_engine::util::write_atomically(path, |mut f| {
+        use std::io::Write;
+        f.write_all(&bytes)
+    })
+    .map_err(|e| err(e.to_string()))
+}
+
+/// An RGB image of `width × height` as PNG bytes.
+fn encode_png(rgb: &[u8], width: u32, height: u32) -> Result<Vec<u8>, png::EncodingError> {
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(rgb)?;
+    writer.finish()?;
+    Ok(bytes)
 }
 
 /// A horizontal band of the chart and what is drawn in it.

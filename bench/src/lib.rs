@@ -1,7 +1,8 @@
 //! The `tessera` command line's subcommands ([`cmd`]) and what they share: placement
 //! options ([`placement`]), the options and report of the runs that can also be
 //! simulated ([`args`], [`report`], [`simulate`]), Gantt charts ([`gantt`]), trace
-//! files ([`save_trace`]) and the binary's allocator ([`huge_pages`]).
+//! files ([`save_trace`]), platform files with their models ([`platform_out`]) and
+//! the binary's allocator ([`huge_pages`]).
 
 pub mod args;
 pub mod budget;
@@ -12,6 +13,7 @@ pub mod huge_pages;
 pub mod interrupt;
 pub mod output;
 pub mod placement;
+pub mod platform_out;
 pub mod ranks;
 pub mod report;
 pub mod simulate;

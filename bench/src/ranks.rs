@@ -132,6 +132,19 @@ impl Ranks {
         }
     }
 
+    /// Every rank's `count` (its workers), in rank order; collective. A
+    /// one-rank run gives `[count]`.
+    pub fn gather_counts(&self, count: usize) -> Result<Vec<usize>, String> {
+        match self.collectives() {
+            Some(c) => Ok(c
+                .allgather_f64(count as f64)?
+                .into_iter()
+                .map(|v| v as usize)
+                .collect()),
+            None => Ok(vec![count]),
+        }
+    }
+
     /// Plain MPI for benchmarks (see `tessera_backends::mpi::Mpi::raw`);
     /// collective. `Err` in a run without MPI.
     pub fn raw_mpi(&self) -> Result<RawMpi, String> {
@@ -246,4 +259,36 @@ pub fn rank_path(path: &std::path::Path, rank: usize) -> std::path::PathBuf {
         None => format!("{stem}.rank{rank}"),
     };
     path.with_file_name(name)
+}
+
+/// Per-rank worker counts as a report gives them: one figure where every
+/// rank has it, else each rank's, said to differ (issue 42: ranks started
+/// with different `--workers` were reported as rank 0's one figure).
+pub fn per_rank(counts: &[usize]) -> String {
+    match counts {
+        [first, rest @ ..] if rest.iter().all(|c| c == first) => first.to_string(),
+        _ => format!(
+            "{} (ranks started with different --workers)",
+            counts
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that per-rank counts read as one figure only where they agree.
+    use super::per_rank;
+
+    #[test]
+    fn counts_that_differ_are_given_each() {
+        assert_eq!(per_rank(&[2, 2, 2]), "2");
+        assert_eq!(
+            per_rank(&[1, 2]),
+            "1, 2 (ranks started with different --workers)"
+        );
+    }
 }

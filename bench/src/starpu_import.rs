@@ -47,6 +47,8 @@ use tessera_engine::perfmodel::{PerfModelConfig, PerfModels, Recorded};
 use tessera_engine::simulate::starpu::{Machine, PerfModelFile, StarpuError};
 use tessera_tasks::kernels::{gemm_flops, getrf_panel_flops, trsm_flops};
 
+use crate::platform_out::PlatformOut;
+
 /// Panels of up to this many tiles get a history entry per height
 /// (`N = PANEL_TILES · nb`: 245 760 at `nb` 960, past any of the shipped
 /// machines' device memories).
@@ -181,21 +183,60 @@ fn tile_nb(bytes: u64, tiles: u64, file: &str, line: usize) -> Result<usize, Sta
     Ok(nb as usize)
 }
 
+/// The rates (GFLOP/s) a simulated processor may have: `simulate::bounds`'
+/// range, checked here too so that a refusal names the StarPU file and line.
+const GFLOPS: (f64, f64) = (1e-3, 1e7);
+
 /// Per architecture, `nb` → mean seconds, of a model whose tasks hold
-/// `tiles` tiles.
+/// `tiles` tiles and `flops(nb)` flops; a mean that is not a time, or that
+/// puts the task past the rates a simulated processor may have (issue 42:
+/// 1e-300 µs wrote `gflops = inf`), is refused with its file and line.
+///
+/// A size given twice for one architecture keeps its first entry, and a
+/// note in `notes` says so (issue 42: the second was dropped silently).
 fn by_nb(
     m: &PerfModelFile,
     tiles: u64,
+    flops: impl Fn(usize) -> f64,
+    notes: &mut Vec<String>,
 ) -> Result<BTreeMap<String, BTreeMap<usize, f64>>, StarpuError> {
     let mut out: BTreeMap<String, BTreeMap<usize, f64>> = BTreeMap::new();
+    let mut first_line: BTreeMap<(String, usize), usize> = BTreeMap::new();
     for c in &m.combinations {
         let (Some(arch), Some(entries)) = (c.arch(), c.implementations.first()) else {
             continue;
         };
-        let sizes = out.entry(arch).or_default();
+        let sizes = out.entry(arch.clone()).or_default();
         for e in entries {
             let nb = tile_nb(e.size, tiles, &m.file, e.line)?;
-            sizes.entry(nb).or_insert(e.mean_seconds());
+            let s = e.mean_seconds();
+            let gflops = flops(nb) / s / 1e9;
+            if !(s > 0.0 && gflops >= GFLOPS.0 && gflops <= GFLOPS.1) {
+                return Err(StarpuError {
+                    file: m.file.clone(),
+                    line: Some(e.line),
+                    problem: format!(
+                        "mean {:e} us for a task of nb {nb} ({:e} flops) is {gflops:e} GFLOP/s, outside what a simulated processor may run ({:e} to {:e} GFLOP/s)",
+                        e.mean_us,
+                        flops(nb),
+                        GFLOPS.0,
+                        GFLOPS.1
+                    ),
+                });
+            }
+            match first_line.entry((arch.clone(), nb)) {
+                std::collections::btree_map::Entry::Occupied(first) => notes.push(format!(
+                    "{}:{}: a second entry for size {} bytes on {arch} (the first at line {}): the first is kept",
+                    m.file,
+                    e.line,
+                    e.size,
+                    first.get()
+                )),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(e.line);
+                    sizes.insert(nb, s);
+                }
+            }
         }
     }
     Ok(out)
@@ -204,14 +245,20 @@ fn by_nb(
 /// Read machine `name` under `dir` (`bus/`, `codelets/45/`) and key its
 /// models as the simulator looks Tessera's LU codelets up.
 pub fn import(dir: &Path, name: &str, map: &CodeletMap) -> Result<Imported, String> {
-    let machine = Machine::load(&dir.join("bus"), name).map_err(|e| e.to_string())?;
+    let mut machine = Machine::load(&dir.join("bus"), name).map_err(|e| e.to_string())?;
     let model = |symbol: &str| -> Result<(PathBuf, PerfModelFile), String> {
         let p = dir.join("codelets/45").join(format!("{symbol}.{name}"));
-        if !p.exists() {
-            return Err(format!(
+        // Only a file that is not there is "missing" (issue 42: a symlink
+        // loop was said to be).
+        match std::fs::metadata(&p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(format!(
                 "{}: missing: no model '{symbol}' for machine '{name}' (choose another with --map)",
                 p.display()
-            ));
+            ))
+            }
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+            Ok(_) => {}
         }
         let m = PerfModelFile::load(&p).map_err(|e| e.to_string())?;
         Ok((p, m))
@@ -221,10 +268,11 @@ pub fn import(dir: &Path, name: &str, map: &CodeletMap) -> Result<Imported, Stri
     let (getrf_path, getrf) = model(&map.getrf)?;
     let (below_path, below) = model(&map.trsm_below)?;
     let e = |e: StarpuError| e.to_string();
-    let gemm = by_nb(&gemm, 3).map_err(e)?;
-    let trsm = by_nb(&trsm, 2).map_err(e)?;
-    let getrf = by_nb(&getrf, 1).map_err(e)?;
-    let below = by_nb(&below, 2).map_err(e)?;
+    let mut notes = Vec::new();
+    let gemm = by_nb(&gemm, 3, |nb| gemm_flops(nb, nb, nb), &mut notes).map_err(e)?;
+    let trsm = by_nb(&trsm, 2, |nb| trsm_flops(nb, nb), &mut notes).map_err(e)?;
+    let getrf = by_nb(&getrf, 1, |nb| getrf_panel_flops(nb, nb), &mut notes).map_err(e)?;
+    let below = by_nb(&below, 2, |nb| trsm_flops(nb, nb), &mut notes).map_err(e)?;
 
     let models = PerfModels::new(PerfModelConfig::default());
     let store = |codelet: &str, arch: &str, key: u64, seconds: f64| -> Result<(), String> {
@@ -286,6 +334,7 @@ pub fn import(dir: &Path, name: &str, map: &CodeletMap) -> Result<Imported, Stri
             ));
         }
     }
+    machine.notes.extend(notes);
     Ok(Imported {
         machine,
         models,
@@ -298,6 +347,36 @@ pub fn import(dir: &Path, name: &str, map: &CodeletMap) -> Result<Imported, Stri
 /// The rate at the largest sampled `nb` of `arch` (GFLOP/s).
 fn top_rate(f: &ArchFigures) -> f64 {
     f.gemm_gflops.values().next_back().copied().unwrap_or(1.0)
+}
+
+/// `s` as a TOML basic string, quotes included: `\\`, `"` and the control
+/// characters escaped (issue 42: a name with a quote broke the platform
+/// file, and a newline in `--dir` injected keys). Checked by parsing it back
+/// in the tests, and every platform text is parsed before it is written.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `s` fit for a comment: on one line (escaped as in [`toml_string`]).
+fn one_line(s: &str) -> String {
+    let q = toml_string(s);
+    q[1..q.len() - 1].to_string()
 }
 
 /// The platform file of an import whose perf models are saved in the
@@ -318,7 +397,7 @@ pub fn platform_toml(imp: &Imported, models: &str) -> String {
     )
     .unwrap();
     for f in &files {
-        writeln!(t, "#   {f}").unwrap();
+        writeln!(t, "#   {}", one_line(f)).unwrap();
     }
     writeln!(
         t,
@@ -336,18 +415,28 @@ pub fn platform_toml(imp: &Imported, models: &str) -> String {
         .unwrap();
     }
     for n in &m.notes {
-        writeln!(t, "# note: {n}").unwrap();
+        writeln!(t, "# note: {}", one_line(n)).unwrap();
     }
-    writeln!(t, "name = \"StarPU {} (imported)\"", m.name).unwrap();
     writeln!(
         t,
-        "nodes = 1\nranks_per_node = 1\nperf_models = \"{models}\"\n"
+        "name = {}",
+        toml_string(&format!("StarPU {} (imported)", m.name))
     )
     .unwrap();
     writeln!(
         t,
-        "[_starpu]   # where the figures come from (keys starting with _ are not read)\nmachine = \"{}\"\ngemm = \"{}\"\ntrsm = \"{}\"\npanel = [\"{}\", \"{}\"]\n",
-        m.name, imp.map.gemm, imp.map.trsm, imp.map.getrf, imp.map.trsm_below
+        "nodes = 1\nranks_per_node = 1\nperf_models = {}\n",
+        toml_string(models)
+    )
+    .unwrap();
+    writeln!(
+        t,
+        "[_starpu]   # where the figures come from (keys starting with _ are not read)\nmachine = {}\ngemm = {}\ntrsm = {}\npanel = [{}, {}]\n",
+        toml_string(&m.name),
+        toml_string(&imp.map.gemm),
+        toml_string(&imp.map.trsm),
+        toml_string(&imp.map.getrf),
+        toml_string(&imp.map.trsm_below)
     )
     .unwrap();
     writeln!(
@@ -400,9 +489,9 @@ pub fn platform_toml(imp: &Imported, models: &str) -> String {
             "name = \"{arch}\"\narch = \"{arch}\"\ncount = 1\ngflops = {rate:.3}\npeak_gflops = {rate:.3}\n\
              launch_us = 0\nmemory_gib = {}\nlink = {{ latency_us = {}, gbs = {} }}\n\
              codelets = {{ swap = {{ gbs = {SWAP_GBS_GPU} }}, update = {{ gflops = {rate:.3} }}, gemmb = {{ gflops = {rate:.3} }} }}   # swap guessed (no StarPU model); update, gemmb: GEMM's rate\n",
-            g.memory as f64 / (1u64 << 30) as f64,
-            lat * 1e6,
-            bw / 1e9
+            toml_number(g.memory as f64 / (1u64 << 30) as f64),
+            toml_number(lat * 1e6),
+            toml_number(bw / 1e9)
         )
         .unwrap();
     }
@@ -410,26 +499,64 @@ pub fn platform_toml(imp: &Imported, models: &str) -> String {
 }
 
 /// Write `imp` as the platform file `out` and its models beside it
-/// (`out` with `.perfmodels` for its extension); the models first, so
-/// that a platform file never names models not written.
+/// (`out` with `.perfmodels` for its extension), after checking `out`
+/// ([`PlatformOut::check`]); returns the models' folder.
 pub fn save(imp: &Imported, out: &Path) -> Result<PathBuf, String> {
-    let models = out.with_extension("perfmodels");
-    if models == out {
+    let dest = PlatformOut::check(out)?;
+    write(imp, &dest)?;
+    Ok(dest.models)
+}
+
+/// Write `imp` to a checked destination: the models and the platform file
+/// that names them replace the old ones together, or nothing changes
+/// ([`PlatformOut::save`]).
+pub fn write(imp: &Imported, dest: &PlatformOut) -> Result<(), String> {
+    let text = platform_toml(imp, &dest.models_name);
+    check_platform(imp, &text, &dest.file)?;
+    dest.save(&imp.models, &text)
+}
+
+/// Read `text` as `--simulate` will read the platform file `out` (every
+/// figure in its physical range), before anything is written: an import
+/// `--simulate` would refuse is refused, naming the StarPU files the
+/// figure came from (issue 42: bandwidths of 1 bps, a latency of 1e300 µs
+/// and memories of 1 byte or 2^64-1 were imported).
+fn check_platform(imp: &Imported, text: &str, out: &Path) -> Result<(), String> {
+    use tessera_engine::simulate::Platform;
+    let p = Platform::parse(text, false, &out.display().to_string()).map_err(|e| {
+        let m = &imp.machine;
+        let from: Vec<&PathBuf> = if e.key.contains(".link") || e.key.ends_with("memory_gib") {
+            // Routes, latencies and memsizes: the bus files.
+            m.files.iter().collect()
+        } else if e.key.contains("flops") {
+            imp.files.iter().collect()
+        } else {
+            m.files.iter().chain(&imp.files).collect()
+        };
+        let from: Vec<String> = from.iter().map(|f| f.display().to_string()).collect();
+        format!(
+            "{e}: the import is refused, as --simulate would refuse it (from {})",
+            from.join(", ")
+        )
+    })?;
+    let name = format!("StarPU {} (imported)", imp.machine.name);
+    if p.name != name {
         return Err(format!(
-            "{}: the platform file would be its own models' folder: give it another extension (.toml)",
-            out.display()
+            "{}: the platform's name reads back as {:?}, not {name:?}",
+            out.display(),
+            p.name
         ));
     }
-    let rel = models
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| format!("{}: not a file name", out.display()))?;
-    imp.models.save_to(&models).map_err(|e| e.to_string())?;
-    let text = platform_toml(imp, &rel);
-    tessera_engine::util::write_atomically(out, |mut f| {
-        use std::io::Write;
-        f.write_all(text.as_bytes())
-    })
-    .map_err(|e| format!("{}: {e}", out.display()))?;
-    Ok(models)
+    Ok(())
+}
+
+/// `x` as a TOML number: plain where that is short, else with an exponent
+/// (a latency of 1e300 µs was written as a 300-digit integer, which no
+/// TOML reader takes).
+fn toml_number(x: f64) -> String {
+    if x.is_finite() && x.abs() < 1e15 {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
 }

@@ -270,6 +270,47 @@ fn a_solver_that_runs_no_iteration_prints_no_rates() {
     assert!(out.stdout.contains("iteration: none ran"), "{}", out.stdout);
 }
 
+/// Issue 42, item 8: `--rtol 1e-30` printed "converged" beside a true residual of
+/// 1.5e-13. Now a tolerance below 10 x the machine epsilon is refused before any work, and
+/// a run that stops as converged while its true residual is above the tolerance says so.
+#[test]
+fn cg_never_claims_a_tolerance_it_did_not_reach() {
+    for opt in ["--rtol", "--tol"] {
+        let out = run_spmv(&["--gen", "stencil7:5", "--solver", "cg", opt, "1e-30"]);
+        out.refused("--tol 1e-30: below 2.2e-15 (10 x the machine epsilon)");
+        assert!(!out.stdout.contains("STREAM"), "{}", out.stdout);
+    }
+    for cg in ["standard", "pipelined"] {
+        let out = tessera(&[
+            "spmv",
+            "--no-faer",
+            "--stream-mi",
+            "4",
+            "--gen",
+            "stencil27:12",
+            "--solver",
+            "cg",
+            "--cg",
+            cg,
+            "--rtol",
+            "3e-15",
+            "--iters",
+            "500",
+        ]);
+        out.ok();
+        let res: f64 = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("cg: true residual ||b - A x|| / ||b|| = "))
+            .unwrap_or_else(|| panic!("no true residual:\n{}", out.stdout))
+            .parse()
+            .unwrap();
+        let claimed = out.stdout.contains("converged: ||r||/||b|| <= rtol");
+        let said = out.stdout.contains("cg: not converged to --rtol 3e-15");
+        assert_eq!(claimed && res > 3e-15, said, "{cg}: {}", out.stdout);
+    }
+}
+
 #[test]
 fn unknown_solver_is_refused_before_any_work() {
     let out = run_spmv(&["--solver", "foo"]);
@@ -566,4 +607,170 @@ fn the_old_sim_flag_still_works_and_says_it_was_renamed() {
     let platform = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/h100-node.toml");
     tessera(&["lu", "--simulate", platform, "--sim", "1"]).refused("--sim");
     tessera(&["lu", "--simulate", platform, "--emu", "1"]).refused("--emu");
+}
+
+/// Issue 42, item 10: settings that meant nothing were taken without a word.
+/// Now each is refused (or warned about) with the reason, before any work.
+#[test]
+fn settings_that_mean_nothing_are_refused() {
+    let t0 = Instant::now();
+    tessera(&["lu", "--n", "256", "--nb", "64", "--split", "cyclic"]).refused(
+        "--split cyclic: places tile columns between the host and devices, and this run has none",
+    );
+    tessera(&["lu", "--n", "256", "--nb", "64", "--split", "adaptive"])
+        .refused("--split adaptive: places tile columns");
+    run_spmv(&["--gen", "stencil7:5", "--pc", "jacobi"])
+        .refused("--pc jacobi: a preconditioner of CG, but --solver spmv runs no CG");
+    run_spmv(&[
+        "--gen",
+        "stencil7:5",
+        "--solver",
+        "power",
+        "--cg",
+        "pipelined",
+    ])
+    .refused("--cg pipelined: an algorithm of CG, but --solver power runs no CG");
+    for (opt, want) in [
+        ("--share-b", "--share-b 0: at least 1 call"),
+        ("--rows", "--rows 0: a GEMM call needs at least one row"),
+    ] {
+        tessera(&["lu-kernels", "--what", "gemm", "--nb", "64", opt, "0"]).refused(want);
+    }
+    let d = Dir::new("cal-runs");
+    let out = d.s("cal.toml");
+    let cal = |runs: &str, out: &str| {
+        tessera(&[
+            "calibrate",
+            "--n",
+            "96",
+            "--nb",
+            "32",
+            "--runs",
+            runs,
+            "-o",
+            out,
+        ])
+    };
+    cal("0", &out).refused("--runs 0: calibrate needs at least one LU run");
+    // Refused for its folder, after the warning (nothing measured).
+    let out = cal("2", "/proc/tessera-calibrate/cal.toml");
+    out.refused("cannot write in /proc");
+    assert!(
+        out.stderr
+            .contains("--runs 2: each size's median needs 3 samples"),
+        "{}",
+        out.stderr
+    );
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+}
+
+/// Issue 42, item 10: CG ran on a matrix that is not symmetric without a word.
+/// Now a `--matrix` file is checked, and one that is not symmetric is said to be.
+#[test]
+fn cg_on_a_matrix_that_is_not_symmetric_says_so() {
+    let d = Dir::new("cg-sym");
+    let header = "%%MatrixMarket matrix coordinate real general\n3 3 7\n";
+    let sym = d.file(
+        "sym.mtx",
+        &format!("{header}1 1 4\n2 2 4\n3 3 4\n1 2 -1\n2 1 -1\n2 3 -1\n3 2 -1\n"),
+    );
+    let not = d.file(
+        "not.mtx",
+        &format!("{header}1 1 4\n2 2 4\n3 3 4\n1 2 -1\n2 1 -2\n2 3 -1\n3 2 -1\n"),
+    );
+    let run = |p: &Path| run_spmv(&["--matrix", p.to_str().unwrap(), "--solver", "cg"]);
+    let out = run(&not);
+    out.ok();
+    assert!(
+        out.stderr
+            .contains("not.mtx is not symmetric, and CG assumes"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&sym);
+    out.ok();
+    assert!(!out.stderr.contains("not symmetric"), "{}", out.stderr);
+}
+
+/// Issue 42, item 12: a matrix of entries near f64's end overflowed, and the
+/// kernel was blamed ("SpMV result differs from the reference"). Now the
+/// overflow is named as the matrix's.
+#[test]
+fn an_overflowing_product_is_not_blamed_on_the_kernel() {
+    let d = Dir::new("overflow");
+    let f = d.file(
+        "big.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 1e308\n1 2 1e308\n2 2 1\n",
+    );
+    let out = run_spmv(&["--matrix", f.to_str().unwrap()]);
+    out.refused("overflows f64 (its entries are too large)");
+    assert!(
+        !out.stderr.contains("differs from the reference"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Issue 42, item 11: `lu-kernels --nb 1` ran for minutes without a word. Now
+/// it says, before measuring, how many calls a figure takes and that it is long.
+#[test]
+fn long_kernel_runs_say_so_first() {
+    let mut child = command(&[
+        "lu-kernels",
+        "--what",
+        "gemm",
+        "--nb",
+        "1",
+        "--rows",
+        "whole",
+        "--rounds",
+        "1",
+        "--threads",
+        "1",
+    ])
+    .spawn()
+    .unwrap();
+    let stderr = common::drain(child.stderr.take());
+    let stdout = common::drain(child.stdout.take());
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = child.kill();
+    let _ = child.wait();
+    let (stderr, _) = (stderr.join().unwrap(), stdout.join().unwrap());
+    assert!(
+        stderr.contains("lu-kernels --nb 1: 2.0e9 GEMM calls a figure")
+            && stderr.contains("this takes minutes"),
+        "{stderr}"
+    );
+}
+
+/// Issue 42, item 9: the CG's "170 % of STREAM triad" came from one triad
+/// measured away from the run, in a noisy window. Now the solvers measure it
+/// again right after the run and judge their rates against the better figure.
+#[test]
+fn solver_ratios_use_a_stream_figure_measured_next_to_the_run() {
+    for solver in ["cg", "power"] {
+        let out = run_spmv(&["--gen", "stencil7:12", "--solver", solver]);
+        out.ok();
+        let gbs = |line: &str, after: &str| -> f64 {
+            let rest = &line[line.find(after).unwrap() + after.len()..];
+            rest.split_whitespace().next().unwrap().parse().unwrap()
+        };
+        let find = |start: &str| {
+            out.stdout
+                .lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("no '{start}' line:\n{}", out.stdout))
+        };
+        let before = gbs(find("STREAM triad ("), "): ");
+        let again = find("STREAM triad again after the run: ");
+        let after = gbs(again, "after the run: ");
+        let used = gbs(again, "the ratios use the better, ");
+        assert_eq!(used, before.max(after), "{}", out.stdout);
+        let ratio_line = find("effective: SpMV ");
+        assert!(
+            ratio_line.contains(&format!("of STREAM triad ({used:.1} GB/s)")),
+            "{}",
+            out.stdout
+        );
+    }
 }

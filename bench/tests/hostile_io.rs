@@ -309,8 +309,87 @@ fn names_of_255_bytes_are_saved() {
     let name = format!("{}.json", "t".repeat(250));
     lu_traced(&d.s(&name)).ok();
     tessera_engine::trace::load(d.path(&name)).unwrap();
-    let out = tessera(&["trace", "merge", &d.s(&name), "-o", &d.s(&name)]);
+    let merged = format!("{}.json", "u".repeat(250));
+    let out = tessera(&["trace", "merge", &d.s(&name), "-o", &d.s(&merged)]);
     out.ok();
+    tessera_engine::trace::load(d.path(&merged)).unwrap();
+    assert!(d.temporaries().is_empty(), "{:?}", d.temporaries());
+}
+
+/// Issue 42, item 2: `trace merge a.json -o a.json` exited 0 and replaced its
+/// input. Now an output that is one of the inputs, by its name, a symlink or
+/// a hard link, is refused, and the input stays as it was.
+#[test]
+fn trace_merge_refuses_to_write_over_an_input() {
+    let d = Dir::new("merge-self");
+    lu_traced(&d.s("a.json")).ok();
+    let before = std::fs::read(d.path("a.json")).unwrap();
+    std::os::unix::fs::symlink("a.json", d.path("link.json")).unwrap();
+    std::fs::hard_link(d.path("a.json"), d.path("hard.json")).unwrap();
+    for (input, output) in [
+        ("a.json", "a.json"),
+        ("a.json", "link.json"),
+        ("a.json", "hard.json"),
+        ("link.json", "a.json"),
+    ] {
+        tessera(&["trace", "merge", &d.s(input), "-o", &d.s(output)])
+            .refused("the merge would replace it");
+        assert_eq!(
+            std::fs::read(d.path("a.json")).unwrap(),
+            before,
+            "{input} -o {output}"
+        );
+    }
+    assert!(is_symlink(&d.path("link.json")));
+    tessera(&["trace", "merge", &d.s("a.json"), "-o", &d.s("b.json")]).ok();
+    assert!(d.temporaries().is_empty(), "{:?}", d.temporaries());
+}
+
+/// Make a FIFO at `p`.
+fn mkfifo(p: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+fn is_fifo(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(p).unwrap().file_type().is_fifo()
+}
+
+/// Issue 42, item 3: `trace gantt -o fifo.svg` hung in `open()` (plotters
+/// opened the path itself, blocking until a reader came). Now a chart is
+/// saved as every other output: a FIFO nobody reads and a folder are
+/// refused at once and left as they were, a symlink is written through, and
+/// no temporary is left.
+#[test]
+fn gantt_saves_never_hang_on_a_fifo() {
+    let d = Dir::new("gantt");
+    lu_traced(&d.s("t.json")).ok();
+    let gantt = |out: &str| {
+        common::tessera_within(
+            &["trace", "gantt", &d.s("t.json"), "-o", &d.s(out)],
+            Duration::from_secs(20),
+        )
+    };
+    for name in ["fifo.svg", "fifo.png"] {
+        mkfifo(&d.path(name));
+        gantt(name).refused(name);
+        assert!(is_fifo(&d.path(name)), "{name} was replaced");
+    }
+    std::fs::create_dir(d.path("dir.png")).unwrap();
+    gantt("dir.png").refused("is a directory");
+    assert!(d.path("dir.png").is_dir());
+    std::fs::write(d.path("target.svg"), "old").unwrap();
+    std::os::unix::fs::symlink("target.svg", d.path("link.svg")).unwrap();
+    gantt("link.svg").ok();
+    assert!(is_symlink(&d.path("link.svg")));
+    let svg = std::fs::read_to_string(d.path("target.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg:.80}");
+    gantt("chart.png").ok();
+    let png = std::fs::read(d.path("chart.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
     assert!(d.temporaries().is_empty(), "{:?}", d.temporaries());
 }
 
@@ -611,9 +690,23 @@ fn simulate_warns_when_it_extrapolates_far_from_calibrated_sizes() {
         "{}",
         out.stderr
     );
+    assert!(
+        out.stderr.contains("x above the largest of the sizes"),
+        "{}",
+        out.stderr
+    );
     let near = tessera(&["lu", "--simulate", platform, "--n", "8192", "--nb", "448"]);
     near.ok();
     assert!(!near.stderr.contains("extrapolated"), "{}", near.stderr);
+    // Issue 42, item 12: a size far below the measured ones was said to be
+    // "beyond" them.
+    let small = tessera(&["lu", "--simulate", platform, "--n", "4096", "--nb", "64"]);
+    small.ok();
+    assert!(
+        small.stderr.contains("x below the smallest of the sizes"),
+        "{}",
+        small.stderr
+    );
 }
 
 // ---- 14. STREAM ----

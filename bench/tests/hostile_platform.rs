@@ -259,3 +259,208 @@ fn traces_of_different_runs_merge_only_with_force() {
     let t = tessera_engine::trace::load(&a0).unwrap();
     assert_eq!(t.ranks[0].run_id, "run-a");
 }
+
+/// The share of the platform's peak a simulated LU printed.
+fn share_of_peak(out: &Out) -> f64 {
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("% of the platform's peak"))
+        .unwrap_or_else(|| panic!("no peak line:\n{}", out.stdout));
+    let before = line.split(" % of the platform's peak").next().unwrap();
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// Issue 42, item 4: codelet rates could beat the processor's peak:
+/// `gflops = 1e7` for gemm read as 2893 % of the platform's peak, and
+/// `seconds = 1e-12` as 740 %. Now a codelet rate above an explicit
+/// `peak_gflops` is refused naming the file and key, a peak left out is the
+/// fastest rate the file gives, and a fixed time is never shorter than the
+/// task's flops at the peak (said once).
+#[test]
+fn no_codelet_rate_beats_the_peak() {
+    let d = Dir::new("peak-rates");
+    let f = d.file(
+        "over.toml",
+        &BASE.replace(
+            "gbs = 5",
+            "gbs = 5\npeak_gflops = 20\ncodelets = { gemm = { gflops = 1e7 } }",
+        ),
+    );
+    let out = sim_lu(&f, "1024", "128", &[]);
+    out.refused(
+        "node.cpu.codelets.gemm.gflops: 10000000 GFLOP/s is above the processor's peak_gflops = 20",
+    );
+    assert!(out.stderr.contains(&f), "{}", out.stderr);
+    let f = d.file(
+        "fast.toml",
+        &BASE.replace("gbs = 5", "gbs = 5\ncodelets = { gemm = { gflops = 1e7 } }"),
+    );
+    let out = sim_lu(&f, "1024", "128", &[]);
+    out.ok();
+    assert!(share_of_peak(&out) <= 100.0, "{}", out.stdout);
+    let f = d.file(
+        "instant.toml",
+        &BASE.replace(
+            "gbs = 5",
+            "gbs = 5\ncodelets = { gemm = { seconds = 1e-12 } }",
+        ),
+    );
+    let out = sim_lu(&f, "1024", "128", &[]);
+    out.ok();
+    assert!(share_of_peak(&out) <= 100.0, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("codelet 'gemm' on cpu")
+            && out.stderr.contains("past the processor's peak_gflops = 10"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.matches("past the processor's peak").count(), 1);
+}
+
+/// Issue 42, item 9: `spmv --simulate` ignored the platform's `memory_gbs`
+/// and printed 126 GB/s on a 10 GB/s platform. Now the simulated SpMV is
+/// bound by the memory bandwidth, and says which bound held.
+#[test]
+fn simulated_spmv_never_passes_the_memory_bandwidth() {
+    let d = Dir::new("spmv-memory");
+    let f = d.file(
+        "mem.toml",
+        &BASE.replace("name = \"t\"", "name = \"t\"\nmemory_gbs = 10"),
+    );
+    let out = tessera(&[
+        "spmv",
+        "--gen",
+        "stencil7:30",
+        "--iters",
+        "20",
+        "--simulate",
+        &f,
+    ]);
+    out.ok();
+    let gbs: f64 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("effective "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no effective rate:\n{}", out.stdout))
+        .parse()
+        .unwrap();
+    assert!(
+        gbs <= 10.0 + 1e-9,
+        "{gbs} GB/s on a 10 GB/s platform:\n{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("memory bound"), "{}", out.stdout);
+}
+
+/// Issue 42, item 5: `--update auto` ignored an accelerator's `only` list:
+/// with `only = ["gemm"]` it picked merged updates, which the device may not
+/// run, so one CPU core ran them all (7.91 s against 0.43 s in tiles). Now
+/// auto picks among the shapes some device runs, and an explicit shape no
+/// device runs is refused.
+#[test]
+fn update_shapes_respect_the_devices_only_lists() {
+    let d = Dir::new("only-update");
+    // A device 1000x a core: auto merges the updates where it may.
+    let fast = ACCEL.replace("gflops = 100\n", "gflops = 10000\n");
+    let f = d.file("any.toml", &fast);
+    let out = sim_lu(&f, "2048", "128", &["--update", "auto"]);
+    out.ok();
+    assert!(out.stdout.contains("updates: merged"), "{}", out.stdout);
+    let f = d.file("gemm.toml", &format!("{fast}only = [\"gemm\"]\n"));
+    let out = sim_lu(&f, "2048", "128", &["--update", "auto"]);
+    out.ok();
+    assert!(!out.stdout.contains("updates: merged"), "{}", out.stdout);
+    assert!(!out.stdout.contains("updates: streamed"), "{}", out.stdout);
+    for shape in ["merged", "streamed", "streamed:2"] {
+        sim_lu(&f, "2048", "128", &["--update", shape])
+            .refused(&format!("--update {shape}: no device may run its tasks"));
+    }
+    // A device that runs nothing is given nothing (merged updates moved
+    // 2.5 GiB to one, for a CPU core to run them).
+    let f = d.file("none.toml", &format!("{fast}only = []\n"));
+    let out = sim_lu(&f, "2048", "128", &["--update", "auto"]);
+    out.ok();
+    assert!(out.stdout.contains("updates: tile tasks"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("node acc0_0: 0.0 MiB transferred in, 0 evictions"),
+        "{}",
+        out.stdout
+    );
+    let f = d.file(
+        "gemmb.toml",
+        &format!("{fast}only = [\"gemm\", \"gemmb\"]\n"),
+    );
+    let out = sim_lu(&f, "2048", "128", &["--update", "auto"]);
+    out.ok();
+    assert!(out.stdout.contains("updates: streamed"), "{}", out.stdout);
+}
+
+/// Issue 42, item 10: `trace merge` took a single process's trace beside a
+/// rank's (the process became rank 0), and rank numbers past the files
+/// given, without a word. Now the first is refused (unless `--force`), the
+/// second warned about, naming the missing ranks.
+#[test]
+fn merges_of_unrelated_or_incomplete_rank_files_are_said() {
+    use tessera_engine::trace::{save, ChromeOptions, RankInfo, TaskRecord, Trace, WorkerInfo};
+    let d = Dir::new("merge-ranks");
+    let trace = |rank: Option<u32>| Trace {
+        workers: vec![WorkerInfo {
+            name: "w0".into(),
+            memory_node: 0,
+        }],
+        tasks: vec![TaskRecord {
+            id: 1,
+            codelet: "gemm".into(),
+            label: None,
+            worker: 0,
+            priority: 0,
+            flops: 1e6,
+            start: 0,
+            end: 1000,
+            team_rank: 0,
+        }],
+        ranks: rank
+            .map(|rank| RankInfo {
+                rank,
+                workers: 1,
+                transfers: 0,
+                epoch_unix_ns: 1_700_000_000_000_000_000,
+                run_id: "run-a".into(),
+            })
+            .into_iter()
+            .collect(),
+        ..Trace::default()
+    };
+    let file = |name: &str, t: &Trace| {
+        let p = d.0.join(name);
+        save(t, &p, &ChromeOptions::default()).unwrap();
+        p.display().to_string()
+    };
+    let single = file("single.json", &trace(None));
+    let r1 = file("r1.json", &trace(Some(1)));
+    let r3 = file("r3.json", &trace(Some(3)));
+    let out = d.0.join("m.json").display().to_string();
+    tessera(&["trace", "merge", &single, &r1, "-o", &out])
+        .refused("single.json is the trace of a single process and");
+    let forced = tessera(&["trace", "merge", &single, &r1, "-o", &out, "--force"]);
+    forced.ok();
+    assert!(
+        forced.stderr.contains("merged as asked"),
+        "{}",
+        forced.stderr
+    );
+    let gaps = tessera(&["trace", "merge", &r1, &r3, "-o", &out]);
+    gaps.ok();
+    assert!(
+        gaps.stderr
+            .contains("the traces hold ranks up to 3, but not rank(s) 0, 2"),
+        "{}",
+        gaps.stderr
+    );
+    let whole = tessera(&["trace", "merge", &single, "-o", &out]);
+    whole.ok();
+    assert!(!whole.stderr.contains("warning"), "{}", whole.stderr);
+}

@@ -7,6 +7,10 @@
 //! saying so, where `starpu-examples` is not installed.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod common;
 
 use tessera_bench::starpu_import::{self, CodeletMap, PANEL_TILES};
 use tessera_engine::perfmodel::PerfModels;
@@ -335,11 +339,12 @@ fn a_simulated_lu_lasts_the_files_means_at_sampled_sizes() {
         let trace = rt.trace();
         for task in &trace.tasks {
             let worker = &trace.workers[task.worker as usize].name;
-            // Workers are named by their processor and index: cpu3, cuda10.
+            // Workers are named by their processor: cpu3; a device the
+            // platform names alone keeps its name, its arch (cuda1).
             let arch = if worker.starts_with("cpu") {
                 "cpu".to_string()
             } else {
-                worker[..worker.len() - 1].to_string()
+                worker.to_string()
             };
             let want = match task.codelet.as_str() {
                 "gemm" => gemm.mean_seconds(&arch, 3 * tile).unwrap(),
@@ -394,4 +399,261 @@ fn the_command_writes_a_platform_file_or_names_the_missing_file() {
     std::fs::remove_file(&out).unwrap();
     assert_eq!(tessera_bench::cli::main(args("nowhere")), 1);
     assert!(!out.exists());
+}
+
+/// Everything under `dir`, path → content (`None` for a folder), for
+/// before/after comparisons.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut all = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let kind = std::fs::symlink_metadata(&p).unwrap().file_type();
+            if kind.is_dir() {
+                stack.push(p.clone());
+                all.insert(p, None);
+            } else if kind.is_file() {
+                all.insert(p.clone(), Some(std::fs::read(&p).unwrap()));
+            } else {
+                all.insert(p, Some(b"(special)".to_vec()));
+            }
+        }
+    }
+    all
+}
+
+/// `tessera platform import` of the hand-made machine in `s` to `out`,
+/// under `sh -c PREFIX` (a `ulimit`, or nothing).
+fn import_cli(s: &Scratch, out: &Path, prefix: &str) -> common::Out {
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{prefix} exec \"$0\" \"$@\""))
+        .arg(common::BIN)
+        .args(["platform", "import", "--starpu-machine", "tiny", "--dir"])
+        .arg(&s.0)
+        .arg("--out")
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::finish(child, Duration::from_secs(60), "platform import")
+}
+
+/// A folder `name` under `s` holding a previous import's files by hand:
+/// `tiny.toml` (unless `platform` is false) and `tiny.perfmodels/gemm.json`.
+fn previous(s: &Scratch, name: &str, platform: bool) -> PathBuf {
+    let d = s.0.join(name);
+    std::fs::create_dir_all(d.join("tiny.perfmodels")).unwrap();
+    std::fs::write(d.join("tiny.perfmodels/gemm.json"), "old models").unwrap();
+    std::fs::write(d.join("tiny.perfmodels/mine.json"), "kept").unwrap();
+    if platform {
+        std::fs::write(d.join("tiny.toml"), "old platform").unwrap();
+    }
+    d
+}
+
+/// Issue 42, item 1: with `--out` a folder, a FIFO, or any path whose write
+/// failed later, `platform import` had already overwritten
+/// `tiny.perfmodels/gemm.json` and added the other models. Now every
+/// destination is checked first, and a failed import changes nothing and
+/// leaves nothing new; a successful one replaces the old files.
+#[test]
+fn a_failed_import_changes_nothing() {
+    let s = Scratch::new("atomic");
+    hand_made(&s.0);
+    // --out a folder.
+    let d = previous(&s, "folder", false);
+    std::fs::create_dir(d.join("tiny.toml")).unwrap();
+    let before = snapshot(&d);
+    let out = import_cli(&s, &d.join("tiny.toml"), "");
+    assert_eq!(snapshot(&d), before, "a file changed");
+    out.refused("not a regular file");
+    // --out a FIFO nobody reads.
+    let d = previous(&s, "fifo", false);
+    let fifo = d.join("tiny.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let before = snapshot(&d);
+    let out = import_cli(&s, &fifo, "");
+    assert_eq!(snapshot(&d), before, "a file changed");
+    out.refused("not a regular file");
+    // A write that fails part way (files of at most 1 KiB): neither file
+    // changes, no temporary is left, and a folder made for them is removed.
+    let d = previous(&s, "limited", true);
+    let before = snapshot(&d);
+    let out = import_cli(&s, &d.join("tiny.toml"), "ulimit -f 1 &&");
+    assert_eq!(snapshot(&d), before, "a file changed");
+    out.refused("File too large");
+    import_cli(&s, &d.join("new/sub/tiny.toml"), "ulimit -f 1 &&").refused("File too large");
+    assert!(!d.join("new").exists(), "a folder made by a failed import");
+    // A successful import replaces both: the old models are gone.
+    import_cli(&s, &d.join("tiny.toml"), "").ok();
+    Platform::load(d.join("tiny.toml")).unwrap();
+    let models = std::fs::read_to_string(d.join("tiny.perfmodels/gemm.json")).unwrap();
+    assert!(models.contains("\"gemm\""), "{models}");
+    assert!(!d.join("tiny.perfmodels/mine.json").exists());
+    let left: Vec<_> = snapshot(&s.0)
+        .into_keys()
+        .filter(|p| p.to_string_lossy().ends_with(".tmp") || p.to_string_lossy().ends_with(".old"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Copy the hand-made machine of `from` into `to` as machine `name`, its
+/// files renamed.
+fn renamed(from: &Path, to: &Path, name: &str) {
+    for sub in ["bus", "codelets/45"] {
+        std::fs::create_dir_all(to.join(sub)).unwrap();
+        for e in std::fs::read_dir(from.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            let file = p
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .replace("tiny", name);
+            std::fs::copy(&p, to.join(sub).join(file)).unwrap();
+        }
+    }
+}
+
+/// Issue 42, item 6: names, `--map` symbols and paths were written into the
+/// platform file unescaped (a quote broke it, a newline in `--dir` injected
+/// keys), and figures `--simulate` refuses were imported. Now every string
+/// is escaped, the text is read back as `--simulate` reads it before
+/// anything is written, and a model's absurd mean is refused with its file
+/// and line.
+#[test]
+fn imports_are_escaped_and_read_back_before_they_are_written() {
+    let s = Scratch::new("escape");
+    hand_made(&s.0);
+    // A machine named with a quote and a backslash, in a folder whose name
+    // holds a newline and a key, with a symbol holding a quote.
+    let dir = s.0.join("d\nnodes = 7\n[evil]");
+    let name = "ti\"n\\y";
+    renamed(&s.0, &dir, name);
+    let models = dir.join("codelets/45");
+    std::fs::copy(
+        models.join(format!("starpu_dlu_lu_model_22.{name}")),
+        models.join(format!("g\"emm.{name}")),
+    )
+    .unwrap();
+    let mut map = CodeletMap::default();
+    map.set("gemm=g\"emm").unwrap();
+    let imp = starpu_import::import(&dir, name, &map).unwrap();
+    let out = s.0.join("out.toml");
+    starpu_import::save(&imp, &out).unwrap();
+    let p = Platform::load(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.name, format!("StarPU {name} (imported)"));
+    assert_eq!(p.nodes, 1);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(!text.contains("\n[evil]"), "{text}");
+
+    // A mean of 1e-300 µs (a rate past any processor): refused at its line.
+    let s = Scratch::new("absurd");
+    hand_made(&s.0);
+    let gemm = s.0.join("codelets/45/starpu_dlu_lu_model_22.tiny");
+    let good = std::fs::read_to_string(&gemm).unwrap();
+    for bad in ["1e-300", "1e300"] {
+        std::fs::write(&gemm, good.replace("1e3", bad)).unwrap();
+        let e = starpu_import::import(&s.0, "tiny", &CodeletMap::default())
+            .err()
+            .expect("refused");
+        assert!(
+            e.starts_with(&format!("{}:14: mean {bad} us", gemm.display())),
+            "{e}"
+        );
+        assert!(
+            e.contains("outside what a simulated processor may run"),
+            "{e}"
+        );
+    }
+    std::fs::write(&gemm, &good).unwrap();
+    // Bus figures --simulate refuses: a memory of 1 byte or 2^64-1, a
+    // bandwidth of 1 byte/s, a latency of 1e300 s. Nothing is written.
+    let xml = s.0.join("bus/tiny.platform.xml");
+    let good_xml = std::fs::read_to_string(&xml).unwrap();
+    for (from, to, key) in [
+        ("value=\"1073741824\"", "value=\"1\"", "memory_gib"),
+        (
+            "value=\"1073741824\"",
+            "value=\"18446744073709551615\"",
+            "memory_gib",
+        ),
+        ("bandwidth=\"4000000000\"", "bandwidth=\"1\"", "link.gbs"),
+        (
+            "latency=\"0.00001\"",
+            "latency=\"1e300\"",
+            "link.latency_us",
+        ),
+    ] {
+        std::fs::write(&xml, good_xml.replace(from, to)).unwrap();
+        let out = s.0.join("bad.toml");
+        let e = starpu_import::import(&s.0, "tiny", &CodeletMap::default())
+            .and_then(|imp| starpu_import::save(&imp, &out))
+            .err()
+            .unwrap_or_else(|| panic!("{to}: imported"));
+        assert!(
+            e.contains(key) && e.contains("the import is refused"),
+            "{to}: {e}"
+        );
+        assert!(e.contains(&xml.display().to_string()), "{e}");
+        assert!(!out.exists() && !s.0.join("bad.perfmodels").exists());
+    }
+}
+
+/// Issue 42, item 12: a symlink loop in place of a model or a bus file was
+/// reported as "missing"; now the system's reason is given.
+#[test]
+fn a_symlink_loop_is_not_called_missing() {
+    let s = Scratch::new("loop");
+    hand_made(&s.0);
+    for file in [
+        "codelets/45/starpu_dlu_lu_model_12.tiny",
+        "bus/tiny.latency",
+    ] {
+        let p = s.0.join(file);
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(p.file_name().unwrap(), &p).unwrap();
+        let e = starpu_import::import(&s.0, "tiny", &CodeletMap::default())
+            .err()
+            .expect("refused");
+        assert!(e.starts_with(&p.display().to_string()), "{e}");
+        assert!(
+            !e.contains("missing") && e.contains("symbolic links"),
+            "{e}"
+        );
+        std::fs::remove_file(&p).unwrap();
+        hand_made(&s.0);
+    }
+}
+
+/// Issue 42, item 10: a StarPU model with a size given twice silently kept
+/// the first; now a note names both lines.
+#[test]
+fn a_size_given_twice_is_noted() {
+    let s = Scratch::new("twice");
+    hand_made(&s.0);
+    let gemm = s.0.join("codelets/45/starpu_dlu_lu_model_22.tiny");
+    let b = |nb: u64| 3 * nb * nb * 8;
+    std::fs::write(
+        &gemm,
+        model(
+            &[(b(100), 1000.0), (b(100), 2000.0), (b(200), 8000.0)],
+            &[(b(100), 100.0), (b(200), 400.0)],
+        ),
+    )
+    .unwrap();
+    let imp = starpu_import::import(&s.0, "tiny", &CodeletMap::default()).unwrap();
+    let note = format!(
+        "{}:15: a second entry for size {} bytes on cpu (the first at line 14): the first is kept",
+        gemm.display(),
+        b(100)
+    );
+    assert!(imp.machine.notes.contains(&note), "{:?}", imp.machine.notes);
+    assert_eq!(imp.archs["cpu"].gemm_gflops[&100], 2.0);
 }

@@ -73,7 +73,9 @@
 //!   link, bodies by device type); the backends are in `tessera-backends`.
 //! - [`dist`]: one DAG across processes; [`dist::stf::DistRuntime`] runs
 //!   ordinary submission on many ranks, [`dist::symbolic`] the rule-based
-//!   DAGs; the transport is [`dist::local`] (threads) or MPI.
+//!   DAGs; the transport is [`dist::local`] (threads) or MPI. A program
+//!   written against [`dist::Submit`] runs unchanged in one process (on a
+//!   [`Runtime`]) and on many (on a `DistRuntime`).
 //! - [`simulate::Simulation`] over a [`simulate::Platform`]: the same
 //!   program predicted on a described machine, in virtual time.
 //! - [`perfmodel::PerfModels`] (measured task times), [`trace::Trace`]

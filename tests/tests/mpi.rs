@@ -376,6 +376,47 @@ fn tessera_spmv_runs_under_mpirun_with_per_rank_traces() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Issue 42, item 10: ranks started with different `--workers` were reported
+/// as rank 0's one figure ("2 ranks x 1 worker(s)"). Now each rank's count is
+/// given, said to differ.
+#[test]
+fn ranks_with_different_workers_are_reported_each() {
+    if is_rank() {
+        let rank: usize = std::env::var("OMPI_COMM_WORLD_RANK")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let workers = (rank + 1).to_string();
+        spmv_cli(&[
+            "--gen",
+            "stencil7:6",
+            "--iters",
+            "2",
+            "--workers",
+            &workers,
+            "--no-bind",
+            "--stream-mi",
+            "16",
+        ])
+        .unwrap();
+        return;
+    }
+    let out = mpirun(
+        2,
+        "ranks_with_different_workers_are_reported_each",
+        &[],
+        LIMIT,
+    );
+    assert!(out.success, "{}", out.output);
+    assert!(
+        out.output.contains(
+            "distributed spmv: 2 ranks x 1, 2 (ranks started with different --workers) worker(s)"
+        ),
+        "{}",
+        out.output
+    );
+}
+
 #[test]
 fn tessera_spmv_refuses_ranks_with_different_parameters() {
     if is_rank() {

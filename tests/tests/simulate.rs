@@ -221,7 +221,7 @@ fn dmda_sends_most_gemms_to_the_fast_device() {
             .unwrap();
             lu_simulate(&rt, 8192, 512, Front::Symbolic, Split::Auto).unwrap();
             let t = rt.trace();
-            let fast = t.workers.iter().position(|w| w.name == "fast0").unwrap() as u32;
+            let fast = t.workers.iter().position(|w| w.name == "fast").unwrap() as u32;
             let gemms: Vec<_> = t.tasks.iter().filter(|r| r.codelet == "gemm").collect();
             let on_fast = gemms.iter().filter(|r| r.worker == fast).count();
             times.insert(

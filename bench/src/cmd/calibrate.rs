@@ -6,7 +6,7 @@
 //! memory bandwidth), with the figures it measured in comments.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,6 +18,8 @@ use tessera_linalg::lu::{lu_factor_with, Front, LuOptions};
 use tessera_linalg::sparse::gen::parse_gen_spec;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{repeated_spmv, SpmvMatrix};
+
+use crate::platform_out::PlatformOut;
 
 /// Options of `tessera calibrate`.
 #[derive(clap::Args, Debug)]
@@ -129,23 +131,22 @@ fn plausible_slowdown(slowdown: f64, workers: usize, notes: &mut String) -> f64 
     kept
 }
 
-/// Where the results go: the platform file and its models' folder,
-/// checked before anything is measured.
-struct Out {
-    /// The platform file (a symlink is written through).
-    file: PathBuf,
-    /// `NAME.perfmodels/` beside it, as the platform file names it.
-    models: PathBuf,
-    /// The folder's name, as the platform file gives it.
-    models_name: String,
-}
-
 /// Check the options before the minutes of measuring they would waste
 /// (issue 28: `--n` below `--nb` or a read-only `--out` failed after 40 s,
 /// `--nb 0` panicked).
-fn check(args: &CalibrateArgs) -> Result<Out, String> {
+fn check(args: &CalibrateArgs) -> Result<PlatformOut, String> {
     if args.nb == 0 {
         return Err("--nb 0: the tile size must be at least 1".into());
+    }
+    if args.runs == 0 {
+        // Issue 42: `--runs 0` was run as 1.
+        return Err("--runs 0: calibrate needs at least one LU run".into());
+    }
+    if args.runs < 3 {
+        eprintln!(
+            "tessera: warning: calibrate: --runs {}: each size's median needs 3 samples; with fewer, one noisy run sets the figures",
+            args.runs
+        );
     }
     if args.n.is_empty() {
         return Err("--n: give at least one LU order".into());
@@ -157,65 +158,7 @@ fn check(args: &CalibrateArgs) -> Result<Out, String> {
         ));
     }
     tessera_linalg::sparse::gen::GenSpec::parse(&args.spmv).map_err(|e| format!("--spmv: {e}"))?;
-    check_out(&args.out)
-}
-
-/// [`check`] of `--out`: a regular file or none yet (a device or a folder is
-/// refused: the models go beside it), its models' path a folder or none,
-/// and its folder (or the nearest one that exists) writable, tried with a
-/// temporary file.
-fn check_out(out: &Path) -> Result<Out, String> {
-    let bad = |why: &str| format!("--out {}: {why}", out.display());
-    let file = match std::fs::metadata(out) {
-        Ok(m) if m.is_file() => out.to_path_buf(),
-        Ok(_) => {
-            return Err(bad(
-                "not a regular file (calibrate writes a platform file there and its perf models in a folder beside it)",
-            ))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => out.to_path_buf(),
-        Err(e) => return Err(bad(&e.to_string())),
-    };
-    let stem = file
-        .file_stem()
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| bad("not a file name"))?
-        .to_string_lossy()
-        .into_owned();
-    let folder = match file.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let models_name = format!("{stem}.perfmodels");
-    if models_name.len() > 255 {
-        return Err(bad(&format!(
-            "the name is too long for its perf models' folder, {models_name}"
-        )));
-    }
-    let models = folder.join(&models_name);
-    if models.exists() && !models.is_dir() {
-        return Err(bad(&format!(
-            "{} is in the way of its perf models: not a folder",
-            models.display()
-        )));
-    }
-    // The nearest folder that exists is where the first write will go.
-    let mut probe_dir = folder.as_path();
-    while !probe_dir.exists() {
-        probe_dir = probe_dir.parent().unwrap_or(Path::new("."));
-        if probe_dir.as_os_str().is_empty() {
-            probe_dir = Path::new(".");
-        }
-    }
-    let probe = probe_dir.join(format!(".tessera-calibrate.{}.tmp", std::process::id()));
-    std::fs::File::create(&probe)
-        .map_err(|e| bad(&format!("cannot write in {}: {e}", probe_dir.display())))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(Out {
-        file,
-        models,
-        models_name,
-    })
+    PlatformOut::check(&args.out)
 }
 
 /// The STREAM array length: `--stream-mi` (by default 1.5 GiB for the
@@ -578,61 +521,12 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         gbs = median(gbs_default).max(0.1),
     );
     stop_if_interrupted()?;
-    save(&out, &perf, &text)?;
+    out.save(&perf, &text)?;
     println!(
         "calibrate: wrote {} and {}",
         args.out.display(),
         out.models.display()
     );
-    Ok(())
-}
-
-/// Write the models, then the platform file that names them, so that
-/// either both are new or both are as they were (issue 28: a truncating
-/// write after the models' left a platform file cut at `panel = ` under
-/// `ulimit -f 1`). The models go to a temporary folder, which takes the
-/// place of the old one (kept aside until the platform file is written,
-/// then removed); the platform file is written atomically, and if that
-/// fails, the old models come back.
-fn save(out: &Out, perf: &PerfModels, text: &str) -> Result<(), String> {
-    let folder = out.models.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
-    let pid = std::process::id();
-    let aside = |what: &str| folder.join(format!(".tessera-calibrate.{pid}.models.{what}"));
-    let (fresh, old) = (aside("tmp"), aside("old"));
-    let _ = std::fs::remove_dir_all(&fresh);
-    if let Err(e) = perf.save_to(&fresh) {
-        let _ = std::fs::remove_dir_all(&fresh);
-        return Err(e.to_string());
-    }
-    let had_old = out.models.exists();
-    let swapped = (|| {
-        if had_old {
-            std::fs::rename(&out.models, &old)?;
-        }
-        std::fs::rename(&fresh, &out.models)
-    })();
-    if let Err(e) = swapped {
-        if had_old && !out.models.exists() {
-            let _ = std::fs::rename(&old, &out.models);
-        }
-        let _ = std::fs::remove_dir_all(&fresh);
-        return Err(format!("{}: {e}", out.models.display()));
-    }
-    let written = tessera_engine::util::write_atomically(&out.file, |mut f| {
-        use std::io::Write;
-        f.write_all(text.as_bytes())
-    });
-    if let Err(e) = written {
-        let _ = std::fs::remove_dir_all(&out.models);
-        if had_old {
-            let _ = std::fs::rename(&old, &out.models);
-        }
-        return Err(format!("{}: {e}", out.file.display()));
-    }
-    if had_old {
-        let _ = std::fs::remove_dir_all(&old);
-    }
     Ok(())
 }
 

@@ -246,6 +246,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         ranks,
     )?
     .trace(args.trace.is_some());
+    let all_workers = crate::ranks::per_rank(&ranks.gather_counts(config.workers)?);
     let t = n.div_ceil(nb);
     let layout = match args.balance {
         Balance::Work | Balance::Cyclic => {
@@ -368,11 +369,10 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             &residual_line(resid),
         );
         println!(
-            "ranks {} ({}x{})  workers {} per rank  scheduler {}  tiles {t}x{t}",
+            "ranks {} ({}x{})  workers {all_workers} per rank  scheduler {}  tiles {t}x{t}",
             ranks.size,
             grid.p,
             grid.q,
-            rt.workers(),
             rt.scheduler_name()
         );
     }

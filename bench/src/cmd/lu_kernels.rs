@@ -122,10 +122,12 @@ fn parse_rows(s: &str) -> Result<Rows, String> {
     match s {
         "auto" => Ok(Rows::Auto),
         "whole" => Ok(Rows::Whole),
-        n => n
-            .parse()
-            .map(Rows::Fixed)
-            .map_err(|_| format!("--rows: '{n}' is not auto, whole or a row count")),
+        // A call of 0 rows does nothing (issue 42: `--rows 0` was taken).
+        n => match n.parse() {
+            Ok(0) => Err("--rows 0: a GEMM call needs at least one row (or auto, whole)".into()),
+            Ok(r) => Ok(Rows::Fixed(r)),
+            Err(_) => Err(format!("--rows: '{n}' is not auto, whole or a row count")),
+        },
     }
 }
 
@@ -145,11 +147,16 @@ pub fn run(args: LuKernelsArgs) -> Result<(), String> {
     if args.threads == 0 || args.rounds == 0 || args.team.contains(&0) {
         return Err("--threads, --rounds and --team must be at least 1".into());
     }
+    if args.share_b.contains(&0) {
+        // Issue 42: `--share-b 0` was taken (read as 1 by the kernel loop).
+        return Err("--share-b 0: at least 1 call uses each B tile (1: none shared)".into());
+    }
     check_sizes(&args)?;
     for what in &args.what {
         match what.as_str() {
             "gemm" => {
                 for &nb in &args.nb {
+                    warn_if_long(nb, args.rounds, rows.len() * args.share_b.len());
                     for (&r, &share) in rows
                         .iter()
                         .flat_map(|r| args.share_b.iter().map(move |s| (r, s)))
@@ -328,13 +335,35 @@ fn random_tile(nb: usize, seed: u64) -> Tile {
     generate_tile(nb * 64, nb, seed, 0, 0)
 }
 
+/// GEMM calls per thread in one figure of [`gemm_rate`] at `nb` (about
+/// 4 GFLOP of calls).
+fn gemm_calls(nb: usize) -> f64 {
+    (4e9 / gemm_flops(nb, nb, nb)).ceil()
+}
+
+/// Calls per figure past which a GEMM figure takes more than seconds (some
+/// 20 ns a call at the smallest tiles).
+const LONG_GEMM_CALLS: f64 = 1e8;
+
+/// Say, before it starts, that the GEMM figures of `nb` will take minutes
+/// (issue 42: `--nb 1` ran minutes without a word: 2·10^9 calls a figure).
+fn warn_if_long(nb: usize, rounds: usize, figures: usize) {
+    let calls = gemm_calls(nb);
+    if calls > LONG_GEMM_CALLS {
+        eprintln!(
+            "tessera: warning: lu-kernels --nb {nb}: {calls:.1e} GEMM calls a figure, {} figures of {rounds} round(s): tiles this small time the call overhead, and this takes minutes (each figure prints when done)",
+            figures
+        );
+    }
+}
+
 /// GFLOP/s of `threads` threads each running `C -= A·B` on its own ring of
 /// tiles, large enough (≥ 48 MB) that every call starts with cold tiles, as
 /// the LU's GEMMs do; `share` consecutive calls use the same `B`.
 fn gemm_rate(nb: usize, rows: Rows, share: usize, threads: usize) -> f64 {
     let set_bytes = 3 * nb * nb * 8;
     let sets = (48usize << 20).div_ceil(set_bytes).max(2);
-    let calls = (4e9 / gemm_flops(nb, nb, nb)).ceil() as usize;
+    let calls = gemm_calls(nb) as usize;
     let barrier = Barrier::new(threads);
     let secs: Vec<f64> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)

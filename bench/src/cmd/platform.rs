@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use tessera_engine::simulate::starpu::SAMPLING_DIR;
 
+use crate::platform_out::PlatformOut;
 use crate::starpu_import::{self, CodeletMap};
 
 /// Subcommands of `tessera platform`.
@@ -46,8 +47,12 @@ pub fn run(cmd: PlatformCmd) -> Result<(), String> {
     for m in &a.map {
         map.set(m)?;
     }
+    // Every destination checked before anything is read or written: a
+    // failed import leaves nothing new or changed (issue 42).
+    let dest = PlatformOut::check(&a.out)?;
     let imp = starpu_import::import(&a.dir, &a.starpu_machine, &map)?;
-    let models = starpu_import::save(&imp, &a.out)?;
+    starpu_import::write(&imp, &dest)?;
+    let models = &dest.models;
     let m = &imp.machine;
     println!(
         "{}: StarPU machine '{}': {} cores, {} CUDA device(s) ({}), models in {}",

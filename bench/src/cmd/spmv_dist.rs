@@ -155,6 +155,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     check_rtol(args.tol)?;
     let pc: Preconditioner = args.pc.parse()?;
     let variant: CgVariant = args.cg.parse()?;
+    super::spmv::check_cg_options(&args.solver, pc, variant)?;
     if args.balance || args.on_device {
         return Err(
             "--balance and --on-device are single-process options (one node's CPU and device); \
@@ -172,6 +173,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let workers = rt.workers();
     let (rank, size) = (ranks.rank, ranks.size);
+    let all_workers = crate::ranks::per_rank(&ranks.gather_counts(workers)?);
 
     let t_load = Instant::now();
     let (source, name) = load_source(args, ranks, workers)?;
@@ -263,9 +265,9 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
                     println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
                 }
                 println!("{}", super::spmv::stop_line(&st.iter, &opts));
-                println!(
-                    "cg: true residual ||b - A x|| / ||b|| = {:.3e}",
-                    (sums[0] / sums[1]).sqrt()
+                print!(
+                    "{}",
+                    super::spmv::true_residual_lines((sums[0] / sums[1]).sqrt(), &st.iter, &opts)
                 );
             }
             ("cg", st, None)
@@ -349,7 +351,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     let bytes = spmv_traffic * k;
     if ranks.is_root() {
         println!(
-            "distributed {what}: {size} ranks x {workers} worker(s), {} iterations in {slowest:.3} s (slowest rank, SpMV part): {:.2} GFLOP/s, effective {:.1} GB/s; halo {:.0} bytes per iteration ({:.0} entries x 8 B + {:.0} messages x 12 B of headers, measured on the transports), predicted by the partition {:.0} bytes",
+            "distributed {what}: {size} ranks x {all_workers} worker(s), {} iterations in {slowest:.3} s (slowest rank, SpMV part): {:.2} GFLOP/s, effective {:.1} GB/s; halo {:.0} bytes per iteration ({:.0} entries x 8 B + {:.0} messages x 12 B of headers, measured on the transports), predicted by the partition {:.0} bytes",
             st.iter.iterations,
             flops / slowest / 1e9,
             bytes / slowest / 1e9,

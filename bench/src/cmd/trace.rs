@@ -70,15 +70,17 @@ pub fn run(cmd: TraceCmd) -> Result<(), String> {
             output,
             force,
         } => {
+            refuse_an_input_as_output(&files, &output)?;
             let traces = files
                 .iter()
                 .map(|f| trace::load(f).map_err(|e| e.to_string()))
                 .collect::<Result<Vec<_>, _>>()?;
-            match trace::check_same_run(&traces) {
+            match trace::check_same_run(&traces).and_then(|()| check_rank_files(&files, &traces)) {
                 Err(e) if !force => return Err(e),
                 Err(e) => eprintln!("tessera: warning: {e}; merged as asked"),
                 Ok(()) => {}
             }
+            missing_ranks(&traces);
             let merged = trace::merge(traces)?;
             trace::save(&merged, &output, &Default::default()).map_err(|e| e.to_string())?;
             println!(
@@ -92,6 +94,69 @@ pub fn run(cmd: TraceCmd) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// `Err` when a single-process trace (no ranks) is merged with a rank's
+/// trace: they are of different runs, whatever their clocks say (issue 42:
+/// merged silently, the process becoming rank 0).
+fn check_rank_files(files: &[PathBuf], traces: &[trace::Trace]) -> Result<(), String> {
+    let single = traces.iter().position(|t| t.ranks.is_empty());
+    let ranked = traces.iter().position(|t| !t.ranks.is_empty());
+    if let (Some(s), Some(r)) = (single, ranked) {
+        return Err(format!(
+            "{} is the trace of a single process and {} of rank {} of a distributed run: merge the rank files of one run (use --force to merge anyway)",
+            files[s].display(),
+            files[r].display(),
+            traces[r].ranks[0].rank
+        ));
+    }
+    Ok(())
+}
+
+/// Warn when the ranks numbered past those given: a run of ranks 0 to `r`
+/// whose files are not all here (issue 42: rank numbers past the file count
+/// were merged without a word).
+fn missing_ranks(traces: &[trace::Trace]) {
+    let ranks: std::collections::BTreeSet<u32> = traces
+        .iter()
+        .flat_map(|t| t.ranks.iter().map(|r| r.rank))
+        .collect();
+    let Some(&last) = ranks.last() else { return };
+    let missing: Vec<String> = (0..=last)
+        .filter(|r| !ranks.contains(r))
+        .map(|r| r.to_string())
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "tessera: warning: the traces hold ranks up to {last}, but not rank(s) {}: their files are missing from the merge",
+            missing.join(", ")
+        );
+    }
+}
+
+/// `trace merge -o` one of its own inputs (by any name: a symlink or a
+/// hard link to it) is refused: the input would be replaced by the merge
+/// (issue 42: `merge a.rank0.json a.rank1.json -o a.rank0.json` exited 0
+/// and the rank-0 trace was gone).
+fn refuse_an_input_as_output(files: &[PathBuf], output: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(out) = std::fs::metadata(output) else {
+        // Not there yet (or a dangling link): it is none of the inputs,
+        // which must exist to be read.
+        return Ok(());
+    };
+    for f in files {
+        if let Ok(m) = std::fs::metadata(f) {
+            if (m.dev(), m.ino()) == (out.dev(), out.ino()) {
+                return Err(format!(
+                    "-o {}: it is the input {}: the merge would replace it; write to another file",
+                    output.display(),
+                    f.display()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

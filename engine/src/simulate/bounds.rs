@@ -157,7 +157,19 @@ fn processor(
     for (name, rate) in &p.codelets {
         let ck = format!("{key}.codelets.{name}");
         match *rate {
-            Rate::Gflops(r) => range(file, &format!("{ck}.gflops"), r, GFLOPS, "GFLOP/s")?,
+            Rate::Gflops(r) => {
+                range(file, &format!("{ck}.gflops"), r, GFLOPS, "GFLOP/s")?;
+                if r > p.peak {
+                    return Err(err(
+                        file,
+                        &format!("{ck}.gflops"),
+                        format!(
+                            "{r} GFLOP/s is above the processor's peak_gflops = {}: a peak cannot be beaten",
+                            p.peak
+                        ),
+                    ));
+                }
+            }
             Rate::Gbs(r) => range(file, &format!("{ck}.gbs"), r, GBS, "GB/s")?,
             Rate::Seconds(s) => range(file, &format!("{ck}.seconds"), s, SECONDS, "s")?,
         }
@@ -232,6 +244,45 @@ mod tests {
             e.contains("node.cpu.peak_gflops: 5 GFLOP/s is below the rate gflops = 10"),
             "{e}"
         );
+    }
+
+    /// Issue 42, item 4: a codelet's rate above the processor's peak was
+    /// taken (2893 % of the platform's peak followed). Refused where the
+    /// peak is given; where it is not, the peak is the fastest rate.
+    #[test]
+    fn no_codelet_rate_passes_the_peak() {
+        let e = error(&BASE.replace(
+            "gflops = 10\n",
+            "gflops = 10\npeak_gflops = 20\ncodelets = { gemm = { gflops = 1e7 } }\n",
+        ));
+        assert_eq!(
+            e,
+            "p.toml: node.cpu.codelets.gemm.gflops: 10000000 GFLOP/s is above the processor's peak_gflops = 20: a peak cannot be beaten"
+        );
+        let p = Platform::parse(
+            &BASE.replace(
+                "gflops = 10\n",
+                "gflops = 10\ncodelets = { gemm = { gflops = 30 }, swap = { gbs = 1e5 } }\n",
+            ),
+            false,
+            "p.toml",
+        )
+        .unwrap();
+        assert_eq!(p.node.cpu.peak, 30.0);
+        // A fixed time is never shorter than the flops at the peak.
+        let p = Platform::parse(
+            &BASE.replace(
+                "gflops = 10\n",
+                "gflops = 10\ncodelets = { gemm = { seconds = 1e-12 } }\n",
+            ),
+            false,
+            "p.toml",
+        )
+        .unwrap();
+        let s = super::super::durations::model_seconds(&p.node.cpu, "gemm", 2e6, 0, 1);
+        assert_eq!(s, 2e6 / 10e9 + p.node.cpu.overhead);
+        let s = super::super::durations::model_seconds(&p.node.cpu, "gemm", 0.0, 0, 1);
+        assert_eq!(s, 1e-12 + p.node.cpu.overhead);
     }
 
     #[test]

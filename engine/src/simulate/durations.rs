@@ -54,7 +54,9 @@ pub(crate) fn model_seconds(
         Some(Rate::Gflops(r)) if flops > 0.0 => flops / (r * 1e9 * eff(flops)),
         Some(Rate::Gflops(_)) => 0.0,
         Some(Rate::Gbs(r)) => bytes as f64 / (r * 1e9),
-        Some(Rate::Seconds(s)) => *s,
+        // A fixed time is never shorter than the task's flops at the
+        // processor's peak (issue 42: `seconds = 1e-12` read as 740 % of it).
+        Some(Rate::Seconds(s)) => s.max(flops / (proc.peak * 1e9)),
         None if flops > 0.0 => flops / (proc.gflops * 1e9 * eff(flops)),
         None => proc.gbs.map_or(0.0, |b| bytes as f64 / b),
     };
@@ -132,8 +134,12 @@ impl Durations {
                 }
             }
         }
-        if !proc.codelets.contains_key(codelet) {
-            self.note_default(proc, arch, codelet, task.flops);
+        match proc.codelets.get(codelet) {
+            None => self.note_default(proc, arch, codelet, task.flops),
+            Some(Rate::Seconds(s)) if task.flops > *s * proc.peak * 1e9 => {
+                self.note_past_peak(proc, arch, codelet, task.flops, *s)
+            }
+            Some(_) => {}
         }
         model_seconds(proc, codelet, task.flops, task.footprint(), team)
     }
@@ -188,6 +194,28 @@ impl Durations {
         d.warnings.push(text);
     }
 
+    /// A task of `codelet` would run its `flops` in the platform's fixed
+    /// `seconds`, faster than `proc`'s peak: it is timed at the peak
+    /// ([`model_seconds`]); warn, once per codelet.
+    fn note_past_peak(&self, proc: &Processor, arch: &str, codelet: &str, flops: f64, s: f64) {
+        let mut d = lock(&self.defaulted);
+        let key = format!("{codelet}\0peak");
+        if d.seen.contains(&key) {
+            return;
+        }
+        d.seen.insert(key);
+        let text = format!(
+            "codelet '{codelet}' on {arch} in platform '{}': seconds = {s:e} runs a task of \
+             {flops:e} flops at {:.4e} GFLOP/s, past the processor's peak_gflops = {}: \
+             timed at the peak instead",
+            self.platform,
+            flops / s / 1e9,
+            proc.peak
+        );
+        eprintln!("tessera: simulate: warning: {text}");
+        d.warnings.push(text);
+    }
+
     /// A regression predicted `codelet` on `arch` at `size`: warn, once per
     /// codelet, when `size` is more than [`FAR`] beyond the measured sizes.
     fn note_extrapolation(&self, arch: &str, codelet: &str, size: u64) {
@@ -207,10 +235,11 @@ impl Durations {
             return;
         };
         let (size_f, lo_f, hi_f) = (size as f64, lo as f64, hi as f64);
-        let beyond = if size_f > hi_f * FAR {
-            size_f / hi_f
+        // Issue 42: a size 9x below the smallest measured was said "9x beyond".
+        let (beyond, side) = if size_f > hi_f * FAR {
+            (size_f / hi_f, "above the largest of")
         } else if size_f * FAR < lo_f {
-            lo_f / size_f.max(1.0)
+            (lo_f / size_f.max(1.0), "below the smallest of")
         } else {
             return;
         };
@@ -220,7 +249,7 @@ impl Durations {
             return;
         }
         let text = format!(
-            "codelet '{codelet}' on {arch}: size {size} is {beyond:.0}x beyond the sizes its perf models were measured at ({lo} to {hi}), so its time is extrapolated by their regression and may be far off; calibrate at the sizes you predict (tessera calibrate --n, --nb)"
+            "codelet '{codelet}' on {arch}: size {size} is {beyond:.0}x {side} the sizes its perf models were measured at ({lo} to {hi}), so its time is extrapolated by their regression and may be far off; calibrate at the sizes you predict (tessera calibrate --n, --nb)"
         );
         eprintln!("tessera: simulate: warning: {text}");
         d.warnings.push(text);

@@ -72,8 +72,10 @@ pub struct Processor {
     pub arch: String,
     /// Default rate for tasks that declare flops, GFLOP/s.
     pub gflops: f64,
-    /// Theoretical peak, GFLOP/s (`peak_gflops`; default: `gflops`), for
-    /// reports in % of peak.
+    /// Theoretical peak, GFLOP/s (`peak_gflops`; default: the fastest of
+    /// `gflops` and the codelets' `gflops`), for reports in % of peak; no
+    /// rate may pass it, and a codelet's fixed `seconds` is never shorter
+    /// than its flops at this rate.
     pub peak: f64,
     /// Flops at which the processor reaches half its rate (0: none);
     /// efficiency is `flops / (flops + half_flops)`.
@@ -118,7 +120,7 @@ impl LinkSpec {
 /// Accelerators of one kind on each node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Accelerator {
-    /// Name (track names are `NAME0`, `NAME1`, ...).
+    /// Name (track names are `NAME0`, `NAME1`, ...; `NAME` alone for a single device given a name).
     pub name: String,
     /// How many per node.
     pub count: usize,
@@ -410,7 +412,7 @@ fn read_processor(
         .string("arch")?
         .unwrap_or_else(|| default_arch.to_string());
     let gflops = t.required("gflops")?;
-    let peak = t.positive("peak_gflops")?.unwrap_or(gflops);
+    let peak = t.positive("peak_gflops")?;
     let half_flops = t.non_negative("half_flops")?.unwrap_or(0.0);
     let gbs = t.positive("gbs")?;
     let overhead = t.non_negative(overhead_key)?.unwrap_or(overhead_default_us) * 1e-6;
@@ -475,6 +477,15 @@ fn read_processor(
             codelets.insert(name.clone(), rate);
         }
     }
+    // No peak given: the fastest rate the file allows this processor, so
+    // that no codelet's rate is past it (issue 42: a codelet rate above the
+    // default rate read as 2893 % of the platform's peak).
+    let peak = peak.unwrap_or_else(|| {
+        codelets.values().fold(gflops, |p, r| match r {
+            Rate::Gflops(r) => p.max(*r),
+            _ => p,
+        })
+    });
     Ok(Processor {
         arch,
         gflops,
@@ -781,7 +792,10 @@ gbs = 12.5
         assert_eq!(a.link.bandwidth, 25e9);
         assert_eq!(a.only.as_deref(), Some(&["gemm".to_string()][..]));
         assert_eq!(p.network.nic.latency, 2e-6);
-        assert_eq!(p.peak_gflops(), 2.0 * (40.0 + 200.0));
+        // No peak given: a core's is its fastest rate, gemm's 12 GFLOP/s
+        // (issue 42: the default rate, 10, let gemm run past it).
+        assert_eq!(p.node.cpu.peak, 12.0);
+        assert_eq!(p.peak_gflops(), 2.0 * (4.0 * 12.0 + 2.0 * 100.0));
     }
 
     fn error(text: &str) -> String {

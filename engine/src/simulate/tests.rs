@@ -122,7 +122,7 @@ fn transfers_share_the_link_one_at_a_time() {
     assert!(t
         .tasks
         .iter()
-        .all(|x| t.workers[x.worker as usize].name == "acc0"));
+        .all(|x| t.workers[x.worker as usize].name == "acc"));
     drop(out);
 }
 
@@ -456,4 +456,24 @@ fn a_rendezvous_ends_its_members_together() {
         assert_eq!(a.0, 0, "{sched:?}: a holds its core from its start");
         assert_eq!(b.1, 4_004_000_000, "{sched:?}");
     }
+}
+
+/// Issue 42, item 12: a platform's single devices named `cuda0` and `cuda1`
+/// (as `platform import` writes them) became `cuda00` and `cuda10`. A name
+/// given to one device is kept; several, or the default name, get an index.
+#[test]
+fn single_devices_keep_their_names() {
+    let p = crate::simulate::Platform::parse(
+        "[node]\ncores = 8\n[node.cpu]\ngflops = 1\n\
+         [[node.accelerators]]\nname = \"cuda0\"\ngflops = 10\nlink = { gbs = 1 }\n\
+         [[node.accelerators]]\nname = \"cuda1\"\ngflops = 10\nlink = { gbs = 1 }\n\
+         [[node.accelerators]]\nname = \"gpu\"\ncount = 2\ngflops = 10\nlink = { gbs = 1 }\n\
+         [[node.accelerators]]\ngflops = 10\nlink = { gbs = 1 }\n",
+        false,
+        "p.toml",
+    )
+    .unwrap();
+    let sim = Simulation::new(p).unwrap();
+    let names: Vec<String> = sim.node(0).devices().iter().map(|d| d.name()).collect();
+    assert_eq!(names, ["cuda0", "cuda1", "gpu0", "gpu1", "acc3_0"]);
 }

@@ -32,9 +32,18 @@ fn intern(arch: &str) -> &'static str {
 }
 
 impl VirtualDevice {
+    /// Device `index` of `spec`'s `count`: named `NAME` where the platform
+    /// names a single device (issue 42: StarPU's `cuda0` and `cuda1`
+    /// became `cuda00` and `cuda10`), else `NAME` and the index (the
+    /// default names, `acc0_`, give `acc0_0`, `acc0_1`, ...).
     pub(crate) fn new(spec: &Accelerator, index: usize) -> VirtualDevice {
+        let name = if spec.count == 1 && !spec.name.ends_with('_') {
+            spec.name.clone()
+        } else {
+            format!("{}{index}", spec.name)
+        };
         VirtualDevice {
-            name: format!("{}{index}", spec.name),
+            name,
             arch: intern(&spec.proc.arch),
             spec: spec.clone(),
         }

@@ -179,6 +179,24 @@ impl<'a> Team<'a> {
     ///
     /// # Panics
     /// When called from inside a member's closure (teams do not nest).
+    ///
+    /// ```
+    /// use tessera_engine::team::TeamSize;
+    /// use tessera_engine::{Codelet, Config, Runtime};
+    ///
+    /// let rt = Runtime::new(Config::with_workers(2)).unwrap();
+    /// let h = rt.register((0usize, 0usize));
+    /// let cl = Codelet::new("size").team(TeamSize::up_to(2)).cpu(|ctx, _, out: &mut (usize, usize)| {
+    ///     // Every member runs the closure; rank 0's result comes back.
+    ///     *out = ctx.team().run(|m| (m.rank(), m.size()))?;
+    ///     Ok(())
+    /// });
+    /// rt.task(&cl, h.rw()).submit().unwrap();
+    /// rt.wait_all().unwrap();
+    /// let (rank, size) = rt.unregister(h).unwrap();
+    /// assert_eq!(rank, 0);
+    /// assert!((1..=2).contains(&size));
+    /// ```
     pub fn run<R>(&self, f: impl Fn(&Member<'_>) -> R + Sync) -> Result<R, BodyError> {
         assert!(
             !IN_RUN.with(Cell::get),
@@ -222,7 +240,22 @@ impl<'a> Member<'a> {
     }
 
     /// Wait until every member has reached this barrier (as many times as
-    /// this one). Returns at once in a team of one.
+    /// this one). Returns at once in a team of one. What a member wrote
+    /// before it is visible to every member after it.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use tessera_engine::team::run_threads;
+    ///
+    /// let arrived = AtomicUsize::new(0);
+    /// let seen = run_threads(4, |m| {
+    ///     arrived.fetch_add(1, Ordering::Relaxed);
+    ///     m.barrier(); // no member passes before all four arrived
+    ///     arrived.load(Ordering::Relaxed)
+    /// })
+    /// .unwrap();
+    /// assert_eq!(seen, 4);
+    /// ```
     pub fn barrier(&self) {
         self.sync.barrier();
     }
@@ -246,6 +279,18 @@ impl<'a> Member<'a> {
     /// multiple of `align` long except the last: this member's range. Rank
     /// order keeps a scan over the ranges in the order a sequential scan
     /// takes them (first-maximum searches give the same answer).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use tessera_engine::team::run_threads;
+    ///
+    /// // 10 rows among 3 members, in pieces of multiples of 4 rows.
+    /// let shares = Mutex::new(Vec::new());
+    /// run_threads(3, |m| shares.lock().unwrap().push((m.rank(), m.share(10, 4)))).unwrap();
+    /// let mut shares = shares.into_inner().unwrap();
+    /// shares.sort_by_key(|s| s.0);
+    /// assert_eq!(shares, [(0, 0..4), (1, 4..8), (2, 8..10)]);
+    /// ```
     pub fn share(&self, n: usize, align: usize) -> std::ops::Range<usize> {
         share(n, align, self.size(), self.rank)
     }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use super::chrome::MAX_EVENT_NS;
 use super::model::{RankInfo, Trace, RANK_ID_SHIFT, REMOTE_TASK};
 
 /// `Err` when `inputs` come from different runs: their ranks name more than
@@ -106,6 +107,20 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
             .find(|&e| e > 0)
             .unwrap_or(0);
         let shift = if own > 0 { own - epoch } else { 0 };
+        // The readers refuse a time past MAX_EVENT_NS: so does the merge,
+        // rather than write a file they refuse (issue 42: an epoch of
+        // 2^64-1 merged, and `summary` then refused the result).
+        let rank = t.ranks[0].rank;
+        let shifted = |time: u64| -> Result<u64, String> {
+            time.checked_add(shift)
+                .filter(|&s| s <= MAX_EVENT_NS)
+                .ok_or_else(|| {
+                    format!(
+                        "rank {rank}'s clock starts {shift} ns after the earliest rank's (epoch_unix_ns {own} against {epoch}): \
+                         its times would pass {MAX_EVENT_NS} ns (2^53, 104 days), which no reader accepts; are its epochs right?"
+                    )
+                })
+        };
         let wranks = t.worker_ranks();
         let tag = |rank: u32, id: u64| -> Result<u64, String> {
             if id >> RANK_ID_SHIFT != 0 && id >> RANK_ID_SHIFT != u64::from(rank) {
@@ -122,8 +137,8 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
             rank_of_id.entry(task.id).or_insert(rank);
             task.id = tag(rank, task.id)?;
             task.worker += worker_base;
-            task.start += shift;
-            task.end += shift;
+            task.start = shifted(task.start)?;
+            task.end = shifted(task.end)?;
         }
         let first = t.ranks[0].rank;
         for (a, b) in &mut t.edges {
@@ -144,12 +159,12 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
             *b = fix(*b)?;
         }
         for x in &mut t.transfers {
-            x.start += shift;
-            x.end += shift;
+            x.start = shifted(x.start)?;
+            x.end = shifted(x.end)?;
         }
         for m in &mut t.messages {
-            m.start += shift;
-            m.end += shift;
+            m.start = shifted(m.start)?;
+            m.end = shifted(m.end)?;
         }
         for r in &mut t.ranks {
             r.epoch_unix_ns = if r.epoch_unix_ns > 0 { epoch } else { 0 };
@@ -258,5 +273,20 @@ mod tests {
         let e = merge(vec![rank_trace(0, 1), rank_trace(0, 2)]).unwrap_err();
         assert!(e.contains("rank 0 is in trace 1 and in trace 2"), "{e}");
         assert!(merge(vec![]).is_err());
+    }
+
+    /// Issue 42, item 7: an `epoch_unix_ns` of 2^64-1 merged (its times
+    /// wrapped), and `summary` and `gantt` then refused the merged file. Now
+    /// the merge refuses times the readers would refuse, naming the rank.
+    #[test]
+    fn epochs_that_push_times_past_the_readers_are_refused() {
+        let e = merge(vec![rank_trace(0, 1_000), rank_trace(1, u64::MAX)]).unwrap_err();
+        assert!(e.contains("rank 1's clock starts"), "{e}");
+        assert!(e.contains("which no reader accepts"), "{e}");
+        // 2^53 ns later is the last time a reader takes.
+        let late = 1_000 + MAX_EVENT_NS - 250;
+        merge(vec![rank_trace(0, 1_000), rank_trace(1, late)]).unwrap();
+        let e = merge(vec![rank_trace(0, 1_000), rank_trace(1, late + 1)]).unwrap_err();
+        assert!(e.contains("rank 1's clock"), "{e}");
     }
 }

@@ -123,7 +123,38 @@ impl Update {
     /// - else `Streamed`, with blocks of flops at least 8× the device's
     ///   half-rate call size (9/10 of its large-call rate; 4 tile rows when
     ///   the device does not say), at most an eighth of its memory per block.
+    ///
+    /// Only a shape some device may run is picked (a platform's `only`
+    /// list, [`Device::runs`](tessera_engine::device::Device::runs)):
+    /// `Merged` falls back to `Streamed`, and `Streamed` to `Tiles`, where
+    /// no device runs their codelet (issue 42: with `only = ["gemm"]`, auto
+    /// picked merged updates, which one CPU core then ran, 18x slower).
     pub fn auto(rt: &Runtime, n: usize, nb: usize) -> Update {
+        let shape = Self::auto_any(rt, n, nb);
+        let runs = |name: &str| rt.config().devices.iter().any(|d| d.runs(name));
+        match shape {
+            Update::Merged if !runs(UPDATE.name()) => match Self::auto_streamed(rt, n, nb) {
+                s @ Update::Streamed { .. } if runs(GEMMB.name()) => s,
+                _ => Update::Tiles,
+            },
+            Update::Streamed { .. } if !runs(GEMMB.name()) => Update::Tiles,
+            s => s,
+        }
+    }
+
+    /// Whether some device of `rt` may run the tasks of this shape (tiles:
+    /// always, they run on the CPU workers at worst).
+    pub fn runs_on_devices(self, rt: &Runtime) -> bool {
+        let name = match self {
+            Update::Tiles => return true,
+            Update::Merged => UPDATE.name(),
+            Update::Streamed { .. } => GEMMB.name(),
+        };
+        rt.config().devices.iter().any(|d| d.runs(name))
+    }
+
+    /// [`Update::auto`]'s choice where every device runs every shape.
+    fn auto_any(rt: &Runtime, n: usize, nb: usize) -> Update {
         let devices = &rt.config().devices;
         if devices.is_empty() || nb == 0 || n == 0 {
             return Update::Tiles;
@@ -167,6 +198,14 @@ impl Update {
                 Update::Tiles
             };
         }
+        Self::auto_streamed(rt, n, nb)
+    }
+
+    /// Streamed updates with the block rows [`Update::auto`] gives them.
+    fn auto_streamed(rt: &Runtime, n: usize, nb: usize) -> Update {
+        let devices = &rt.config().devices;
+        let tile = gemm_flops(nb, nb, nb);
+        let nbf = nb as f64;
         let t = n.div_ceil(nb);
         let rows = devices
             .iter()

@@ -141,13 +141,23 @@ pub struct CgOptions {
     pub variant: CgVariant,
 }
 
-/// `Err` unless `rtol` is a finite positive number, or 0 (run every iteration); the drivers
-/// check `--tol` with this before anything runs.
+/// The smallest relative tolerance CG takes: ten times the machine epsilon. Below it no
+/// double-precision residual can be trusted to tell converged from not (issue 42: `--rtol
+/// 1e-30` printed "converged" beside a true residual of 1.5e-13: the recursive residual
+/// kept shrinking past what the arithmetic holds).
+pub const RTOL_MIN: f64 = 10.0 * f64::EPSILON;
+
+/// `Err` unless `rtol` is a finite number of at least [`RTOL_MIN`]; the drivers check
+/// `--tol` with this before anything runs.
 pub fn check_rtol(rtol: f64) -> Result<(), String> {
-    if rtol.is_finite() && rtol > 0.0 {
-        Ok(())
-    } else {
+    if !(rtol.is_finite() && rtol > 0.0) {
         Err(format!("--tol {rtol}: must be a positive number"))
+    } else if rtol < RTOL_MIN {
+        Err(format!(
+            "--tol {rtol:e}: below {RTOL_MIN:.1e} (10 x the machine epsilon), which no residual of a double-precision solve reaches"
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -578,6 +588,12 @@ mod tests {
             assert!(e.contains("must be a positive number"), "{e}");
         }
         assert!(check_rtol(1e-8).is_ok());
+        // Issue 42, item 8: a tolerance no double-precision residual reaches.
+        for unreachable in [1e-30, 1e-16, 2e-15] {
+            let e = check_rtol(unreachable).unwrap_err();
+            assert!(e.contains("10 x the machine epsilon"), "{e}");
+        }
+        assert!(check_rtol(RTOL_MIN).is_ok());
         assert!(check_square("cg", 5, 5).is_ok());
         let e = check_square("power", 3, 4).unwrap_err();
         assert!(

@@ -85,6 +85,9 @@ pub fn power_iteration<O: Operator + ?Sized>(
 /// every driver, including the balanced one in `crate::spmv`).
 pub(crate) fn record_norm(lambda: f64, stats: &mut IterStats) -> Result<(), Error> {
     if lambda == 0.0 || !lambda.is_finite() {
+        // A norm has no sign: the square root of a sum of -0.0 is -0.0, which
+        // printed "||A·x|| = -0" (issue 42).
+        let lambda = if lambda == 0.0 { 0.0 } else { lambda };
         return Err(Error::Breakdown(format!(
             "power iteration broke down at iteration {}: ||A·x|| = {lambda}{}",
             stats.iterations + 1,
@@ -133,4 +136,19 @@ fn scale<O: Operator + ?Sized>(
         }),
     )?;
     op.wait(rt)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that a breakdown names the norm without a sign (issue 42).
+    use super::*;
+
+    #[test]
+    fn a_zero_norm_breaks_down_without_a_sign() {
+        let mut stats = IterStats::default();
+        let e = record_norm(-0.0, &mut stats).unwrap_err().to_string();
+        assert!(e.ends_with("at iteration 1: ||A·x|| = 0"), "{e}");
+        record_norm(2.0, &mut stats).unwrap();
+        assert_eq!(stats.history, [2.0]);
+    }
 }

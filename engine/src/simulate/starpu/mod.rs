@@ -148,6 +148,14 @@ impl Machine {
         let mut files = Vec::new();
         for ext in ["config", "bandwidth", "latency", "affinity", "platform.xml"] {
             let p = path(ext);
+            // Only a file that is not there is "missing" (issue 42: a
+            // symlink loop was said to be).
+            match std::fs::metadata(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StarpuError::file(&p.display().to_string(), e.to_string()))
+                }
+                _ => {}
+            }
             if !p.exists() {
                 return Err(StarpuError::file(
                     &p.display().to_string(),

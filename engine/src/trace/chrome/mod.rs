@@ -46,6 +46,7 @@ use std::path::Path;
 use super::model::Trace;
 use crate::FileError;
 
+pub(crate) use read::MAX_EVENT_NS;
 pub use read::{read_chrome_json, read_chrome_json_slice};
 pub use write::write_chrome_json;
 
@@ -247,6 +248,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("must be \"send\" or \"recv\""), "{e}");
+    }
+
+    /// Issue 42, item 7: `args.flops = 1e300` was read, and `trace summary`
+    /// printed 300-digit GFLOP/s; bytes of 2^64-1 too. Now flops past any
+    /// processor's rate over the task's time, negative flops, and bytes past
+    /// 2^53 are refused, as times past 2^53 ns are.
+    #[test]
+    fn flops_and_bytes_past_any_machine_are_refused() {
+        let json = to_json(&sample(), false);
+        let flops = format!(",\"flops\":{}", 1.0e9 / 3.0);
+        assert!(json.contains(&flops), "{json}");
+        for (bad, want) in [
+            (",\"flops\":1e300", "args.flops 1e300 is not a task's"),
+            (",\"flops\":-1", "args.flops -1e0 is not a task's"),
+        ] {
+            let e = read_chrome_json_slice(json.replacen(&flops, bad, 1).as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        let e = read_chrome_json_slice(
+            json.replacen("\"bytes\":1048576", "\"bytes\":18446744073709551615", 1)
+                .as_bytes(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("is more than any transfer moves"), "{e}");
     }
 
     #[test]

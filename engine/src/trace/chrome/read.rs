@@ -136,7 +136,29 @@ impl<'a> Fields<'a> {
 /// days), where f64 microseconds (the `ts` viewers read) stop being exact,
 /// and far enough from u64's end that sums over millions of tasks stay
 /// meaningful (they saturate beyond it).
-const MAX_EVENT_NS: u64 = 1 << 53;
+pub(crate) const MAX_EVENT_NS: u64 = 1 << 53;
+
+/// Most bytes one transfer or message may move: 2^53 (8 PiB, past any
+/// machine's memory), where sums of millions of them stay exact in f64 and
+/// far from u64's end (issue 42: bounded the way times are).
+const MAX_EVENT_BYTES: u64 = 1 << 53;
+
+/// Most flops a task record may declare per nanosecond of its duration
+/// (plus one, so that a task rounded to 0 ns keeps its flops): the fastest
+/// processor the simulator accepts (10^7 GFLOP/s, `simulate::bounds`) times
+/// its largest team (4096 cores). Issue 42: `args.flops = 1e300` gave
+/// 300-digit GFLOP/s in `trace summary`.
+const MAX_FLOPS_PER_NS: f64 = 1e7 * 4096.0;
+
+/// `bytes` of an event, at most [`MAX_EVENT_BYTES`].
+fn bounded_bytes(bytes: u64) -> Result<u64, String> {
+    if bytes > MAX_EVENT_BYTES {
+        return Err(format!(
+            "args.bytes {bytes} is more than any transfer moves: at most {MAX_EVENT_BYTES} (2^53, 8 PiB)"
+        ));
+    }
+    Ok(bytes)
+}
 
 impl Builder {
     /// Takes in one element of `traceEvents`. Only complete events (`X`)
@@ -180,7 +202,7 @@ impl Builder {
                 peer: args.u32("peer")?,
                 dir,
                 kind: args.str("kind")?.to_owned(),
-                bytes: args.u64("bytes")?,
+                bytes: bounded_bytes(args.u64("bytes")?)?,
                 start,
                 end,
             });
@@ -189,7 +211,7 @@ impl Builder {
                 handle: args.u64("handle")?,
                 from_node: args.u32("from_node")?,
                 to_node: args.u32("to_node")?,
-                bytes: args.u64("bytes")?,
+                bytes: bounded_bytes(args.u64("bytes")?)?,
                 start,
                 end,
             });
@@ -202,6 +224,13 @@ impl Builder {
                 Value::Null => f64::NAN, // written for a non-finite value
                 _ => args.number("flops")?,
             };
+            let most = (end - start + 1) as f64 * MAX_FLOPS_PER_NS;
+            if flops < 0.0 || flops > most {
+                return Err(format!(
+                    "args.flops {flops:e} is not a task's: at least 0 and at most {most:e} in {} ns ({MAX_FLOPS_PER_NS:e} a nanosecond, past any processor)",
+                    end - start
+                ));
+            }
             self.tasks.push(TaskRecord {
                 id: args.u64("id")?,
                 codelet: args.str("codelet")?.to_owned(),
