@@ -237,7 +237,11 @@ for g in "${graphs[@]}"; do
     for s in "${systems[@]}"; do
       [ -n "${active[$s]:-}" ] && [ "$k" -le "$(itermax_of "$s")" ] && part+=("$s")
     done
-    [ ${#part[@]} -eq 0 ] && break
+    if [ ${#part[@]} -eq 0 ]; then
+      # None runs at this iter: stop only when no system is left to start lower down.
+      [ ${#active[@]} -eq 0 ] && break
+      continue
+    fi
     declare -A hung=()   # a run that timed out is not retried at this point
     for r in $(seq "$ROUNDS"); do
       for s in "${part[@]}"; do
