@@ -28,7 +28,7 @@ pub fn load(path: &Path, placement: &PlacementArgs) -> Result<Arc<Simulation>, S
 }
 
 /// The simulated runtime of rank `rank` for the drivers' options.
-pub fn config(
+fn config(
     sim: &Arc<Simulation>,
     rank: usize,
     workers: Option<usize>,
@@ -45,6 +45,29 @@ pub fn config(
     }
     config.scheduler = crate::placement::resolve_sched(sched, config.devices.len(), cpu_default)?;
     Ok(config)
+}
+
+/// The simulation of `path` and the simulated runtime of a driver that
+/// plays one rank (`what` names the driver where a platform of several
+/// ranks is refused), for the drivers' options.
+pub fn one_rank(
+    path: &Path,
+    placement: &PlacementArgs,
+    sched: &str,
+    trace: bool,
+    what: &str,
+) -> Result<(Arc<Simulation>, Runtime), String> {
+    let sim = load(path, placement)?;
+    let ranks = sim.platform().ranks();
+    if ranks > 1 {
+        return Err(format!(
+            "{}: {ranks} ranks; the simulated {what} runs one rank",
+            path.display()
+        ));
+    }
+    let config = config(&sim, 0, placement.workers, sched, Scheduler::Ws, trace)?;
+    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    Ok((sim, rt))
 }
 
 /// Seconds of the host's triangular solves after the factorisation: they
@@ -343,24 +366,14 @@ pub fn spmv(args: &SpmvArgs, path: &Path) -> Result<(), String> {
     if args.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
-    let sim = load(path, &args.placement)?;
-    let p = sim.platform().clone();
-    if p.ranks() > 1 {
-        return Err(format!(
-            "{}: {} ranks; the simulated SpMV runs one rank",
-            path.display(),
-            p.ranks()
-        ));
-    }
-    let config = config(
-        &sim,
-        0,
-        args.placement.workers,
+    let (sim, rt) = one_rank(
+        path,
+        &args.placement,
         &args.sched,
-        Scheduler::Ws,
         args.trace.is_some(),
+        "SpMV",
     )?;
-    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let p = sim.platform().clone();
     let workers = rt.workers();
     checks::spmv_tasks(args.iters, workers, args.row_blocks_per_worker())?;
     // The structure is generated (or read) for real: the partition by

@@ -160,24 +160,14 @@ fn run_ranks(
 /// `--simulate`: the same tasks on a simulated runtime (bodies not run; each
 /// task takes its kernel's flops at the platform's rate).
 fn simulate(args: &TaskbenchArgs, app: &App, path: &std::path::Path) -> Result<(), String> {
-    let sim = crate::simulate::load(path, &args.placement)?;
-    let p = sim.platform().clone();
-    if p.ranks() > 1 {
-        return Err(format!(
-            "{}: {} ranks; the simulated taskbench runs one rank",
-            path.display(),
-            p.ranks()
-        ));
-    }
-    let config = crate::simulate::config(
-        &sim,
-        0,
-        args.placement.workers,
+    let (sim, rt) = crate::simulate::one_rank(
+        path,
+        &args.placement,
         &args.sched,
-        Scheduler::Ws,
         args.trace.is_some(),
+        "taskbench",
     )?;
-    let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let p = sim.platform().clone();
     print!("{}", display(app));
     let wall = Instant::now();
     time_run(&rt, app, None, || Ok(()))?;
