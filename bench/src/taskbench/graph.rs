@@ -325,21 +325,6 @@ impl Graph {
         }
     }
 
-    /// The number of tasks and of edges (inputs summed over the tasks).
-    pub fn counts(&self) -> (u64, u64) {
-        let (mut tasks, mut deps) = (0u64, 0u64);
-        let (mut spans, mut ins) = (Vec::new(), Vec::new());
-        for t in 0..self.steps {
-            let (lo, n) = (self.offset_at(t), self.width_at(t));
-            tasks += n as u64;
-            for p in lo..lo + n {
-                self.inputs(t, p, &mut spans, &mut ins);
-                deps += ins.len() as u64;
-            }
-        }
-        (tasks, deps)
-    }
-
     /// Refuses a graph Task Bench would refuse or could not run, saying
     /// what is wrong (`which` names it: "graph 2"). Checks what Task Bench's
     /// `App::check` asserts — no point depends twice on one point, and the
@@ -423,6 +408,7 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::super::app::App;
+    use super::super::report::totals;
 
     /// Each timestep's points and the points each reads, as
     /// `t1: 0<0,1, 1<0,1,2,` (the listing the reference harness printed).
@@ -593,9 +579,11 @@ mod tests {
     fn counts() {
         let app = App::parse(&["-steps", "10", "-width", "3", "-type", "stencil_1d"]).unwrap();
         // 30 tasks; each of the 9 later timesteps has 2 + 3 + 2 inputs.
-        assert_eq!(app.graphs[0].counts(), (30, 9 * 7));
+        let t = totals(&app);
+        assert_eq!((t.tasks, t.deps), (30, 9 * 7));
         let app = App::parse(&["-steps", "4", "-width", "3", "-type", "dom"]).unwrap();
         // 1 + 2 + 2 + 1 tasks; inputs 1 + 1, 2 + 1, 2 (the listing above).
-        assert_eq!(app.graphs[0].counts(), (6, 7));
+        let t = totals(&app);
+        assert_eq!((t.tasks, t.deps), (6, 7));
     }
 }
