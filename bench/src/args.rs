@@ -54,9 +54,16 @@ pub struct LuArgs {
     /// GEMMs in blocks of ROWS tile rows through its memory: TianHe-1), or
     /// auto (tiles without devices or where a tile's GEMM already runs near
     /// the devices' large-call rate; merged when each device holds its
-    /// share of the matrix, else streamed).
+    /// share of the matrix, else streamed), or resident (one device holds
+    /// the whole matrix, a few large calls per step, the panel on its own
+    /// stream one step ahead: MAGMA's dgetrf_gpu; resident:no-lookahead
+    /// without the second stream).
     #[arg(long, value_name = "SHAPE", default_value = "auto")]
     pub update: String,
+    /// With --update resident: copy from pageable host memory (the driver
+    /// stages it) instead of page-locking the matrix first, for comparison.
+    #[arg(long)]
+    pub no_pin: bool,
     /// Write a Chrome/Perfetto trace of the factorisation to FILE (under
     /// mpirun: one file per rank, FILE with `.rankR` before its extension).
     #[arg(long, value_name = "FILE")]

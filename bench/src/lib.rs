@@ -11,6 +11,7 @@ pub mod cmd;
 pub mod gantt;
 pub mod huge_pages;
 pub mod interrupt;
+pub mod lu_resident;
 pub mod output;
 pub mod placement;
 pub mod platform_out;

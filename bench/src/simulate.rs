@@ -105,6 +105,12 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         ));
     }
     checks::lu_size(args.n, args.nb, p.ranks())?;
+    if let Some(resident) = crate::lu_resident::options(args)? {
+        if args.grid.is_some() {
+            return Err("--update resident runs on one device of one process (no --grid)".into());
+        }
+        return crate::lu_resident::simulate(args, &p, path, resident);
+    }
     let front = args.front()?;
     if let Some(g) = &args.grid {
         return lu_grid(args, path, &sim, g, front);

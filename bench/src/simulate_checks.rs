@@ -85,12 +85,17 @@ pub fn codelet_names(p: &Platform, file: &Path) -> Result<(), String> {
             named.push((format!("node.accelerators[{i}].only"), c.as_str()));
         }
     }
+    // Beside the codelets, the resident LU's operations take rates by name.
+    let resident = crate::lu_resident::RATE_NAMES;
     for (key, name) in named {
-        if !KNOWN_CODELETS.contains(&name) {
+        if !KNOWN_CODELETS.contains(&name)
+            && !(key.ends_with(".codelets") && resident.contains(&name))
+        {
             return Err(format!(
-                "{}: {key}: no codelet is called '{name}' (known: {})",
+                "{}: {key}: no codelet is called '{name}' (known: {}; the resident LU's operations: {})",
                 file.display(),
-                KNOWN_CODELETS.join(", ")
+                KNOWN_CODELETS.join(", "),
+                resident.join(", ")
             ));
         }
     }

@@ -93,12 +93,43 @@ pub unsafe fn dgemm_minus(
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
     }
+    dev.bind()?;
+    let blas = lock(&dev.blas);
+    // SAFETY: the handle is used by this thread only (lock held); the rest
+    // is the caller's guarantee.
+    unsafe { dgemm_minus_with(&blas, m, n, k, a, lda, b, ldb, c, ldc) }
+}
+
+/// [`dgemm_minus`] through `blas` (on the stream it is bound to), the
+/// context already current.
+///
+/// # Safety
+/// As [`dgemm_minus`], for `blas`'s stream; `blas` is used by no other
+/// thread during the call.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn dgemm_minus_with(
+    blas: &BlasHandle,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: u64,
+    lda: usize,
+    b: u64,
+    ldb: usize,
+    c: u64,
+    ldc: usize,
+) -> Result<(), String> {
+    const OP: &str = "dgemm_minus";
+    check_ld(OP, "lda", lda, m)?;
+    check_ld(OP, "ldb", ldb, k)?;
+    check_ld(OP, "ldc", ldc, m)?;
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(());
+    }
     let (mi, ni, ki) = (int("m", m)?, int("n", n)?, int("k", k)?);
     let (ldai, ldbi, ldci) = (int("lda", lda)?, int("ldb", ldb)?, int("ldc", ldc)?);
-    dev.bind()?;
     let (alpha, beta) = (-1.0f64, 1.0f64);
-    let blas = lock(&dev.blas);
-    // SAFETY: the handle is live and used by this thread only (lock held);
+    // SAFETY: the handle is live and used by this thread only (caller);
     // sizes and leading dimensions were checked above; the addresses are
     // the caller's guarantee; alpha and beta are host scalars (the handle's
     // default pointer mode) read before the call returns.
@@ -147,12 +178,36 @@ pub unsafe fn dtrsm_unit_lower_left(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let (mi, ni) = (int("m", m)?, int("n", n)?);
-    let (ldli, ldbi) = (int("ldl", ldl)?, int("ldb", ldb)?);
     dev.bind()?;
-    let alpha = 1.0f64;
     let blas = lock(&dev.blas);
     // SAFETY: as in dgemm_minus.
+    unsafe { dtrsm_unit_lower_left_with(&blas, m, n, l, ldl, b, ldb) }
+}
+
+/// [`dtrsm_unit_lower_left`] through `blas`, the context already current.
+///
+/// # Safety
+/// As [`dtrsm_unit_lower_left`], for `blas`'s stream; `blas` is used by no
+/// other thread during the call.
+pub(crate) unsafe fn dtrsm_unit_lower_left_with(
+    blas: &BlasHandle,
+    m: usize,
+    n: usize,
+    l: u64,
+    ldl: usize,
+    b: u64,
+    ldb: usize,
+) -> Result<(), String> {
+    const OP: &str = "dtrsm_unit_lower_left";
+    check_ld(OP, "ldl", ldl, m)?;
+    check_ld(OP, "ldb", ldb, m)?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let (mi, ni) = (int("m", m)?, int("n", n)?);
+    let (ldli, ldbi) = (int("ldl", ldl)?, int("ldb", ldb)?);
+    let alpha = 1.0f64;
+    // SAFETY: as in dgemm_minus_with.
     unsafe {
         sys::cublasDtrsm_v2(
             blas.handle,

@@ -52,6 +52,22 @@ extern "C" __global__ void laswp_scatter(const u64* __restrict__ desc, u64 n, u6
         dst[c * ld] = scratch[c * n + j];
 }
 
+// Row interchanges in one column-major matrix (leading dimension lda, in
+// doubles), for the device-resident LU: pivots straight from cuSOLVER's
+// getrf (1-based, relative to row 0 of `a`), so no host round trip. One
+// thread per column applies the npiv swaps in order (LAPACK dlaswp order);
+// columns are independent, so no synchronisation is needed.
+extern "C" __global__ void laswp_ld(double* a, u64 lda, u64 ncols,
+                                    const int* __restrict__ ipiv, u64 npiv) {
+    u64 j = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    if (j >= ncols) return;
+    double* col = a + j * lda;
+    for (u64 i = 0; i < npiv; i++) {
+        u64 p = (u64)(ipiv[i] - 1);
+        if (p != i) { double t = col[i]; col[i] = col[p]; col[p] = t; }
+    }
+}
+
 // y[row] += sum_k vals[k] * x[col_idx[k]] over the row's entries, with
 // `lanes` threads per row (a power of two <= 32, so a row's threads sit in
 // one warp). row_ptr entries are absolute; vals and col_idx start at entry
@@ -87,6 +103,8 @@ const MAX_GRID_Y: usize = 65535;
 pub(crate) struct Kernels {
     laswp_gather: CudaFunction,
     laswp_scatter: CudaFunction,
+    /// Row interchanges in one matrix from device pivots (resident LU).
+    pub(crate) laswp_ld: CudaFunction,
     spmv_csr: CudaFunction,
 }
 
@@ -109,6 +127,7 @@ impl Kernels {
         Ok(Kernels {
             laswp_gather: f("laswp_gather")?,
             laswp_scatter: f("laswp_scatter")?,
+            laswp_ld: f("laswp_ld")?,
             spmv_csr: f("spmv_csr_vector")?,
         })
     }

@@ -67,6 +67,7 @@ pub mod blas;
 pub mod check;
 mod device;
 pub mod kernels;
+pub mod resident;
 pub mod solver;
 pub mod views;
 

@@ -90,7 +90,13 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         return crate::simulate::lu(&args, platform);
     }
     validate(args.n, args.nb)?;
+    let resident = crate::lu_resident::options(&args)?;
     let ranks = crate::ranks::Ranks::join()?;
+    if resident.is_some() && (ranks.size > 1 || args.grid.is_some()) {
+        return Err(
+            "--update resident runs on one device of one process (no --grid, no mpirun)".into(),
+        );
+    }
     if args.balance == Balance::Speed && ranks.size == 1 && args.grid.is_none() {
         return Err("--balance speed deals tile columns over the ranks of a distributed run (mpirun with --grid); one process balances its workers by itself".into());
     }
@@ -124,6 +130,9 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         .map(|d| d.peak_flops())
         .sum();
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    if let Some(resident) = resident {
+        return crate::lu_resident::run(&args, &rt, resident, gpu_dgemm);
+    }
     let opts = args.lu_options(&rt)?;
     let (n, nb) = (args.n, args.nb);
 

@@ -32,6 +32,7 @@
 
 mod blocks;
 pub mod dist;
+pub mod resident;
 pub mod seq;
 mod solve;
 mod split;

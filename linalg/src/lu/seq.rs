@@ -81,26 +81,26 @@ pub fn ipiv_global(
 }
 
 /// `PANEL(k)`.
-fn panel(a: &mut TileMatrix, k: usize) -> Result<Vec<usize>, SingularColumn> {
+pub(super) fn panel(a: &mut TileMatrix, k: usize) -> Result<Vec<usize>, SingularColumn> {
     let col0 = k * a.nb();
     getrf_panel(&mut a.tile_column_mut(k, k), col0)
 }
 
 /// `SWAP(k, j)`.
-fn swap(a: &mut TileMatrix, k: usize, j: usize, local: &[usize]) {
+pub(super) fn swap(a: &mut TileMatrix, k: usize, j: usize, local: &[usize]) {
     laswp(&mut a.tile_column_mut(k, j), local);
 }
 
 /// `TRSM(k, j)`: the diagonal tile is read while tile `(k, j)` is written, so the latter is
 /// taken out for the call (an empty tile stands in; no allocation).
-fn trsm(a: &mut TileMatrix, k: usize, j: usize) {
+pub(super) fn trsm(a: &mut TileMatrix, k: usize, j: usize) {
     let mut b = std::mem::take(a.tile_mut(k, j));
     trsm_unit_lower(a.tile(k, k), &mut b);
     *a.tile_mut(k, j) = b;
 }
 
 /// `GEMM(k, i, j)`, taking tile `(i, j)` out as `trsm` does.
-fn gemm(a: &mut TileMatrix, k: usize, i: usize, j: usize) {
+pub(super) fn gemm(a: &mut TileMatrix, k: usize, i: usize, j: usize) {
     let mut c = std::mem::take(a.tile_mut(i, j));
     gemm_update(a.tile(i, k), a.tile(k, j), &mut c);
     *a.tile_mut(i, j) = c;
