@@ -14,7 +14,6 @@ use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_flops, hpl_residual
 use tessera_linalg::lu::resident::plan::{plan, Op, STREAMS};
 use tessera_linalg::lu::resident::predict::{op_work, predict, Rates};
 use tessera_linalg::lu::resident::{OpTime, Pinning, Prepared, ResidentOptions, ResidentReport};
-use tessera_linalg::lu::solve_from_factors;
 
 use crate::args::LuArgs;
 use crate::report::{passed, print_hpl_block, residual_line};
@@ -31,7 +30,8 @@ pub const RATE_NAMES: [&str; 5] = [
 ];
 
 /// `--update resident` (look-ahead) or `resident:no-lookahead`; `None` for
-/// every other shape.
+/// every other shape (`auto` is resolved later, by [`auto`] or
+/// [`auto_simulated`], once the devices are known).
 pub fn options(args: &LuArgs) -> Result<Option<ResidentOptions>, String> {
     let lookahead = match args.update.as_str() {
         "resident" => true,
@@ -41,15 +41,7 @@ pub fn options(args: &LuArgs) -> Result<Option<ResidentOptions>, String> {
                 "--update: expected resident or resident:no-lookahead, got '{s}'"
             ))
         }
-        _ => {
-            if args.no_pin {
-                return Err(
-                    "--no-pin is for --update resident (the other shapes stage their copies)"
-                        .into(),
-                );
-            }
-            return Ok(None);
-        }
+        _ => return Ok(None),
     };
     if args.split != "auto" {
         return Err(format!(
@@ -64,6 +56,62 @@ pub fn options(args: &LuArgs) -> Result<Option<ResidentOptions>, String> {
     }))
 }
 
+/// `--no-pin` belongs to the resident LU alone.
+pub fn check_no_pin(args: &LuArgs, resident: Option<ResidentOptions>) -> Result<(), String> {
+    if args.no_pin && resident.is_none() {
+        return Err(format!(
+            "--no-pin is for the resident LU (--update resident, or auto with one GPU the matrix fits); --update {} stages its copies",
+            args.update
+        ));
+    }
+    Ok(())
+}
+
+/// What `--update auto` resolves to on `rt`: the resident LU where the run
+/// has exactly one device, a GPU, that holds the whole matrix, the columns
+/// placed automatically and no process grid (verified on an H200 at stop
+/// 46; emulated devices keep the task-graph shapes, which CI tests).
+pub fn auto(args: &LuArgs, rt: &Runtime) -> Option<ResidentOptions> {
+    let devices = &rt.config().devices;
+    let one_gpu = devices.len() == 1 && devices[0].arch() == "cuda";
+    (args.update == "auto"
+        && args.split == "auto"
+        && args.grid.is_none()
+        && one_gpu
+        && tessera_linalg::lu::resident::fits(rt, args.n, args.nb))
+    .then_some(ResidentOptions {
+        lookahead: true,
+        pin: !args.no_pin,
+        seed: None,
+    })
+}
+
+/// [`auto`] for a run simulated on `p`: one accelerator of arch `cuda`
+/// whose memory holds the matrix and which gives the resident LU's rates.
+pub fn auto_simulated(args: &LuArgs, p: &Platform) -> Option<ResidentOptions> {
+    let acc = match p.node.accelerators.as_slice() {
+        [a] if a.count == 1 && a.proc.arch == "cuda" => a,
+        _ => return None,
+    };
+    let fits = acc.memory.is_none_or(|m| {
+        tessera_linalg::lu::resident::device_bytes(args.n, args.nb) + (256 << 20) <= m
+    });
+    let rated = RATE_NAMES
+        .iter()
+        .all(|r| acc.proc.codelets.contains_key(*r));
+    (args.update == "auto"
+        && args.split == "auto"
+        && args.grid.is_none()
+        && p.ranks() == 1
+        && fits
+        && rated)
+        .then_some(ResidentOptions {
+            lookahead: true,
+            pin: !args.no_pin,
+            seed: None,
+        })
+}
+
 /// Runs the resident LU on `rt`'s one device.
 pub fn run(
     args: &LuArgs,
@@ -76,9 +124,9 @@ pub fn run(
     let b = generate_rhs(n, args.seed);
     let prepared = Prepared::new(rt, a, opts).map_err(|e| format!("--update resident: {e}"))?;
     let pinning = prepared.pinning().clone();
+    let setup = prepared.setup_seconds();
     let t0 = Instant::now();
-    let (lu, report) = prepared.factor().map_err(|e| format!("LU failed: {e}"))?;
-    let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
+    let (_lu, x, report) = prepared.factor(&b).map_err(|e| format!("LU failed: {e}"))?;
     let time = t0.elapsed().as_secs_f64();
     let gflops = hpl_flops(n) / time / 1e9;
     let resid = hpl_residual(n, nb, args.seed, &x, &b);
@@ -110,6 +158,11 @@ pub fn run(
             Pinning::Emulated => "copied over the emulated device's link".into(),
         }
     );
+    if setup > 0.0 {
+        println!(
+            "device set-up {setup:.2} s before the timed region (the matrix's allocation, streams, handles, kernels, one warm-up call of each operation)"
+        );
+    }
     print_times(&report, n, nb, "device time");
     if gpu_dgemm > 0.0 {
         println!(

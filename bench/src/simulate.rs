@@ -105,7 +105,10 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         ));
     }
     checks::lu_size(args.n, args.nb, p.ranks())?;
-    if let Some(resident) = crate::lu_resident::options(args)? {
+    let resident =
+        crate::lu_resident::options(args)?.or_else(|| crate::lu_resident::auto_simulated(args, &p));
+    crate::lu_resident::check_no_pin(args, resident)?;
+    if let Some(resident) = resident {
         if args.grid.is_some() {
             return Err("--update resident runs on one device of one process (no --grid)".into());
         }

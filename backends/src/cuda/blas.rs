@@ -27,6 +27,11 @@ pub(crate) struct BlasHandle {
 unsafe impl Send for BlasHandle {}
 
 impl BlasHandle {
+    /// The raw handle, for calls this module does not wrap.
+    pub(crate) fn raw(&self) -> sys::cublasHandle_t {
+        self.handle
+    }
+
     /// Creates a handle in `stream`'s context and binds it to `stream`.
     pub(crate) fn new(stream: &CudaStream) -> Result<Self, String> {
         let ctx = stream.context().clone();

@@ -52,22 +52,6 @@ extern "C" __global__ void laswp_scatter(const u64* __restrict__ desc, u64 n, u6
         dst[c * ld] = scratch[c * n + j];
 }
 
-// Row interchanges in one column-major matrix (leading dimension lda, in
-// doubles), for the device-resident LU: pivots straight from cuSOLVER's
-// getrf (1-based, relative to row 0 of `a`), so no host round trip. One
-// thread per column applies the npiv swaps in order (LAPACK dlaswp order);
-// columns are independent, so no synchronisation is needed.
-extern "C" __global__ void laswp_ld(double* a, u64 lda, u64 ncols,
-                                    const int* __restrict__ ipiv, u64 npiv) {
-    u64 j = blockIdx.x * (u64)blockDim.x + threadIdx.x;
-    if (j >= ncols) return;
-    double* col = a + j * lda;
-    for (u64 i = 0; i < npiv; i++) {
-        u64 p = (u64)(ipiv[i] - 1);
-        if (p != i) { double t = col[i]; col[i] = col[p]; col[p] = t; }
-    }
-}
-
 // y[row] += sum_k vals[k] * x[col_idx[k]] over the row's entries, with
 // `lanes` threads per row (a power of two <= 32, so a row's threads sit in
 // one warp). row_ptr entries are absolute; vals and col_idx start at entry
@@ -94,6 +78,10 @@ extern "C" __global__ void spmv_csr_vector(u64 n_rows, unsigned int lanes,
 }
 "#;
 
+/// [`SOURCE`], for the compile test beside the resident LU's kernels.
+#[cfg(test)]
+pub(crate) const SOURCE_FOR_TESTS: &str = SOURCE;
+
 /// Threads per block of every launch here.
 const BLOCK: u32 = 256;
 /// Largest grid y dimension.
@@ -103,22 +91,13 @@ const MAX_GRID_Y: usize = 65535;
 pub(crate) struct Kernels {
     laswp_gather: CudaFunction,
     laswp_scatter: CudaFunction,
-    /// Row interchanges in one matrix from device pivots (resident LU).
-    pub(crate) laswp_ld: CudaFunction,
     spmv_csr: CudaFunction,
 }
 
 impl Kernels {
     /// Compiles [`SOURCE`] for compute capability `cc` and loads it into `ctx`.
     pub(crate) fn load(ctx: &Arc<CudaContext>, cc: (u32, u32)) -> Result<Self, String> {
-        let image = match compile_cubin(SOURCE, cc) {
-            Ok(cubin) => nvrtc::Ptx::from_binary(cubin),
-            Err(cubin_err) => nvrtc::compile_ptx(SOURCE)
-                .map_err(|e| format!("NVRTC: {cubin_err}; PTX fallback failed too: {e:?}"))?,
-        };
-        let module = ctx
-            .load_module(image)
-            .map_err(|e| format!("loading the kernels: {}", driver_error(e)))?;
+        let module = load_module(ctx, cc, SOURCE)?;
         let f = |name: &str| {
             module
                 .load_function(name)
@@ -127,14 +106,29 @@ impl Kernels {
         Ok(Kernels {
             laswp_gather: f("laswp_gather")?,
             laswp_scatter: f("laswp_scatter")?,
-            laswp_ld: f("laswp_ld")?,
             spmv_csr: f("spmv_csr_vector")?,
         })
     }
 }
 
+/// Compiles `src` for compute capability `cc` (a CUBIN, else PTX: see the
+/// module doc) and loads it into `ctx`.
+pub(crate) fn load_module(
+    ctx: &Arc<CudaContext>,
+    cc: (u32, u32),
+    src: &str,
+) -> Result<Arc<cudarc::driver::CudaModule>, String> {
+    let image = match compile_cubin(src, cc) {
+        Ok(cubin) => nvrtc::Ptx::from_binary(cubin),
+        Err(cubin_err) => nvrtc::compile_ptx(src)
+            .map_err(|e| format!("NVRTC: {cubin_err}; PTX fallback failed too: {e:?}"))?,
+    };
+    ctx.load_module(image)
+        .map_err(|e| format!("loading the kernels: {}", driver_error(e)))
+}
+
 /// Compiles `src` to a CUBIN for `sm_{major}{minor}` with NVRTC.
-fn compile_cubin(src: &str, (major, minor): (u32, u32)) -> Result<Vec<u8>, String> {
+pub(crate) fn compile_cubin(src: &str, (major, minor): (u32, u32)) -> Result<Vec<u8>, String> {
     let src_c = CString::new(src).map_err(|_| "kernel source has a NUL byte".to_string())?;
     let prog = nvrtc::result::create_program(&src_c, None)
         .map_err(|e| format!("nvrtcCreateProgram: {:?}", e.0))?;

@@ -26,13 +26,120 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use cudarc::cusolver::sys as cs;
-use cudarc::driver::{result, sys, CudaEvent, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    result, sys, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+};
 
 use super::blas::{dgemm_minus_with, dtrsm_unit_lower_left_with, BlasHandle};
 use tessera_engine::device::DeviceBuffer;
 
 use super::device::CudaBuffer;
 use super::{driver_error, CudaDevice};
+
+/// CUDA C source of the resident LU's kernels, compiled (NVRTC) when a
+/// resident LU is set up, apart from the backend's other kernels: a fault
+/// here cannot take the tile path down with it.
+///
+/// Row interchanges come in two steps. `laswp_perm` runs once per panel, on
+/// one block: it applies the panel's pivots, in LAPACK order, to the row
+/// *indices* (the top `npiv` rows and the distinct rows the pivots name
+/// below them, staged in shared memory) and writes the net moves (`dst`
+/// row gets `src` row's values). `laswp_apply` then moves the values, one
+/// block per column: all sources into shared memory, then all
+/// destinations; the rows of a column are read together and written
+/// together, where one thread per column running the pivot chain (the
+/// first version, `laswp_ld`, kept for the one-column solve) touched one
+/// scattered row at a time in every column (171 GB/s on an H200).
+pub const SOURCE: &str = r#"
+typedef unsigned long long u64;
+
+// One thread per column applies the npiv swaps in order (LAPACK dlaswp);
+// pivots 1-based, relative to row 0 of `a`. Used for the right-hand side.
+extern "C" __global__ void laswp_ld(double* a, u64 lda, u64 ncols,
+                                    const int* __restrict__ ipiv, u64 npiv) {
+    u64 j = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    if (j >= ncols) return;
+    double* col = a + j * lda;
+    for (u64 i = 0; i < npiv; i++) {
+        u64 p = (u64)(ipiv[i] - 1);
+        if (p != i) { double t = col[i]; col[i] = col[p]; col[p] = t; }
+    }
+}
+
+// The net moves of a panel's pivots. rec[0] = number of moves m; rec[1..]
+// = m destination rows, rec[1 + 2 nb ..] = m source rows (relative to the
+// panel's first row). Shared memory: 3 npiv ints. One block.
+extern "C" __global__ void laswp_perm(const int* __restrict__ ipiv, u64 npiv,
+                                      int* rec, u64 nb) {
+    extern __shared__ int perm_smem[];
+    int* slot = perm_smem;          // pivot i's low slot (first pivot naming its row), or -1
+    int* top = perm_smem + npiv;    // original row now at top position i
+    int* low = perm_smem + 2 * npiv; // original row now at row ipiv[s] - 1, for slots s
+    for (u64 i = threadIdx.x; i < npiv; i += blockDim.x) {
+        int p = ipiv[i] - 1;
+        int s = -1;
+        if ((u64)p >= npiv) {
+            s = (int)i;
+            for (u64 j = 0; j < i; j++)
+                if (ipiv[j] - 1 == p) { s = (int)j; break; }
+        }
+        slot[i] = s;
+        top[i] = (int)i;
+        low[i] = p;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (u64 i = 0; i < npiv; i++) {
+        int p = ipiv[i] - 1;
+        if ((u64)p == i) continue;
+        int* q = (u64)p < npiv ? &top[p] : &low[slot[i]];
+        int t = top[i]; top[i] = *q; *q = t;
+    }
+    int m = 0;
+    int* dst = rec + 1;
+    int* src = rec + 1 + 2 * nb;
+    for (u64 i = 0; i < npiv; i++)
+        if (top[i] != (int)i) { dst[m] = (int)i; src[m] = top[i]; m++; }
+    for (u64 i = 0; i < npiv; i++)
+        if (slot[i] == (int)i && low[i] != ipiv[i] - 1) { dst[m] = ipiv[i] - 1; src[m] = low[i]; m++; }
+    rec[0] = m;
+}
+
+// Apply the moves of `rec` to columns 0..ncols of `a` (from the panel's
+// first row). Shared memory: 2 nb doubles (m <= 2 npiv <= 2 nb).
+extern "C" __global__ void laswp_apply(double* a, u64 lda, u64 ncols,
+                                       const int* __restrict__ rec, u64 nb) {
+    extern __shared__ double vals[];
+    int m = rec[0];
+    const int* dst = rec + 1;
+    const int* src = rec + 1 + 2 * nb;
+    for (u64 c = blockIdx.x; c < ncols; c += gridDim.x) {
+        double* col = a + c * lda;
+        for (int i = threadIdx.x; i < m; i += blockDim.x) vals[i] = col[src[i]];
+        __syncthreads();
+        for (int i = threadIdx.x; i < m; i += blockDim.x) col[dst[i]] = vals[i];
+        __syncthreads();
+    }
+}
+"#;
+
+/// The loaded kernels of [`SOURCE`].
+struct Kernels {
+    laswp_ld: CudaFunction,
+    laswp_perm: CudaFunction,
+    laswp_apply: CudaFunction,
+}
+
+/// A TRSM of at most this many rows is one cuBLAS call; a wider one is
+/// split in two around a GEMM (recursively). cuBLAS's `dtrsm` of a
+/// 1024-row block against tens of thousands of columns ran at 4.2 TFLOP/s
+/// on an H200; the split puts all but the leaves' flops into GEMMs.
+const TRSM_LEAF: usize = 256;
+
+/// Ints of one panel's move record (see [`SOURCE`]).
+fn record_ints(nb: usize) -> usize {
+    1 + 4 * nb
+}
 
 /// Number of streams of a [`ResidentLu`].
 pub const STREAMS: usize = 4;
@@ -75,12 +182,16 @@ pub struct ResidentLu<'d> {
     a: CudaBuffer,
     ipiv: CudaBuffer,
     info: CudaBuffer,
+    /// Each panel's move record (`laswp_perm`), [`record_ints`] apart.
+    moves: CudaBuffer,
+    kernels: Kernels,
     events: Vec<CudaEvent>,
     /// A start and an end event per timed operation.
     timing: Vec<(CudaEvent, CudaEvent)>,
     streams: Vec<Arc<CudaStream>>,
     dev: &'d CudaDevice,
     n: usize,
+    nb: usize,
 }
 
 fn int(what: &str, v: usize) -> Result<c_int, String> {
@@ -128,6 +239,19 @@ impl<'d> ResidentLu<'d> {
         let a = dev.alloc_raw(nn)?;
         let ipiv = dev.alloc_raw(n.max(1) * 4)?;
         let info = dev.alloc_raw(panels.max(1) * 4)?;
+        let moves = dev.alloc_raw(panels.max(1) * record_ints(nb) * 4)?;
+        let module = super::kernels::load_module(ctx, dev.info().compute_capability, SOURCE)
+            .map_err(|e| format!("{name}: resident LU: {e}"))?;
+        let f = |k: &str| {
+            module
+                .load_function(k)
+                .map_err(|e| format!("{name}: resident LU: kernel {k}: {}", driver_error(e)))
+        };
+        let kernels = Kernels {
+            laswp_ld: f("laswp_ld")?,
+            laswp_perm: f("laswp_perm")?,
+            laswp_apply: f("laswp_apply")?,
+        };
         let (ni, nbi) = (int("n", n)?, int("nb", nb.min(n).max(1))?);
         let mut blas = Vec::new();
         let mut solvers = Vec::new();
@@ -166,18 +290,56 @@ impl<'d> ResidentLu<'d> {
                 ))
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(ResidentLu {
+        let me = ResidentLu {
             dev,
             n,
+            nb,
             streams,
             blas,
             solvers,
             a,
             ipiv,
             info,
+            moves,
+            kernels,
             events,
             timing,
-        })
+        };
+        me.warm_up()?;
+        Ok(me)
+    }
+
+    /// Runs every operation once on a small zeroed corner of the matrix, on
+    /// both compute streams, and waits: the libraries load their kernels on
+    /// first use (0.2 s for the first cuSOLVER panel on an H200), which
+    /// belongs to the set-up, not to the factorisation. The corner, its
+    /// pivots, panel 0's info and move record are all overwritten by the
+    /// run that follows.
+    fn warm_up(&self) -> Result<(), String> {
+        let w = self.n.min(self.nb).min(64);
+        if w == 0 {
+            return Ok(());
+        }
+        let err = |e| format!("resident LU: warm-up: {}", driver_error(e));
+        // SAFETY: the first min(2w, n) columns are doubles of the matrix.
+        unsafe { result::memset_d8_sync(self.a.ptr, 0, (2 * w).min(self.n) * self.n * 8) }
+            .map_err(err)?;
+        for &s in &COMPUTE {
+            self.getrf(s, 0, 0, w, w)?;
+            self.swap(s, 0, 0, w, 0, w)?;
+            if self.n >= 2 * w {
+                // Right of the corner, as in the factorisation (the solved
+                // and updated block never overlaps the triangle).
+                self.trsm(s, 0, w, w, 2 * w)?;
+                self.gemm_at(s, 0, w / 2, w / 2, w, 2 * w)?;
+            }
+        }
+        for st in &self.streams {
+            st.synchronize().map_err(err)?;
+        }
+        // The solve's kernels too, on a zero right-hand side.
+        self.solve_on_device(&vec![0.0; self.n], w)?;
+        Ok(())
     }
 
     fn stream(&self, s: usize) -> Result<&Arc<CudaStream>, String> {
@@ -319,14 +481,20 @@ impl<'d> ResidentLu<'d> {
 
     /// Panel `k`: `dgetrf` of rows `r0..n` of columns `r0..r0 + w` in place,
     /// pivots into rows `r0..r0 + w` of the pivot array, `info` into slot
-    /// `k`; on stream `s`.
+    /// `k`, then the panel's net row moves (`laswp_perm`); on stream `s`.
     pub fn panel(&self, s: usize, k: usize, r0: usize, w: usize) -> Result<(), String> {
-        self.check_block("panel", r0, r0, self.n.saturating_sub(r0), w)?;
-        if k * 4 >= self.info.bytes() {
-            return Err(format!("resident LU: panel {k}: no info slot"));
+        self.getrf(s, k, r0, self.n.saturating_sub(r0), w)
+    }
+
+    /// [`ResidentLu::panel`] over `m` rows.
+    fn getrf(&self, s: usize, k: usize, r0: usize, m: usize, w: usize) -> Result<(), String> {
+        self.check_block("panel", r0, r0, m, w)?;
+        if k * 4 >= self.info.bytes() || w > self.nb {
+            return Err(format!(
+                "resident LU: panel {k} ({w} wide): no info slot or record"
+            ));
         }
         let solver = &self.solvers[self.slot(s)?];
-        let m = self.n - r0;
         let (mi, wi, ldi) = (int("m", m)?, int("w", w)?, int("n", self.n)?);
         // SAFETY: the panel lies inside the matrix (checked); the workspace
         // was sized for the tallest panel of this width; pivots and info
@@ -349,12 +517,56 @@ impl<'d> ResidentLu<'d> {
                 "resident LU: panel {k}: cusolverDnDgetrf ({m}x{w}): {:?}",
                 e.0
             )
+        })?;
+        let npiv = m.min(w);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: (3 * npiv * 4) as u32,
+        };
+        let (piv, npiv64, rec, nb64) = (
+            self.ipiv.ptr + 4 * r0 as u64,
+            npiv as u64,
+            self.move_record(k),
+            self.nb as u64,
+        );
+        // SAFETY: the arguments match `laswp_perm`'s signature; npiv pivots
+        // of this panel (cuSOLVER's, within its m rows); the record holds
+        // 1 + 4 nb ints and npiv <= nb.
+        unsafe {
+            self.stream(s)?
+                .launch_builder(&self.kernels.laswp_perm)
+                .arg(&piv)
+                .arg(&npiv64)
+                .arg(&rec)
+                .arg(&nb64)
+                .launch(cfg)
+        }
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "resident LU: panel {k}: launching laswp_perm: {}",
+                driver_error(e)
+            )
         })
     }
 
-    /// Applies the `w` pivots of the panel at row `r0` to rows `r0..n` of
-    /// columns `c0..c1`, on stream `s`.
-    pub fn swap(&self, s: usize, r0: usize, w: usize, c0: usize, c1: usize) -> Result<(), String> {
+    /// Device address of panel `k`'s move record.
+    fn move_record(&self, k: usize) -> u64 {
+        self.moves.ptr + 4 * (k * record_ints(self.nb)) as u64
+    }
+
+    /// Applies panel `k`'s moves (its panel starts at row `r0`, `w` wide) to
+    /// rows `r0..n` of columns `c0..c1`, on stream `s`.
+    pub fn swap(
+        &self,
+        s: usize,
+        k: usize,
+        r0: usize,
+        w: usize,
+        c0: usize,
+        c1: usize,
+    ) -> Result<(), String> {
         self.check_block(
             "swap",
             r0,
@@ -365,44 +577,56 @@ impl<'d> ResidentLu<'d> {
         if c1 <= c0 || w == 0 {
             return Ok(());
         }
+        if (k + 1) * record_ints(self.nb) * 4 > self.moves.bytes() || w > self.nb {
+            return Err(format!("resident LU: swap: no move record for panel {k}"));
+        }
         let ncols = (c1 - c0) as u64;
         let cfg = LaunchConfig {
-            grid_dim: (
-                u32::try_from(ncols.div_ceil(256))
-                    .map_err(|_| "resident LU: swap: too many columns")?,
-                1,
-                1,
-            ),
+            grid_dim: (ncols.min(65_535) as u32, 1, 1),
             block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: (2 * w * 8) as u32,
         };
-        let (a, lda, piv, npiv) = (
+        let (a, lda, rec, nb64) = (
             self.at(r0, c0),
             self.n as u64,
-            self.ipiv.ptr + 4 * r0 as u64,
-            w as u64,
+            self.move_record(k),
+            self.nb as u64,
         );
-        // SAFETY: the arguments match `laswp_ld`'s signature; the columns lie
-        // inside the matrix (checked) and cuSOLVER's pivots stay within rows
-        // r0..n of their panel.
+        // SAFETY: the arguments match `laswp_apply`'s signature; the record
+        // (written by panel k's `laswp_perm`, ordered before this by the
+        // plan) names at most 2w rows, all within rows r0..n; the columns
+        // lie inside the matrix (checked).
         unsafe {
             self.stream(s)?
-                .launch_builder(&self.dev.kernels.laswp_ld)
+                .launch_builder(&self.kernels.laswp_apply)
                 .arg(&a)
                 .arg(&lda)
                 .arg(&ncols)
-                .arg(&piv)
-                .arg(&npiv)
+                .arg(&rec)
+                .arg(&nb64)
                 .launch(cfg)
         }
         .map(|_| ())
-        .map_err(|e| format!("resident LU: swap: launching laswp_ld: {}", driver_error(e)))
+        .map_err(|e| {
+            format!(
+                "resident LU: swap: launching laswp_apply: {}",
+                driver_error(e)
+            )
+        })
     }
 
     /// `A(r0..r0+w, c0..c1) := L⁻¹ · A(r0..r0+w, c0..c1)`, `L` the unit lower
-    /// triangle of the diagonal block at `r0`; on stream `s`.
+    /// triangle of the diagonal block at `r0`; on stream `s`. Wider than
+    /// [`TRSM_LEAF`] it is two half-size solves around a GEMM:
+    /// `X₁ = L₁₁⁻¹B₁`, `B₂ −= L₂₁X₁`, `X₂ = L₂₂⁻¹B₂`.
     pub fn trsm(&self, s: usize, r0: usize, w: usize, c0: usize, c1: usize) -> Result<(), String> {
         self.check_block("trsm", r0, c0, w, c1.saturating_sub(c0))?;
+        if w > TRSM_LEAF {
+            let h = w / 2;
+            self.trsm(s, r0, h, c0, c1)?;
+            self.gemm_at(s, r0, h, w - h, c0, c1)?;
+            return self.trsm(s, r0 + h, w - h, c0, c1);
+        }
         let blas = &self.blas[self.slot(s)?];
         // SAFETY: both blocks lie inside the matrix (checked) and do not
         // overlap (c0 >= r0 + w in every plan; L is read from columns r0..).
@@ -422,7 +646,19 @@ impl<'d> ResidentLu<'d> {
     /// `A(r0+w.., c0..c1) −= A(r0+w.., r0..r0+w) · A(r0..r0+w, c0..c1)`, on
     /// stream `s`.
     pub fn gemm(&self, s: usize, r0: usize, w: usize, c0: usize, c1: usize) -> Result<(), String> {
-        let m = self.n.saturating_sub(r0 + w);
+        self.gemm_at(s, r0, w, self.n.saturating_sub(r0 + w), c0, c1)
+    }
+
+    /// [`ResidentLu::gemm`] over the `m` rows below `r0 + w`.
+    fn gemm_at(
+        &self,
+        s: usize,
+        r0: usize,
+        w: usize,
+        m: usize,
+        c0: usize,
+        c1: usize,
+    ) -> Result<(), String> {
         self.check_block("gemm", r0, c0, w + m, c1.saturating_sub(c0))?;
         let blas = &self.blas[self.slot(s)?];
         // SAFETY: the three blocks lie inside the matrix (checked); C
@@ -502,6 +738,162 @@ impl<'d> ResidentLu<'d> {
             }
         }
         Ok(Finished { ipiv, info, times })
+    }
+}
+
+impl ResidentLu<'_> {
+    /// Solves `A·x = b` from the factors still on the device (HPL's layout:
+    /// panel `k`'s interchanges applied to `x` at step `k`), on the update
+    /// stream, after [`ResidentLu::finish`]: the host never reads the
+    /// factors (their `n²` doubles on one host core took longer than the
+    /// factorisation). Blocked as the factorisation: per panel an
+    /// interchange of `x`, a triangular solve and a matrix-vector product.
+    pub fn solve(&self, b: &[f64]) -> Result<Vec<f64>, String> {
+        self.solve_on_device(b, self.n)
+    }
+
+    /// [`ResidentLu::solve`] over the leading `n_used × n_used` part (the
+    /// warm-up's corner; `n_used = n` for a real solve).
+    fn solve_on_device(&self, b: &[f64], n_used: usize) -> Result<Vec<f64>, String> {
+        use cudarc::cublas::sys::{
+            cublasDiagType_t as Diag, cublasFillMode_t as Fill, cublasOperation_t as Trans,
+        };
+        if b.len() != self.n {
+            return Err(format!(
+                "resident LU: solve: b has {} entries for n = {}",
+                b.len(),
+                self.n
+            ));
+        }
+        let n = n_used.min(self.n);
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        self.dev.bind()?;
+        let err = |what: &str, e| format!("resident LU: solve: {what}: {}", driver_error(e));
+        let x = self.dev.alloc_raw(self.n * 8)?;
+        // SAFETY: `x` holds self.n doubles; the copy is synchronous.
+        unsafe { result::memcpy_htod_sync(x.ptr, b) }.map_err(|e| err("uploading b", e))?;
+        let s = 2;
+        let blas = self.blas[self.slot(s)?].raw();
+        let stream = self.stream(s)?;
+        let xs = |row: usize| x.ptr + 8 * row as u64;
+        let (ni, one) = (int("n", self.n)?, 1 as c_int);
+        let (minus, plus) = (-1.0f64, 1.0f64);
+        let status = |what: &str, st: cudarc::cublas::sys::cublasStatus_t| {
+            st.result()
+                .map_err(|e| format!("resident LU: solve: {what}: {:?}", e.0))
+        };
+        let panels: Vec<(usize, usize)> = (0..n.div_ceil(self.nb))
+            .map(|k| (k * self.nb, self.nb.min(n - k * self.nb)))
+            .collect();
+        for &(r0, w) in &panels {
+            let cfg = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (a, lda, ncols, piv, npiv) = (
+                xs(r0),
+                n as u64,
+                1u64,
+                self.ipiv.ptr + 4 * r0 as u64,
+                w as u64,
+            );
+            // SAFETY: `laswp_ld` over one column (x from row r0) with the
+            // panel's own pivots, which stay within rows r0..n.
+            unsafe {
+                stream
+                    .launch_builder(&self.kernels.laswp_ld)
+                    .arg(&a)
+                    .arg(&lda)
+                    .arg(&ncols)
+                    .arg(&piv)
+                    .arg(&npiv)
+                    .launch(cfg)
+            }
+            .map_err(|e| err("launching laswp_ld", e))?;
+            let wi = int("w", w)?;
+            // SAFETY: L(r0, r0) is w × w inside the matrix (lda n); x holds
+            // rows r0..r0 + w; all on the update stream, in order.
+            status("dtrsv", unsafe {
+                cudarc::cublas::sys::cublasDtrsv_v2(
+                    blas,
+                    Fill::CUBLAS_FILL_MODE_LOWER,
+                    Trans::CUBLAS_OP_N,
+                    Diag::CUBLAS_DIAG_UNIT,
+                    wi,
+                    self.at(r0, r0) as *const f64,
+                    ni,
+                    xs(r0) as *mut f64,
+                    one,
+                )
+            })?;
+            let m = n - r0 - w;
+            if m > 0 {
+                // SAFETY: A(r0 + w.., r0..r0 + w) is m × w inside the matrix;
+                // x's rows r0.. and r0 + w.. do not overlap.
+                status("dgemv", unsafe {
+                    cudarc::cublas::sys::cublasDgemv_v2(
+                        blas,
+                        Trans::CUBLAS_OP_N,
+                        int("m", m)?,
+                        wi,
+                        &minus,
+                        self.at(r0 + w, r0) as *const f64,
+                        ni,
+                        xs(r0) as *const f64,
+                        one,
+                        &plus,
+                        xs(r0 + w) as *mut f64,
+                        one,
+                    )
+                })?;
+            }
+        }
+        for &(r0, w) in panels.iter().rev() {
+            let wi = int("w", w)?;
+            // SAFETY: as above, U(r0, r0) on and above the diagonal.
+            status("dtrsv", unsafe {
+                cudarc::cublas::sys::cublasDtrsv_v2(
+                    blas,
+                    Fill::CUBLAS_FILL_MODE_UPPER,
+                    Trans::CUBLAS_OP_N,
+                    Diag::CUBLAS_DIAG_NON_UNIT,
+                    wi,
+                    self.at(r0, r0) as *const f64,
+                    ni,
+                    xs(r0) as *mut f64,
+                    one,
+                )
+            })?;
+            if r0 > 0 {
+                // SAFETY: A(0..r0, r0..r0 + w) inside the matrix; x's rows
+                // ..r0 and r0.. do not overlap.
+                status("dgemv", unsafe {
+                    cudarc::cublas::sys::cublasDgemv_v2(
+                        blas,
+                        Trans::CUBLAS_OP_N,
+                        int("r0", r0)?,
+                        wi,
+                        &minus,
+                        self.at(0, r0) as *const f64,
+                        ni,
+                        xs(r0) as *const f64,
+                        one,
+                        &plus,
+                        x.ptr as *mut f64,
+                        one,
+                    )
+                })?;
+            }
+        }
+        stream.synchronize().map_err(|e| err("synchronising", e))?;
+        let mut out = vec![0.0f64; self.n];
+        // SAFETY: `x` holds self.n doubles; the stream is idle.
+        unsafe { result::memcpy_dtoh_sync(&mut out, x.ptr) }
+            .map_err(|e| err("downloading x", e))?;
+        Ok(out)
     }
 }
 
@@ -605,5 +997,105 @@ mod tests {
         // Touching blocks merge; out of order too.
         let r = page_ranges(&[(p(8192), 4096), (p(4096), 4096)], 4096);
         assert_eq!(r, vec![(4096, 8192)]);
+    }
+}
+
+#[cfg(test)]
+mod kernel_tests {
+    /// The kernels compile for Hopper where NVRTC is installed (a machine
+    /// without it, such as CI's, skips this: the GPU run compiles them at
+    /// set-up and says so if they do not).
+    #[test]
+    fn the_kernels_compile_where_nvrtc_is_present() {
+        // SAFETY: only tries to dlopen the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: no libnvrtc on this machine");
+            return;
+        }
+        for cc in [(8, 0), (9, 0)] {
+            super::super::kernels::compile_cubin(super::SOURCE, cc)
+                .unwrap_or_else(|e| panic!("sm_{}{}: {e}", cc.0, cc.1));
+            super::super::kernels::compile_cubin(super::super::kernels::SOURCE_FOR_TESTS, cc)
+                .unwrap_or_else(|e| panic!("sm_{}{}: {e}", cc.0, cc.1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod perm_tests {
+    /// `laswp_perm` and `laswp_apply` transcribed line for line (the
+    /// kernels themselves run only on a GPU): the moves they make must
+    /// equal LAPACK's swaps in order, duplicates and chains included.
+    fn moves(ipiv: &[i32]) -> Vec<(usize, usize)> {
+        let npiv = ipiv.len();
+        let mut slot = vec![-1i32; npiv];
+        let mut top: Vec<i32> = (0..npiv as i32).collect();
+        let mut low = vec![0i32; npiv];
+        for i in 0..npiv {
+            let p = ipiv[i] - 1;
+            if p as usize >= npiv {
+                slot[i] = (0..i).find(|&j| ipiv[j] - 1 == p).unwrap_or(i) as i32;
+            }
+            low[i] = p;
+        }
+        for i in 0..npiv {
+            let p = (ipiv[i] - 1) as usize;
+            if p == i {
+                continue;
+            }
+            if p < npiv {
+                top.swap(i, p);
+            } else {
+                let s = slot[i] as usize;
+                std::mem::swap(&mut top[i], &mut low[s]);
+            }
+        }
+        let mut out = Vec::new();
+        for (i, &t) in top.iter().enumerate() {
+            if t != i as i32 {
+                out.push((i, t as usize));
+            }
+        }
+        for i in 0..npiv {
+            if slot[i] == i as i32 && low[i] != ipiv[i] - 1 {
+                out.push(((ipiv[i] - 1) as usize, low[i] as usize));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_moves_equal_lapacks_swaps() {
+        let mut seed = 12345u64;
+        let mut next = |m: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m as u64) as usize
+        };
+        for case in 0..400 {
+            let (npiv, m) = (1 + next(40), 41 + next(60));
+            // Pivot i names a row >= i (LAPACK's partial pivoting), often
+            // the same low row twice, sometimes itself.
+            let ipiv: Vec<i32> = (0..npiv)
+                .map(|i| match next(4) {
+                    0 => i as i32 + 1,
+                    1 => (npiv + next(3)) as i32 + 1,
+                    _ => (i + next(m - i)) as i32 + 1,
+                })
+                .collect();
+            let mut want: Vec<usize> = (0..m).collect();
+            for (i, &p) in ipiv.iter().enumerate() {
+                want.swap(i, (p - 1) as usize);
+            }
+            let mut got: Vec<usize> = (0..m).collect();
+            let mv = moves(&ipiv);
+            assert!(mv.len() <= 2 * npiv, "case {case}");
+            let vals: Vec<usize> = mv.iter().map(|&(_, s)| got[s]).collect();
+            for (&(d, _), v) in mv.iter().zip(vals) {
+                got[d] = v;
+            }
+            assert_eq!(got, want, "case {case}: ipiv {ipiv:?}");
+        }
     }
 }

@@ -130,6 +130,8 @@ pub fn run(args: LuArgs) -> Result<(), String> {
         .map(|d| d.peak_flops())
         .sum();
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
+    let resident = resident.or_else(|| crate::lu_resident::auto(&args, &rt));
+    crate::lu_resident::check_no_pin(&args, resident)?;
     if let Some(resident) = resident {
         return crate::lu_resident::run(&args, &rt, resident, gpu_dgemm);
     }

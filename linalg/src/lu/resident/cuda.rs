@@ -7,7 +7,6 @@
 use tessera_backends::cuda::resident::{HostRegistration, ResidentLu};
 use tessera_backends::cuda::CudaDevice;
 
-use super::check::execute;
 use super::plan::{Op, Plan};
 use super::OpTime;
 use crate::tiled::TileMatrix;
@@ -28,21 +27,31 @@ pub(super) fn register<'d>(
     HostRegistration::new(dev, &blocks)
 }
 
-/// Runs `plan` on `dev` over `a` (the factors on return). Returns the global
-/// pivots and each working operation's device times.
+/// Sets the device up for `plan` over `a` (untimed: HPL allocates its
+/// buffers before its clock starts): the matrix allocation, streams,
+/// handles, kernels, events, and one warm-up call of every operation.
+pub(super) fn prepare<'d>(
+    dev: &'d CudaDevice,
+    a: &TileMatrix,
+    plan: &Plan,
+) -> Result<ResidentLu<'d>, String> {
+    let work = plan.ops.iter().filter(|(_, op)| op.is_work()).count();
+    ResidentLu::new(dev, a.n_rows(), a.nb(), a.mt(), plan.events, work)
+}
+
+/// Runs `plan` (proved race-free by the caller) on `lu` over `a` (the
+/// factors on return), then solves `A·x = b` on the device. Returns the
+/// global pivots, `x` and each working operation's device times.
 pub(super) fn run(
-    dev: &CudaDevice,
+    lu: &ResidentLu<'_>,
     a: &mut TileMatrix,
     plan: &Plan,
-) -> Result<(Vec<usize>, Vec<OpTime>), String> {
-    // The plan is proved race-free before anything is issued (the order of
-    // the proof does not depend on the interleaving).
-    execute(plan, None, |_, _| Ok(()))?;
+    b: &[f64],
+) -> Result<(Vec<usize>, Vec<f64>, Vec<OpTime>), String> {
     let (n, nb, t) = (a.n_rows(), a.nb(), a.mt());
     let work: Vec<usize> = (0..plan.ops.len())
         .filter(|&i| plan.ops[i].1.is_work())
         .collect();
-    let lu = ResidentLu::new(dev, n, nb, t, plan.events, work.len())?;
     let width = |j: usize| (n - j * nb).min(nb);
     let first = |j: usize| j * nb;
     // Columns of the blocks `cols`.
@@ -80,7 +89,7 @@ pub(super) fn run(
             Op::Panel(k) => lu.panel(s, *k, first(*k), width(*k)),
             Op::Swap { k, cols } => {
                 let (c0, c1) = span(cols);
-                lu.swap(s, first(*k), width(*k), c0, c1)
+                lu.swap(s, *k, first(*k), width(*k), c0, c1)
             }
             Op::Trsm { k, cols } => {
                 let (c0, c1) = span(cols);
@@ -93,7 +102,11 @@ pub(super) fn run(
             Op::Record(e) => lu.record(s, *e),
             Op::Wait(e) => lu.wait(s, *e),
         };
-        issued.map_err(|e| format!("{op}: {e}"))?;
+        if let Err(e) = issued {
+            // Drain what was issued: its copies still use the host tiles.
+            let _ = lu.finish();
+            return Err(format!("{op}: {e}"));
+        }
         if timed {
             lu.mark(s, slot, true)?;
             slot += 1;
@@ -122,6 +135,7 @@ pub(super) fn run(
             ipiv.push(first(k) + p as usize - 1);
         }
     }
+    let x = lu.solve(b)?;
     let times = work
         .iter()
         .zip(&done.times)
@@ -132,5 +146,5 @@ pub(super) fn run(
             end,
         })
         .collect();
-    Ok((ipiv, times))
+    Ok((ipiv, x, times))
 }

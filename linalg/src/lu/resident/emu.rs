@@ -10,19 +10,22 @@ use std::time::Instant;
 use tessera_engine::device::Device;
 
 use super::super::seq::{gemm, ipiv_global, panel, swap, trsm};
+use super::super::solve_from_factors;
 use super::check::execute;
 use super::plan::{Op, Plan};
 use super::OpTime;
 use crate::tiled::TileMatrix;
 
-/// Runs `plan` on `dev` over `host` (the matrix; the factors on return).
-/// Returns the global pivots and each working operation's times.
+/// Runs `plan` on `dev` over `host` (the matrix; the factors on return),
+/// then solves `A·x = b` from the device's copy of the factors. Returns
+/// the global pivots, `x` and each working operation's times.
 pub(super) fn run(
     dev: &dyn Device,
     host: &mut TileMatrix,
     plan: &Plan,
     seed: Option<u64>,
-) -> Result<(Vec<usize>, Vec<OpTime>), String> {
+    b: &[f64],
+) -> Result<(Vec<usize>, Vec<f64>, Vec<OpTime>), String> {
     let (n, nb, t) = (host.n_rows(), host.nb(), host.mt());
     let mut mem = TileMatrix::zeros(n, n, nb);
     let mut piv: Vec<Vec<usize>> = vec![Vec::new(); t];
@@ -77,6 +80,7 @@ pub(super) fn run(
         .iter()
         .enumerate()
         .flat_map(|(k, p)| ipiv_global(k, nb, p).collect::<Vec<_>>())
-        .collect();
-    Ok((ipiv, times))
+        .collect::<Vec<usize>>();
+    let x = solve_from_factors(&mem, &ipiv, b);
+    Ok((ipiv, x, times))
 }

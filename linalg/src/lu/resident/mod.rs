@@ -157,13 +157,18 @@ pub fn fits(rt: &Runtime, n: usize, nb: usize) -> bool {
 /// page-locked ([`Prepared::new`], untimed), ready to factor
 /// ([`Prepared::factor`], the timed part).
 pub struct Prepared<'rt> {
-    /// Declared first: unregistered before the tiles are freed.
+    /// Declared first: dropped (every stream drained) before the host
+    /// memory is unregistered and the tiles freed.
+    #[cfg(feature = "cuda")]
+    device: Option<tessera_backends::cuda::resident::ResidentLu<'rt>>,
     #[cfg(feature = "cuda")]
     registration: Option<tessera_backends::cuda::resident::HostRegistration<'rt>>,
     target: Target<'rt>,
     a: TileMatrix,
     opts: ResidentOptions,
     pinning: Pinning,
+    plan: plan::Plan,
+    setup: f64,
 }
 
 impl<'rt> Prepared<'rt> {
@@ -186,14 +191,22 @@ impl<'rt> Prepared<'rt> {
                 limit as f64 / (1u64 << 30) as f64
             ));
         }
+        // Proved race-free before a device sees it (the proof does not
+        // depend on the interleaving).
+        let plan = plan::plan(a.mt(), opts.lookahead);
+        check::execute(&plan, None, |_, _| Ok(()))?;
         #[cfg_attr(not(feature = "cuda"), allow(unused_mut))]
         let mut me = Prepared {
+            #[cfg(feature = "cuda")]
+            device: None,
             #[cfg(feature = "cuda")]
             registration: None,
             target,
             a,
             opts,
             pinning: Pinning::Emulated,
+            plan,
+            setup: 0.0,
         };
         #[cfg(feature = "cuda")]
         if let Target::Cuda(dev) = me.target {
@@ -209,8 +222,17 @@ impl<'rt> Prepared<'rt> {
                     Err(e) => Pinning::Refused(e),
                 }
             };
+            let t0 = Instant::now();
+            me.device = Some(cuda::prepare(dev, &me.a, &me.plan)?);
+            me.setup = t0.elapsed().as_secs_f64();
         }
         Ok(me)
+    }
+
+    /// Seconds the device's set-up took (allocation, streams, handles,
+    /// kernels, a warm-up call of each operation): 0 where there is none.
+    pub fn setup_seconds(&self) -> f64 {
+        self.setup
     }
 
     /// How the host memory was prepared.
@@ -218,28 +240,41 @@ impl<'rt> Prepared<'rt> {
         &self.pinning
     }
 
-    /// Factors the matrix (the timed part): the factors in HPL's layout,
-    /// as the task-graph LU leaves them, and the run's report.
-    pub fn factor(mut self) -> Result<(LuFactors, ResidentReport), String> {
-        let plan = plan::plan(self.a.mt(), self.opts.lookahead);
-        let (ipiv, times, device) = match self.target {
+    /// Factors the matrix and solves `A·x = b` (the timed part; on a GPU
+    /// the solve runs on the device, where the factors are): the factors in
+    /// HPL's layout, as the task-graph LU leaves them, `x`, and the run's
+    /// report.
+    pub fn factor(mut self, b: &[f64]) -> Result<(LuFactors, Vec<f64>, ResidentReport), String> {
+        if b.len() != self.a.n_rows() {
+            return Err(format!(
+                "b has {} entries for n = {}",
+                b.len(),
+                self.a.n_rows()
+            ));
+        }
+        let (ipiv, x, times, device) = match self.target {
             #[cfg(feature = "cuda")]
             Target::Cuda(dev) => {
-                let (ipiv, times) = cuda::run(dev, &mut self.a, &plan)?;
-                (ipiv, times, dev.name())
+                let lu = self.device.as_ref().ok_or("the device was not set up")?;
+                let (ipiv, x, times) = cuda::run(lu, &mut self.a, &self.plan, b)?;
+                (ipiv, x, times, dev.name())
             }
             Target::Emu(dev) => {
-                let (ipiv, times) = emu::run(dev, &mut self.a, &plan, self.opts.seed)?;
-                (ipiv, times, dev.name())
+                let (ipiv, x, times) = emu::run(dev, &mut self.a, &self.plan, self.opts.seed, b)?;
+                (ipiv, x, times, dev.name())
             }
         };
         #[cfg(feature = "cuda")]
-        drop(self.registration.take());
+        {
+            drop(self.device.take());
+            drop(self.registration.take());
+        }
         Ok((
             LuFactors {
                 factors: self.a,
                 ipiv,
             },
+            x,
             ResidentReport {
                 device,
                 pinning: self.pinning,
@@ -319,7 +354,11 @@ mod tests {
         opts: ResidentOptions,
     ) -> (LuFactors, ResidentReport) {
         let a = generate_matrix(n, nb, 7);
-        Prepared::new(rt, a, opts).unwrap().factor().unwrap()
+        let b = generate_rhs(n, 7);
+        let (lu, x, report) = Prepared::new(rt, a, opts).unwrap().factor(&b).unwrap();
+        // The solve from the device's factors is the host's solve.
+        assert_eq!(x, solve_from_factors(&lu.factors, &lu.ipiv, &b));
+        (lu, report)
     }
 
     #[test]
@@ -440,7 +479,7 @@ mod tests {
         }
         let e = Prepared::new(&rt, a, ResidentOptions::default())
             .unwrap()
-            .factor()
+            .factor(&[0.0; 64])
             .err()
             .unwrap();
         assert!(e.contains("column 37"), "{e}");
