@@ -130,12 +130,6 @@ struct Kernels {
     laswp_apply: CudaFunction,
 }
 
-/// A TRSM of at most this many rows is one cuBLAS call; a wider one is
-/// split in two around a GEMM (recursively). cuBLAS's `dtrsm` of a
-/// 1024-row block against tens of thousands of columns ran at 4.2 TFLOP/s
-/// on an H200; the split puts all but the leaves' flops into GEMMs.
-const TRSM_LEAF: usize = 256;
-
 /// Ints of one panel's move record (see [`SOURCE`]).
 fn record_ints(nb: usize) -> usize {
     1 + 4 * nb
@@ -616,17 +610,12 @@ impl<'d> ResidentLu<'d> {
     }
 
     /// `A(r0..r0+w, c0..c1) := L⁻¹ · A(r0..r0+w, c0..c1)`, `L` the unit lower
-    /// triangle of the diagonal block at `r0`; on stream `s`. Wider than
-    /// [`TRSM_LEAF`] it is two half-size solves around a GEMM:
-    /// `X₁ = L₁₁⁻¹B₁`, `B₂ −= L₂₁X₁`, `X₂ = L₂₂⁻¹B₂`.
+    /// triangle of the diagonal block at `r0`; on stream `s`. One cuBLAS
+    /// call: split in two around a GEMM down to 256 rows it ran slower on
+    /// an H200 (5.4 against 6.9 TFLOP/s at 2048 rows, 3.2 against 4.2 at
+    /// 1024; stop 46, r1 and r2).
     pub fn trsm(&self, s: usize, r0: usize, w: usize, c0: usize, c1: usize) -> Result<(), String> {
         self.check_block("trsm", r0, c0, w, c1.saturating_sub(c0))?;
-        if w > TRSM_LEAF {
-            let h = w / 2;
-            self.trsm(s, r0, h, c0, c1)?;
-            self.gemm_at(s, r0, h, w - h, c0, c1)?;
-            return self.trsm(s, r0 + h, w - h, c0, c1);
-        }
         let blas = &self.blas[self.slot(s)?];
         // SAFETY: both blocks lie inside the matrix (checked) and do not
         // overlap (c0 >= r0 + w in every plan; L is read from columns r0..).

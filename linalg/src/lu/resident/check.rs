@@ -255,13 +255,14 @@ mod tests {
     #[test]
     fn the_plans_are_race_free_and_complete() {
         for t in 0..9 {
-            for lookahead in [false, true] {
-                let p = plan(t, lookahead);
+            for (lookahead, arrival) in [(false, 1), (true, 1), (true, 2), (true, 3), (true, 5)] {
+                let p = super::super::plan::plan_with(t, lookahead, arrival);
                 execute(&p, None, |_, _| Ok(()))
-                    .unwrap_or_else(|e| panic!("t {t} la {lookahead}: {e}"));
+                    .unwrap_or_else(|e| panic!("t {t} la {lookahead} arrival {arrival}: {e}"));
                 for seed in 0..20 {
-                    execute(&p, Some(seed), |_, _| Ok(()))
-                        .unwrap_or_else(|e| panic!("t {t} la {lookahead} seed {seed}: {e}"));
+                    execute(&p, Some(seed), |_, _| Ok(())).unwrap_or_else(|e| {
+                        panic!("t {t} la {lookahead} arrival {arrival} seed {seed}: {e}")
+                    });
                 }
             }
         }

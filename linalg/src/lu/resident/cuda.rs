@@ -8,7 +8,7 @@ use tessera_backends::cuda::resident::{HostRegistration, ResidentLu};
 use tessera_backends::cuda::CudaDevice;
 
 use super::plan::{Op, Plan};
-use super::OpTime;
+use super::{OpTime, Ran};
 use crate::tiled::TileMatrix;
 
 /// The host blocks of `a`'s tiles, for page-locking.
@@ -47,7 +47,7 @@ pub(super) fn run(
     a: &mut TileMatrix,
     plan: &Plan,
     b: &[f64],
-) -> Result<(Vec<usize>, Vec<f64>, Vec<OpTime>), String> {
+) -> Result<Ran, String> {
     let (n, nb, t) = (a.n_rows(), a.nb(), a.mt());
     let work: Vec<usize> = (0..plan.ops.len())
         .filter(|&i| plan.ops[i].1.is_work())
@@ -135,7 +135,9 @@ pub(super) fn run(
             ipiv.push(first(k) + p as usize - 1);
         }
     }
+    let t0 = std::time::Instant::now();
     let x = lu.solve(b)?;
+    let solve = t0.elapsed().as_secs_f64();
     let times = work
         .iter()
         .zip(&done.times)
@@ -146,5 +148,10 @@ pub(super) fn run(
             end,
         })
         .collect();
-    Ok((ipiv, x, times))
+    Ok(Ran {
+        ipiv,
+        x,
+        times,
+        solve,
+    })
 }

@@ -13,7 +13,7 @@ use super::super::seq::{gemm, ipiv_global, panel, swap, trsm};
 use super::super::solve_from_factors;
 use super::check::execute;
 use super::plan::{Op, Plan};
-use super::OpTime;
+use super::{OpTime, Ran};
 use crate::tiled::TileMatrix;
 
 /// Runs `plan` on `dev` over `host` (the matrix; the factors on return),
@@ -25,7 +25,7 @@ pub(super) fn run(
     plan: &Plan,
     seed: Option<u64>,
     b: &[f64],
-) -> Result<(Vec<usize>, Vec<f64>, Vec<OpTime>), String> {
+) -> Result<Ran, String> {
     let (n, nb, t) = (host.n_rows(), host.nb(), host.mt());
     let mut mem = TileMatrix::zeros(n, n, nb);
     let mut piv: Vec<Vec<usize>> = vec![Vec::new(); t];
@@ -81,6 +81,12 @@ pub(super) fn run(
         .enumerate()
         .flat_map(|(k, p)| ipiv_global(k, nb, p).collect::<Vec<_>>())
         .collect::<Vec<usize>>();
+    let t0 = Instant::now();
     let x = solve_from_factors(&mem, &ipiv, b);
-    Ok((ipiv, x, times))
+    Ok(Ran {
+        ipiv,
+        x,
+        times,
+        solve: t0.elapsed().as_secs_f64(),
+    })
 }

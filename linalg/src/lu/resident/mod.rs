@@ -97,6 +97,8 @@ pub struct ResidentReport {
     pub pinning: Pinning,
     /// Every working operation's times (device events on a GPU).
     pub times: Vec<OpTime>,
+    /// Seconds the solve took after the factorisation (wall clock).
+    pub solve: f64,
 }
 
 /// The device a resident LU runs on.
@@ -169,6 +171,8 @@ pub struct Prepared<'rt> {
     pinning: Pinning,
     plan: plan::Plan,
     setup: f64,
+    /// The pivots, once factored.
+    ipiv: Option<Vec<usize>>,
 }
 
 impl<'rt> Prepared<'rt> {
@@ -207,6 +211,7 @@ impl<'rt> Prepared<'rt> {
             pinning: Pinning::Emulated,
             plan,
             setup: 0.0,
+            ipiv: None,
         };
         #[cfg(feature = "cuda")]
         if let Target::Cuda(dev) = me.target {
@@ -241,10 +246,10 @@ impl<'rt> Prepared<'rt> {
     }
 
     /// Factors the matrix and solves `A·x = b` (the timed part; on a GPU
-    /// the solve runs on the device, where the factors are): the factors in
-    /// HPL's layout, as the task-graph LU leaves them, `x`, and the run's
-    /// report.
-    pub fn factor(mut self, b: &[f64]) -> Result<(LuFactors, Vec<f64>, ResidentReport), String> {
+    /// the solve runs on the device, where the factors are): `x` and the
+    /// run's report. The factors stay with `self` until
+    /// [`Prepared::release`].
+    pub fn factor(&mut self, b: &[f64]) -> Result<(Vec<f64>, ResidentReport), String> {
         if b.len() != self.a.n_rows() {
             return Err(format!(
                 "b has {} entries for n = {}",
@@ -252,36 +257,63 @@ impl<'rt> Prepared<'rt> {
                 self.a.n_rows()
             ));
         }
-        let (ipiv, x, times, device) = match self.target {
+        if self.ipiv.is_some() {
+            return Err("the matrix is factored already".into());
+        }
+        let (ran, device) = match self.target {
             #[cfg(feature = "cuda")]
             Target::Cuda(dev) => {
                 let lu = self.device.as_ref().ok_or("the device was not set up")?;
-                let (ipiv, x, times) = cuda::run(lu, &mut self.a, &self.plan, b)?;
-                (ipiv, x, times, dev.name())
+                (cuda::run(lu, &mut self.a, &self.plan, b)?, dev.name())
             }
-            Target::Emu(dev) => {
-                let (ipiv, x, times) = emu::run(dev, &mut self.a, &self.plan, self.opts.seed, b)?;
-                (ipiv, x, times, dev.name())
-            }
+            Target::Emu(dev) => (
+                emu::run(dev, &mut self.a, &self.plan, self.opts.seed, b)?,
+                dev.name(),
+            ),
         };
+        self.ipiv = Some(ran.ipiv);
+        Ok((
+            ran.x,
+            ResidentReport {
+                device,
+                pinning: self.pinning.clone(),
+                times: ran.times,
+                solve: ran.solve,
+            },
+        ))
+    }
+
+    /// Gives the device and the page-locked host memory back (untimed, as
+    /// HPL's deallocation: unlocking 32 GiB took a good part of a second on
+    /// an H200 node) and returns the factors, in HPL's layout as the
+    /// task-graph LU leaves them.
+    pub fn release(mut self) -> Result<LuFactors, String> {
         #[cfg(feature = "cuda")]
         {
             drop(self.device.take());
             drop(self.registration.take());
         }
-        Ok((
-            LuFactors {
-                factors: self.a,
-                ipiv,
-            },
-            x,
-            ResidentReport {
-                device,
-                pinning: self.pinning,
-                times,
-            },
-        ))
+        let ipiv = self
+            .ipiv
+            .take()
+            .ok_or("release: the matrix was not factored")?;
+        Ok(LuFactors {
+            factors: self.a,
+            ipiv,
+        })
     }
+}
+
+/// What an executor returns.
+struct Ran {
+    /// Global pivots.
+    ipiv: Vec<usize>,
+    /// The solution.
+    x: Vec<f64>,
+    /// Each working operation's times.
+    times: Vec<OpTime>,
+    /// Seconds the solve took.
+    solve: f64,
 }
 
 impl ResidentReport {
@@ -355,7 +387,9 @@ mod tests {
     ) -> (LuFactors, ResidentReport) {
         let a = generate_matrix(n, nb, 7);
         let b = generate_rhs(n, 7);
-        let (lu, x, report) = Prepared::new(rt, a, opts).unwrap().factor(&b).unwrap();
+        let mut prepared = Prepared::new(rt, a, opts).unwrap();
+        let (x, report) = prepared.factor(&b).unwrap();
+        let lu = prepared.release().unwrap();
         // The solve from the device's factors is the host's solve.
         assert_eq!(x, solve_from_factors(&lu.factors, &lu.ipiv, &b));
         (lu, report)
@@ -433,13 +467,15 @@ mod tests {
         assert!(panels(&without).iter().all(|&s| s == Stream::Update));
         // Every step's trailing update is one call of each kind (after
         // step 0, which goes block by block as the blocks arrive).
-        // Step 0: block 1 on the panel stream, blocks 2..t one by one;
-        // steps 1..t-2: one look-ahead call; steps 1..t-3: one trailing call.
+        // Arrival steps: step 0 on block 1, steps 0 and 1 on blocks 2..t;
+        // then one look-ahead call per step 2..t-2 and one trailing call per
+        // step 2..t-3.
+        assert_eq!(plan::STEPS_ON_ARRIVAL, 2);
         let gemms = with.by_kind()["gemm"].1;
         let t = 6;
         assert_eq!(
             gemms,
-            1 + (t - 2) + (t - 2) + (t - 3),
+            1 + 2 * (t - 2) + (t - 3) + (t - 4),
             "{:?}",
             with.by_kind()
         );
@@ -480,8 +516,7 @@ mod tests {
         let e = Prepared::new(&rt, a, ResidentOptions::default())
             .unwrap()
             .factor(&[0.0; 64])
-            .err()
-            .unwrap();
+            .unwrap_err();
         assert!(e.contains("column 37"), "{e}");
     }
 }

@@ -147,4 +147,33 @@ mod tests {
         let gemm = 2.0 / 3.0 * (n as f64).powi(3) / RATES.gemm;
         assert!(with > gemm && with > (n * n * 8) as f64 / RATES.copy);
     }
+
+    #[test]
+    fn steps_on_arrival_keep_the_update_stream_busy_while_the_matrix_goes_up() {
+        // The H200 node's measured rates (stop 46): two steps per arriving
+        // block beat one, as the default says.
+        let rates = Rates {
+            gemm: 51.3e12,
+            trsm: 6.9e12,
+            panel: 3.4e12,
+            swap: 313e9,
+            copy: 52.7e9,
+            latency: 8e-6,
+        };
+        let (n, nb) = (65536, 2048);
+        let t = n / nb;
+        let span = |arrival| {
+            makespan(
+                &predict(
+                    &super::super::plan::plan_with(t, true, arrival),
+                    n,
+                    nb,
+                    &rates,
+                )
+                .unwrap(),
+            )
+        };
+        let (one, two) = (span(1), span(2));
+        assert!(two < one, "one step {one} s, two {two} s");
+    }
 }
