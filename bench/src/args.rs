@@ -52,12 +52,13 @@ pub struct LuArgs {
     /// (one task per device and step over every column it owns, plus one
     /// for the next panel's column: Hetero-HPL), streamed or streamed:ROWS (a device's
     /// GEMMs in blocks of ROWS tile rows through its memory: TianHe-1), or
-    /// auto (tiles without devices or where a tile's GEMM already runs near
-    /// the devices' large-call rate; merged when each device holds its
-    /// share of the matrix, else streamed), or resident (one device holds
-    /// the whole matrix, a few large calls per step, the panel on its own
-    /// stream one step ahead: MAGMA's dgetrf_gpu; resident:no-lookahead
-    /// without the second stream).
+    /// resident (one device holds the whole matrix, a few large calls per
+    /// step, the panel on its own stream one step ahead: MAGMA's
+    /// dgetrf_gpu; resident:no-lookahead without the second stream), or
+    /// auto (resident with one GPU that holds the matrix; else tiles
+    /// without devices or where a tile's GEMM already runs near the
+    /// devices' large-call rate; merged when each device holds its share of
+    /// the matrix, else streamed).
     #[arg(long, value_name = "SHAPE", default_value = "auto")]
     pub update: String,
     /// With --update resident: copy from pageable host memory (the driver
@@ -157,7 +158,7 @@ impl LuArgs {
                 Some(Ok(rows)) if rows >= 1 => Update::Streamed { rows },
                 _ => {
                     return Err(format!(
-                        "--update: expected tiles, merged, streamed[:ROWS] or auto, got '{s}'"
+                        "--update: expected tiles, merged, streamed[:ROWS], resident[:no-lookahead] or auto, got '{s}'"
                     ))
                 }
             },

@@ -88,9 +88,8 @@ pub fn codelet_names(p: &Platform, file: &Path) -> Result<(), String> {
     // Beside the codelets, the resident LU's operations take rates by name.
     let resident = crate::lu_resident::RATE_NAMES;
     for (key, name) in named {
-        if !KNOWN_CODELETS.contains(&name)
-            && !(key.ends_with(".codelets") && resident.contains(&name))
-        {
+        let rated_op = key.ends_with(".codelets") && resident.contains(&name);
+        if !KNOWN_CODELETS.contains(&name) && !rated_op {
             return Err(format!(
                 "{}: {key}: no codelet is called '{name}' (known: {}; the resident LU's operations: {})",
                 file.display(),

@@ -127,7 +127,7 @@ pub(super) fn run(
     for k in 0..t {
         for i in first(k)..first(k) + width(k) {
             let p = done.ipiv[i];
-            if p < 1 || first(k) + p as usize - 1 >= n {
+            if p < 1 || first(k) + p as usize > n {
                 return Err(format!(
                     "panel {k}: pivot {p} of row {i} is outside the matrix"
                 ));

@@ -314,12 +314,10 @@ pub fn check_events(plan: &Plan) -> Result<(), String> {
                 }
                 *slot = true;
             }
-            Op::Wait(e) => {
-                if !recorded.get(e).copied().unwrap_or(false) {
-                    return Err(format!(
-                        "op {i} ({s:?}): waits for event {e} before its record"
-                    ));
-                }
+            Op::Wait(e) if !recorded.get(e).copied().unwrap_or(false) => {
+                return Err(format!(
+                    "op {i} ({s:?}): waits for event {e} before its record"
+                ));
             }
             _ => {}
         }
