@@ -11,6 +11,7 @@
 //! for another kernel, is the user's to avoid (README.md beside this file).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::platform::{Processor, Rate};
@@ -81,6 +82,10 @@ pub(crate) struct Durations {
     /// A leaf lock, taken only for a size predicted by a regression:
     /// (codelet, arch) → the measured sizes' range, once looked up.
     measured: Mutex<HashMap<(String, String), MeasuredRange>>,
+    /// Whether each warning is also printed on stderr as it is given.
+    echo: AtomicBool,
+    /// How many warnings were printed on stderr.
+    echoed: AtomicUsize,
 }
 
 /// The smallest and largest measured size of a (codelet, arch); `None`:
@@ -103,6 +108,36 @@ impl Durations {
             platform: platform.to_string(),
             defaulted: Mutex::new(Defaulted::default()),
             measured: Mutex::new(HashMap::new()),
+            echo: AtomicBool::new(true),
+            echoed: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether warnings are printed on stderr as well (on at first).
+    pub(crate) fn set_echo(&self, on: bool) {
+        self.echo.store(on, Ordering::Relaxed);
+    }
+
+    /// How many warnings went to stderr.
+    #[cfg(test)]
+    pub(crate) fn echoed(&self) -> usize {
+        self.echoed.load(Ordering::Relaxed)
+    }
+
+    /// Keeps `text` among the warnings, and prints it unless silenced.
+    fn warn(&self, d: &mut Defaulted, text: String) {
+        if self.echo.load(Ordering::Relaxed) {
+            eprintln!("tessera: simulate: warning: {text}");
+            self.echoed.fetch_add(1, Ordering::Relaxed);
+        }
+        d.warnings.push(text);
+    }
+
+    /// A warning that is not about a task (once per `key`).
+    pub(crate) fn note(&self, key: &str, text: String) {
+        let mut d = lock(&self.defaulted);
+        if d.seen.insert(key.to_string()) {
+            self.warn(&mut d, text);
         }
     }
 
@@ -190,8 +225,7 @@ impl Durations {
              measure it (Simulation::with_calibrated)",
             codelet, self.platform, arch
         );
-        eprintln!("tessera: simulate: warning: {text}");
-        d.warnings.push(text);
+        self.warn(&mut d, text);
     }
 
     /// A task of `codelet` would run its `flops` in the platform's fixed
@@ -212,8 +246,7 @@ impl Durations {
             flops / s / 1e9,
             proc.peak
         );
-        eprintln!("tessera: simulate: warning: {text}");
-        d.warnings.push(text);
+        self.warn(&mut d, text);
     }
 
     /// A regression predicted `codelet` on `arch` at `size`: warn, once per
@@ -251,8 +284,7 @@ impl Durations {
         let text = format!(
             "codelet '{codelet}' on {arch}: size {size} is {beyond:.0}x {side} the sizes its perf models were measured at ({lo} to {hi}), so its time is extrapolated by their regression and may be far off; calibrate at the sizes you predict (tessera calibrate --n, --nb)"
         );
-        eprintln!("tessera: simulate: warning: {text}");
-        d.warnings.push(text);
+        self.warn(&mut d, text);
     }
 
     /// The warnings given so far.

@@ -351,7 +351,44 @@ fn a_real_run_times_its_codelets_in_a_calibrated_simulation() {
         "{} vs {measured}",
         sim.now()
     );
-    assert!(sim.warnings().is_empty(), "{:?}", sim.warnings());
+    // One warning: this machine's timings stand for the platform's cpu.
+    let w = sim.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("gemm on cpu timed by measurements of this machine"),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn warnings_go_to_stderr_once_and_can_be_kept_off_it() {
+    // Issue 42: every warning was printed on stderr and returned by
+    // warnings(), with no way to silence the first.
+    let p = || {
+        Platform::parse(
+            "name = \"p\"\n[node]\ncores = 1\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\ngbs = 2\n",
+            false,
+            "inline",
+        )
+        .unwrap()
+    };
+    for print in [true, false] {
+        let sim = Simulation::new(p()).unwrap();
+        sim.print_warnings(print);
+        let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
+        let h = rt.register(0u64);
+        let mine: Codelet = Codelet::new("mine");
+        for _ in 0..3 {
+            crate::TaskBuilder::new(&mine)
+                .rw(&h)
+                .flops(1e9)
+                .body(|_| Ok(()))
+                .submit_to(&rt);
+        }
+        rt.wait_all().unwrap();
+        assert_eq!(sim.warnings().len(), 1, "{:?}", sim.warnings());
+        assert_eq!(sim.durations.echoed(), usize::from(print));
+    }
 }
 
 #[test]

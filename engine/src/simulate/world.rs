@@ -172,7 +172,7 @@ pub struct Simulation {
     pub(crate) platform: Arc<Platform>,
     /// The perf models and rates tasks are timed by, and the warnings of
     /// codelets that came to a default rate.
-    durations: Durations,
+    pub(super) durations: Durations,
     execute_bodies: bool,
     now: AtomicU64,
     /// Set when an event would have fallen past [`CLOCK_LIMIT_NS`]: the
@@ -318,8 +318,14 @@ impl Simulation {
     /// dag(&Runtime::new(Config::simulated(sim.node(0))).unwrap());
     /// let spin_time = real.perf_models().summary()[0].median; // "spin" on "cpu"
     /// assert!((sim.now() - 4.0 * spin_time).abs() < 1e-6);
-    /// assert!(sim.warnings().is_empty());
+    /// // The one warning: this machine's timings stand for the platform's.
+    /// assert!(sim.warnings()[0].contains("spin on cpu timed by measurements of this machine"));
     /// ```
+    ///
+    /// The measurements stand for the platform's processors of the same
+    /// architecture name: a warning (in [`warnings`](Self::warnings), and
+    /// on stderr unless [`print_warnings`](Self::print_warnings) is off)
+    /// says which codelets they timed.
     pub fn with_calibrated(
         platform: Platform,
         measured: &PerfModels,
@@ -331,7 +337,26 @@ impl Simulation {
             None => PerfModels::default(),
         };
         perf.adopt(measured);
-        Ok(Self::with_models(platform, Arc::new(perf), true, false))
+        let adopted: std::collections::BTreeSet<String> = measured
+            .summary()
+            .into_iter()
+            .filter(|r| r.samples > 0)
+            .map(|r| format!("{} on {}", r.codelet, r.arch))
+            .collect();
+        let name = platform.name.clone();
+        let sim = Self::with_models(platform, Arc::new(perf), true, false);
+        if !adopted.is_empty() {
+            // Issue 42: timings of this machine stood for any platform's
+            // processors without a word.
+            sim.durations.note(
+                "with_calibrated",
+                format!(
+                    "platform '{name}': {} timed by measurements of this machine (with_calibrated): the prediction holds for the platform's processors only as far as they are this machine's",
+                    adopted.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        Ok(sim)
     }
 
     /// A simulation with the given models (`use_models`: predict from them)
@@ -412,11 +437,21 @@ impl Simulation {
     }
 
     /// What the simulation warned about so far (also printed on stderr,
-    /// once each): codelets that no perf model and no rate of the platform
-    /// knew, so that their tasks took the processor's default rate. Each
-    /// names the codelet, the architecture and the rate used.
+    /// once each, unless [`print_warnings`](Self::print_warnings) turned
+    /// that off): codelets that no perf model and no rate of the platform
+    /// knew, so that their tasks took the processor's default rate (each
+    /// names the codelet, the architecture and the rate used), rates past a
+    /// peak, extrapolated models, measurements adopted from another machine.
     pub fn warnings(&self) -> Vec<String> {
         self.durations.warnings()
+    }
+
+    /// Whether each warning is also printed on stderr as it is given (on at
+    /// first, so that a command's user sees it at once). A program that
+    /// reads [`warnings`](Self::warnings) itself turns it off, so that each
+    /// warning reaches its user once.
+    pub fn print_warnings(&self, on: bool) {
+        self.durations.set_echo(on);
     }
 
     /// The counters so far.
