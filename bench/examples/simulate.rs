@@ -35,8 +35,16 @@ fn dag(rt: &Runtime) -> Result<(), Error> {
 /// The predicted time of `dag` on `platform`, timed by `real`'s measurements.
 fn predict(platform: Platform, real: &Runtime) -> Result<f64, Box<dyn std::error::Error>> {
     let sim = Simulation::with_calibrated(platform, real.perf_models())?;
+    // This program reads the warnings itself.
+    sim.print_warnings(false);
     dag(&Runtime::new(Config::simulated(sim.node(0)))?)?;
-    assert!(sim.warnings().is_empty(), "every codelet was measured");
+    // Every codelet was measured: the one warning says that this machine's
+    // timings stand for the platform's cores (which here are this machine's).
+    let w = sim.warnings();
+    assert!(
+        w.len() == 1 && w[0].contains("measurements of this machine"),
+        "{w:?}"
+    );
     Ok(sim.now())
 }
 

@@ -86,6 +86,9 @@ pub(crate) struct Durations {
     echo: AtomicBool,
     /// How many warnings were printed on stderr.
     echoed: AtomicUsize,
+    /// Whether [`note`](Self::note) kept warnings not printed yet (they are
+    /// the first ones: notes come while the simulation is built).
+    pending: AtomicBool,
 }
 
 /// The smallest and largest measured size of a (codelet, arch); `None`:
@@ -110,6 +113,7 @@ impl Durations {
             measured: Mutex::new(HashMap::new()),
             echo: AtomicBool::new(true),
             echoed: AtomicUsize::new(0),
+            pending: AtomicBool::new(false),
         }
     }
 
@@ -133,11 +137,24 @@ impl Durations {
         d.warnings.push(text);
     }
 
-    /// A warning that is not about a task (once per `key`).
+    /// A warning given while the simulation is built (once per `key`): kept
+    /// now, printed with the first task timed, so that
+    /// [`set_echo`](Self::set_echo) made in between applies to it too.
     pub(crate) fn note(&self, key: &str, text: String) {
         let mut d = lock(&self.defaulted);
         if d.seen.insert(key.to_string()) {
-            self.warn(&mut d, text);
+            d.warnings.push(text);
+            self.pending.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Prints the warnings [`note`](Self::note) kept, unless silenced.
+    fn flush_notes(&self) {
+        if self.pending.swap(false, Ordering::Relaxed) && self.echo.load(Ordering::Relaxed) {
+            for text in lock(&self.defaulted).warnings.iter() {
+                eprintln!("tessera: simulate: warning: {text}");
+                self.echoed.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -157,6 +174,7 @@ impl Durations {
         task: &TaskNode,
         team: usize,
     ) -> f64 {
+        self.flush_notes();
         let codelet = task.codelet.name.as_str();
         if self.use_models {
             let team_arch = crate::team::team_arch(arch, team);
