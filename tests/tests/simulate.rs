@@ -213,12 +213,8 @@ fn dmda_sends_most_gemms_to_the_fast_device() {
         let mut times = BTreeMap::new();
         for sched in [Scheduler::Dmda, Scheduler::Ws, Scheduler::Prio] {
             let sim = Simulation::new(Platform::load(&path).unwrap()).unwrap();
-            let rt = Runtime::new(
-                Config::simulated(sim.node(0))
-                    .scheduler(sched.clone())
-                    .trace(true),
-            )
-            .unwrap();
+            let rt =
+                Runtime::new(Config::simulated(sim.node(0)).scheduler(sched).trace(true)).unwrap();
             lu_simulate(&rt, 8192, 512, Front::Symbolic, Split::Auto).unwrap();
             let t = rt.trace();
             let fast = t.workers.iter().position(|w| w.name == "fast").unwrap() as u32;

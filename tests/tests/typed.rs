@@ -89,7 +89,7 @@ fn random_typed_dags_match_sequential_replay() {
             };
             let prog = Program::draw(&mut rng, &params);
             let expected = prog.expected_scalars();
-            let sched = POLICIES[seed as usize % 3].clone();
+            let sched = POLICIES[seed as usize % 3];
             let workers = 1 + seed as usize % 4;
             let rt = Runtime::new(Config::with_workers(workers).scheduler(sched)).unwrap();
             let hs = prog.register_scalars(&rt);
@@ -211,9 +211,8 @@ fn submissions_from_bodies_run() {
     with_timeout(LIMIT, || {
         for sched in POLICIES {
             for workers in 1..=4 {
-                let rt = Arc::new(
-                    Runtime::new(Config::with_workers(workers).scheduler(sched.clone())).unwrap(),
-                );
+                let rt =
+                    Arc::new(Runtime::new(Config::with_workers(workers).scheduler(sched)).unwrap());
                 let count = rt.register(0u64);
                 let spawn: Codelet<(), u32> = Codelet::with_args("spawn");
                 let leaf = Codelet::<ReadWrite<u64>>::new("leaf").cpu(|_, _, c| {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::perfmodel::PerfModels;
-use crate::sched::Scheduler;
+use crate::sched::{PolicyBuilder, Scheduler};
 
 /// How to build a [`Runtime`](crate::Runtime). Start from [`Config::default`] or
 /// [`Config::with_workers`] and set fields with the builder methods.
@@ -17,6 +17,9 @@ pub struct Config {
     pub workers: usize,
     /// Scheduling policy (default: `ws`).
     pub scheduler: Scheduler,
+    /// A policy of your own, built once the workers are known; where given
+    /// it replaces `scheduler` (see [`Config::custom_policy`]).
+    pub custom_policy: Option<PolicyBuilder>,
     /// Record a task timeline (see [`Runtime::trace`](crate::Runtime::trace)).
     pub trace: bool,
     /// Keep every submitted task and edge for
@@ -65,6 +68,7 @@ impl Default for Config {
         Config {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             scheduler: Scheduler::Ws,
+            custom_policy: None,
             trace: false,
             record_graph: false,
             on_worker_start: None,
@@ -83,6 +87,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("workers", &self.workers)
             .field("scheduler", &self.scheduler)
+            .field("custom_policy", &self.custom_policy.is_some())
             .field("trace", &self.trace)
             .field("record_graph", &self.record_graph)
             .field(
@@ -111,6 +116,15 @@ impl Config {
     /// Set the scheduling policy.
     pub fn scheduler(mut self, scheduler: Scheduler) -> Self {
         self.scheduler = scheduler;
+        self.custom_policy = None;
+        self
+    }
+    /// Schedule with a policy of your own: `build` makes it once the
+    /// runtime's workers are known (`PolicyContext`). Replaces the
+    /// built-in `scheduler` (a later [`Config::scheduler`] call puts a
+    /// built-in one back).
+    pub fn custom_policy(mut self, build: PolicyBuilder) -> Self {
+        self.custom_policy = Some(build);
         self
     }
 

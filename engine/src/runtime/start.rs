@@ -202,7 +202,8 @@ fn build_shared(config: &Config, layout: &Layout) -> (Arc<Shared>, Arc<dyn Sched
         .clone()
         .unwrap_or_else(|| Arc::new(PerfModels::new(PerfModelConfig::default())));
     let policy = build_policy(
-        &config.scheduler,
+        config.scheduler,
+        config.custom_policy.as_ref(),
         &layout.kinds,
         layout.steal_order(config).as_deref(),
         &memory,

@@ -220,8 +220,10 @@ pub struct PolicyContext<'a> {
 /// Builds a custom policy for a runtime's workers.
 pub type PolicyBuilder = Arc<dyn Fn(&PolicyContext<'_>) -> Arc<dyn SchedulerPolicy> + Send + Sync>;
 
-/// Which scheduling policy a runtime uses (`Config::scheduler`).
-#[derive(Clone)]
+/// Which built-in scheduling policy a runtime uses (`Config::scheduler`; a
+/// policy of your own goes in with `Config::custom_policy`). A plain value:
+/// `Copy`, comparable, parsed from its name.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheduler {
     /// Locality-aware work stealing ([`WorkStealing`]).
     Ws,
@@ -229,21 +231,18 @@ pub enum Scheduler {
     Prio,
     /// Minimum expected completion time with data transfers and perf models ([`Dmda`]).
     Dmda,
-    /// A policy of your own, built once the workers are known.
-    Custom(PolicyBuilder),
 }
 
 impl Scheduler {
     /// The names of the built-in policies, as `FromStr` takes them.
     pub const NAMES: [&'static str; 3] = ["ws", "prio", "dmda"];
 
-    /// The policy's name (`custom` for a custom one).
+    /// The policy's name.
     pub fn name(&self) -> &'static str {
         match self {
             Scheduler::Ws => "ws",
             Scheduler::Prio => "prio",
             Scheduler::Dmda => "dmda",
-            Scheduler::Custom(_) => "custom",
         }
     }
 
@@ -276,10 +275,11 @@ impl std::str::FromStr for Scheduler {
     }
 }
 
-/// Build `scheduler`'s policy for the given workers; `steal_order` gives each
-/// worker's victims in order (for `ws`).
+/// Build `scheduler`'s policy (or `custom`'s, where given) for the given
+/// workers; `steal_order` gives each worker's victims in order (for `ws`).
 pub(crate) fn build_policy(
-    scheduler: &Scheduler,
+    scheduler: Scheduler,
+    custom: Option<&PolicyBuilder>,
     kinds: &[WorkerKind],
     steal_order: Option<&[Vec<usize>]>,
     memory: &Arc<Memory>,
@@ -290,6 +290,12 @@ pub(crate) fn build_policy(
         Some(order) => order.to_vec(),
         None => ws::round_robin(kinds.len()),
     };
+    if let Some(build) = custom {
+        return build(&PolicyContext {
+            workers: kinds,
+            steal_order: &order,
+        });
+    }
     match scheduler {
         Scheduler::Ws => Arc::new(WorkStealing::for_workers(order, kinds)),
         Scheduler::Prio => Arc::new(Priority::new(devices)),
@@ -298,10 +304,6 @@ pub(crate) fn build_policy(
             Arc::clone(memory),
             Arc::clone(perf),
         )),
-        Scheduler::Custom(build) => build(&PolicyContext {
-            workers: kinds,
-            steal_order: &order,
-        }),
     }
 }
 
@@ -383,15 +385,30 @@ mod tests {
     fn custom_policy_is_built_for_the_workers() {
         let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let s2 = Arc::clone(&seen);
-        let custom = Scheduler::Custom(Arc::new(move |ctx: &PolicyContext<'_>| {
+        let custom: PolicyBuilder = Arc::new(move |ctx: &PolicyContext<'_>| {
             s2.store(ctx.workers.len(), std::sync::atomic::Ordering::SeqCst);
             Arc::new(Priority::new(vec![false; ctx.workers.len()])) as Arc<dyn SchedulerPolicy>
-        }));
+        });
         let kinds = vec![WorkerKind::cpu(); 3];
         let mem = Arc::new(Memory::new(1, Vec::new(), None));
         let perf = Arc::new(PerfModels::new(crate::perfmodel::PerfModelConfig::default()));
-        let p = build_policy(&custom, &kinds, None, &mem, &perf);
+        // The custom builder wins over the built-in choice.
+        let p = build_policy(Scheduler::Ws, Some(&custom), &kinds, None, &mem, &perf);
         assert_eq!(p.name(), "prio");
         assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn schedulers_are_plain_values() {
+        // Issue 42: `Scheduler` was not `Copy` (it held a custom builder).
+        fn copy<T: Copy + Eq>(t: T) -> (T, T) {
+            (t, t)
+        }
+        let (a, b) = copy(Scheduler::Dmda);
+        assert_eq!(a, b);
+        for name in Scheduler::NAMES {
+            let s: Scheduler = name.parse().unwrap();
+            assert_eq!(s.name(), name);
+        }
     }
 }

@@ -64,7 +64,7 @@ impl SubmitTo for crate::TaskBuilder {
 fn fork_join_on_two_cores() {
     // a (1 s) → b, c, d (1 s each, two cores: 2 s) → e (1 s): 4 s.
     for sched in [Scheduler::Ws, Scheduler::Prio, Scheduler::Dmda] {
-        let (sim, rt) = sim_runtime(platform(2, None), sched.clone());
+        let (sim, rt) = sim_runtime(platform(2, None), sched);
         let cl: Codelet = Codelet::new("t");
         let a = rt.register(0u8);
         let parts: Vec<_> = (0..3).map(|_| rt.register(0u8)).collect();
@@ -450,7 +450,7 @@ fn a_rendezvous_ends_its_members_together() {
     let text = "name = \"test\"\n[node]\ncores = 2\nreserve_core_per_accelerator = false\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\n[network]\nlatency_us = 1000\ngbs = 1\n";
     let p = Platform::parse(text, false, "test.toml").unwrap();
     for sched in [Scheduler::Ws, Scheduler::Prio, Scheduler::Dmda] {
-        let (sim, rt) = sim_runtime(p.clone(), sched.clone());
+        let (sim, rt) = sim_runtime(p.clone(), sched);
         let cl: Codelet = Codelet::new("t");
         let (x, y) = (rt.register(0u8), rt.register(0u8));
         let meet = crate::Rendezvous {
