@@ -830,3 +830,22 @@ fn tessera_taskbench_validates_under_mpirun() {
         out.output
     );
 }
+
+/// Issue 42: `overhead-mpi` under `-np 3` left a rank idle and reported as
+/// if two ran; every rank now refuses, naming the count.
+#[test]
+fn overhead_mpi_refuses_more_than_two_ranks() {
+    if is_rank() {
+        let args = vec!["tessera", "overhead-mpi", "--rounds", "1"];
+        std::process::exit(i32::from(tessera_bench::cli::main(args)));
+    }
+    let out = mpirun(3, "overhead_mpi_refuses_more_than_two_ranks", &[], LIMIT);
+    assert!(!out.success, "{}", out.output);
+    assert!(
+        out.output
+            .contains("one link between exactly two ranks; this run has 3"),
+        "{}",
+        out.output
+    );
+    assert!(!out.output.contains("panicked"), "{}", out.output);
+}

@@ -239,6 +239,14 @@ pub fn run(args: OverheadMpiArgs) -> Result<(), String> {
                 .into(),
         );
     }
+    if ranks.size > 2 {
+        // Issue 42: under -np 3 the third rank sat idle and the figures were
+        // printed as if the run had two.
+        return Err(format!(
+            "overhead-mpi measures one link between exactly two ranks; this run has {} (ranks 2.. would sit idle): run it as `mpirun -np 2 tessera overhead-mpi`",
+            ranks.size
+        ));
+    }
     match run_ranks(&args, &ranks) {
         Ok(()) => Ok(()),
         Err(e) => ranks.fail(&e),
