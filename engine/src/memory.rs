@@ -140,6 +140,60 @@ impl<T: bytemuck::Pod + Send + Sync + 'static> Replicate for Vec<T> {
     }
 }
 
+/// Fixed-size arrays of plain numbers (`[i64; 2]`, `[f64; 3]`): one part,
+/// so they can live on devices and travel between ranks (issue 42: only
+/// `Vec` could).
+impl<T: bytemuck::Pod + Send + Sync + 'static, const N: usize> Replicate for [T; N] {
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+    fn replicate(&self) -> Self {
+        *self
+    }
+    fn copy_from(&mut self, src: &Self) {
+        *self = *src;
+    }
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        Some(vec![bytemuck::cast_slice(self.as_slice())])
+    }
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        Some(vec![bytemuck::cast_slice_mut(self.as_mut_slice())])
+    }
+    fn dims(&self) -> [usize; 4] {
+        [N, 0, 0, 0]
+    }
+}
+
+/// Scalars, as one part of their bytes. Written per type: a blanket impl
+/// over `bytemuck::Pod` would overlap the `Vec` and array impls in
+/// coherence's eyes.
+macro_rules! replicate_scalar {
+    ($($t:ty),*) => {$(
+        impl Replicate for $t {
+            fn bytes(&self) -> usize {
+                std::mem::size_of::<$t>()
+            }
+            fn replicate(&self) -> Self {
+                *self
+            }
+            fn copy_from(&mut self, src: &Self) {
+                *self = *src;
+            }
+            fn parts(&self) -> Option<Vec<&[u8]>> {
+                Some(vec![bytemuck::bytes_of(self)])
+            }
+            fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+                Some(vec![bytemuck::bytes_of_mut(self)])
+            }
+            fn dims(&self) -> [usize; 4] {
+                [1, 0, 0, 0]
+            }
+        }
+    )*};
+}
+
+replicate_scalar!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64);
+
 impl<T: bytemuck::Pod + Send + Sync + 'static> DeviceData for Vec<T> {
     type Ref<'a> = crate::device::DevSlice<'a, T>;
     type Mut<'a> = crate::device::DevSliceMut<'a, T>;

@@ -238,4 +238,86 @@ mod tests {
             assert_eq!(many, one, "{ranks} ranks");
         }
     }
+
+    /// `b += a` on a pair and on a scalar, with the data dealt round the
+    /// ranks: the final values by index.
+    fn sums(s: &impl Submit) -> Result<Vec<(usize, [i64; 2], f64)>, Error> {
+        let add = Codelet::<(Read<[i64; 2]>, ReadWrite<[i64; 2]>)>::new("add2").cpu(
+            |_, _, (a, b): (&[i64; 2], &mut [i64; 2])| {
+                b[0] += a[0];
+                b[1] += a[1];
+                Ok(())
+            },
+        );
+        let scale = Codelet::<(Read<f64>, ReadWrite<f64>)>::new("scale").cpu(
+            |_, _, (a, b): (&f64, &mut f64)| {
+                *b = *b * 0.5 + *a;
+                Ok(())
+            },
+        );
+        let pairs: Vec<_> = (0..4)
+            .map(|i| s.register(i % s.size(), [i as i64, 10 * i as i64]))
+            .collect();
+        let xs: Vec<_> = (0..4)
+            .map(|i| s.register((i + 1) % s.size(), i as f64 + 0.25))
+            .collect();
+        for k in 0..12 {
+            let (a, b) = (k % 4, (k * 3 + 1) % 4);
+            if a != b {
+                s.submit(Task::new(&add, (pairs[a].r(), pairs[b].rw())))?;
+                s.submit(Task::new(&scale, (xs[a].r(), xs[b].rw())))?;
+            }
+        }
+        s.wait_all()?;
+        let mut out = Vec::new();
+        for (i, (p, x)) in pairs.into_iter().zip(xs).enumerate() {
+            let (po, xo) = (p.owner(), x.owner());
+            let (p, x) = (s.unregister(p)?, s.unregister(x)?);
+            if po == s.rank() && xo == s.rank() {
+                out.push((i, p, x));
+            } else if po == s.rank() {
+                out.push((i, p, f64::NAN));
+            } else if xo == s.rank() {
+                out.push((i, [i64::MIN; 2], x));
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn arrays_and_scalars_go_between_ranks() {
+        // Issue 42: only `Vec<Pod>` could be registered with a DistRuntime.
+        let one = sums(&Runtime::with_workers(2).unwrap()).unwrap();
+        assert_eq!(one.len(), 4);
+        for ranks in [2, 3] {
+            let threads: Vec<_> = local::world(ranks)
+                .into_iter()
+                .map(|t| {
+                    std::thread::spawn(move || {
+                        let rt = Runtime::with_workers(1).unwrap();
+                        sums(&DistRuntime::new(rt, Net::new(t))).unwrap()
+                    })
+                })
+                .collect();
+            // Each value from the rank that owns it.
+            let (mut pairs, mut xs) = (vec![[0i64; 2]; 4], vec![0f64; 4]);
+            for t in threads {
+                for (i, p, x) in t.join().unwrap() {
+                    if p != [i64::MIN; 2] {
+                        pairs[i] = p;
+                    }
+                    if !x.is_nan() {
+                        xs[i] = x;
+                    }
+                }
+            }
+            for (i, p, x) in &one {
+                assert_eq!(
+                    (pairs[*i], xs[*i].to_bits()),
+                    (*p, x.to_bits()),
+                    "{ranks} ranks, value {i}"
+                );
+            }
+        }
+    }
 }
