@@ -142,4 +142,4 @@ pub use file_error::{FileError, FileErrorKind};
 pub use graph::{TaskGraph, Vertex};
 pub use runtime::{interrupt_all, worker_cap, Config, Registrar, Runtime, Submitter, WorkerHook};
 pub use sched::Scheduler;
-pub use task::{Bound, Rendezvous, Task, TaskBuilder, TaskContext, TaskHandle, Unbound};
+pub use task::{Bound, OnSubmit, Rendezvous, Task, TaskBuilder, TaskContext, TaskHandle, Unbound};

@@ -92,6 +92,22 @@ pub trait Submit {
     /// rank that runs it (always, on a [`Runtime`]).
     fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error>;
 
+    /// A typed task of `codelet` over `accesses`, as [`Runtime::task`]
+    /// makes one, to be completed (`.args(..)`, `.priority(..)`, ...) and
+    /// submitted with `.submit()` on every rank:
+    /// `s.task(&c, (a.r(), b.rw())).priority(p).submit()?`.
+    fn task<A: crate::Accesses, P: Send + Sync + 'static>(
+        &self,
+        codelet: &crate::Codelet<A, P>,
+        accesses: A,
+    ) -> crate::Task<A, P, crate::task::OnSubmit<'_, Self>> {
+        crate::Task::with_state(codelet, accesses, crate::task::OnSubmit::new(self))
+    }
+
+    /// This process's task timeline so far (with `Config::trace` on): the
+    /// tasks of this rank; merge ranks' files with `tessera trace merge`.
+    fn trace(&self) -> crate::trace::Trace;
+
     /// Wait for every task (on every rank: see [`DistRuntime::wait_all`]).
     fn wait_all(&self) -> Result<(), Error>;
 
@@ -123,6 +139,10 @@ impl Submit for Runtime {
         Runtime::wait_all(self)
     }
 
+    fn trace(&self) -> crate::trace::Trace {
+        Runtime::trace(self)
+    }
+
     fn unregister<T: Replicate>(&self, handle: DistHandle<T>) -> Result<T, Error> {
         Runtime::unregister(self, handle.into_local())
     }
@@ -147,6 +167,10 @@ impl Submit for DistRuntime {
 
     fn wait_all(&self) -> Result<(), Error> {
         DistRuntime::wait_all(self)
+    }
+
+    fn trace(&self) -> crate::trace::Trace {
+        self.runtime().trace()
     }
 
     fn unregister<T: Replicate>(&self, handle: DistHandle<T>) -> Result<T, Error> {
@@ -198,8 +222,11 @@ mod tests {
                             Ok(())
                         }),
                 )?;
-            } else {
+            } else if k % 3 == 1 {
                 s.submit(Task::new(&mix, (hs[a].r(), hs[b].rw())))?;
+            } else {
+                // The typed builder bound to the trait (issue 42).
+                s.task(&mix, (hs[a].r(), hs[b].rw())).priority(k).submit()?;
             }
         }
         s.wait_all()?;
@@ -319,5 +346,31 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_trait_gives_each_rank_its_trace() {
+        // Issue 42: no access to the trace through `Submit`.
+        fn traced(s: &impl Submit) -> usize {
+            sums(s).unwrap();
+            s.trace().tasks.len()
+        }
+        let rt = Runtime::new(crate::Config::with_workers(1).trace(true)).unwrap();
+        let one = traced(&rt);
+        assert!(one >= 20, "{one}");
+        let threads: Vec<_> = local::world(2)
+            .into_iter()
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let rt = Runtime::new(crate::Config::with_workers(1).trace(true)).unwrap();
+                    traced(&DistRuntime::new(rt, Net::new(t)))
+                })
+            })
+            .collect();
+        let counts: Vec<usize> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        // Every rank ran some of the tasks, and together at least the
+        // one-process run's computations.
+        assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+        assert!(counts.iter().sum::<usize>() >= 20, "{counts:?}");
     }
 }

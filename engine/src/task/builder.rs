@@ -277,6 +277,11 @@ pub struct Unbound;
 /// Type state of a [`Task`] made by [`Runtime::task`]: it has `submit()`.
 pub struct Bound<'rt>(&'rt Runtime);
 
+/// Type state of a [`Task`] made by [`Submit::task`](crate::dist::Submit::task)
+/// on a one-process or a distributed runtime: its `submit()` goes through
+/// that runtime's [`Submit::submit`](crate::dist::Submit::submit).
+pub struct OnSubmit<'s, S: ?Sized>(&'s S);
+
 /// A task with a typed access list `A` (a tuple of `h.r()`, `h.w()`,
 /// `h.rw()`, or `Vec`s of one kind) and arguments `P` for its codelet's
 /// bodies. The body receives the data borrowed exactly as declared:
@@ -315,7 +320,7 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
     /// place (the builder is a few hundred bytes: making an unbound task and
     /// re-wrapping it moved it once more).
     #[inline]
-    fn with_state(codelet: &Codelet<A, P>, accesses: A, state: S) -> Self {
+    pub(crate) fn with_state(codelet: &Codelet<A, P>, accesses: A, state: S) -> Self {
         let mut b = TaskBuilder::from_parts(&codelet.info);
         accesses.declare(&mut b.declared);
         Task {
@@ -456,6 +461,25 @@ impl<A: Accesses, P: Send + Sync + 'static> Task<A, P, Bound<'_>> {
     pub fn submit(self) -> Result<TaskHandle, Error> {
         let rt = self.state.0;
         rt.submit(self.into_builder())
+    }
+}
+
+impl<'s, S: ?Sized> OnSubmit<'s, S> {
+    pub(crate) fn new(s: &'s S) -> Self {
+        OnSubmit(s)
+    }
+}
+
+impl<A: Accesses, P: Send + Sync + 'static, S: crate::dist::Submit + ?Sized>
+    Task<A, P, OnSubmit<'_, S>>
+{
+    /// Submit the task on every rank of the runtime that made it (see
+    /// [`Submit::submit`](crate::dist::Submit::submit)): the local task on
+    /// the rank that runs it.
+    #[inline]
+    pub fn submit(self) -> Result<Option<TaskHandle>, Error> {
+        let s = self.state.0;
+        s.submit(self.into_builder())
     }
 }
 

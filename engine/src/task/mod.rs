@@ -12,7 +12,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use builder::{Bound, Rendezvous, Task, TaskBuilder, Unbound};
+pub use builder::{Bound, OnSubmit, Rendezvous, Task, TaskBuilder, Unbound};
 pub use context::TaskContext;
 pub(crate) use recycle::NodePool;
 
