@@ -295,6 +295,36 @@ impl Shared {
 
 /// Submits tasks to a runtime from anywhere, task bodies included. Holds the
 /// runtime weakly, so a body that keeps one does not keep the runtime alive.
+///
+/// A task submitted from a body is ordered like any other, by the data it
+/// names, in submission order: if it reads or writes data its parent task
+/// writes, it depends on the parent and starts only once the parent has
+/// finished (it sees the parent's writes). So a body must not wait for a
+/// task it submits on its own data: that task waits for the body.
+///
+/// ```
+/// use tessera_engine::{Codelet, Config, Runtime};
+///
+/// let rt = Runtime::new(Config::with_workers(2)).unwrap();
+/// let h = rt.register(1u64);
+/// let (parent, child) = (Codelet::new("parent"), Codelet::new("child"));
+/// let sub = rt.submitter();
+/// let h2 = h.clone();
+/// rt.task(&parent, h.rw())
+///     .cpu(move |v| {
+///         // Submitted while this body holds `h`: runs after it, and sees 2.
+///         sub.submit(tessera_engine::Task::new(&child, h2.rw()).cpu(|v| {
+///             *v *= 10;
+///             Ok(())
+///         }))?;
+///         *v += 1;
+///         Ok(())
+///     })
+///     .submit()
+///     .unwrap();
+/// rt.wait_all().unwrap();
+/// assert_eq!(rt.unregister(h).unwrap(), 20);
+/// ```
 #[derive(Clone)]
 pub struct Submitter(Weak<Shared>);
 
