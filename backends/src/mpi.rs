@@ -14,20 +14,20 @@
 //! When a round finds nothing to do it backs off like the workers do, in
 //! three stages:
 //! - a few spins;
-//! - while a message was sent or received less than [`HOT`] ago, it polls
+//! - while a message was sent or received less than `HOT` ago, it polls
 //!   with `yield_now` between rounds (no sleep): a reply to what just went
 //!   out, or the next message of a burst, usually comes within that window,
 //!   and a sleeping thread would see it up to a nap late. Yielding gives the
 //!   core to any runnable worker at once, so on oversubscribed cores this
 //!   costs context switches, not compute;
-//! - then it sleeps, 20 µs doubling up to [`MAX_NAP`] (woken at once when a
+//! - then it sleeps, 20 µs doubling up to `MAX_NAP` (woken at once when a
 //!   message is queued), with the thread's timer slack set to 1 µs so a nap
 //!   is not stretched to Linux's default 50 µs. MPI has no notification for
 //!   incoming messages, so a rank idle for longer than `HOT` sees a message
 //!   up to `MAX_NAP` late;
 //! - except while the rank awaits a reply (`Transport::awaiting`: it sent its
 //!   part of a halo exchange or a task all-reduce and another rank's part is
-//!   still to come): then the naps stop growing at [`AWAIT_NAP`], 250 µs.
+//!   still to come): then the naps stop growing at `AWAIT_NAP`, 250 µs.
 //!   Stop 34 sent the CG's halo before the interior SpMV: the halo wait went,
 //!   but the all-reduce after the multiply then met communication threads
 //!   that had napped through it, and waited 15–20 ms per iteration in steps of
