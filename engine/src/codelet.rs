@@ -79,6 +79,11 @@ impl Bodies {
     pub(crate) fn device(&self, ty: TypeId) -> Option<&DeviceFn> {
         self.devices.iter().find(|(t, _)| *t == ty).map(|(_, f)| f)
     }
+
+    /// Whether there is a body for some device.
+    pub(crate) fn has_device_body(&self) -> bool {
+        !self.devices.is_empty()
+    }
 }
 
 /// A kernel known to the runtime by name, with its bodies (see the module doc).

@@ -37,6 +37,7 @@ mod world;
 pub use platform::{
     Accelerator, LinkSpec, Network, NodeSpec, Platform, PlatformError, Processor, Rate,
 };
+pub(crate) use vdevice::VirtualDevice;
 pub(crate) use world::SimRt;
 pub use world::{SimNode, SimStats, Simulation};
 

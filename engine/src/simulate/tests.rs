@@ -90,6 +90,40 @@ fn fork_join_on_two_cores() {
 }
 
 #[test]
+fn a_codelet_runs_only_where_it_has_a_body() {
+    // Issue 42: a codelet with a CPU body alone ran on simulated GPUs. On
+    // a core of 1 GFLOP/s beside an accelerator of 1000, dmda would put
+    // every 1-GFLOP task on the accelerator; only the one with a device
+    // body may go there.
+    for (name, device_body, on_acc) in [("k", false, false), ("k", true, true)] {
+        let (sim, rt) = sim_runtime(platform(1, Some(name)), Scheduler::Dmda);
+        let cl = Codelet::<crate::ReadWrite<Vec<u8>>>::new(name).cpu(|_, _, _| Ok(()));
+        let cl = if device_body {
+            cl.device::<super::VirtualDevice, _>(|_, _, _| Ok(()))
+        } else {
+            cl
+        };
+        for _ in 0..3 {
+            let h = rt.register_replicable(vec![0u8; 8]);
+            rt.task(&cl, h.rw()).flops(1e9).submit().unwrap();
+        }
+        rt.wait_all().unwrap();
+        let t = rt.trace();
+        let on: Vec<&str> = t
+            .tasks
+            .iter()
+            .map(|x| t.workers[x.worker as usize].name.as_str())
+            .collect();
+        if on_acc {
+            assert!(on.iter().all(|w| *w == "acc"), "{on:?}");
+        } else {
+            assert!(on.iter().all(|w| *w != "acc"), "{on:?}");
+            assert!((sim.now() - 3.0).abs() < 1e-6, "{}", sim.now());
+        }
+    }
+}
+
+#[test]
 fn transfers_share_the_link_one_at_a_time() {
     // Two tasks of 10 GFLOP (10 s on the core, 10 ms on the accelerator),
     // each reading its own 1 GB of virtual data from the host over a

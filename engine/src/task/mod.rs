@@ -110,6 +110,9 @@ pub(crate) struct TaskNode {
     pub(crate) device_match: Option<DeviceMatch>,
     /// Never run on a device (set by the builder, or because some data is host-only).
     pub(crate) cpu_only: bool,
+    /// Whether it has a CPU body (its own or its codelet's): with no device
+    /// body besides, it runs on no simulated accelerator.
+    cpu_body: bool,
     /// Run on a worker of this memory node (honoured by `dmda`; see `TaskBuilder::on_node`).
     pub(crate) node_hint: Option<usize>,
     /// `dmda`'s predicted cost of this task on the worker it was given, in ns.
@@ -172,6 +175,7 @@ unsafe impl Sync for TaskNode {}
 
 impl TaskNode {
     pub(crate) fn new(id: u64, p: NodeParts) -> TaskNode {
+        let cpu_body = p.once.cpu.is_some() || p.codelet.bodies.cpu.is_some();
         TaskNode {
             id,
             codelet: p.codelet,
@@ -188,6 +192,7 @@ impl TaskNode {
                 then: p.once.then,
             }),
             cpu_only: p.cpu_only,
+            cpu_body,
             node_hint: p.node_hint,
             estimate_ns: AtomicU64::new(0),
             gang: (p.team.is_some() || p.rendezvous.is_some()).then(|| {
@@ -288,8 +293,23 @@ impl TaskNode {
         match mem.device(node) {
             Some(d) if !d.runs(&self.codelet.name) => false,
             Some(d) if d.memory().is_some() => self.has_device_body(&**d),
+            // A simulated accelerator stands for a device with memory of its
+            // own: only a task with some device body runs there, as on the
+            // real device (issue 42: codelets with CPU bodies alone ran on
+            // simulated GPUs).
+            // A task with no body at all (a workload made up for a
+            // simulation) runs anywhere.
+            Some(d) if d.as_any().is::<crate::simulate::VirtualDevice>() => {
+                self.has_any_device_body() || !self.cpu_body
+            }
             _ => true,
         }
+    }
+
+    /// Whether the task has a device body for some device: a dynamic
+    /// per-task one, its own typed one, or its codelet's.
+    fn has_any_device_body(&self) -> bool {
+        self.device_match.is_some() || self.codelet.bodies.has_device_body()
     }
 
     /// The perf-model size key: the codelet's size model, else the flops if
