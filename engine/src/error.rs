@@ -104,6 +104,10 @@ pub enum Error {
     /// Another rank of a distributed run stopped it (its message names the
     /// rank and the failed task).
     Remote(String),
+    /// A simulated run could not go on: it stalled (no event pending while
+    /// awaited tasks have not finished: in a multi-rank simulation, usually
+    /// a rank that is not being driven), or its clock overflowed.
+    Simulation(String),
 }
 
 impl fmt::Display for Error {
@@ -118,6 +122,7 @@ impl fmt::Display for Error {
             Error::Breakdown(m) => write!(f, "numerical breakdown: {m}"),
             Error::Interrupted(e) => write!(f, "interrupted (e.g. by Ctrl-C): {e}"),
             Error::Remote(m) => write!(f, "distributed run stopped: {m}"),
+            Error::Simulation(m) => write!(f, "simulation stopped: {m}"),
         }
     }
 }

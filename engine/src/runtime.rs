@@ -236,7 +236,7 @@ impl Shared {
         if let Some(sim) = &self.sim {
             // Simulated time: waiting is running the event loop (deadlines
             // are wall-clock and do not apply).
-            return sim.run_until(&done).map_err(Error::Config);
+            return sim.run_until(&done).map_err(Error::Simulation);
         }
         // A timeout too large to add to now (`Duration::MAX`) is no deadline.
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));

@@ -467,7 +467,12 @@ fn clock_overflow_fails_the_run_instead_of_wrapping() {
     for _ in 0..2 {
         crate::TaskBuilder::new(&cl).rw(&h).submit_to(&rt);
     }
-    let e = rt.wait_all().unwrap_err().to_string();
+    let e = rt.wait_all().unwrap_err();
+    // Issue 42: a simulation that cannot go on has its own error, not
+    // "invalid runtime configuration".
+    assert!(matches!(e, crate::Error::Simulation(_)), "{e:?}");
+    let e = e.to_string();
+    assert!(e.starts_with("simulation stopped: "), "{e}");
     assert!(e.contains("simulated clock overflowed"), "{e}");
     assert!(
         sim.now() >= 1e9,

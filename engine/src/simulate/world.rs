@@ -489,7 +489,7 @@ impl Simulation {
                         return Ok(());
                     }
                     return Err(format!(
-                        "the simulation stalled at {:.6} s: no event is pending but the awaited tasks have not finished (a task waits for data, a message or a hold that never comes)",
+                        "the simulation stalled at {:.6} s: no event is pending but the awaited tasks have not finished (a task waits for data, a message or a hold that never comes; in a multi-rank simulation, every rank's tasks must be submitted before any rank waits: see Simulation::run)",
                         self.now()
                     ));
                 };
