@@ -138,7 +138,20 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
     let opts = args.lu_options(&rt)?;
     let (n, nb) = (args.n, args.nb);
     let wall = Instant::now();
-    let shares = lu_simulate_with(&rt, n, nb, &opts).map_err(|e| format!("LU failed: {e}"))?;
+    // Issue 42: a simulation of 10^8 tasks ran for minutes without a word;
+    // the bar follows the simulated flops as the real run's follows its own.
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let shares = std::thread::scope(|s| {
+        let (rt, finished) = (&rt, &finished);
+        let bar = s.spawn(move || {
+            crate::cmd::lu::progress_bar(hpl_flops(n), || rt.flops_done(), finished)
+        });
+        let shares = lu_simulate_with(rt, n, nb, &opts);
+        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = bar.join();
+        shares
+    })
+    .map_err(|e| format!("LU failed: {e}"))?;
     let wall = wall.elapsed().as_secs_f64();
     // The factors a device holds the only copy of go home after the last
     // task, as in a real run (`unregister`): their copies end the timed part.

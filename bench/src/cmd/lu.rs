@@ -397,7 +397,8 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
 
 /// A progress bar on stderr that appears only once the run has lasted a
 /// second, fed by the flops finished so far; returns when `finished` is set.
-fn progress_bar(total: f64, done: impl Fn() -> u64, finished: &AtomicBool) {
+/// (indicatif draws it only on a terminal.)
+pub(crate) fn progress_bar(total: f64, done: impl Fn() -> u64, finished: &AtomicBool) {
     let start = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     while !finished.load(Ordering::Relaxed) {
