@@ -51,11 +51,35 @@ fn new_run_id() -> String {
     format!("{ns:x}-{:x}", std::process::id())
 }
 
-/// Whether a launcher started this process as one rank of several.
-fn launched_ranks() -> Option<usize> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+/// The launchers' (size, rank) variables: Open MPI's `mpirun`, then
+/// MPICH/Hydra's.
+const LAUNCHER_VARS: [(&str, &str); 2] = [
+    ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+    ("PMI_SIZE", "PMI_RANK"),
+];
+
+/// Whether a launcher started this process as one rank of several: its
+/// size variable and its rank variable both set. A size set alone (by hand,
+/// or left in the environment) is no launch: said once on stderr, and the
+/// process runs alone. Every command decides through this, so `lu` and
+/// `topology` agree (issue 42: `lu` refused a hand-set
+/// `OMPI_COMM_WORLD_SIZE=2` that `topology` ignored).
+pub fn launched_ranks() -> Option<usize> {
+    for (size, rank) in LAUNCHER_VARS {
+        let Ok(n) = std::env::var(size) else {
+            continue;
+        };
+        if std::env::var_os(rank).is_some() {
+            return n.trim().parse().ok();
+        }
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "tessera: warning: {size}={n} is set but {rank} is not: not started by a launcher (mpirun); running as one process"
+            )
+        });
+    }
+    None
 }
 
 impl Ranks {

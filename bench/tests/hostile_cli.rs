@@ -774,3 +774,26 @@ fn solver_ratios_use_a_stream_figure_measured_next_to_the_run() {
         );
     }
 }
+
+/// Issue 42: a hand-set `OMPI_COMM_WORLD_SIZE=2` (no rank variable: no
+/// launcher) made `lu` refuse to run while `topology` ignored it. Both now
+/// run as one process and say why.
+#[test]
+fn a_stray_launcher_size_is_no_launch_for_any_command() {
+    for args in [&["lu", "--n", "64", "--nb", "32"][..], &["topology"]] {
+        let child = common::command(args)
+            .env("OMPI_COMM_WORLD_SIZE", "2")
+            .env_remove("OMPI_COMM_WORLD_RANK")
+            .spawn()
+            .unwrap();
+        let out = common::finish(child, std::time::Duration::from_secs(60), &args.join(" "));
+        out.ok();
+        assert!(
+            out.stderr
+                .contains("OMPI_COMM_WORLD_SIZE=2 is set but OMPI_COMM_WORLD_RANK is not"),
+            "{:?}: {}",
+            args,
+            out.stderr
+        );
+    }
+}

@@ -14,6 +14,9 @@ pub struct TopologyArgs {
 
 /// `tessera topology`: what was found and the worker map the runtime would use.
 pub fn run(args: TopologyArgs) -> Result<(), String> {
+    // This process's cores, whether or not a launcher started it; a stray
+    // launcher variable is said as every command says it.
+    let _ = crate::ranks::launched_ranks();
     let devices = devices(&args.placement)?.len();
     let (topo, map) = worker_map(&args.placement, devices)?;
     print!("{}", describe(&topo, &map));
