@@ -373,4 +373,55 @@ mod tests {
         assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
         assert!(counts.iter().sum::<usize>() >= 20, "{counts:?}");
     }
+
+    /// Issue 42: a program written against `Submit` cannot yet be predicted
+    /// on several simulated ranks: `DistRuntime`'s sends and receives move
+    /// their data in their bodies, which a simulation does not run (the
+    /// symbolic front-end models its messages itself). `Simulation::run`
+    /// used to end such a run "fine" at simulated time 0 with the tasks
+    /// unfinished; it now says that it stalled.
+    #[test]
+    fn an_stf_program_on_simulated_ranks_stalls_and_says_so() {
+        use crate::simulate::{Platform, Simulation};
+        let add = Codelet::<(Read<Vec<f64>>, ReadWrite<Vec<f64>>)>::new("add")
+            .cpu(|_, _, (a, b): (&Vec<f64>, &mut Vec<f64>)| {
+                b[0] += a[0];
+                Ok(())
+            })
+            .flops(|_| 1e9);
+        // Rank r owns x[r] on a node of its own; 4 steps of x[1] += x[0]
+        // then x[0] += x[1]: every task waits for the other rank's value.
+        let p = Platform::parse(
+            "nodes = 2\nranks_per_node = 1\n[node]\ncores = 1\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\n[network]\nlatency_us = 1000\ngbs = 1\n",
+            false,
+            "two.toml",
+        )
+        .unwrap();
+        let sim = Simulation::with_models(p, std::sync::Arc::default(), false, false);
+        let ranks: Vec<DistRuntime> = (0..2)
+            .map(|r| {
+                let rt = Runtime::new(crate::Config::simulated(sim.node(r))).unwrap();
+                DistRuntime::new(rt, sim.net(r))
+            })
+            .collect();
+        let xs: Vec<Vec<DistHandle<Vec<f64>>>> = ranks
+            .iter()
+            .map(|d| {
+                (0..2)
+                    .map(|i| d.register(i, vec![i as f64 + 1.0]))
+                    .collect()
+            })
+            .collect();
+        for (d, x) in ranks.iter().zip(&xs) {
+            for _ in 0..4 {
+                d.task(&add, (x[0].r(), x[1].rw())).submit().unwrap();
+                d.task(&add, (x[1].r(), x[0].rw())).submit().unwrap();
+            }
+        }
+        let e = sim.run().unwrap_err();
+        assert!(
+            e.contains("stalled") && e.contains("tasks are unfinished"),
+            "{e}"
+        );
+    }
 }

@@ -460,9 +460,29 @@ impl Simulation {
     }
 
     /// Process events until none is left (a multi-rank run: every rank's
-    /// tasks were started, this plays them all).
+    /// tasks were started, this plays them all). `Err` if tasks are left
+    /// unfinished when nothing more can happen (issue 42: a program whose
+    /// tasks wait for something no simulated rank does ended "fine" at
+    /// simulated time 0).
     pub fn run(&self) -> Result<(), String> {
-        self.run_until(&|| false, true)
+        self.run_until(&|| false, true)?;
+        let left: Vec<String> = lock(&self.runtimes)
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, rt)| {
+                let n = rt.upgrade()?.in_flight();
+                (n > 0).then(|| format!("{n} on runtime {slot}"))
+            })
+            .collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the simulation stalled at {:.6} s: no event is pending but tasks are unfinished ({}): they wait for data, a message or a hold that no simulated rank provides",
+                self.now(),
+                left.join(", ")
+            ))
+        }
     }
 
     /// Process events until `done()` holds. `Err` if nothing is left to
