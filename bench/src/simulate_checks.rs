@@ -20,13 +20,12 @@ pub const MAX_SIM_TASKS: u128 = 1_000_000_000;
 /// Tasks above which a simulated run says it will take a while.
 const SLOW_SIM_TASKS: u128 = 10_000_000;
 
-/// Most virtual workers per rank that `--workers` may ask for, as in a real
-/// run (`Runtime::new`'s cap of 256), or the platform's cores where a node
+/// Most virtual workers per rank that `--workers` may ask for: the engine's
+/// own least cap (`Runtime::new`'s), or the platform's cores where a node
 /// has more.
-pub const MIN_WORKER_CAP: usize = 256;
+pub use tessera_engine::MIN_WORKER_CAP;
 
-/// Bytes of one tile's handle and dependency state (as `cmd/lu.rs` counts).
-const TILE_HANDLE_BYTES: u64 = 2048;
+use crate::cmd::lu::TILE_HANDLE_BYTES;
 
 /// Address space one simulated rank's runtime takes besides its tiles.
 const RUNTIME_BYTES: u64 = 16 << 20;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 pub use config::{Config, WorkerHook};
-pub use start::worker_cap;
+pub use start::{worker_cap, MIN_WORKER_CAP};
 
 use crate::data::DataHandle;
 use crate::error::{Error, RunError, TaskFailure};

@@ -62,6 +62,11 @@ pub(crate) fn warn_if_overhead_bound(n: usize, nb: usize) {
     }
 }
 
+/// Bytes of one tile's handle with its dependency state (measured in
+/// `tests/tests/lu_memory.rs`): the real and the simulated runs' memory
+/// checks count tiles with it.
+pub(crate) const TILE_HANDLE_BYTES: u64 = 2048;
+
 /// Every big buffer of an LU run, for [`crate::budget::check`]: the tiled
 /// matrix, each tile's handle (with its dependency state: about 2 KiB, see
 /// `tests/tests/lu_memory.rs`), replicas on emulated devices (host memory, up to
@@ -75,7 +80,7 @@ fn buffers(n: usize, nb: usize, sim_devices: &[Option<u64>]) -> Vec<(&'static st
         .fold(0u64, u64::saturating_add);
     vec![
         ("the matrix", matrix),
-        ("tile handles", tiles.saturating_mul(2048)),
+        ("tile handles", tiles.saturating_mul(TILE_HANDLE_BYTES)),
         ("replicas on emulated devices", replicas),
         ("vectors", 4 * 8 * n as u64),
         ("the runtime", 64 << 20),

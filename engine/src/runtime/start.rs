@@ -21,7 +21,9 @@ use crate::worker::run_worker;
 /// `MIN_WORKER_CAP` in all): beyond that, threads only cost memory and
 /// start-up time (10^5 workers took 15 GB and never started).
 const WORKERS_PER_CPU: usize = 16;
-const MIN_WORKER_CAP: usize = 256;
+/// The least [`worker_cap`] is on any machine (a simulated run's cap per
+/// rank too, where the platform's node has fewer cores).
+pub const MIN_WORKER_CAP: usize = 256;
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(0);
 
