@@ -137,17 +137,8 @@ pub fn run(
     let t1 = Instant::now();
     drop(prepared.release()?);
     let release = t1.elapsed().as_secs_f64();
-    let gflops = hpl_flops(n) / time / 1e9;
     let resid = hpl_residual(n, nb, args.seed, &x, &b);
-    print_hpl_block(
-        "TSRESIDENT",
-        n,
-        nb,
-        (1, 1),
-        time,
-        gflops,
-        &residual_line(resid),
-    );
+    let gflops = print_block(n, nb, time, &residual_line(resid));
     println!(
         "resident LU on {}: look-ahead {}; host memory {}",
         report.device,
@@ -193,6 +184,14 @@ pub fn run(
         ));
     }
     Ok(())
+}
+
+/// HPL's result block of a resident run of `time` seconds; returns its
+/// GFLOP/s.
+fn print_block(n: usize, nb: usize, time: f64, verdict: &str) -> f64 {
+    let gflops = hpl_flops(n) / time / 1e9;
+    print_hpl_block("TSRESIDENT", n, nb, (1, 1), time, gflops, verdict);
+    gflops
 }
 
 /// Each kind's total time and rate, each stream's busy share, the span.
@@ -361,16 +360,7 @@ pub fn simulate(
         solve: 0.0,
     };
     let time = report.span();
-    let gflops = hpl_flops(n) / time / 1e9;
-    print_hpl_block(
-        "TSRESIDENT",
-        n,
-        nb,
-        (1, 1),
-        time,
-        gflops,
-        "(simulated: no residual)",
-    );
+    let gflops = print_block(n, nb, time, "(simulated: no residual)");
     println!(
         "predicted on {}: {:.1} % of the platform's peak ({:.0} GFLOP/s), {:.1} % of its resident_gemm rate; look-ahead {}; copies at {:.1} GB/s ({})",
         p.name,

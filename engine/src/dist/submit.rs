@@ -241,26 +241,39 @@ mod tests {
         Ok(mine)
     }
 
+    /// `f` on `ranks` `DistRuntime`s over the in-process transport, one
+    /// thread each, every runtime made by `config`; the results in rank order.
+    fn on_ranks<R: Send + 'static>(
+        ranks: usize,
+        config: fn() -> crate::Config,
+        f: fn(&DistRuntime) -> R,
+    ) -> Vec<R> {
+        let threads: Vec<_> = local::world(ranks)
+            .into_iter()
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let rt = Runtime::new(config()).unwrap();
+                    f(&DistRuntime::new(rt, Net::new(t)))
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    fn one_worker() -> crate::Config {
+        crate::Config::with_workers(1)
+    }
+
     #[test]
     fn one_submission_function_runs_on_one_process_and_on_many() {
         let rt = Runtime::with_workers(2).unwrap();
         let one = mixes(&rt).unwrap();
         assert_eq!(one.len(), 8);
         for ranks in [2, 3] {
-            let threads: Vec<_> = local::world(ranks)
+            let mut many: Vec<(usize, u64)> = on_ranks(ranks, one_worker, |d| mixes(d).unwrap())
                 .into_iter()
-                .map(|t| {
-                    std::thread::spawn(move || {
-                        let rt = Runtime::with_workers(1).unwrap();
-                        let dist = DistRuntime::new(rt, Net::new(t));
-                        mixes(&dist).unwrap()
-                    })
-                })
+                .flatten()
                 .collect();
-            let mut many: Vec<(usize, u64)> = Vec::new();
-            for t in threads {
-                many.extend(t.join().unwrap());
-            }
             many.sort_unstable();
             assert_eq!(many, one, "{ranks} ranks");
         }
@@ -317,19 +330,10 @@ mod tests {
         let one = sums(&Runtime::with_workers(2).unwrap()).unwrap();
         assert_eq!(one.len(), 4);
         for ranks in [2, 3] {
-            let threads: Vec<_> = local::world(ranks)
-                .into_iter()
-                .map(|t| {
-                    std::thread::spawn(move || {
-                        let rt = Runtime::with_workers(1).unwrap();
-                        sums(&DistRuntime::new(rt, Net::new(t))).unwrap()
-                    })
-                })
-                .collect();
             // Each value from the rank that owns it.
             let (mut pairs, mut xs) = (vec![[0i64; 2]; 4], vec![0f64; 4]);
-            for t in threads {
-                for (i, p, x) in t.join().unwrap() {
+            for rank in on_ranks(ranks, one_worker, |d| sums(d).unwrap()) {
+                for (i, p, x) in rank {
                     if p != [i64::MIN; 2] {
                         pairs[i] = p;
                     }
@@ -358,16 +362,7 @@ mod tests {
         let rt = Runtime::new(crate::Config::with_workers(1).trace(true)).unwrap();
         let one = traced(&rt);
         assert!(one >= 20, "{one}");
-        let threads: Vec<_> = local::world(2)
-            .into_iter()
-            .map(|t| {
-                std::thread::spawn(move || {
-                    let rt = Runtime::new(crate::Config::with_workers(1).trace(true)).unwrap();
-                    traced(&DistRuntime::new(rt, Net::new(t)))
-                })
-            })
-            .collect();
-        let counts: Vec<usize> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let counts = on_ranks(2, || one_worker().trace(true), traced);
         // Every rank ran some of the tasks, and together at least the
         // one-process run's computations.
         assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
