@@ -1,5 +1,7 @@
 //! Gantt charts of a trace: one row per worker (and per transfer node pair),
-//! coloured by codelet, drawn as SVG or PNG with plotters.
+//! coloured by codelet, drawn as SVG or PNG with plotters; in a merged trace
+//! of several ranks, a line per remote edge from the end of the sending task
+//! to the start of the receiving one.
 //!
 //! Drawing cost is O(pixels), not O(tasks): each row is rasterised into pixel
 //! columns first (how much of the column is busy, and with which codelet most),
@@ -24,6 +26,11 @@ const FAMILY: &str = "sans-serif";
 const TRANSFER_RGB: [u8; 3] = [120, 120, 120];
 /// Shades between idle and fully busy for partly busy pixel columns.
 const LEVELS: f64 = 8.0;
+/// Remote edges' lines (a merged trace of several ranks).
+const EDGE_RGB: RGBColor = RGBColor(20, 20, 20);
+/// At most this many remote edges are drawn (evenly chosen among them): more
+/// lines than pixels hide the chart, and an SVG grows with each.
+const MAX_EDGE_LINES: usize = 4_000;
 /// The largest image side we agree to draw (a 16k × 16k RGB bitmap is 768 MiB).
 const MAX_SIDE: u32 = 16_384;
 
@@ -108,22 +115,13 @@ struct Row {
 
 /// Rows: workers in index order, then one per (from, to) transfer pair.
 fn rows(trace: &Trace, key_of: &HashMap<&str, usize>, transfer_key: usize) -> Vec<Row> {
-    let nworkers = trace.worker_count();
     // A merged trace of several ranks: "r1 cpu0".
-    let wranks = (trace.ranks.len() > 1).then(|| trace.worker_ranks());
-    let mut rows: Vec<Row> = (0..nworkers)
-        .map(|i| {
-            let name = trace
-                .workers
-                .get(i)
-                .map_or_else(|| format!("#{i}"), |w| w.name.clone());
-            Row {
-                label: match &wranks {
-                    Some(r) => format!("r{} {name}", r[i]),
-                    None => name,
-                },
-                spans: Vec::new(),
-            }
+    let mut rows: Vec<Row> = trace
+        .worker_labels()
+        .into_iter()
+        .map(|label| Row {
+            label,
+            spans: Vec::new(),
         })
         .collect();
     for t in &trace.tasks {
@@ -380,6 +378,21 @@ where
     if !trace.transfers.is_empty() {
         entries.push((shade(TRANSFER_RGB, LEVELS as u8), "transfer".to_owned()));
     }
+    // Remote edges: a line from the end of the sending task to the start of
+    // the receiving one.
+    let remote = tessera_engine::trace::remote_edges(trace);
+    let edge_step = remote.len().div_ceil(MAX_EDGE_LINES).max(1);
+    if !remote.is_empty() {
+        let drawn = remote.len().div_ceil(edge_step);
+        entries.push((
+            EDGE_RGB,
+            if drawn == remote.len() {
+                format!("remote edge ({})", remote.len())
+            } else {
+                format!("remote edge ({drawn} of {} drawn)", remote.len())
+            },
+        ));
+    }
     let (placed, legend_h) = legend_layout(root, &entries, &legend_font, width);
     let legend_h = legend_h.min(height / 3);
     let (chart_area, legend_area) = root.split_vertically(height - legend_h);
@@ -453,6 +466,19 @@ where
             }))
             .map_err(e)?;
     }
+
+    // Rows are the workers first, in index order (see `rows`).
+    let row_y = |worker: u32| nrows as f64 - f64::from(worker) - 0.5;
+    let ms = |t: Nanos| t.saturating_sub(t0) as f64 / 1e6;
+    chart
+        .draw_series(remote.iter().step_by(edge_step).map(|e| {
+            let (a, b) = (&trace.tasks[e.from], &trace.tasks[e.to]);
+            PathElement::new(
+                vec![(ms(a.end), row_y(a.worker)), (ms(b.start), row_y(b.worker))],
+                EDGE_RGB.stroke_width(1),
+            )
+        }))
+        .map_err(e)?;
 
     for (x, y, i) in placed {
         let (color, text) = &entries[i];

@@ -2,7 +2,7 @@
 //! becomes a process of its own, times are put on one clock, and task ids
 //! are made distinct across ranks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::chrome::MAX_EVENT_NS;
 use super::model::{RankInfo, Trace, RANK_ID_SHIFT, REMOTE_TASK};
@@ -44,6 +44,9 @@ pub fn check_same_run(inputs: &[Trace]) -> Result<(), String> {
 /// - Task ids and edges of rank `r` become `r << RANK_ID_SHIFT | id`
 ///   (idempotent: merging a merged trace again keeps its ids).
 /// - An input that names no rank counts as rank 0.
+/// - Send and receive tasks of different ranks whose labels prove they are
+///   the two ends of one message become a dependency edge
+///   ([`remote`](super::remote); merging again adds none).
 ///
 /// Errors: no input, a rank present in two inputs, an id too large to tag.
 pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
@@ -177,6 +180,17 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
         out.ranks.append(&mut t.ranks);
     }
     out.tasks.sort_by_key(|t| t.start);
+    // Send and receive tasks whose labels name each other (STF, halo,
+    // all-reduce) stand for a dependency across ranks that no rank could
+    // record: added once, so that the critical path and the arrows follow it.
+    let ranks = super::remote::task_ranks(&out);
+    let mut have: HashSet<(u64, u64)> = out.edges.iter().copied().collect();
+    for e in super::remote::matched_by_labels(&out, &ranks) {
+        let pair = (out.tasks[e.from].id, out.tasks[e.to].id);
+        if have.insert(pair) {
+            out.edges.push(pair);
+        }
+    }
     Ok(out)
 }
 

@@ -4,11 +4,15 @@
 //! A run's [`Trace`] is written with [`save`] (Chrome trace event JSON, opens in
 //! Perfetto UI and chrome://tracing), read back with [`load`], and summarised
 //! with [`stats`](fn@stats), whose [`TraceStats`] prints as a text report.
+//! In a merged trace of several ranks, [`remote_edges`] are the dependencies
+//! from a task of one rank to a task of another (drawn as arrows by the
+//! writer and the Gantt chart, timed by the summary).
 
 pub mod chrome;
 pub mod colors;
 pub mod merge;
 pub mod model;
+pub mod remote;
 pub mod stats;
 
 pub use chrome::{
@@ -20,4 +24,5 @@ pub use model::{
     remote_task_id, MessageDir, MessageRecord, Nanos, RankInfo, TaskRecord, Trace, TransferRecord,
     WorkerInfo, RANK_ID_SHIFT, REMOTE_TASK,
 };
+pub use remote::{edge_latency, remote_edges, EdgeLatency, RemoteEdge};
 pub use stats::{stats, CodeletStats, RankStats, TraceStats, TransferStats, WorkerStats};

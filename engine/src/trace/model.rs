@@ -205,6 +205,27 @@ impl Trace {
         out
     }
 
+    /// Each worker's name as reports show it: in a trace of several ranks,
+    /// after its rank (`r1 cpu0`; a name that already starts so is kept);
+    /// `#i` for a worker index that tasks use but the trace does not list.
+    pub fn worker_labels(&self) -> Vec<String> {
+        let wranks = (self.ranks.len() > 1).then(|| self.worker_ranks());
+        (0..self.worker_count())
+            .map(|i| {
+                let name = self
+                    .workers
+                    .get(i)
+                    .map_or_else(|| format!("#{i}"), |w| w.name.clone());
+                match &wranks {
+                    Some(r) if !name.starts_with(&format!("r{} ", r[i])) => {
+                        format!("r{} {name}", r[i])
+                    }
+                    _ => name,
+                }
+            })
+            .collect()
+    }
+
     /// Whether the trace comes from a distributed run (it names ranks or
     /// records messages).
     pub fn is_distributed(&self) -> bool {

@@ -6,13 +6,15 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::model::{MessageDir, Nanos, Trace};
+use super::remote::EdgeLatency;
 use crate::fmt::duration_ns;
 
 /// Time one worker spent running tasks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkerStats {
-    /// [`WorkerInfo::name`](super::model::WorkerInfo::name), or `#i` for a
-    /// worker index that tasks use but the trace does not list.
+    /// [`WorkerInfo::name`](super::model::WorkerInfo::name), after its rank
+    /// in a trace of several ranks (`r1 cpu0`), or `#i` for a worker index
+    /// that tasks use but the trace does not list ([`Trace::worker_labels`]).
     pub name: String,
     /// Tasks it ran.
     pub tasks: usize,
@@ -119,6 +121,10 @@ pub struct TraceStats {
     /// Per rank, in rank order: empty unless the trace comes from a
     /// distributed run ([`Trace::is_distributed`]).
     pub ranks: Vec<RankStats>,
+    /// The remote edges of a trace of several ranks and their latencies,
+    /// from the end of the sending task to the start of the receiving one
+    /// ([`remote`](super::remote)); `None` for a trace of one rank.
+    pub remote_edges: Option<EdgeLatency>,
 }
 
 impl TraceStats {
@@ -195,11 +201,23 @@ pub fn stats(trace: &Trace) -> TraceStats {
         } else {
             Vec::new()
         },
+        remote_edges: (trace.ranks.len() > 1)
+            .then(|| super::remote::edge_latency(trace, &super::remote::remote_edges(trace))),
     };
     if makespan > 0 {
         s.efficiency = Some(s.lower_bound() / makespan as f64);
     }
     s
+}
+
+/// `ns` as [`duration_ns`] writes it, with a `-` when negative.
+fn signed_duration(ns: i64) -> String {
+    let text = duration_ns(ns.unsigned_abs() as f64);
+    if ns < 0 {
+        format!("-{text}")
+    } else {
+        text
+    }
 }
 
 fn pct(part: Nanos, whole: Nanos) -> f64 {
@@ -212,6 +230,7 @@ fn pct(part: Nanos, whole: Nanos) -> f64 {
 
 fn worker_stats(trace: &Trace, makespan: Nanos) -> Vec<WorkerStats> {
     let n = trace.worker_count();
+    let names = trace.worker_labels();
     let mut intervals: Vec<Vec<(Nanos, Nanos)>> = vec![Vec::new(); n];
     for t in &trace.tasks {
         intervals[t.worker as usize].push((t.start, t.end.max(t.start)));
@@ -237,10 +256,7 @@ fn worker_stats(trace: &Trace, makespan: Nanos) -> Vec<WorkerStats> {
             busy = busy.saturating_add(cur.map_or(0, |(s, e)| e - s));
             let busy_pct = pct(busy, makespan);
             WorkerStats {
-                name: trace
-                    .workers
-                    .get(i)
-                    .map_or_else(|| format!("#{i}"), |w| w.name.clone()),
+                name: names[i].clone(),
                 tasks: iv.len(),
                 busy,
                 busy_pct,
@@ -638,6 +654,24 @@ impl fmt::Display for TraceStats {
             writeln!(
                 f,
                 "  (network wait: time a receive was outstanding while none of the rank's workers ran a task)"
+            )?;
+        }
+
+        if let Some(e) = &self.remote_edges {
+            writeln!(f)?;
+            match (e.median, e.p99) {
+                (Some(median), Some(p99)) => writeln!(
+                    f,
+                    "Remote edges: {}, latency median {}, p99 {}",
+                    e.count,
+                    signed_duration(median),
+                    signed_duration(p99)
+                )?,
+                _ => writeln!(f, "Remote edges: none found")?,
+            }
+            writeln!(
+                f,
+                "  (latency: from the end of the sending task to the start of the receiving task, on the merged clock)"
             )?;
         }
 

@@ -8,7 +8,8 @@
 //! {"ph":"X","name":"gemm(3,4,5)","cat":"gemm",...}   one complete event per task
 //! {"ph":"X","name":"handle 7","cat":"transfer",...}  one per transfer, on "transfer 0→1" tracks
 //! {"ph":"X","name":"halo 176 KiB","cat":"message",...}  one per message, on "send → rank 1" / "recv ← rank 1" tracks
-//! {"ph":"s",...} {"ph":"f","bp":"e",...}         dependency arrows, only with `ChromeOptions::flows`
+//! {"ph":"s","cat":"remote",...} {"ph":"f","bp":"e","cat":"remote",...}  remote edges' arrows: sending task → receiving task
+//! {"ph":"s","cat":"dep",...} {"ph":"f","bp":"e","cat":"dep",...}  other dependency arrows, only with `ChromeOptions::flows`
 //! ],
 //! "displayTimeUnit":"ns",
 //! "tessera":{"format":"tessera-trace","version":2,"tasks":N,"transfers":M,"messages":K,
@@ -67,7 +68,9 @@ const TID_BASE: u64 = 10;
 pub struct ChromeOptions {
     /// Draw one arrow per dependency edge (flow events). Off by default: on a
     /// 10^6-task graph the arrows hide the timeline and slow the viewers.
-    /// The edges are stored in the file's metadata either way.
+    /// The edges are stored in the file's metadata either way, and the
+    /// remote edges of a merged trace ([`crate::trace::remote_edges`]) are
+    /// drawn either way.
     pub flows: bool,
 }
 

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 
 use super::{ChromeOptions, FORMAT_NAME, FORMAT_VERSION, PID, TID_BASE};
 use crate::trace::colors::CodeletColors;
-use crate::trace::model::{MessageDir, MessageRecord, Nanos, Trace, TransferRecord};
+use crate::trace::model::{MessageDir, MessageRecord, Nanos, TaskRecord, Trace, TransferRecord};
 
 /// Writes `ns` as microseconds with an exact three-digit fraction.
 fn write_us(w: &mut impl Write, ns: Nanos) -> io::Result<()> {
@@ -383,6 +383,15 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
         )?;
     }
 
+    // Remote edges always (a few per message, and what a merged trace is
+    // opened to see); the other edges only when asked.
+    let remote = crate::trace::remote::remote_edges(trace);
+    for (k, e) in remote.iter().enumerate() {
+        let (from, to) = (&trace.tasks[e.from], &trace.tasks[e.to]);
+        // Ids past the dependency arrows' (0..edges), so that none is shared.
+        let id = trace.edges.len() + k;
+        write_flow(&mut w, id, "remote edge", "remote", from, to, &lay)?;
+    }
     if opts.flows {
         write_flows(&mut w, trace, &lay)?;
     }
@@ -430,9 +439,35 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
     w.flush()
 }
 
-/// Flow arrows, one per edge whose both ends are known tasks. Each end sits at
-/// the middle of its task, strictly inside the slice when it has a duration, so
-/// that "enclosing slice" binding is unambiguous for back-to-back tasks.
+/// One flow arrow from `from` to `to`: `s` on the first slice, `f` bound to
+/// the enclosing slice (`bp: e`) on the second, same id and category. Each
+/// end sits at the middle of its task, strictly inside the slice when it has
+/// a duration, so that "enclosing slice" binding is unambiguous for
+/// back-to-back tasks.
+fn write_flow(
+    w: &mut impl Write,
+    id: usize,
+    name: &str,
+    cat: &str,
+    from: &TaskRecord,
+    to: &TaskRecord,
+    lay: &Layout,
+) -> io::Result<()> {
+    for (ph, t) in [("s", from), ("f", to)] {
+        let bind = if ph == "f" { ",\"bp\":\"e\"" } else { "" };
+        let (pid, tid) = lay.workers[t.worker as usize];
+        write!(
+            w,
+            ",\n{{\"ph\":\"{ph}\"{bind},\"id\":{id},\"name\":\"{name}\",\"cat\":\"{cat}\",\"pid\":{pid},\"tid\":{tid},\"ts\":"
+        )?;
+        write_us(w, t.start + (t.end - t.start) / 2)?;
+        w.write_all(b"}")?;
+    }
+    Ok(())
+}
+
+/// Dependency arrows, one per edge whose both ends are known tasks of one
+/// rank (those across ranks are the remote edges, drawn always).
 fn write_flows(w: &mut impl Write, trace: &Trace, lay: &Layout) -> io::Result<()> {
     let index: HashMap<u64, usize> = trace
         .tasks
@@ -441,20 +476,16 @@ fn write_flows(w: &mut impl Write, trace: &Trace, lay: &Layout) -> io::Result<()
         .rev() // with duplicate ids, the first task wins
         .map(|(i, t)| (t.id, i))
         .collect();
+    let wranks = trace.worker_ranks();
     for (k, (a, b)) in trace.edges.iter().enumerate() {
         let (Some(&a), Some(&b)) = (index.get(a), index.get(b)) else {
             continue;
         };
-        for (ph, t) in [("s", &trace.tasks[a]), ("f", &trace.tasks[b])] {
-            let bind = if ph == "f" { ",\"bp\":\"e\"" } else { "" };
-            let (pid, tid) = lay.workers[t.worker as usize];
-            write!(
-                w,
-                ",\n{{\"ph\":\"{ph}\"{bind},\"id\":{k},\"name\":\"dep\",\"cat\":\"dep\",\"pid\":{pid},\"tid\":{tid},\"ts\":"
-            )?;
-            write_us(w, t.start + (t.end - t.start) / 2)?;
-            w.write_all(b"}")?;
+        let (a, b) = (&trace.tasks[a], &trace.tasks[b]);
+        if wranks[a.worker as usize] != wranks[b.worker as usize] {
+            continue;
         }
+        write_flow(w, k, "dep", "dep", a, b, lay)?;
     }
     Ok(())
 }
