@@ -1,59 +1,56 @@
-//! The MPI transport (rsmpi over Open MPI): one communication thread per
-//! rank makes every MPI call; workers and the engine's network dispatcher
-//! hand it messages through a queue and take received ones from another, so
-//! no worker ever blocks in MPI.
+//! The MPI transport (rsmpi over Open MPI). Every MPI call after `init` is
+//! made by one thread at a time, holding the transport's `progress` lock;
+//! any thread may be that thread:
+//! - **a sender** posts its message's `MPI_Isend` itself when the lock is
+//!   free (a worker finishing a task: no hand-over to another thread on the
+//!   way out). It only posts sends: it may hold locks that a delivered
+//!   message's callback takes;
+//! - **an idle worker watching the network** (`tessera_engine`'s `watch`:
+//!   one idle CPU worker of a runtime on this transport, while a message is
+//!   expected) runs whole rounds of progress through `Transport::poll`, so
+//!   a message reaches the task it releases on that worker, at once;
+//! - **the communication thread** runs the rounds when nobody else does.
 //!
-//! The thread's loop: post an `MPI_Isend` for every queued message (the
-//! buffer is owned by the thread until the send completes), test the sends
-//! in flight, and receive every message that has arrived (`MPI_Improbe`, a
-//! matched probe, so the size comes from the status before the buffer is
-//! made; then `MPI_Mrecv` of exactly that message). A message longer than
-//! [`MAX_PIECE`] (MPI counts are `i32`) goes as a header with its length
-//! and pieces; the receiver takes the header in its sender's order (the
-//! probe matches any tag) and then the pieces, and delivers one message.
-//! When a round finds nothing to do it backs off like the workers do, in
-//! three stages:
-//! - a few spins;
-//! - while a message was sent or received less than `HOT` ago, it polls
-//!   with `yield_now` between rounds (no sleep): a reply to what just went
-//!   out, or the next message of a burst, usually comes within that window,
-//!   and a sleeping thread would see it up to a nap late. Yielding gives the
-//!   core to any runnable worker at once, so on oversubscribed cores this
-//!   costs context switches, not compute;
-//! - then it sleeps, 20 µs doubling up to `MAX_NAP` (woken at once when a
-//!   message is queued), with the thread's timer slack set to 1 µs so a nap
-//!   is not stretched to Linux's default 50 µs. MPI has no notification for
-//!   incoming messages, so a rank idle for longer than `HOT` sees a message
-//!   up to `MAX_NAP` late;
-//! - except while the rank awaits a reply (`Transport::awaiting`: it sent its
-//!   part of a halo exchange or a task all-reduce and another rank's part is
-//!   still to come): then the naps stop growing at `AWAIT_NAP`, 250 µs.
-//!   Stop 34 sent the CG's halo before the interior SpMV: the halo wait went,
-//!   but the all-reduce after the multiply then met communication threads
-//!   that had napped through it, and waited 15–20 ms per iteration in steps of
-//!   `MAX_NAP`. With the short naps while awaited, the same change measured
-//!   (`mpirun -np 2 tessera spmv --gen stencil27:150 --solver cg`, 4
-//!   alternated rounds against the previous binary): halo wait 2.5–5.6 →
-//!   0.1 ms, all-reduce wait 1.8–2.9 → 2.1–6.1 ms, iteration 66.0–72.0 →
-//!   67.1–69.6 ms. Each wake-up costs about 60 µs (below), so an awaited
-//!   reply costs at most a quarter of a core while it is late.
+//! A round of progress: post an `MPI_Isend` for every queued message (the
+//! buffer is owned by the transport until the send completes), test the
+//! sends in flight, and receive every message that has arrived
+//! (`MPI_Improbe`, a matched probe, so the size comes from the status
+//! before the buffer is made; then `MPI_Mrecv` of exactly that message),
+//! delivering each to the network's routing function on the same thread. A
+//! message longer than [`MAX_PIECE`] (MPI counts are `i32`) goes as a header
+//! with its length and pieces; the receiver takes the header in its
+//! sender's order (the probe matches any tag) and then the pieces, and
+//! delivers one message.
 //!
-//! Chosen because a chain of remote edges between two ranks (`tessera
-//! overhead-mpi`) measured 1.7 ms per edge with naps alone: every message
-//! found its receiver asleep. The cap is a trade: each wake-up costs the
-//! rank's core about 60 µs (Open MPI's progress engine in the probe, and the
-//! worker it preempts), so a 1 ms cap took about 6 % of a core from a 2-rank
-//! LU whose ranks share their cores with their workers (4,150 wake-ups in a
-//! 4.3 s run, 260 ms of CPU); with 5 ms the same runs went from 110–115 to
-//! 116–119 GFLOP/s (5 alternated rounds), while CG and the remote-edge chain
-//! did not change (their messages come in bursts, which `HOT` covers, and a
-//! queued send wakes the thread).
+//! The communication thread backs off when a round finds nothing to do:
+//! - while a worker watches (it polled less than `WATCHED` ago), it naps:
+//!   two threads polling one rank would take a core from the ranks that
+//!   compute, on oversubscribed cores;
+//! - else a few spins; then, while a message was sent or received less
+//!   than `HOT` ago, it polls with `yield_now` between rounds (the next
+//!   message of a burst usually comes within that window); then it sleeps,
+//!   20 µs doubling up to `MAX_NAP` (woken at once when a message is queued
+//!   and its sender could not post it), with the thread's timer slack set to
+//!   1 µs so a nap is not stretched to Linux's default 50 µs;
+//! - while the rank awaits a reply (`Transport::awaiting`: a halo exchange,
+//!   a task all-reduce, an STF receive or a symbolic run), the naps stop
+//!   growing at `AWAIT_NAP`, 250 µs.
+//!
+//! The naps are off the critical path as long as a worker is idle to watch:
+//! a chain of remote edges (`tessera overhead-mpi`) went from 31.5 to 11.6
+//! µs per edge, and a 2-rank Task Bench stencil step from 67–99 to 8–9 µs
+//! (CHANGELOG, issue 41). They remain where every worker is busy, which is
+//! where a late message costs least: a wake-up costs the rank's core about
+//! 60 µs (Open MPI's progress engine in the probe, and the worker it
+//! preempts), and a 1 ms cap took about 6 % of a core from a 2-rank LU
+//! whose ranks share their cores with their workers.
 //!
 //! MPI is initialised once per process with `MPI_THREAD_MULTIPLE` requested;
-//! since only the communication thread calls MPI after initialisation,
-//! `MPI_THREAD_SERIALIZED` is enough, and anything less is refused with a
-//! message saying what the library offers. MPI is finalised when the
-//! [`Mpi`] value is dropped, on the thread that initialised it.
+//! since the lock serialises every call, `MPI_THREAD_SERIALIZED` is enough,
+//! and anything less is refused with a message saying what the library
+//! offers. When the [`Mpi`] value is dropped, the communication thread
+//! finishes the sends in flight and closes the transport (no thread enters
+//! MPI after that), and MPI is finalised on the thread that initialised it.
 
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -95,6 +92,10 @@ const AWAIT_NAP: Duration = Duration::from_micros(250);
 const HOT: Duration = Duration::from_millis(2);
 /// Idle rounds spent spinning before yielding or sleeping.
 const SPINS: u32 = 64;
+/// How recently another thread must have polled (`Transport::poll`: an idle
+/// worker watching the network) for the communication thread to leave the
+/// polling to it and nap.
+const WATCHED: Duration = Duration::from_micros(100);
 
 /// MPI for this process: initialised by [`init`], finalised on drop.
 pub struct Mpi {
@@ -141,20 +142,30 @@ pub fn init() -> Result<Mpi, String> {
         size,
         outbox: Mutex::new(out_tx),
         inbox: Mutex::new(in_rx),
+        progress: Mutex::new(Progress {
+            queued: out_rx,
+            inflight: Vec::new(),
+            inbox: in_tx,
+        }),
+        outside_poll: AtomicU64::new(0),
+        last_active: AtomicU64::new(0),
+        epoch: Instant::now(),
         pending: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         thread: Mutex::new(None),
         counters: Default::default(),
         sink: Mutex::new(None),
+        sink_set: AtomicBool::new(false),
         bind: Mutex::new(None),
         bind_pending: AtomicBool::new(false),
         max_piece: AtomicUsize::new(MAX_PIECE),
         awaiting: AtomicIsize::new(0),
+        closed: AtomicBool::new(false),
     });
     let t = Arc::clone(&transport);
     let thread = std::thread::Builder::new()
         .name(format!("tessera-mpi{rank}"))
-        .spawn(move || comm_loop(&t, out_rx, in_tx))
+        .spawn(move || comm_loop(&t))
         .map_err(|e| format!("cannot start the MPI communication thread: {e}"))?;
     *lock(&transport.thread) = Some(thread.thread().clone());
     Ok(Mpi {
@@ -360,6 +371,17 @@ pub struct MpiTransport {
     size: usize,
     outbox: Mutex<Sender<(usize, Vec<u8>)>>,
     inbox: Mutex<Receiver<(usize, Vec<u8>)>>,
+    /// Everything one round of progress touches (see [`MpiTransport::progress`]):
+    /// held by the one thread in MPI at a time.
+    progress: Mutex<Progress>,
+    /// When a thread other than the communication thread last polled
+    /// (`Transport::poll`), in nanoseconds since `epoch`: while recent, the
+    /// communication thread naps instead of polling beside it.
+    outside_poll: AtomicU64,
+    /// When a message was last sent or received, nanoseconds since `epoch`
+    /// (`Transport::expecting`).
+    last_active: AtomicU64,
+    epoch: Instant,
     /// Messages queued or in flight.
     pending: AtomicUsize,
     stop: AtomicBool,
@@ -369,6 +391,9 @@ pub struct MpiTransport {
     /// Where received messages go when not queued on `inbox`
     /// (`Transport::deliver_to`); run on the communication thread.
     sink: Mutex<Option<Sink>>,
+    /// Set when `sink` changes: the next round first delivers what was
+    /// queued on `inbox` before (so each sender's order is kept).
+    sink_set: AtomicBool,
     /// A request to bind the communication thread (CPUs, where to answer),
     /// taken by the thread itself; `bind_pending` says one is waiting.
     bind: Mutex<Option<BindRequest>>,
@@ -378,6 +403,9 @@ pub struct MpiTransport {
     /// Exchanges whose reply this rank awaits (`Transport::awaiting`): while above 0, the
     /// thread's naps are at most [`AWAIT_NAP`].
     awaiting: AtomicIsize,
+    /// Set by the communication thread, holding `progress`, when it stops:
+    /// MPI is about to be finalised, and no thread may enter it again.
+    closed: AtomicBool,
 }
 
 /// CPUs to bind the communication thread to, and where it answers.
@@ -398,14 +426,39 @@ impl Transport for MpiTransport {
         self.counters
             .bytes_sent
             .fetch_add(msg.len() as u64, Ordering::Relaxed);
-        if lock(&self.outbox).send((to, msg)).is_err() {
-            // The communication thread is gone (shutting down): nothing to do.
+        if self.closed.load(Ordering::SeqCst) || lock(&self.outbox).send((to, msg)).is_err() {
+            // MPI is finalised (shutting down): nothing to do.
             self.pending.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        if let Some(t) = lock(&self.thread).as_ref() {
-            t.unpark();
+        // Post it from this thread when no other thread is in MPI: no
+        // hand-over to the communication thread on the way out. Sends only:
+        // the caller may hold locks that a delivered message's callback takes.
+        let posted = match self.progress.try_lock() {
+            Ok(mut p) => self.post_queued(&mut p),
+            Err(_) => false,
+        };
+        if !posted {
+            if let Some(t) = lock(&self.thread).as_ref() {
+                t.unpark();
+            }
         }
+    }
+
+    fn poll(&self) -> bool {
+        self.outside_poll.store(self.now_ns(), Ordering::Relaxed);
+        match self.progress.try_lock() {
+            Ok(mut p) => self.progress(&mut p),
+            Err(_) => false,
+        }
+    }
+
+    fn polled(&self) -> bool {
+        true
+    }
+
+    fn expecting(&self) -> bool {
+        self.awaiting.load(Ordering::Relaxed) > 0 || self.recently_active()
     }
 
     fn recv(&self, timeout: Duration) -> Option<(usize, Vec<u8>)> {
@@ -418,6 +471,7 @@ impl Transport for MpiTransport {
 
     fn deliver_to(&self, sink: Option<Sink>) -> bool {
         *lock(&self.sink) = sink;
+        self.sink_set.store(true, Ordering::Release);
         true
     }
 
@@ -447,31 +501,63 @@ struct InFlight {
     _header: Vec<u8>,
 }
 
-/// The communication thread: every MPI call of the rank after `init`.
-fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(usize, Vec<u8>)>) {
-    let world = SimpleCommunicator::world();
-    let mut inflight: Vec<InFlight> = Vec::new();
-    let mut idle = 0u32;
-    let mut naps = 0u32;
-    let mut last_active = Instant::now();
-    tighten_timer_slack();
-    loop {
-        let mut busy = false;
-        if t.bind_pending.swap(false, Ordering::Acquire) {
-            if let Some((cpus, answer)) = lock(&t.bind).take() {
-                let r = crate::cpu::bind_current_thread(&cpus).map_err(|e| e.to_string());
-                let _ = answer.send(r);
-            }
+/// What one round of progress works on: the queue of messages to send, the
+/// sends in flight, and where received messages go without a sink.
+struct Progress {
+    queued: Receiver<(usize, Vec<u8>)>,
+    inflight: Vec<InFlight>,
+    inbox: Sender<(usize, Vec<u8>)>,
+}
+
+// SAFETY: the MPI requests in `inflight` are raw library handles, not tied
+// to the thread that posted them: under MPI_THREAD_SERIALIZED (or more,
+// which `init` requires) any thread may complete them, provided one thread
+// at a time calls MPI, which the transport's `progress` lock ensures (every
+// MPI call after `init`, except `RawMpi`'s under MPI_THREAD_MULTIPLE, is
+// made holding it).
+unsafe impl Send for Progress {}
+
+impl MpiTransport {
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Post an `MPI_Isend` for every queued message, in queue order (so each
+    /// destination's messages keep their order). Returns whether there was one.
+    fn post_queued(&self, p: &mut Progress) -> bool {
+        if self.closed.load(Ordering::SeqCst) {
+            return false;
         }
-        // Post queued sends.
-        while let Ok((to, msg)) = out.try_recv() {
-            busy = true;
-            let piece = t.max_piece.load(Ordering::Relaxed).max(1);
-            inflight.push(post_send(&world, to, msg, piece));
+        let mut any = false;
+        while let Ok((to, msg)) = p.queued.try_recv() {
+            any = true;
+            let piece = self.max_piece.load(Ordering::Relaxed).max(1);
+            let f = post_send(&SimpleCommunicator::world(), to, msg, piece);
+            p.inflight.push(f);
         }
+        if any {
+            self.last_active.store(self.now_ns(), Ordering::Relaxed);
+        }
+        any
+    }
+
+    /// One round of progress, on whichever thread holds `p` (the
+    /// communication thread, an idle worker, or a sender): post queued
+    /// sends, complete the sends in flight, and receive and deliver every
+    /// message that has arrived. Returns whether anything happened. MPI is
+    /// called by one thread at a time (the lock), which
+    /// `MPI_THREAD_SERIALIZED` allows.
+    fn progress(&self, p: &mut Progress) -> bool {
+        if self.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let world = SimpleCommunicator::world();
+        // `pending` counts the queued and in-flight sends: none, no work.
+        let mut busy = self.pending.load(Ordering::SeqCst) > 0 && self.post_queued(p);
         // Complete sends.
-        let mut still = Vec::with_capacity(inflight.len());
-        for mut f in inflight.drain(..) {
+        let mut i = 0;
+        while i < p.inflight.len() {
+            let f = &mut p.inflight[i];
             let mut pending = Vec::new();
             for r in f.requests.drain(..) {
                 if let Err(r) = r.test() {
@@ -481,25 +567,28 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
             if pending.is_empty() {
                 busy = true;
                 // The send has completed: MPI no longer reads the buffers.
+                let f = p.inflight.swap_remove(i);
                 tessera_engine::dist::buffers::give(f.buffer);
-                t.pending.fetch_sub(1, Ordering::SeqCst);
+                self.pending.fetch_sub(1, Ordering::SeqCst);
             } else {
                 f.requests = pending;
-                still.push(f);
+                i += 1;
             }
         }
-        inflight = still;
         // Receive what has arrived. With a sink, messages queued before it
         // was set go first, so each sender's order is kept.
-        let sink = lock(&t.sink).clone();
-        if let Some(deliver) = &sink {
-            if let Ok(queued) = t.inbox.try_lock() {
-                while let Ok((from, buf)) = queued.try_recv() {
-                    busy = true;
-                    deliver(from, buf);
+        if self.sink_set.swap(false, Ordering::AcqRel) {
+            if let Some(deliver) = lock(&self.sink).clone() {
+                if let Ok(queued) = self.inbox.try_lock() {
+                    while let Ok((from, buf)) = queued.try_recv() {
+                        busy = true;
+                        deliver(from, buf);
+                    }
                 }
             }
         }
+        // Looked up at the first message (most rounds find none).
+        let mut sink: Option<Option<Sink>> = None;
         // Any tag: a long message's header must be taken in its sender's
         // order among the short ones (MPI keeps the order of messages from
         // one sender that match the same probe); its pieces follow it.
@@ -531,36 +620,78 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
                 }
             };
             let n = buf.len();
-            t.counters.received.fetch_add(1, Ordering::Relaxed);
-            t.counters
+            self.counters.received.fetch_add(1, Ordering::Relaxed);
+            self.counters
                 .bytes_received
                 .fetch_add(n as u64, Ordering::Relaxed);
             let from = status.source_rank() as usize;
-            match &sink {
+            match sink.get_or_insert_with(|| lock(&self.sink).clone()) {
                 Some(deliver) => deliver(from, buf),
                 None => {
-                    let _ = inbox.send((from, buf));
+                    let _ = p.inbox.send((from, buf));
                 }
             }
         }
-        if t.stop.load(Ordering::SeqCst)
-            && inflight.is_empty()
-            && t.pending.load(Ordering::SeqCst) == 0
-        {
-            break;
+        if busy {
+            self.last_active.store(self.now_ns(), Ordering::Relaxed);
         }
+        busy
+    }
+
+    /// Whether a message was sent or received less than [`HOT`] ago.
+    fn recently_active(&self) -> bool {
+        self.now_ns()
+            .saturating_sub(self.last_active.load(Ordering::Relaxed))
+            < HOT.as_nanos() as u64
+    }
+
+    /// Whether a thread other than the communication thread polled within
+    /// the last [`WATCHED`].
+    fn watched(&self) -> bool {
+        self.now_ns()
+            .saturating_sub(self.outside_poll.load(Ordering::Relaxed))
+            < WATCHED.as_nanos() as u64
+    }
+}
+
+/// The communication thread: progress when no other thread makes it (see
+/// the module doc), until the `Mpi` value is dropped; then MPI is closed to
+/// every other thread before it is finalised.
+fn comm_loop(t: &MpiTransport) {
+    let mut idle = 0u32;
+    let mut naps = 0u32;
+    tighten_timer_slack();
+    loop {
+        if t.bind_pending.swap(false, Ordering::Acquire) {
+            if let Some((cpus, answer)) = lock(&t.bind).take() {
+                let r = crate::cpu::bind_current_thread(&cpus).map_err(|e| e.to_string());
+                let _ = answer.send(r);
+            }
+        }
+        let busy = {
+            let mut p = lock(&t.progress);
+            let busy = t.progress(&mut p);
+            if t.stop.load(Ordering::SeqCst)
+                && p.inflight.is_empty()
+                && t.pending.load(Ordering::SeqCst) == 0
+            {
+                // No thread enters MPI after this (each checks `closed`
+                // holding this lock), so `MPI_Finalize` may follow.
+                t.closed.store(true, Ordering::SeqCst);
+                break;
+            }
+            busy
+        };
         // Back off when idle (see the module doc).
         if busy {
             idle = 0;
             naps = 0;
-            last_active = Instant::now();
         } else {
             idle = idle.saturating_add(1);
-            if idle < SPINS {
+            let watched = t.watched();
+            if idle < SPINS && !watched {
                 std::hint::spin_loop();
-            } else if last_active.elapsed() < HOT {
-                std::thread::yield_now();
-            } else {
+            } else if !t.recently_active() || watched {
                 let cap = if t.awaiting.load(Ordering::Relaxed) > 0 {
                     AWAIT_NAP
                 } else {
@@ -569,6 +700,8 @@ fn comm_loop(t: &MpiTransport, out: Receiver<(usize, Vec<u8>)>, inbox: Sender<(u
                 let nap = Duration::from_micros(20 << naps.min(8)).min(cap);
                 naps += 1;
                 std::thread::park_timeout(nap);
+            } else {
+                std::thread::yield_now();
             }
         }
     }

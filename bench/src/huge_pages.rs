@@ -11,12 +11,17 @@
 //! the 6 pairs faster). `lu --n 8192` is unchanged (68.4 and 69.1 GFLOP/s, three rounds each):
 //! dense tiles are reused from cache, not streamed.
 //!
-//! [`HugePages`] is the system allocator plus one `madvise(MADV_HUGEPAGE)` per allocation of
-//! at least [`THRESHOLD`] bytes, on the 2 MiB-aligned part of it, before anything touches it
+//! [`HugePages`] gives blocks of at least [`THRESHOLD`] bytes from the system allocator plus
+//! one `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each, before anything touches it
 //! (so its first faults already map huge pages). Written by hand because what it does is one
-//! call: jemalloc's `thp:always` or mimalloc's large pages would replace the whole allocator
-//! and bring a C build into a crate that needs none. It is the allocator of the `tessera`
-//! binary only (`main.rs`); `TESSERA_HUGE_PAGES=0` turns the advice off, for comparisons.
+//! call. Smaller blocks come from mimalloc: a fine-grained DAG allocates a task's small parts
+//! on the submitting thread and frees them on a worker, glibc malloc's worst case (its
+//! arena locks, `malloc_consolidate` and `_int_free` took 20–25 % of all CPU samples of a
+//! Task Bench stencil, issue 41), where mimalloc frees into the owning thread's page
+//! without a lock. The large blocks keep the system allocator, so the dense and sparse
+//! kernels' memory behaves as before. It is the allocator of the `tessera` binary only
+//! (`main.rs`; the engine sets none); `TESSERA_HUGE_PAGES=0` turns the advice off, for
+//! comparisons.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,10 +70,23 @@ pub fn advise(p: *mut u8, len: usize) -> bool {
     unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) == 0 }
 }
 
-// SAFETY: every block comes from `System` and goes back to it with the same layout; `advise`
-// only sets a flag on pages inside the block.
+/// Whether a block of `size` bytes comes from the system allocator (else from mimalloc).
+/// A block's size decides it at every call (`GlobalAlloc` passes the block's layout back
+/// to `dealloc` and `realloc`), so each block returns to the allocator that made it.
+fn large(size: usize) -> bool {
+    size >= THRESHOLD
+}
+
+// SAFETY: a block of at least THRESHOLD bytes comes from `System`, a smaller one from
+// `MiMalloc`, and goes back to the same one (`large` of the same size); a `realloc` that
+// crosses the threshold allocates in the other one, copies and frees. `advise` only sets a
+// flag on pages inside a block.
 unsafe impl GlobalAlloc for HugePages {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if !large(layout.size()) {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { mimalloc::MiMalloc.alloc(layout) };
+        }
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.alloc(layout) };
         advise(p, layout.size());
@@ -76,6 +94,10 @@ unsafe impl GlobalAlloc for HugePages {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if !large(layout.size()) {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
+        }
         // SAFETY: the caller's contract, passed on. glibc's calloc of a large block is a fresh
         // mapping it does not write to, so the advice still comes before the first fault.
         let p = unsafe { System.alloc_zeroed(layout) };
@@ -84,15 +106,39 @@ unsafe impl GlobalAlloc for HugePages {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract, passed on; `ptr` came from `System`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        advise(p, new_size);
-        p
+        match (large(layout.size()), large(new_size)) {
+            // SAFETY: the caller's contract, passed on; `ptr` came from `MiMalloc`.
+            (false, false) => unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) },
+            (true, true) => {
+                // SAFETY: the caller's contract, passed on; `ptr` came from `System`.
+                let p = unsafe { System.realloc(ptr, layout, new_size) };
+                advise(p, new_size);
+                p
+            }
+            _ => {
+                // SAFETY: `new_size` is non-zero with the old alignment (the caller's
+                // contract); the new block is at least as long as the part copied.
+                unsafe {
+                    let new = Layout::from_size_align_unchecked(new_size, layout.align());
+                    let p = self.alloc(new);
+                    if !p.is_null() {
+                        std::ptr::copy_nonoverlapping(ptr, p, layout.size().min(new_size));
+                        self.dealloc(ptr, layout);
+                    }
+                    p
+                }
+            }
+        }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
+        if large(layout.size()) {
+            // SAFETY: `ptr` came from `System` with `layout`.
+            unsafe { System.dealloc(ptr, layout) }
+        } else {
+            // SAFETY: `ptr` came from `MiMalloc` with `layout`.
+            unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+        }
     }
 }
 
@@ -151,5 +197,32 @@ mod tests {
             "below the threshold"
         );
         assert!(!advise(std::ptr::null_mut(), 1 << 30), "null");
+    }
+
+    #[test]
+    fn blocks_keep_their_contents_across_the_threshold() {
+        let small = Layout::from_size_align(64, 16).unwrap();
+        // SAFETY: each block is written within its length, moved by `realloc` with the
+        // layout it has, and freed with the layout of its last size.
+        unsafe {
+            let p = HugePages.alloc(small);
+            assert!(!p.is_null());
+            for i in 0..64 {
+                *p.add(i) = i as u8;
+            }
+            let big = HugePages.realloc(p, small, THRESHOLD + 4096);
+            assert!(!big.is_null());
+            assert!(
+                (0..64).all(|i| *big.add(i) == i as u8),
+                "grown past the threshold"
+            );
+            *big.add(THRESHOLD) = 7;
+            let grown = Layout::from_size_align(THRESHOLD + 4096, 16).unwrap();
+            let back = HugePages.realloc(big, grown, 32);
+            assert!(!back.is_null());
+            assert!((0..32).all(|i| *back.add(i) == i as u8), "shrunk below it");
+            assert_eq!(back as usize % 16, 0, "alignment kept");
+            HugePages.dealloc(back, Layout::from_size_align(32, 16).unwrap());
+        }
     }
 }

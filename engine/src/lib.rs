@@ -132,6 +132,7 @@ mod task;
 pub mod team;
 pub mod trace;
 pub mod util;
+mod watch;
 mod worker;
 
 pub use access::{AccessMode, Accesses, DeviceAccesses, Dynamic, Read, ReadWrite, Write};

@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     pub(crate) sim: Option<crate::simulate::SimRt>,
     /// Finished task nodes whose allocations submissions reuse.
     pub(crate) nodes: crate::task::NodePool,
+    /// The network this rank's idle workers watch, if any (`crate::watch`).
+    pub(crate) watch: crate::watch::Watch,
 }
 
 impl Shared {
@@ -847,6 +849,12 @@ impl Runtime {
     /// layer records messages into it).
     pub(crate) fn trace_log(&self) -> Option<&Arc<TraceLog>> {
         self.shared.trace.as_ref()
+    }
+
+    /// Let this runtime's idle workers poll `transport` while a message is
+    /// expected (`crate::watch`); nothing if it cannot be polled.
+    pub(crate) fn watch_network(&self, transport: &Arc<dyn crate::dist::Transport>) {
+        self.shared.watch.set(transport);
     }
 
     /// Whether this runtime records a trace.

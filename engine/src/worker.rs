@@ -17,6 +17,7 @@ use crate::sleep::Pop;
 use crate::task::{lock_successors, state, Body, DeviceMatch, Once, TaskContext, TaskNode};
 use crate::team::{Board, TeamJob};
 use crate::util::panic_message;
+use crate::watch::{Activity, Watch, Watching};
 
 /// How a task ended.
 pub(crate) enum Outcome {
@@ -95,6 +96,13 @@ struct Source<'a> {
     queue: &'a mut dyn WorkerQueue,
     board: Option<&'a Board>,
     index: usize,
+    /// The network idle CPU workers watch (`crate::watch`); `None` on
+    /// device workers.
+    watch: Option<&'a Watch>,
+    /// Whether this worker holds the watcher role (and what it watches):
+    /// given up when the source is dropped, that is, when the worker takes
+    /// work.
+    watching: Watching,
 }
 
 impl Pop for Source<'_> {
@@ -104,6 +112,21 @@ impl Pop for Source<'_> {
             return Some(Work::Join(job, rank));
         }
         self.queue.pop().map(Work::Task)
+    }
+
+    fn poll(&mut self) -> Activity {
+        match self.watch {
+            Some(w) => w.poll(&mut self.watching),
+            None => Activity::Idle,
+        }
+    }
+}
+
+impl Drop for Source<'_> {
+    fn drop(&mut self) {
+        if let Some(w) = self.watch {
+            w.leave(&mut self.watching);
+        }
     }
 }
 
@@ -122,14 +145,14 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
             queue: &mut *queue,
             board,
             index,
+            watch: (!is_device).then_some(&shared.watch),
+            watching: None,
         };
-        let work = match source.pop() {
-            Some(w) => w,
-            None => match shared.sleep.idle(index, &mut source) {
-                Some(w) => w,
-                None => break,
-            },
-        };
+        let work = source
+            .pop()
+            .or_else(|| shared.sleep.idle(index, &mut source));
+        drop(source);
+        let Some(work) = work else { break };
         let task = match work {
             Work::Task(t) => t,
             Work::Join(job, rank) => {

@@ -100,6 +100,7 @@ impl AsyncAllreduce {
         then: Then,
     ) -> Result<TaskHandle, Error> {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        rt.watch_network(self.net.transport());
         let (me, size) = (self.net.rank(), self.net.size());
         let mine: Arc<Mutex<Vec<f64>>> = Arc::default();
         let mut send = TaskBuilder::with_args(&self.send, seq).cpu_only();

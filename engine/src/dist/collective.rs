@@ -14,22 +14,7 @@ use super::net::{Channel, Net};
 use super::wire::Reader;
 use crate::util::lock;
 
-/// A wait for other ranks' parts, counted in the transport's awaited exchanges while it
-/// lasts.
-struct Awaiting<'t>(&'t Arc<dyn super::Transport>);
-
-impl<'t> Awaiting<'t> {
-    fn new(t: &'t Arc<dyn super::Transport>) -> Awaiting<'t> {
-        t.awaiting(1);
-        Awaiting(t)
-    }
-}
-
-impl Drop for Awaiting<'_> {
-    fn drop(&mut self) {
-        self.0.awaiting(-1);
-    }
-}
+use super::Awaiting;
 
 /// The collectives of one group of ranks (all of them), on their own channel.
 pub struct Collectives {

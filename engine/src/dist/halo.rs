@@ -156,6 +156,7 @@ impl HaloExchange {
         halo: &DataHandle<Vec<f64>>,
     ) -> Result<Vec<TaskHandle>, Error> {
         let seq = self.next.fetch_add(1, Ordering::Relaxed);
+        rt.watch_network(self.net.transport());
         let mut sends = Vec::with_capacity(self.plan.sends.len());
         for (to, idx) in &self.plan.sends {
             sends.push(rt.submit(self.send_task(seq, *to, idx.clone(), own))?);

@@ -104,6 +104,47 @@ pub trait Transport: Send + Sync {
     fn awaiting(&self, delta: isize) {
         let _ = delta;
     }
+
+    /// Make progress on the calling thread if no other thread is making it
+    /// now: post queued sends, complete finished ones, and deliver arrived
+    /// messages to the sink ([`deliver_to`](Self::deliver_to)). Returns
+    /// whether anything happened. Idle workers of a runtime on this
+    /// transport call it when [`polled`](Self::polled) says it does
+    /// something, so a message reaches its receiver without waiting for the
+    /// transport's thread to wake. The default does nothing.
+    fn poll(&self) -> bool {
+        false
+    }
+
+    /// Whether [`poll`](Self::poll) makes progress (the default: no).
+    fn polled(&self) -> bool {
+        false
+    }
+
+    /// Whether a message is likely soon: a reply is awaited
+    /// ([`awaiting`](Self::awaiting) above 0) or messages moved very
+    /// recently. An idle worker keeps polling, instead of sleeping, while it
+    /// holds. The default: never.
+    fn expecting(&self) -> bool {
+        false
+    }
+}
+
+/// A wait for other ranks' messages, counted in the transport's awaited
+/// exchanges ([`Transport::awaiting`]) while it lasts.
+pub(crate) struct Awaiting(std::sync::Arc<dyn Transport>);
+
+impl Awaiting {
+    pub(crate) fn new(t: &std::sync::Arc<dyn Transport>) -> Awaiting {
+        t.awaiting(1);
+        Awaiting(std::sync::Arc::clone(t))
+    }
+}
+
+impl Drop for Awaiting {
+    fn drop(&mut self) {
+        self.0.awaiting(-1);
+    }
 }
 
 /// Where a transport delivers received messages (see [`Transport::deliver_to`]).

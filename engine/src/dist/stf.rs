@@ -20,8 +20,10 @@
 //! Messages are matched by (data id, version), so they may arrive before the
 //! receive that wants them; they wait in `arrived`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+use smallvec::SmallVec;
 
 use super::log::Tick;
 use super::net::{Channel, Net};
@@ -82,7 +84,32 @@ struct Entry {
     /// Ranks that hold the current version (or will, once the receives
     /// already posted complete): its writer, its owner, and the ranks it was
     /// sent to since.
-    holders: HashSet<usize>,
+    holders: RankSet,
+}
+
+/// A set of ranks, one bit each: no allocation below 64 ranks (the set is
+/// rewritten at every write of its data, on every rank).
+#[derive(Default)]
+struct RankSet(SmallVec<[u64; 1]>);
+
+impl RankSet {
+    /// The set of `a` and `b`, reusing this one's storage.
+    fn reset_to(&mut self, a: usize, b: usize) {
+        self.0.iter_mut().for_each(|w| *w = 0);
+        self.insert(a);
+        self.insert(b);
+    }
+
+    /// Add `r`; `true` if it was not in the set.
+    fn insert(&mut self, r: usize) -> bool {
+        let (word, bit) = (r / 64, 1u64 << (r % 64));
+        if self.0.len() <= word {
+            self.0.resize(word + 1, 0);
+        }
+        let had = self.0[word] & bit != 0;
+        self.0[word] |= bit;
+        !had
+    }
 }
 
 /// Received bytes for a held receive task: filled before it is released.
@@ -94,6 +121,9 @@ type RecvArgs = (u64, u64);
 /// What a send task's label is made of: (data id, version, destination).
 type SendArgs = (u64, u64, usize);
 
+/// `State::by_local`'s mark of a local handle not registered here.
+const UNREGISTERED: u64 = u64::MAX;
+
 /// Message kinds on the runtime's channel.
 const DATA: u32 = 0;
 /// "This rank's `wait_all` is done": see `DistRuntime::wait_all`.
@@ -102,8 +132,9 @@ const DONE: u32 = 1;
 #[derive(Default)]
 struct State {
     entries: Vec<Entry>,
-    /// Local handle id → global id.
-    by_local: HashMap<u64, u64>,
+    /// Local handle id → global id ([`UNREGISTERED`] for none): local ids
+    /// are a runtime's registration count, so a vector indexed by them.
+    by_local: Vec<u64>,
     /// Receives posted and not matched yet: (gid, version) → (bytes slot,
     /// hold, when it was posted on the trace clock).
     waiting: HashMap<(u64, u64), (Slot, Hold, Option<Tick>)>,
@@ -204,6 +235,7 @@ impl DistRuntime {
         let state: Arc<Mutex<State>> = Arc::default();
         let wake: Arc<(Mutex<()>, std::sync::Condvar)> = Arc::default();
         net.record_messages(rt.message_log(net.rank()));
+        rt.watch_network(net.transport());
         let ch = net.channel().named("data");
         let st = Arc::clone(&state);
         let wake2 = Arc::clone(&wake);
@@ -225,6 +257,7 @@ impl DistRuntime {
                     Some((slot, hold, posted)) => {
                         let _ = slot.set(bytes);
                         drop(s);
+                        net2.transport().awaiting(-1);
                         ch2.record_recv(from, body.len() + 4, posted);
                         hold.release();
                     }
@@ -275,12 +308,18 @@ impl DistRuntime {
         let local = self.rt.register_replicable(value);
         let mut s = lock(&self.state);
         let gid = s.entries.len() as u64;
-        s.by_local.insert(local.id(), gid);
+        let at = local.id() as usize;
+        if s.by_local.len() <= at {
+            s.by_local.resize(at + 1, UNREGISTERED);
+        }
+        s.by_local[at] = gid;
+        let mut holders = RankSet::default();
+        holders.insert(owner);
         s.entries.push(Entry {
             owner,
             data: DataRef::of(&local),
             version: 0,
-            holders: HashSet::from([owner]),
+            holders,
         });
         DistHandle { local, gid, owner }
     }
@@ -340,6 +379,8 @@ impl DistRuntime {
                 let (_, hold) = self.rt.submit_held(task)?;
                 s.waiting
                     .insert((gid, version), (slot, hold, self.ch.now()));
+                // Idle workers watch the network until it comes (`crate::watch`).
+                self.net.transport().awaiting(1);
             }
         }
         Ok(())
@@ -361,27 +402,22 @@ impl DistRuntime {
         on_rank: Option<usize>,
     ) -> Result<Option<TaskHandle>, Error> {
         let me = self.net.rank();
-        let accesses: Vec<(u64, AccessMode)> = {
-            let s = lock(&self.state);
-            builder
-                .declared
-                .accesses
-                .iter()
-                .map(|a| {
-                    s.by_local
-                        .get(&a.core().id)
-                        .map(|&g| (g, a.mode))
-                        .ok_or_else(|| Error::Submit {
-                            task: builder.display_name(),
-                            reason: format!(
-                                "data '{}' was not registered with the distributed runtime",
-                                a.core().display_name()
-                            ),
-                        })
-                })
-                .collect::<Result<_, _>>()?
-        };
         let mut s = lock(&self.state);
+        let mut accesses: SmallVec<[(u64, AccessMode); 8]> = SmallVec::new();
+        for a in &builder.declared.accesses {
+            match s.by_local.get(a.core().id as usize) {
+                Some(&g) if g != UNREGISTERED => accesses.push((g, a.mode)),
+                _ => {
+                    return Err(Error::Submit {
+                        task: builder.display_name(),
+                        reason: format!(
+                            "data '{}' was not registered with the distributed runtime",
+                            a.core().display_name()
+                        ),
+                    })
+                }
+            }
+        }
         let exec = on_rank.unwrap_or_else(|| {
             let first = accesses
                 .iter()
@@ -426,8 +462,8 @@ impl DistRuntime {
             }
             let e = &mut s.entries[gid as usize];
             e.version += 1;
-            e.holders = HashSet::from([exec, e.owner]);
             let owner = e.owner;
+            e.holders.reset_to(exec, owner);
             if exec != owner {
                 if exec == me {
                     self.post_send(&mut s, gid, owner)?;
@@ -550,6 +586,9 @@ impl<A: Accesses, P: Send + Sync + 'static> DistTask<'_, A, P> {
 impl Drop for DistRuntime {
     fn drop(&mut self) {
         self.ch.close();
+        // Receives that never came (a failed run) are awaited no more.
+        let left = lock(&self.state).waiting.len();
+        self.net.transport().awaiting(-(left as isize));
     }
 }
 

@@ -79,7 +79,7 @@ const EDGE: u32 = 0;
 /// run failed elsewhere; it comes after the rank's last edge (FIFO).
 const DONE: u32 = 1;
 
-/// Message layout: kind, key (JSON), predecessor task id, item count, then
+/// Message layout: kind, key (postcard), predecessor task id, item count, then
 /// per item its data key and bytes. Written straight into the channel's
 /// message (`ch.writer`), sized beforehand: the data is copied once, not
 /// packed into a buffer that is then copied again behind the header.
@@ -89,7 +89,7 @@ fn encode_items<K: Serialize>(
     id: u64,
     items: &[(u64, DataRef)],
 ) -> Result<(Writer, u64), String> {
-    let k = serde_json::to_vec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
+    let k = postcard::to_allocvec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
     let bytes: u64 = items.iter().map(|(_, d)| d.bytes()).sum();
     let mut w = ch.writer(k.len() + 32 + bytes as usize + 16 * items.len());
     w.u32(EDGE).bytes(&k).u64(id).u32(items.len() as u32);
@@ -156,6 +156,9 @@ where
     ch: super::net::Channel,
     owned: usize,
     done_peers: Arc<std::sync::atomic::AtomicUsize>,
+    /// Until every rank is done, this rank expects edges: its idle workers
+    /// watch the network (`crate::watch`).
+    _awaiting: super::Awaiting,
 }
 
 /// A rank whose own tasks are done and that told the others so; it waits
@@ -176,6 +179,8 @@ where
     let me = net.rank();
     classes.open(net);
     net.record_messages(rt.message_log(me));
+    rt.watch_network(net.transport());
+    let awaiting = super::Awaiting::new(net.transport());
     let counters = Arc::new(std::sync::Mutex::new(DistStats::default()));
     // The unfolder sends through the channel, and the channel's callback
     // satisfies the unfolder's tasks: make the unfolder first (its sends go
@@ -238,7 +243,7 @@ where
             }
             // A remote edge's receive exists only once its message is here.
             ch2.record_recv(from, body.len() + 4, None);
-            let key: C::Key = serde_json::from_slice(r.bytes()?)
+            let key: C::Key = postcard::from_bytes(r.bytes()?)
                 .map_err(|e| format!("undecodable task key from rank {from}: {e}"))?;
             let pred = r.u64()?;
             let n = r.u32()?;
@@ -276,6 +281,7 @@ where
         counters,
         ch,
         done_peers,
+        _awaiting: awaiting,
     }
 }
 

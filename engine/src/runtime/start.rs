@@ -219,6 +219,7 @@ fn build_shared(config: &Config, layout: &Layout) -> (Arc<Shared>, Arc<dyn Sched
         policy: Arc::clone(&policy),
         sleep: Sleep::new(layout.kinds.len()),
         nodes: crate::task::NodePool::default(),
+        watch: crate::watch::Watch::default(),
         next_task: CachePadded::new(AtomicU64::new(0)),
         next_handle: AtomicU64::new(0),
         submitted: CachePadded::new(AtomicU64::new(0)),

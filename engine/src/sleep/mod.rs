@@ -6,6 +6,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::sched::{ReadyTask, WorkerQueue};
 use crate::sync::{fence, lock, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
+use crate::watch::Activity;
 
 /// Pops attempted with a busy-wait hint before yielding the core.
 #[cfg(not(loom))]
@@ -15,6 +16,9 @@ const SPIN_ROUNDS: u32 = 64;
 /// pipelined submission, short enough not to starve device or MPI threads.
 #[cfg(not(loom))]
 const YIELD_ROUNDS: u32 = 16;
+/// Polls of a watched network between two yields of the watching worker
+/// (see `idle`).
+const WATCH_SPINS: u32 = 32;
 // Under loom every spin round multiplies the explored interleavings; one
 // round of each keeps W1 in the model.
 #[cfg(loom)]
@@ -27,6 +31,11 @@ const YIELD_ROUNDS: u32 = 1;
 pub(crate) trait Pop {
     type Item;
     fn pop(&mut self) -> Option<Self::Item>;
+    /// Poll the network a rank's worker watches (`crate::watch`); the
+    /// default has none.
+    fn poll(&mut self) -> Activity {
+        Activity::Idle
+    }
 }
 
 impl Pop for dyn WorkerQueue + '_ {
@@ -148,19 +157,43 @@ impl Sleep {
     /// The idle path of worker `w`: returns its next task, or `None` when the
     /// runtime shuts down. Steps W1–W4 of the README.
     pub(crate) fn idle<Q: Pop + ?Sized>(&self, w: usize, queue: &mut Q) -> Option<Q::Item> {
-        // W1: spin, then yield.
-        for round in 0..SPIN_ROUNDS + YIELD_ROUNDS {
+        // W1: spin, then yield. A worker watching the network polls it at
+        // every round, and stays in W1 while a message is expected.
+        let (mut round, mut watched) = (0, 0u32);
+        while round < SPIN_ROUNDS + YIELD_ROUNDS {
             if self.is_shutdown() {
                 return None;
             }
             if let Some(t) = queue.pop() {
                 return Some(t);
             }
+            match queue.poll() {
+                Activity::Progress => {
+                    round = 0;
+                    continue;
+                }
+                Activity::Awaiting => {
+                    // Mostly spinning: a `sched_yield` per poll cost a
+                    // system call (and often a switch) per round, several
+                    // microseconds of a remote edge's latency; one in
+                    // WATCH_SPINS still lets an oversubscribed core's other
+                    // threads run.
+                    watched = watched.wrapping_add(1);
+                    if watched % WATCH_SPINS == 0 {
+                        crate::sync::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                    continue;
+                }
+                Activity::Idle => {}
+            }
             if round < SPIN_ROUNDS {
                 std::hint::spin_loop();
             } else {
                 crate::sync::yield_now();
             }
+            round += 1;
         }
         // W2: announce, holding this worker's lock.
         let slot = &self.slots[w];
