@@ -783,3 +783,34 @@ fn two_ranks_failing_at_once_end_every_rank() {
         }
     });
 }
+
+/// Issue 41 found that a rank registering another rank's data as an empty
+/// placeholder hung both ranks silently. A wrong shape must be a clear
+/// error: the receive fails naming the data and both sizes, and every rank
+/// ends with that error.
+#[test]
+fn a_wrongly_shaped_remote_registration_ends_every_rank_naming_the_data() {
+    use tessera_engine::dist::stf::DistRuntime;
+    use tessera_engine::{Codelet, Read, ReadWrite, Task};
+    type Data = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+    with_timeout(Duration::from_secs(60), || {
+        let errors = spmd(2, |rank, net| {
+            let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
+            let add = Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+                y[0] += x[0];
+                Ok(())
+            });
+            // Rank 1 registers rank 0's `x` as an empty placeholder.
+            let x = dist.register(0, if rank == 0 { vec![2.0f64; 4] } else { Vec::new() });
+            let y = dist.register(1, vec![1.0f64; 4]);
+            dist.submit(Task::new(&add, (x.r(), y.rw()))).unwrap();
+            match dist.wait_all() {
+                Ok(()) => panic!("rank {rank}: the run succeeded with a wrongly shaped copy"),
+                Err(e) => e.to_string(),
+            }
+        });
+        for e in errors {
+            assert!(e.contains("holds 0 bytes, but 32 arrived"), "{e}");
+        }
+    });
+}
