@@ -22,19 +22,20 @@
 //! sender's order (the probe matches any tag) and then the pieces, and
 //! delivers one message.
 //!
-//! The communication thread backs off when a round finds nothing to do:
-//! - while a worker watches (it polled less than `WATCHED` ago), it naps:
-//!   two threads polling one rank would take a core from the ranks that
-//!   compute, on oversubscribed cores;
-//! - else a few spins; then, while a message was sent or received less
-//!   than `HOT` ago, it polls with `yield_now` between rounds (the next
-//!   message of a burst usually comes within that window); then it sleeps,
-//!   20 µs doubling up to `MAX_NAP` (woken at once when a message is queued
-//!   and its sender could not post it), with the thread's timer slack set to
-//!   1 µs so a nap is not stretched to Linux's default 50 µs;
-//! - while the rank awaits a reply (`Transport::awaiting`: a halo exchange,
-//!   a task all-reduce, an STF receive or a symbolic run), the naps stop
-//!   growing at `AWAIT_NAP`, 250 µs.
+//! The communication thread backs off when a round finds nothing to do: a
+//! few spins (none while a worker watches: it polled less than `WATCHED`
+//! ago), then it sleeps, 20 µs doubling up to `MAX_NAP` (woken at once when
+//! a message is queued and its sender could not post it), with the thread's
+//! timer slack set to 1 µs so a nap is not stretched to Linux's default
+//! 50 µs. While the rank awaits a reply (`Transport::awaiting`: a halo
+//! exchange, a task all-reduce, an STF receive, a symbolic run, a blocking
+//! collective), the naps stop growing at `AWAIT_NAP`, 250 µs. It never polls
+//! between naps: on oversubscribed cores a polling thread takes the core
+//! from the workers that compute (a 2-rank Task Bench stencil at 200-µs
+//! tasks ran at 64–70 % of MPI's rate while the thread polled with
+//! `yield_now` for 2 ms after every message). Whoever waits for a message
+//! polls instead: an idle worker watching, or a thread in a blocking
+//! collective (`Collectives`).
 //!
 //! The naps are off the critical path as long as a worker is idle to watch:
 //! a chain of remote edges (`tessera overhead-mpi`) went from 31.5 to 11.6
@@ -87,8 +88,9 @@ const MAX_NAP: Duration = Duration::from_millis(5);
 /// Longest sleep of the communication thread while this rank awaits a reply (see the
 /// module doc).
 const AWAIT_NAP: Duration = Duration::from_micros(250);
-/// How long after its last message the communication thread polls without
-/// sleeping (see the module doc).
+/// How long after the last message a watching worker keeps polling although
+/// no reply is awaited (`Transport::expecting`): the next message of a burst
+/// usually comes within it.
 const HOT: Duration = Duration::from_millis(2);
 /// Idle rounds spent spinning before yielding or sleeping.
 const SPINS: u32 = 64;
@@ -688,10 +690,9 @@ fn comm_loop(t: &MpiTransport) {
             naps = 0;
         } else {
             idle = idle.saturating_add(1);
-            let watched = t.watched();
-            if idle < SPINS && !watched {
+            if idle < SPINS && !t.watched() {
                 std::hint::spin_loop();
-            } else if !t.recently_active() || watched {
+            } else {
                 let cap = if t.awaiting.load(Ordering::Relaxed) > 0 {
                     AWAIT_NAP
                 } else {
@@ -700,8 +701,6 @@ fn comm_loop(t: &MpiTransport) {
                 let nap = Duration::from_micros(20 << naps.min(8)).min(cap);
                 naps += 1;
                 std::thread::park_timeout(nap);
-            } else {
-                std::thread::yield_now();
             }
         }
     }

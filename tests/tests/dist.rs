@@ -796,12 +796,20 @@ fn a_wrongly_shaped_remote_registration_ends_every_rank_naming_the_data() {
     with_timeout(Duration::from_secs(60), || {
         let errors = spmd(2, |rank, net| {
             let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
-            let add = Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
-                y[0] += x[0];
-                Ok(())
-            });
+            let add =
+                Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+                    y[0] += x[0];
+                    Ok(())
+                });
             // Rank 1 registers rank 0's `x` as an empty placeholder.
-            let x = dist.register(0, if rank == 0 { vec![2.0f64; 4] } else { Vec::new() });
+            let x = dist.register(
+                0,
+                if rank == 0 {
+                    vec![2.0f64; 4]
+                } else {
+                    Vec::new()
+                },
+            );
             let y = dist.register(1, vec![1.0f64; 4]);
             dist.submit(Task::new(&add, (x.r(), y.rw()))).unwrap();
             match dist.wait_all() {

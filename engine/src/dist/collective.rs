@@ -6,7 +6,7 @@
 //! in rank order on every rank, so every rank gets bit-identical sums.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -128,11 +128,35 @@ impl Collectives {
         // This rank now waits for the others' parts: the transport may poll for them
         // more often meanwhile (`Transport::awaiting`), until this function returns.
         let _awaiting = (missing > 0).then(|| Awaiting::new(self.net.transport()));
+        let transport = self.net.transport();
+        let mut polls = 0u32;
         while missing > 0 {
             if let Some(a) = self.net.aborted() {
                 return Err(a);
             }
-            match rx.recv_timeout(Duration::from_millis(20)) {
+            // A transport this thread may poll (MPI) is polled here, as an idle
+            // worker watching it would: the parts reach this wait with no thread
+            // woken (`crate::watch`); else the routing thread delivers them.
+            let received = if transport.polled() {
+                polls = polls.wrapping_add(1);
+                match rx.try_recv() {
+                    Ok(m) => Ok(m),
+                    Err(TryRecvError::Empty) => {
+                        if !transport.poll() {
+                            if polls % 32 == 0 {
+                                std::thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        Err(RecvTimeoutError::Timeout)
+                    }
+                    Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+                }
+            } else {
+                rx.recv_timeout(Duration::from_millis(20))
+            };
+            match received {
                 Ok((from, msg)) => {
                     let mut r = Reader::new(&msg);
                     let s = r.u64()?;
