@@ -30,9 +30,12 @@ fn rank_suite() {
     let c = Collectives::new(&net);
     c.check_same("test suite", "dags+stf").unwrap();
     for seed in 0..6u64 {
+        // 1 to 4 workers per rank: the idle workers that watch the network
+        // (one at a time) and the others that park (engine `watch.rs`).
+        let workers = 1 + seed as usize % 4;
         let shape = Arc::new(Shape::random(seed * 31 + ranks as u64, 120, ranks));
         let expected = shape.expected();
-        let rt = Runtime::new(Config::with_workers(1)).unwrap();
+        let rt = Runtime::new(Config::with_workers(workers)).unwrap();
         let dag = Arc::new(RankDag::new(&rt, Arc::clone(&shape), rank, None));
         symbolic::run(&rt, &net, Arc::clone(&dag)).unwrap();
         for (t, v) in dag.outputs(&rt) {
@@ -41,7 +44,7 @@ fn rank_suite() {
         let prog = stf_program(seed + 100, 6, 120, ranks);
         let expected = prog.expected();
         let dist = DistRuntime::new(
-            Runtime::new(Config::with_workers(1)).unwrap(),
+            Runtime::new(Config::with_workers(workers)).unwrap(),
             Arc::clone(&net),
         );
         for (h, v) in run_stf(&prog, &dist).unwrap() {
