@@ -572,6 +572,25 @@ impl Runtime {
         )
     }
 
+    /// Register data whose value `make` makes at its first use (another
+    /// rank's data, registered by shape: [`DistRuntime::register_with`]).
+    /// `make` is called once now for the shape, and that value dropped.
+    ///
+    /// [`DistRuntime::register_with`]: crate::dist::stf::DistRuntime::register_with
+    pub(crate) fn register_deferred<T: Replicate>(
+        &self,
+        make: impl Fn() -> T + Send + 'static,
+    ) -> DataHandle<T> {
+        let id = self.shared.next_handle.fetch_add(1, Ordering::Relaxed);
+        DataHandle::new_deferred(
+            make,
+            id,
+            self.shared.id,
+            None,
+            Arc::clone(&self.shared.memory),
+        )
+    }
+
     /// Bytes moved between memory nodes and evictions, per node.
     pub fn memory_stats(&self) -> MemoryStats {
         self.shared.memory.stats()
@@ -764,7 +783,9 @@ impl Runtime {
         // before `unregistered` was set (the last writer and the readers
         // since it; earlier tasks are predecessors of those, hence done too),
         // and no task can be submitted on it any more.
-        let value = unsafe { handle.take_value() }.expect("value is present until unregistered");
+        let value = unsafe { handle.take_value() }
+            .map_err(Error::Config)?
+            .expect("value is present until unregistered");
         match poisoned {
             Some(task) => Err(Error::Poisoned {
                 handle: handle.name(),

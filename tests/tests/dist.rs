@@ -822,3 +822,134 @@ fn a_wrongly_shaped_remote_registration_ends_every_rank_naming_the_data() {
         }
     });
 }
+
+/// A tile that counts its live copies (the makers' values and their clones).
+struct Counted {
+    v: Vec<f64>,
+    live: Arc<std::sync::atomic::AtomicIsize>,
+}
+
+impl Counted {
+    fn new(v: Vec<f64>, live: &Arc<std::sync::atomic::AtomicIsize>) -> Counted {
+        live.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Counted {
+            v,
+            live: Arc::clone(live),
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl tessera_engine::memory::Replicate for Counted {
+    fn bytes(&self) -> usize {
+        self.v.bytes()
+    }
+    fn replicate(&self) -> Self {
+        Counted::new(self.v.clone(), &self.live)
+    }
+    fn copy_from(&mut self, src: &Self) {
+        self.v.copy_from(&src.v);
+    }
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        self.v.parts()
+    }
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        self.v.parts_mut()
+    }
+    fn dims(&self) -> [usize; 4] {
+        self.v.dims()
+    }
+}
+
+/// Issue 41, item 5: data registered by its maker (`DistRuntime::register_with`)
+/// is made on its owner, and elsewhere only when it first arrives: a rank that
+/// never receives it holds no value of it, and the results equal those of the
+/// data registered with a value on every rank.
+#[test]
+fn remote_data_registered_by_shape_is_made_only_where_it_arrives() {
+    use std::sync::atomic::{AtomicIsize, Ordering};
+    use tessera_engine::dist::stf::DistRuntime;
+    use tessera_engine::{Codelet, Read, ReadWrite, Task};
+    type Data = (Read<Counted>, ReadWrite<Vec<f64>>);
+    with_timeout(Duration::from_secs(60), || {
+        for by_shape in [true, false] {
+            let out = spmd(3, move |rank, net| {
+                let dist = DistRuntime::new(Runtime::new(Config::with_workers(2)).unwrap(), net);
+                let live = Arc::new(AtomicIsize::new(0));
+                let add =
+                    Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Counted, &mut Vec<f64>)| {
+                        y.iter_mut().zip(&x.v).for_each(|(y, x)| *y += x);
+                        Ok(())
+                    });
+                // `x` lives on rank 0 and is read on rank 1; rank 2 never sees it.
+                let l = Arc::clone(&live);
+                let make = move || Counted::new(vec![if rank == 0 { 2.5 } else { 0.0 }; 1000], &l);
+                let x = if by_shape {
+                    dist.register_with(0, make)
+                } else {
+                    dist.register(0, make())
+                };
+                let y = dist.register(1, vec![1.0f64; 1000]);
+                let z = dist.register(2, vec![0.0f64; 1000]);
+                dist.submit(Task::new(&add, (x.r(), y.rw()))).unwrap();
+                dist.wait_all().unwrap();
+                let held = live.load(Ordering::SeqCst);
+                let y = dist.unregister(y).unwrap();
+                let _ = (dist.unregister(x).unwrap(), dist.unregister(z).unwrap());
+                (rank, held, y)
+            });
+            for (rank, held, y) in out {
+                let want = if by_shape { [1, 1, 0][rank] } else { 1 };
+                assert_eq!(
+                    held, want,
+                    "rank {rank}, by shape {by_shape}: live values of x"
+                );
+                if rank == 1 {
+                    assert!(y.iter().all(|&v| v == 3.5), "rank 1: {:?}", &y[..4]);
+                }
+            }
+        }
+    });
+}
+
+/// A maker that makes another shape at the first use than at registration
+/// fails that use naming the data, on every rank; never a hang or a panic.
+#[test]
+fn a_maker_of_another_shape_fails_naming_the_data() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tessera_engine::dist::stf::DistRuntime;
+    use tessera_engine::{Codelet, Read, ReadWrite, Task};
+    type Data = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+    with_timeout(Duration::from_secs(60), || {
+        let errors = spmd(2, |rank, net| {
+            let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
+            let add =
+                Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+                    y[0] += x[0];
+                    Ok(())
+                });
+            let calls = AtomicUsize::new(0);
+            // Four values when asked for the shape, eight after.
+            let x = dist.register_with(0, move || {
+                vec![1.0f64; 4 * (1 + calls.fetch_add(1, Ordering::SeqCst).min(1))]
+            });
+            let y = dist.register(1, vec![1.0f64; 4]);
+            dist.submit(Task::new(&add, (x.r(), y.rw()))).unwrap();
+            match dist.wait_all() {
+                Ok(()) => panic!("rank {rank}: the run succeeded with a maker of another shape"),
+                Err(e) => e.to_string(),
+            }
+        });
+        for e in errors {
+            assert!(
+                e.contains("registered as 32 bytes") && e.contains("made 64 bytes"),
+                "{e}"
+            );
+        }
+    });
+}

@@ -9,6 +9,11 @@
 //! once every task that declared it has finished and no new one can be
 //! submitted. Dependencies guarantee that a task declaring W/RW never runs
 //! beside another task declaring the same handle, so `&mut T` is exclusive.
+//!
+//! A *deferred* handle (`Runtime::register_deferred`: another rank's data,
+//! registered by shape) holds no value until its first use: the first
+//! `acquire` (or `unregister`) makes it, under the `deferred` lock, before
+//! anything reads the value cell (every access goes through `acquire`).
 
 mod coherence;
 mod deps;
@@ -171,11 +176,20 @@ pub(crate) trait AnyHandle: Send + Sync {
 
 pub(crate) struct HandleInner<T> {
     pub(crate) core: HandleCore,
-    /// The host copy. `None` only after `unregister` took the value out.
+    /// The host copy. `None` after `unregister` took the value out, and
+    /// before a deferred handle's first use (see the module doc).
     value: UnsafeCell<Option<T>>,
     /// Replicas on other memory nodes, for data registered as replicable.
     replicas: Option<Replicas<T>>,
+    /// A deferred handle's maker, taken at its first use.
+    deferred: Mutex<Option<Maker<T>>>,
+    /// Whether `deferred` still holds a maker (read without the lock).
+    is_deferred: std::sync::atomic::AtomicBool,
 }
+
+/// What makes a deferred handle's value (`Err`: it is not of the shape
+/// recorded at registration).
+type Maker<T> = Box<dyn FnOnce() -> Result<T, String> + Send>;
 
 impl<T> Drop for HandleInner<T> {
     fn drop(&mut self) {
@@ -244,6 +258,7 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
         mode: AccessMode,
         pin: bool,
     ) -> Result<(), String> {
+        self.materialize()?;
         match &self.replicas {
             Some(r) => r.acquire(
                 &self.value,
@@ -289,6 +304,7 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
 
     fn with_parts(&self, f: &mut dyn FnMut(&[&[u8]])) -> Result<(), String> {
         let r = self.replicas.as_ref().ok_or_else(|| self.not_sendable())?;
+        self.materialize()?;
         if r.is_virtual {
             // No value: a message carries none of its bytes (the simulated
             // network charges them, see `dist::wire`).
@@ -305,6 +321,7 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
 
     unsafe fn write_parts(&self, bytes: &[u8]) -> Result<(), String> {
         let r = self.replicas.as_ref().ok_or_else(|| self.not_sendable())?;
+        self.materialize()?;
         if r.is_virtual {
             return Ok(());
         }
@@ -324,6 +341,28 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
             p.copy_from_slice(&bytes[at..at + p.len()]);
             at += p.len();
         }
+        Ok(())
+    }
+}
+
+impl<T> HandleInner<T> {
+    /// Make a deferred handle's value, if not made yet; `Err` when it does
+    /// not have the shape recorded at registration.
+    fn materialize(&self) -> Result<(), String> {
+        if !self.is_deferred.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut maker = crate::util::lock(&self.deferred);
+        let Some(make) = maker.take() else {
+            return Ok(());
+        };
+        let v = make().map_err(|e| format!("data '{}': {e}", self.core.display_name()))?;
+        // SAFETY: nothing reads or writes the value cell of a deferred
+        // handle before this store: every access acquires first, and
+        // acquiring waits here for the lock. The store happens under the
+        // lock, before `is_deferred` is cleared with Release.
+        unsafe { *self.value.get() = Some(v) };
+        self.is_deferred.store(false, Ordering::Release);
         Ok(())
     }
 }
@@ -432,8 +471,45 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
                 },
                 value: UnsafeCell::new(value),
                 replicas,
+                deferred: Mutex::new(None),
+                is_deferred: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// A replicable handle whose value `make` makes at its first use (see
+    /// the module doc). `make` is called once now, for the shape the
+    /// replicas record, and that value is dropped at once; it must make the
+    /// same shape again later (else the first use fails, naming the data).
+    pub(crate) fn new_deferred(
+        make: impl Fn() -> T + Send + 'static,
+        id: u64,
+        runtime_id: u64,
+        name: Option<String>,
+        mem: Arc<Memory>,
+    ) -> Self
+    where
+        T: Replicate,
+    {
+        let shape = make();
+        let (bytes, dims) = (shape.bytes(), shape.dims());
+        let replicas = Replicas::new(&shape, mem);
+        drop(shape);
+        let h = Self::with_replicas(None, id, runtime_id, name, Some(replicas));
+        let maker: Maker<T> = Box::new(move || {
+            let v = make();
+            if v.bytes() != bytes || v.dims() != dims {
+                return Err(format!(
+                    "registered as {bytes} bytes shaped {dims:?}, but its maker made {} bytes shaped {:?} at its first use",
+                    v.bytes(),
+                    v.dims()
+                ));
+            }
+            Ok(v)
+        });
+        *crate::util::lock(&h.inner.deferred) = Some(maker);
+        h.inner.is_deferred.store(true, Ordering::Release);
+        h
     }
 
     pub(crate) fn erased(&self) -> Arc<dyn AnyHandle> {
@@ -451,14 +527,18 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
         unsafe { AnyHandle::value_ptr(&*self.inner, node).cast::<T>() }
     }
 
-    /// Take the value out.
+    /// Take the value out (a deferred one made first; `Err` if its maker
+    /// made another shape).
     ///
     /// # Safety
     /// No task that declared this handle may still be running or be able to
     /// run, and none may be submitted afterwards (`unregistered` is set).
-    pub(crate) unsafe fn take_value(&self) -> Option<T> {
+    pub(crate) unsafe fn take_value(&self) -> Result<Option<T>, String> {
+        // A deferred value never used is made now: `unregister` gives a
+        // value back on every rank.
+        self.inner.materialize()?;
         // SAFETY: exclusive access per the caller's contract.
-        unsafe { (*self.inner.value.get()).take() }
+        Ok(unsafe { (*self.inner.value.get()).take() })
     }
 }
 

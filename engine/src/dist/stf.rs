@@ -303,9 +303,35 @@ impl DistRuntime {
 
     /// Register `value` as data owned by `owner`. Every rank registers the
     /// same data in the same order; on other ranks `value` only gives the
-    /// shape (the owner's contents arrive when a task there needs them).
+    /// shape (the owner's contents arrive when a task there needs them), and
+    /// it is held for the whole run: [`register_with`](Self::register_with)
+    /// makes it on other ranks only where it arrives.
     pub fn register<T: Replicate>(&self, owner: usize, value: T) -> DistHandle<T> {
-        let local = self.rt.register_replicable(value);
+        self.register_local(owner, self.rt.register_replicable(value))
+    }
+
+    /// Register data owned by `owner`, made by `make` (StarPU-MPI's data
+    /// registered with no home): the owner makes it now; another rank makes
+    /// it only when the data first arrives there (or when it unregisters it),
+    /// so a rank holds no memory for the data it never receives. `make` must
+    /// make the same shape every time (it is called once at registration on
+    /// every rank, for the shape, and that value is dropped at once); a
+    /// message of another size fails the receive naming the data.
+    pub fn register_with<T: Replicate>(
+        &self,
+        owner: usize,
+        make: impl Fn() -> T + Send + 'static,
+    ) -> DistHandle<T> {
+        let local = if owner == self.rank() {
+            self.rt.register_replicable(make())
+        } else {
+            self.rt.register_deferred(make)
+        };
+        self.register_local(owner, local)
+    }
+
+    /// Record `local` as the next data of the run, owned by `owner`.
+    fn register_local<T: Replicate>(&self, owner: usize, local: DataHandle<T>) -> DistHandle<T> {
         let mut s = lock(&self.state);
         let gid = s.entries.len() as u64;
         let at = local.id() as usize;

@@ -87,6 +87,15 @@ pub trait Submit {
     /// declare accesses: `h.r()`, `h.rw()`.
     fn register<T: Replicate>(&self, owner: usize, value: T) -> DistHandle<T>;
 
+    /// Register data owned by `owner` that `make` makes: on a [`Runtime`]
+    /// at once; on a [`DistRuntime`], only on its owner until it first
+    /// arrives elsewhere (see [`DistRuntime::register_with`]).
+    fn register_with<T: Replicate>(
+        &self,
+        owner: usize,
+        make: impl Fn() -> T + Send + 'static,
+    ) -> DistHandle<T>;
+
     /// Submit a task (a typed [`Task`](crate::Task) made with `Task::new`,
     /// or a [`TaskBuilder`]) on every rank. Returns the local task on the
     /// rank that runs it (always, on a [`Runtime`]).
@@ -131,6 +140,14 @@ impl Submit for Runtime {
         DistHandle::new(local, id, 0)
     }
 
+    fn register_with<T: Replicate>(
+        &self,
+        owner: usize,
+        make: impl Fn() -> T + Send + 'static,
+    ) -> DistHandle<T> {
+        Submit::register(self, owner, make())
+    }
+
     fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error> {
         Runtime::submit(self, task).map(Some)
     }
@@ -159,6 +176,14 @@ impl Submit for DistRuntime {
 
     fn register<T: Replicate>(&self, owner: usize, value: T) -> DistHandle<T> {
         DistRuntime::register(self, owner, value)
+    }
+
+    fn register_with<T: Replicate>(
+        &self,
+        owner: usize,
+        make: impl Fn() -> T + Send + 'static,
+    ) -> DistHandle<T> {
+        DistRuntime::register_with(self, owner, make)
     }
 
     fn submit(&self, task: impl Into<TaskBuilder>) -> Result<Option<TaskHandle>, Error> {
