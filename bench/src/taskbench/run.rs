@@ -166,8 +166,10 @@ pub fn prepare<S: Submit>(s: &S, app: &App, corrupt: Option<Point>) -> Prepared 
             (0..g.width)
                 .map(|p| {
                     let owner = rank_of(p, g.width, ranks);
+                    let bytes = g.output_bytes;
+                    // Made on the owner; elsewhere only where it arrives.
                     (0..fields)
-                        .map(|_| s.register(owner, vec![0u8; g.output_bytes]))
+                        .map(|_| s.register_with(owner, move || vec![0u8; bytes]))
                         .collect()
                 })
                 .collect(),
