@@ -12,7 +12,12 @@ use std::time::{Duration, Instant};
 use tessera_engine::team::TeamSize;
 use tessera_engine::{Codelet, Config, Runtime, TaskBuilder};
 
+/// Busy-waits for `d`; with `GAPS_SLEEP` set, sleeps instead, so that more
+/// workers than cores measure the runtime's wake-ups, not the OS's sharing.
 fn spin(d: Duration) {
+    if std::env::var_os("GAPS_SLEEP").is_some() {
+        return std::thread::sleep(d);
+    }
     let t = Instant::now();
     while t.elapsed() < d {
         std::hint::spin_loop();
