@@ -251,6 +251,32 @@ fn serve(job: &TeamJob, rank: usize, recorder: Option<&mut Recorder>) {
     job.check_out();
 }
 
+/// After a team task completed: its members checked out before its
+/// successors were released (L5 of `team/README.md`), so they may have
+/// parked; offer them the `offered` tasks this leader just pushed where
+/// others may take them. The leader takes one itself; one member is woken
+/// per other task (then any parked worker, up to the CPU workers), at once
+/// rather than one per task the leader pops (the chain wake-up: a thief's
+/// `has_more` sees only its own queue, so with `ws` the chain stops at the
+/// first member woken). Extra wake-ups are P2–P3 steps after P1, so the
+/// sleep protocol's proof is unchanged (`sleep/README.md`).
+fn wake_members(shared: &Shared, job: &TeamJob, offered: usize) {
+    let mut left = offered.saturating_sub(1).min(shared.cpu_workers);
+    if left == 0 {
+        return;
+    }
+    for w in job.members() {
+        if left == 0 {
+            return;
+        }
+        shared.sleep.notify_worker(w);
+        left -= 1;
+    }
+    for _ in 0..left {
+        shared.sleep.notify_one();
+    }
+}
+
 fn execute(
     shared: &Shared,
     task: ReadyTask,
@@ -311,7 +337,10 @@ fn execute(
             .write_back(&ReadyTask(Arc::clone(&node)), kind.node);
     }
     shared.policy.finished(index, ReadyTask::of(&node));
-    complete(shared, &node, outcome, queue);
+    let offered = complete(shared, &node, outcome, queue);
+    if let Some(job) = team {
+        wake_members(shared, job, offered);
+    }
     shared.nodes.recycle(node);
 }
 
@@ -537,14 +566,16 @@ fn event(node: &TaskNode, start: u64, end: u64) -> Event {
 }
 
 /// Finish a task: record failures, mark it done, release its successors into
-/// this worker's queue, and wake waiters.
+/// this worker's queue, and wake waiters. Returns how many successors went
+/// to a queue other workers may take from (`Local` or `Shared`) without a
+/// wake-up.
 #[inline]
 pub(crate) fn complete(
     shared: &Shared,
     node: &Arc<TaskNode>,
     outcome: Outcome,
     queue: &mut dyn WorkerQueue,
-) {
+) -> usize {
     let failed = !matches!(outcome, Outcome::Ok);
     if failed {
         shared.record_failure(node, &outcome);
@@ -568,6 +599,7 @@ pub(crate) fn complete(
     // `Vec`: empty, it costs nothing to make and drop on the CPU-only path,
     // where a `SmallVec` cost about 90 instructions per task.)
     let mut prefetched: Vec<*const TaskNode> = Vec::new();
+    let mut offered = 0;
     for (succ, flow) in successors {
         if failed && flow {
             succ.cancel(|| node.root_cause());
@@ -576,8 +608,9 @@ pub(crate) fn complete(
             // Local and shared pushes rely on the chain wake-up after this
             // worker's next pop; a push into another worker's private queue
             // wakes that worker.
-            if let Pushed::Worker(w) = queue.push(ReadyTask(succ)) {
-                shared.sleep.notify_worker(w);
+            match queue.push(ReadyTask(succ)) {
+                Pushed::Worker(w) => shared.sleep.notify_worker(w),
+                Pushed::Local | Pushed::Shared => offered += 1,
             }
         } else if let Some(n) = succ
             .node_hint
@@ -602,4 +635,5 @@ pub(crate) fn complete(
         a.core().reader_finished();
     }
     shared.finish_one(node);
+    offered
 }

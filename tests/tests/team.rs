@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tessera_engine::sched::{
+    PolicyContext, Pushed, ReadyTask, SchedulerPolicy, WorkStealing, WorkerQueue,
+};
 use tessera_engine::simulate::{Platform, Simulation};
 use tessera_engine::team::TeamSize;
 use tessera_engine::{Codelet, Config, Error, Runtime, Scheduler, TaskBuilder};
@@ -340,6 +343,149 @@ fn random_dags_mixing_team_and_single_tasks_match_sequential_replay() {
                 "seed {seed}: {} workers under {}",
                 rt.workers(),
                 rt.scheduler_name()
+            );
+        }
+    });
+}
+
+/// Work stealing whose queues count every pop that found nothing, per
+/// worker, and whose `finished` (called by a team's leader after its members
+/// checked out and before the task's successors are released) waits, once
+/// `hold` is set, until the other workers stopped popping: they are parked.
+struct ParkBeforeRelease {
+    ws: Arc<WorkStealing>,
+    misses: Arc<Vec<AtomicUsize>>,
+    hold: Arc<AtomicUsize>,
+}
+
+struct CountingQueue {
+    inner: Box<dyn WorkerQueue>,
+    misses: Arc<Vec<AtomicUsize>>,
+    index: usize,
+}
+
+impl WorkerQueue for CountingQueue {
+    fn push(&mut self, task: ReadyTask) -> Pushed {
+        self.inner.push(task)
+    }
+    fn pop(&mut self) -> Option<ReadyTask> {
+        let t = self.inner.pop();
+        if t.is_none() {
+            self.misses[self.index].fetch_add(1, Ordering::SeqCst);
+        }
+        t
+    }
+    fn has_more(&self) -> bool {
+        self.inner.has_more()
+    }
+}
+
+impl SchedulerPolicy for ParkBeforeRelease {
+    fn name(&self) -> &'static str {
+        "ws-park-before-release"
+    }
+    fn worker_queue(&self, worker: usize) -> Box<dyn WorkerQueue> {
+        Box::new(CountingQueue {
+            inner: self.ws.worker_queue(worker),
+            misses: Arc::clone(&self.misses),
+            index: worker,
+        })
+    }
+    fn push_external(&self, task: ReadyTask) -> Pushed {
+        self.ws.push_external(task)
+    }
+    fn push_cpu_only(&self, task: ReadyTask) -> Pushed {
+        self.ws.push_cpu_only(task)
+    }
+    fn finished(&self, worker: usize, task: &ReadyTask) {
+        self.ws.finished(worker, task);
+        if self.hold.swap(0, Ordering::SeqCst) == 0 {
+            return;
+        }
+        // A worker that popped nothing for 50 ms has gone past the idle
+        // loop's spin (tens of µs) and parked. Should one not have, it
+        // finds the successors by itself and the test passes anyway:
+        // waiting longer can only hide the bug, never fail a fixed runtime.
+        let others: Vec<usize> = (0..self.misses.len()).filter(|&w| w != worker).collect();
+        let snapshot = || -> Vec<usize> {
+            others
+                .iter()
+                .map(|&w| self.misses[w].load(Ordering::SeqCst))
+                .collect()
+        };
+        for _ in 0..100 {
+            let before = snapshot();
+            std::thread::sleep(Duration::from_millis(50));
+            if snapshot() == before {
+                return;
+            }
+        }
+    }
+}
+
+/// Issue 41, item 7: after a team task, its members (parked while the leader
+/// completed it) are offered its successors at once, not one per task the
+/// leader pops. The successors meet at a rendezvous, which they reach only
+/// if every worker runs one: on the old runtime the first member woken stole
+/// one successor and woke nobody else (its own queue was empty), and the
+/// others slept while the leader's successor waited.
+#[test]
+fn members_parked_during_a_team_task_take_its_successors_at_once() {
+    with_timeout(LIMIT, || {
+        for workers in 2..=4 {
+            let misses: Arc<Vec<AtomicUsize>> =
+                Arc::new((0..workers).map(|_| AtomicUsize::new(0)).collect());
+            let hold = Arc::new(AtomicUsize::new(0));
+            let (m, h) = (Arc::clone(&misses), Arc::clone(&hold));
+            let policy = Arc::new(move |_: &PolicyContext<'_>| -> Arc<dyn SchedulerPolicy> {
+                Arc::new(ParkBeforeRelease {
+                    ws: Arc::new(WorkStealing::new(workers)),
+                    misses: Arc::clone(&m),
+                    hold: Arc::clone(&h),
+                })
+            });
+            let rt = Runtime::new(Config::with_workers(workers).custom_policy(policy))
+                .expect("runtime starts");
+            let team = Codelet::new("team");
+            let single = Codelet::new("single");
+            let h = Arc::clone(&hold);
+            let t = rt
+                .submit(
+                    TaskBuilder::new(&team)
+                        .team(TeamSize::exactly(workers))
+                        .body(move |ctx| {
+                            ctx.team().run(|m| m.barrier())?;
+                            h.store(1, Ordering::SeqCst);
+                            Ok(())
+                        }),
+                )
+                .unwrap();
+            let arrived = Arc::new(AtomicUsize::new(0));
+            let met = Arc::new(AtomicUsize::new(0));
+            for _ in 0..workers {
+                let (a, met) = (Arc::clone(&arrived), Arc::clone(&met));
+                rt.submit(TaskBuilder::new(&single).after(&t).body(move |_| {
+                    a.fetch_add(1, Ordering::SeqCst);
+                    // Bounded, so the old runtime fails the assertion below
+                    // instead of the timeout: 10 s is ages for a worker
+                    // woken at once, and forever for one nobody wakes.
+                    let until = std::time::Instant::now() + Duration::from_secs(10);
+                    while a.load(Ordering::SeqCst) < workers {
+                        if std::time::Instant::now() > until {
+                            return Ok(());
+                        }
+                        std::thread::yield_now();
+                    }
+                    met.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }))
+                .unwrap();
+            }
+            rt.wait_all().unwrap();
+            assert_eq!(
+                met.load(Ordering::SeqCst),
+                workers,
+                "{workers} workers: every member took a successor of the team task"
             );
         }
     });

@@ -106,6 +106,11 @@ impl TeamJob {
         Some(rank)
     }
 
+    /// The workers of ranks 1 and up (the members besides the leader).
+    pub(crate) fn members(&self) -> Vec<usize> {
+        lock(&self.workers)[1..].to_vec()
+    }
+
     /// Whether every member has joined.
     pub(crate) fn is_complete(&self) -> bool {
         self.joined.load(Ordering::SeqCst) == self.wanted()
