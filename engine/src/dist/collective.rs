@@ -143,7 +143,7 @@ impl Collectives {
                     Ok(m) => Ok(m),
                     Err(TryRecvError::Empty) => {
                         if !transport.poll() {
-                            if polls % 32 == 0 {
+                            if polls.is_multiple_of(32) {
                                 std::thread::yield_now();
                             } else {
                                 std::hint::spin_loop();

@@ -179,7 +179,7 @@ impl Sleep {
                     // WATCH_SPINS still lets an oversubscribed core's other
                     // threads run.
                     watched = watched.wrapping_add(1);
-                    if watched % WATCH_SPINS == 0 {
+                    if watched.is_multiple_of(WATCH_SPINS) {
                         crate::sync::yield_now();
                     } else {
                         std::hint::spin_loop();
