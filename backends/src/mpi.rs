@@ -31,20 +31,15 @@
 //! exchange, a task all-reduce, an STF receive, a symbolic run, a blocking
 //! collective), the naps stop growing at `AWAIT_NAP`, 250 µs. It never polls
 //! between naps: on oversubscribed cores a polling thread takes the core
-//! from the workers that compute (a 2-rank Task Bench stencil at 200-µs
-//! tasks ran at 64–70 % of MPI's rate while the thread polled with
-//! `yield_now` for 2 ms after every message). Whoever waits for a message
-//! polls instead: an idle worker watching, or a thread in a blocking
-//! collective (`Collectives`).
+//! from the workers that compute. Whoever waits for a message polls
+//! instead: an idle worker watching, or a thread in a blocking collective
+//! (`Collectives`).
 //!
-//! The naps are off the critical path as long as a worker is idle to watch:
-//! a chain of remote edges (`tessera overhead-mpi`) went from 31.5 to 11.6
-//! µs per edge, and a 2-rank Task Bench stencil step from 67–99 to 8–9 µs
-//! (CHANGELOG, issue 41). They remain where every worker is busy, which is
-//! where a late message costs least: a wake-up costs the rank's core about
-//! 60 µs (Open MPI's progress engine in the probe, and the worker it
-//! preempts), and a 1 ms cap took about 6 % of a core from a 2-rank LU
-//! whose ranks share their cores with their workers.
+//! Rule: the naps are never on the critical path while a worker is idle to
+//! watch; they remain only where every worker is busy, where a late message
+//! costs least, and they are long because each wake-up costs the rank's core
+//! a probe of Open MPI's progress engine and a preempted worker (the
+//! measurements behind both caps are in the CHANGELOG, issue 41).
 //!
 //! MPI is initialised once per process with `MPI_THREAD_MULTIPLE` requested;
 //! since the lock serialises every call, `MPI_THREAD_SERIALIZED` is enough,

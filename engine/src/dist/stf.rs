@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use smallvec::SmallVec;
 
 use super::log::Tick;
-use super::net::{Channel, Net};
+use super::net::{Channel, Message, Net};
 use super::wire::{DataRef, Reader};
 use crate::access::{AccessMode, Accesses, Dynamic};
 use crate::codelet::Codelet;
@@ -112,8 +112,21 @@ impl RankSet {
     }
 }
 
-/// Received bytes for a held receive task: filled before it is released.
-type Slot = Arc<OnceLock<Vec<u8>>>;
+/// A received version: its message, kept whole (no copy out of the
+/// transport's buffer), and where the data's bytes are in its body.
+struct Received {
+    msg: Message,
+    at: std::ops::Range<usize>,
+}
+
+impl Received {
+    fn bytes(&self) -> &[u8] {
+        &self.msg[self.at.clone()]
+    }
+}
+
+/// The received version for a held receive task: filled before it is released.
+type Slot = Arc<OnceLock<Received>>;
 
 /// What a receive task's label is made of, built only when traced:
 /// (data id, version).
@@ -139,7 +152,7 @@ struct State {
     /// hold, when it was posted on the trace clock).
     waiting: HashMap<(u64, u64), (Slot, Hold, Option<Tick>)>,
     /// Messages that came before their receive: (gid, version) → bytes.
-    arrived: HashMap<(u64, u64), Vec<u8>>,
+    arrived: HashMap<(u64, u64), Received>,
     /// `DONE`s received from other ranks (all `wait_all` rounds).
     done_peers: u64,
     /// `wait_all` rounds this rank finished.
@@ -241,9 +254,9 @@ impl DistRuntime {
         let wake2 = Arc::clone(&wake);
         let net2 = Arc::clone(&net);
         let ch2 = ch.clone();
-        ch.on_message(move |from, body| {
+        ch.on_message_owned(move |from, body: Message| {
             let r = (|| -> Result<(), String> {
-                let mut r = Reader::new(body);
+                let mut r = Reader::new(&body);
                 if r.u32()? == DONE {
                     lock(&st).done_peers += 1;
                     let _g = lock(&wake2.0);
@@ -251,20 +264,26 @@ impl DistRuntime {
                     return Ok(());
                 }
                 let (gid, version) = (r.u64()?, r.u64()?);
-                let bytes = r.bytes()?.to_vec();
+                let len = r.bytes()?.len();
+                let end = r.position();
+                let size = body.len() + 4;
+                let bytes = Received {
+                    msg: body,
+                    at: end - len..end,
+                };
                 let mut s = lock(&st);
                 match s.waiting.remove(&(gid, version)) {
                     Some((slot, hold, posted)) => {
                         let _ = slot.set(bytes);
                         drop(s);
                         net2.transport().awaiting(-1);
-                        ch2.record_recv(from, body.len() + 4, posted);
+                        ch2.record_recv(from, size, posted);
                         hold.release();
                     }
                     None => {
                         s.arrived.insert((gid, version), bytes);
                         drop(s);
-                        ch2.record_recv(from, body.len() + 4, None);
+                        ch2.record_recv(from, size, None);
                     }
                 }
                 Ok(())
@@ -509,9 +528,9 @@ impl DistRuntime {
             .access_erased(handle, AccessMode::W)
             .cpu_only()
             .body(move |_| {
-                let bytes = slot.get().ok_or("released before its message came")?;
+                let got = slot.get().ok_or("released before its message came")?;
                 // SAFETY: this task declared the handle W, on a CPU worker.
-                unsafe { data.unpack(bytes) }?;
+                unsafe { data.unpack(got.bytes()) }?;
                 Ok(())
             })
     }
