@@ -12,6 +12,7 @@ pub mod gantt;
 pub mod huge_pages;
 pub mod interrupt;
 pub mod lu_resident;
+pub mod lu_sizing;
 pub mod output;
 pub mod placement;
 pub mod platform_out;

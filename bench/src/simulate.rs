@@ -144,7 +144,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
     let shares = std::thread::scope(|s| {
         let (rt, finished) = (&rt, &finished);
         let bar = s.spawn(move || {
-            crate::cmd::lu::progress_bar(hpl_flops(n), || rt.flops_done(), finished)
+            crate::lu_sizing::progress_bar(hpl_flops(n), || rt.flops_done(), finished)
         });
         let shares = lu_simulate_with(rt, n, nb, &opts);
         finished.store(true, std::sync::atomic::Ordering::Relaxed);

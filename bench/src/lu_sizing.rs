@@ -1,0 +1,89 @@
+//! Sizing facts of an LU run that the real, distributed and simulated runs
+//! share: the DAG's task count, the tile handle's bytes, the overhead-bound
+//! warning, and the progress bar. A module of its own so that `cmd::lu`,
+//! `simulate` and `simulate_checks` all depend on it and none on another
+//! (issue 44: the three formed an import circle).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Tile size below which a GEMM task (2·nb³ flops) costs about what the
+/// runtime spends per task (~1 µs), so the run measures overhead, not LU.
+const OVERHEAD_BOUND_NB: usize = 32;
+
+/// Tasks of the LU DAG for `T = ⌈n/nb⌉` tiles per side, in closed form:
+/// `T` panels, `T(T−1)/2` swaps and as many trsms (right of each panel:
+/// HPL's layout has no left swaps), `Σ(T−k−1)²` gemms; `u128::MAX` past
+/// its range (`--n` near `u64::MAX`).
+pub(crate) fn task_count(n: usize, nb: usize) -> u128 {
+    let t = n.div_ceil(nb.max(1)) as u128;
+    if t == 0 {
+        return 0;
+    }
+    let gemms = (t - 1)
+        .checked_mul(t)
+        .and_then(|x| x.checked_mul(2 * t - 1))
+        .map(|x| x / 6);
+    gemms
+        .and_then(|g| t.checked_mul(t - 1)?.checked_add(g)?.checked_add(t))
+        .unwrap_or(u128::MAX)
+}
+
+/// Warn when tiles of `nb` are so small that the run measures (or, when
+/// simulated, models) the runtime's per-task overhead rather than LU.
+pub(crate) fn warn_if_overhead_bound(n: usize, nb: usize) {
+    if nb < OVERHEAD_BOUND_NB && n > nb {
+        let tasks = task_count(n, nb);
+        eprintln!(
+            "tessera: warning: --nb {nb} makes {tasks} tasks of at most {} flops each: the run measures the runtime's per-task overhead, not LU (use --nb {OVERHEAD_BOUND_NB} or more)",
+            2 * nb.pow(3)
+        );
+    }
+}
+
+/// Bytes of one tile's handle with its dependency state (measured in
+/// `tests/tests/lu_memory.rs`): the real and the simulated runs' memory
+/// checks count tiles with it.
+pub(crate) const TILE_HANDLE_BYTES: u64 = 2048;
+
+/// A progress bar on stderr that appears only once the run has lasted a
+/// second, fed by the flops finished so far; returns when `finished` is set.
+/// (indicatif draws it only on a terminal.)
+pub(crate) fn progress_bar(total: f64, done: impl Fn() -> u64, finished: &AtomicBool) {
+    let start = Instant::now();
+    let mut bar: Option<ProgressBar> = None;
+    while !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if bar.is_none() && start.elapsed() > Duration::from_secs(1) {
+            let b = ProgressBar::with_draw_target(Some(100), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template("LU {bar:40} {percent:>3}% {elapsed} (eta {eta})")
+                    .expect("valid template"),
+            );
+            bar = Some(b);
+        }
+        if let Some(b) = &bar {
+            let pct = (done() as f64 / total * 100.0).min(100.0);
+            b.set_position(pct as u64);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves the closed-form task count equals the unrolled symbolic DAG's.
+    use super::*;
+
+    #[test]
+    fn task_count_matches_the_symbolic_dag() {
+        for (n, nb) in [(1, 1), (5, 2), (8, 1), (17, 4), (64, 16)] {
+            let unrolled = tessera_linalg::lu::symbolic_task_count(n, nb).unwrap() as u128;
+            assert_eq!(task_count(n, nb), unrolled, "n={n} nb={nb}");
+        }
+    }
+}
