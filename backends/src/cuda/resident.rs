@@ -613,7 +613,7 @@ impl<'d> ResidentLu<'d> {
     /// triangle of the diagonal block at `r0`; on stream `s`. One cuBLAS
     /// call: split in two around a GEMM down to 256 rows it ran slower on
     /// an H200 (5.4 against 6.9 TFLOP/s at 2048 rows, 3.2 against 4.2 at
-    /// 1024; stop 46, r1 and r2).
+    /// 1024; `bench/results/h200-stop46/r1`, `r2`).
     pub fn trsm(&self, s: usize, r0: usize, w: usize, c0: usize, c1: usize) -> Result<(), String> {
         self.check_block("trsm", r0, c0, w, c1.saturating_sub(c0))?;
         let blas = &self.blas[self.slot(s)?];

@@ -63,9 +63,8 @@ impl Operator for DistOperator<'_> {
         // would still run after every interior block under `ws` with one worker (a LIFO
         // deque), and the halo would leave at the end of the multiply, so the other rank's
         // boundary blocks would wait for it. With the halo out early, the wait moves to the
-        // all-reduce after the multiply, which met communication threads that had napped
-        // through the SpMV (stop 34: no faster); they now nap briefly while a reply is
-        // awaited (`Transport::awaiting`, backends/src/mpi.rs).
+        // all-reduce after the multiply, whose parts idle workers watch for
+        // (`Transport::awaiting`, engine `watch.rs`).
         let (gather, sends) = a.submit_exchange(rt, Gather::Shared(m.x, m.after))?;
         let mut out: Vec<TaskHandle> = gather.into_iter().collect();
         let interior = MultiplyDot {

@@ -23,10 +23,9 @@
 //!   pivot row and the diagonal row) and one per recursion step (the block
 //!   row of `U` the others update with): `getrf_panel_dist`, whose pivots and
 //!   factors are the one-process panel's, bit for bit. No panel tile moves
-//!   to be factored. (Until stop 35 the column was gathered on the diagonal
-//!   tile's rank and scattered back: two crossings of the panel's bytes, and
-//!   every panel serialised on one rank; on the simulated 64 × 4 H100
-//!   cluster that panel was the critical path.) The members' tasks carry a
+//!   to be factored: gathering the column on one rank would move the panel's
+//!   bytes twice and serialise every panel on that rank (CHANGELOG: "The
+//!   distributed LU on P×Q grids"). The members' tasks carry a
 //!   `Rendezvous`, so the simulator holds each until all have started and
 //!   charges the exchanges. Each part's `L` tiles then go to every rank of
 //!   its process row (the panel broadcast along process rows), each rank's

@@ -187,7 +187,7 @@ impl Builder {
 /// updates span the whole matrix, so they wait for its last block: while
 /// the matrix goes up (0.66 s for 32 GiB on an H200 node) the update stream
 /// had only step 0's share of each block to do and sat idle 0.37 s of it
-/// (stop 46, r2). Two steps per arriving block keep it busier; past that, a
+/// (`bench/results/h200-stop46/r2`). Two steps per arriving block keep it busier; past that, a
 /// block's arrival updates take longer than its upload (with 2048-wide
 /// blocks: about 10 ms of GEMM per step against 20 ms of copy).
 pub const STEPS_ON_ARRIVAL: usize = 2;

@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn steps_on_arrival_keep_the_update_stream_busy_while_the_matrix_goes_up() {
-        // The H200 node's measured rates (stop 46): two steps per arriving
+        // The H200 node's measured rates (`bench/platforms/h200-node.toml`): two steps per arriving
         // block beat one, as the default says.
         let rates = Rates {
             gemm: 51.3e12,
