@@ -9,6 +9,28 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// Why a distributed LU (real or simulated) refuses another front-end.
+pub(crate) const DIST_FRONT_ONLY: &str =
+    "a distributed LU runs the symbolic front-end only (--front symbolic)";
+
+/// `--grid PxQ` must name as many ranks as the run has; `have` says how
+/// many it has and where from (mpirun, or the platform file).
+pub(crate) fn check_grid_ranks(
+    p: usize,
+    q: usize,
+    ranks: usize,
+    have: impl FnOnce() -> String,
+) -> Result<(), String> {
+    if p.saturating_mul(q) == ranks {
+        return Ok(());
+    }
+    Err(format!(
+        "--grid {p}x{q} needs {} ranks, but {}",
+        p.saturating_mul(q),
+        have()
+    ))
+}
+
 /// Tile size below which a GEMM task (2·nb³ flops) costs about what the
 /// runtime spends per task (~1 µs), so the run measures overhead, not LU.
 const OVERHEAD_BOUND_NB: usize = 32;

@@ -219,20 +219,17 @@ fn lu_grid(
     use tessera_linalg::lu::dist::{DistLu, Grid};
     let p = sim.platform().clone();
     let grid = Grid::parse(grid).map_err(|e| format!("--grid: {e}"))?;
-    if grid.ranks() != p.ranks() {
-        return Err(format!(
-            "--grid {}x{} has {} ranks but {} has {} (nodes {} x ranks_per_node {})",
-            grid.p,
-            grid.q,
-            grid.ranks(),
+    crate::lu_sizing::check_grid_ranks(grid.p, grid.q, p.ranks(), || {
+        format!(
+            "{} has {} (nodes {} x ranks_per_node {})",
             path.display(),
             p.ranks(),
             p.nodes,
             p.ranks_per_node
-        ));
-    }
+        )
+    })?;
     if front != Front::Symbolic {
-        return Err("--grid runs the symbolic front-end (--front symbolic)".into());
+        return Err(crate::lu_sizing::DIST_FRONT_ONLY.into());
     }
     let (n, nb) = (args.n, args.nb);
     let ranks = grid.ranks();

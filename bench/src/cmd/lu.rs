@@ -11,7 +11,9 @@ use tessera_linalg::lu::dist::{Grid, Layout};
 use tessera_linalg::lu::{lu_factor_with, solve_from_factors};
 
 use crate::args::{Balance, LuArgs};
-use crate::lu_sizing::{progress_bar, warn_if_overhead_bound, TILE_HANDLE_BYTES};
+use crate::lu_sizing::{
+    check_grid_ranks, progress_bar, warn_if_overhead_bound, DIST_FRONT_ONLY, TILE_HANDLE_BYTES,
+};
 use crate::report::{passed, print_hpl_block, print_split_shares, residual_line};
 
 /// Check the sizes before allocating anything.
@@ -188,19 +190,13 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
             q: ranks.size,
         },
     };
-    if grid.ranks() != ranks.size {
-        let started = if ranks.size == 1 {
+    check_grid_ranks(grid.p, grid.q, ranks.size, || {
+        if ranks.size == 1 {
             "this is one process (run it under `mpirun -np N`, or predict it with --simulate PLATFORM)".to_string()
         } else {
             format!("mpirun started {}", ranks.size)
-        };
-        return Err(format!(
-            "--grid {}x{} needs {} ranks, but {started}",
-            grid.p,
-            grid.q,
-            grid.ranks(),
-        ));
-    }
+        }
+    })?;
     let (n, nb, me) = (args.n, args.nb, ranks.rank);
     ranks.check_same(
         "the problem (N NB seed grid front balance)",
@@ -210,7 +206,7 @@ fn run_dist(args: &LuArgs, ranks: &crate::ranks::Ranks) -> Result<(), String> {
         ),
     )?;
     if args.front != "symbolic" {
-        return Err("a distributed LU runs the symbolic front-end only (--front symbolic)".into());
+        return Err(DIST_FRONT_ONLY.into());
     }
     let (net, coll) = ranks
         .net
