@@ -48,6 +48,8 @@ pub(crate) struct HandleCore {
     /// copied back to the host once ([`NO_TASK`]: none; see
     /// `DataHandle::wont_write`).
     pub(crate) home_after: AtomicU64,
+    /// [`display`](Self::display), made at its first use.
+    display: std::sync::OnceLock<Box<str>>,
 }
 
 /// No task: [`HandleCore::home_after`] when no write-back is asked for.
@@ -89,10 +91,17 @@ impl HandleCore {
     }
 
     pub(crate) fn display_name(&self) -> String {
-        match &self.name {
-            Some(n) => n.clone(),
-            None => format!("data#{}", self.id),
-        }
+        self.display().to_owned()
+    }
+
+    /// The name errors and traces give it, made once (the replicas' hot
+    /// paths take it for their error messages; formatting it at every
+    /// acquire cost an allocation per task and access).
+    pub(crate) fn display(&self) -> &str {
+        self.display.get_or_init(|| match &self.name {
+            Some(n) => n.as_str().into(),
+            None => format!("data#{}", self.id).into(),
+        })
     }
 }
 
@@ -262,7 +271,7 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
         match &self.replicas {
             Some(r) => r.acquire(
                 &self.value,
-                &self.core.display_name(),
+                self.core.display(),
                 self.core.id,
                 me,
                 node,
@@ -299,7 +308,7 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
 
     fn try_evict(&self, node: NodeId) -> Option<u64> {
         let r = self.replicas.as_ref()?;
-        r.try_evict(&self.value, &self.core.display_name(), self.core.id, node)
+        r.try_evict(&self.value, self.core.display(), self.core.id, node)
     }
 
     fn with_parts(&self, f: &mut dyn FnMut(&[&[u8]])) -> Result<(), String> {
@@ -468,6 +477,7 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
                     live_readers: AtomicUsize::new(0),
                     write_through: std::sync::atomic::AtomicBool::new(false),
                     home_after: AtomicU64::new(NO_TASK),
+                    display: std::sync::OnceLock::new(),
                 },
                 value: UnsafeCell::new(value),
                 replicas,
