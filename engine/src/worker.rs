@@ -256,9 +256,8 @@ fn serve(job: &TeamJob, rank: usize, recorder: Option<&mut Recorder>) {
 /// parked; offer them the `offered` tasks this leader just pushed where
 /// others may take them. The leader takes one itself; one member is woken
 /// per other task (then any parked worker, up to the CPU workers), at once
-/// rather than one per task the leader pops (the chain wake-up: a thief's
-/// `has_more` sees only its own queue, so with `ws` the chain stops at the
-/// first member woken). Extra wake-ups are P2–P3 steps after P1, so the
+/// rather than one after another through the chain wake-up, each a futex
+/// wake-up and a pop later than the one before. Extra wake-ups are P2–P3 steps after P1, so the
 /// sleep protocol's proof is unchanged (`sleep/README.md`).
 fn wake_members(shared: &Shared, job: &TeamJob, offered: usize) {
     let mut left = offered.saturating_sub(1).min(shared.cpu_workers);

@@ -588,3 +588,52 @@ fn custom_steal_order_is_validated_and_used() {
         assert!(Runtime::new(bad).is_err());
     });
 }
+
+/// Under `ws` a finished task's successors go to its worker's deque with no
+/// wake-up; the chain wake-up then wakes a sleeper per pop of a worker that
+/// sees more work. A thief that stole one of them looked only at its own
+/// (empty) deque, so the chain stopped there, and with the other workers
+/// parked the burst's other successors waited for their owner. Here three
+/// successors of a long task must run at once (they meet, each giving up
+/// after 5 s): every parked worker they need must be woken.
+#[test]
+fn a_burst_on_one_deque_wakes_as_many_sleepers_as_it_needs() {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
+    with_timeout(LIMIT, || {
+        for workers in [3, 4] {
+            let rt = rt(workers, "ws");
+            let cl = Codelet::new("burst");
+            let h = rt.register(0u64);
+            // Long enough for the other workers to park.
+            rt.submit(TaskBuilder::new(&cl).rw(&h).body(|_| {
+                std::thread::sleep(Duration::from_millis(100));
+                Ok(())
+            }))
+            .unwrap();
+            let (arrived, met) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            for _ in 0..3 {
+                let (arrived, met) = (Arc::clone(&arrived), Arc::clone(&met));
+                rt.submit(TaskBuilder::new(&cl).read(&h).body(move |_| {
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    let t0 = Instant::now();
+                    while arrived.load(Ordering::SeqCst) < 3 {
+                        if t0.elapsed() > Duration::from_secs(5) {
+                            return Ok(());
+                        }
+                        std::thread::yield_now();
+                    }
+                    met.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                }))
+                .unwrap();
+            }
+            rt.wait_all().unwrap();
+            assert_eq!(
+                met.load(Ordering::SeqCst),
+                3,
+                "{workers} workers: the three successors never ran at once"
+            );
+        }
+    });
+}

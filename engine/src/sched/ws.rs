@@ -104,6 +104,7 @@ impl SchedulerPolicy for WorkStealing {
             shared: Arc::clone(&self.shared),
             index: worker,
             rng: XorShift64Star::new(worker),
+            stole_from: None,
         })
     }
 
@@ -212,6 +213,9 @@ struct WsQueue {
     index: usize,
     /// Where this worker's steal scans start (see `Victims::scan`).
     rng: XorShift64Star,
+    /// The victim of this worker's last successful steal: `has_more` looks
+    /// at its deque too.
+    stole_from: Option<usize>,
 }
 
 impl WorkerQueue for WsQueue {
@@ -221,6 +225,7 @@ impl WorkerQueue for WsQueue {
     }
 
     fn pop(&mut self) -> Option<ReadyTask> {
+        self.stole_from = None;
         if let Some(t) = self.local.pop() {
             return Some(t);
         }
@@ -241,10 +246,14 @@ impl WorkerQueue for WsQueue {
                 Steal::Empty => {}
             }
             let stealers = &self.shared.stealers;
+            let stole_from = &mut self.stole_from;
             let stolen =
                 self.shared.victims[self.index].scan(&mut self.rng, |victim| {
                     match stealers[victim].steal() {
-                        Steal::Success(t) => Some(t),
+                        Steal::Success(t) => {
+                            *stole_from = Some(victim);
+                            Some(t)
+                        }
                         Steal::Retry => {
                             retry = true;
                             None
@@ -261,10 +270,20 @@ impl WorkerQueue for WsQueue {
         }
     }
 
+    /// Whether more tasks wait where this worker found its last one: its
+    /// own deque, the injectors, and the deque it last stole from. The last
+    /// keeps the chain wake-up going (sleep/README.md): a burst of tasks
+    /// pushed to one worker's deque wakes a sleeper per pop of any worker
+    /// that takes from it, not only of its owner (a thief that looked only
+    /// at its own empty deque stopped the chain, and the burst's other tasks
+    /// waited for their owner while workers slept).
     fn has_more(&self) -> bool {
         !self.local.is_empty()
             || !self.shared.injector.is_empty()
             || !self.shared.cpu_injector.is_empty()
+            || self
+                .stole_from
+                .is_some_and(|v| !self.shared.stealers[v].is_empty())
     }
 }
 
