@@ -48,3 +48,46 @@ pub fn with_timeout<F: FnOnce() + Send + 'static>(limit: Duration, f: F) {
         }
     }
 }
+
+/// Task bodies that must run at the same time: each [`attend`](Self::attend)s,
+/// waiting (yielding its core) until `n` have arrived or `limit` has passed.
+/// [`met`](Self::met) counts the bodies that saw all `n`: `n` when they ran
+/// together. Bounded, so a runtime that leaves a worker asleep fails the
+/// caller's assertion rather than its timeout.
+#[derive(Clone)]
+pub struct Meeting {
+    arrived: Arc<std::sync::atomic::AtomicUsize>,
+    met: Arc<std::sync::atomic::AtomicUsize>,
+    n: usize,
+    limit: Duration,
+}
+
+impl Meeting {
+    pub fn new(n: usize, limit: Duration) -> Meeting {
+        Meeting {
+            arrived: Arc::default(),
+            met: Arc::default(),
+            n,
+            limit,
+        }
+    }
+
+    /// Arrive, and wait for the others (at most `limit`).
+    pub fn attend(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.arrived.fetch_add(1, SeqCst);
+        let until = std::time::Instant::now() + self.limit;
+        while self.arrived.load(SeqCst) < self.n {
+            if std::time::Instant::now() > until {
+                return;
+            }
+            std::thread::yield_now();
+        }
+        self.met.fetch_add(1, SeqCst);
+    }
+
+    /// Bodies that saw every other arrive.
+    pub fn met(&self) -> usize {
+        self.met.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -784,38 +784,54 @@ fn two_ranks_failing_at_once_end_every_rank() {
     });
 }
 
+/// Two ranks add `x` (owned by rank 0, registered on each rank by
+/// `register_x(dist, rank)`) into `y` (rank 1's), a run that must fail:
+/// each rank's error.
+fn failing_two_rank_add(
+    register_x: impl Fn(
+            &tessera_engine::dist::stf::DistRuntime,
+            usize,
+        ) -> tessera_engine::dist::stf::DistHandle<Vec<f64>>
+        + Send
+        + Sync
+        + 'static,
+) -> Vec<String> {
+    use tessera_engine::dist::stf::DistRuntime;
+    use tessera_engine::{Codelet, Read, ReadWrite, Task};
+    type Data = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
+    spmd(2, move |rank, net| {
+        let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
+        let add = Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+            y[0] += x[0];
+            Ok(())
+        });
+        let x = register_x(&dist, rank);
+        let y = dist.register(1, vec![1.0f64; 4]);
+        dist.submit(Task::new(&add, (x.r(), y.rw()))).unwrap();
+        match dist.wait_all() {
+            Ok(()) => panic!("rank {rank}: the run succeeded"),
+            Err(e) => e.to_string(),
+        }
+    })
+}
+
 /// Issue 41 found that a rank registering another rank's data as an empty
 /// placeholder hung both ranks silently. A wrong shape must be a clear
 /// error: the receive fails naming the data and both sizes, and every rank
 /// ends with that error.
 #[test]
 fn a_wrongly_shaped_remote_registration_ends_every_rank_naming_the_data() {
-    use tessera_engine::dist::stf::DistRuntime;
-    use tessera_engine::{Codelet, Read, ReadWrite, Task};
-    type Data = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
     with_timeout(Duration::from_secs(60), || {
-        let errors = spmd(2, |rank, net| {
-            let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
-            let add =
-                Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
-                    y[0] += x[0];
-                    Ok(())
-                });
-            // Rank 1 registers rank 0's `x` as an empty placeholder.
-            let x = dist.register(
+        // Rank 1 registers rank 0's `x` as an empty placeholder.
+        let errors = failing_two_rank_add(|dist, rank| {
+            dist.register(
                 0,
                 if rank == 0 {
                     vec![2.0f64; 4]
                 } else {
                     Vec::new()
                 },
-            );
-            let y = dist.register(1, vec![1.0f64; 4]);
-            dist.submit(Task::new(&add, (x.r(), y.rw()))).unwrap();
-            match dist.wait_all() {
-                Ok(()) => panic!("rank {rank}: the run succeeded with a wrongly shaped copy"),
-                Err(e) => e.to_string(),
-            }
+            )
         });
         for e in errors {
             assert!(e.contains("holds 0 bytes, but 32 arrived"), "{e}");
@@ -922,28 +938,13 @@ fn remote_data_registered_by_shape_is_made_only_where_it_arrives() {
 #[test]
 fn a_maker_of_another_shape_fails_naming_the_data() {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use tessera_engine::dist::stf::DistRuntime;
-    use tessera_engine::{Codelet, Read, ReadWrite, Task};
-    type Data = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
     with_timeout(Duration::from_secs(60), || {
-        let errors = spmd(2, |rank, net| {
-            let dist = DistRuntime::new(Runtime::new(Config::with_workers(1)).unwrap(), net);
-            let add =
-                Codelet::<Data>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
-                    y[0] += x[0];
-                    Ok(())
-                });
+        let errors = failing_two_rank_add(|dist, _| {
             let calls = AtomicUsize::new(0);
             // Four values when asked for the shape, eight after.
-            let x = dist.register_with(0, move || {
+            dist.register_with(0, move || {
                 vec![1.0f64; 4 * (1 + calls.fetch_add(1, Ordering::SeqCst).min(1))]
-            });
-            let y = dist.register(1, vec![1.0f64; 4]);
-            dist.submit(Task::new(&add, (x.r(), y.rw()))).unwrap();
-            match dist.wait_all() {
-                Ok(()) => panic!("rank {rank}: the run succeeded with a maker of another shape"),
-                Err(e) => e.to_string(),
-            }
+            })
         });
         for e in errors {
             assert!(

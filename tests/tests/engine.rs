@@ -598,8 +598,6 @@ fn custom_steal_order_is_validated_and_used() {
 /// after 5 s): every parked worker they need must be woken.
 #[test]
 fn a_burst_on_one_deque_wakes_as_many_sleepers_as_it_needs() {
-    use std::sync::atomic::AtomicUsize;
-    use std::time::Instant;
     with_timeout(LIMIT, || {
         for workers in [3, 4] {
             let rt = rt(workers, "ws");
@@ -611,26 +609,18 @@ fn a_burst_on_one_deque_wakes_as_many_sleepers_as_it_needs() {
                 Ok(())
             }))
             .unwrap();
-            let (arrived, met) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let meeting = tessera_tests::Meeting::new(3, Duration::from_secs(5));
             for _ in 0..3 {
-                let (arrived, met) = (Arc::clone(&arrived), Arc::clone(&met));
+                let m = meeting.clone();
                 rt.submit(TaskBuilder::new(&cl).read(&h).body(move |_| {
-                    arrived.fetch_add(1, Ordering::SeqCst);
-                    let t0 = Instant::now();
-                    while arrived.load(Ordering::SeqCst) < 3 {
-                        if t0.elapsed() > Duration::from_secs(5) {
-                            return Ok(());
-                        }
-                        std::thread::yield_now();
-                    }
-                    met.fetch_add(1, Ordering::SeqCst);
+                    m.attend();
                     Ok(())
                 }))
                 .unwrap();
             }
             rt.wait_all().unwrap();
             assert_eq!(
-                met.load(Ordering::SeqCst),
+                meeting.met(),
                 3,
                 "{workers} workers: the three successors never ran at once"
             );

@@ -460,30 +460,20 @@ fn members_parked_during_a_team_task_take_its_successors_at_once() {
                         }),
                 )
                 .unwrap();
-            let arrived = Arc::new(AtomicUsize::new(0));
-            let met = Arc::new(AtomicUsize::new(0));
+            // 10 s is ages for a worker woken at once, and forever for one
+            // nobody wakes.
+            let meeting = tessera_tests::Meeting::new(workers, Duration::from_secs(10));
             for _ in 0..workers {
-                let (a, met) = (Arc::clone(&arrived), Arc::clone(&met));
+                let m = meeting.clone();
                 rt.submit(TaskBuilder::new(&single).after(&t).body(move |_| {
-                    a.fetch_add(1, Ordering::SeqCst);
-                    // Bounded, so the old runtime fails the assertion below
-                    // instead of the timeout: 10 s is ages for a worker
-                    // woken at once, and forever for one nobody wakes.
-                    let until = std::time::Instant::now() + Duration::from_secs(10);
-                    while a.load(Ordering::SeqCst) < workers {
-                        if std::time::Instant::now() > until {
-                            return Ok(());
-                        }
-                        std::thread::yield_now();
-                    }
-                    met.fetch_add(1, Ordering::SeqCst);
+                    m.attend();
                     Ok(())
                 }))
                 .unwrap();
             }
             rt.wait_all().unwrap();
             assert_eq!(
-                met.load(Ordering::SeqCst),
+                meeting.met(),
                 workers,
                 "{workers} workers: every member took a successor of the team task"
             );
