@@ -87,7 +87,7 @@ const AWAIT_NAP: Duration = Duration::from_micros(250);
 /// no reply is awaited (`Transport::expecting`): the next message of a burst
 /// usually comes within it.
 const HOT: Duration = Duration::from_millis(2);
-/// Idle rounds spent spinning before yielding or sleeping.
+/// Idle rounds the communication thread spins before it naps.
 const SPINS: u32 = 64;
 /// How recently another thread must have polled (`Transport::poll`: an idle
 /// worker watching the network) for the communication thread to leave the
@@ -576,11 +576,15 @@ impl MpiTransport {
         // was set go first, so each sender's order is kept.
         if self.sink_set.swap(false, Ordering::AcqRel) {
             if let Some(deliver) = lock(&self.sink).clone() {
-                if let Ok(queued) = self.inbox.try_lock() {
-                    while let Ok((from, buf)) = queued.try_recv() {
-                        busy = true;
-                        deliver(from, buf);
+                match self.inbox.try_lock() {
+                    Ok(queued) => {
+                        while let Ok((from, buf)) = queued.try_recv() {
+                            busy = true;
+                            deliver(from, buf);
+                        }
                     }
+                    // A reader holds the queue: the next round delivers it.
+                    Err(_) => self.sink_set.store(true, Ordering::Release),
                 }
             }
         }
@@ -635,19 +639,20 @@ impl MpiTransport {
         busy
     }
 
+    /// Whether the time stored in `stamp` (by `now_ns`) is less than `span` ago.
+    fn within(&self, stamp: &AtomicU64, span: Duration) -> bool {
+        self.now_ns().saturating_sub(stamp.load(Ordering::Relaxed)) < span.as_nanos() as u64
+    }
+
     /// Whether a message was sent or received less than [`HOT`] ago.
     fn recently_active(&self) -> bool {
-        self.now_ns()
-            .saturating_sub(self.last_active.load(Ordering::Relaxed))
-            < HOT.as_nanos() as u64
+        self.within(&self.last_active, HOT)
     }
 
     /// Whether a thread other than the communication thread polled within
     /// the last [`WATCHED`].
     fn watched(&self) -> bool {
-        self.now_ns()
-            .saturating_sub(self.outside_poll.load(Ordering::Relaxed))
-            < WATCHED.as_nanos() as u64
+        self.within(&self.outside_poll, WATCHED)
     }
 }
 

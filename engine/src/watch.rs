@@ -31,6 +31,24 @@ pub(crate) enum Activity {
     Idle,
 }
 
+/// Polls of a watched network between two yields of the polling thread.
+const WATCH_SPINS: u32 = 32;
+
+/// The pause between two polls of a watched network that found nothing,
+/// `polls` counting them: a spin, and one `yield_now` in [`WATCH_SPINS`]. A
+/// yield per poll cost a system call (and often a switch) per round,
+/// microseconds of a remote edge's latency; the occasional one still lets an
+/// oversubscribed core's other threads run. Idle workers and blocking
+/// collectives pause alike.
+pub(crate) fn pause(polls: &mut u32) {
+    *polls = polls.wrapping_add(1);
+    if polls.is_multiple_of(WATCH_SPINS) {
+        crate::sync::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
 /// A runtime's end of the watch (in `Shared`).
 #[derive(Default)]
 pub(crate) struct Watch {

@@ -365,7 +365,7 @@ impl<T> HandleInner<T> {
         let Some(make) = maker.take() else {
             return Ok(());
         };
-        let v = make().map_err(|e| format!("data '{}': {e}", self.core.display_name()))?;
+        let v = make().map_err(|e| format!("data '{}': {e}", self.core.display()))?;
         // SAFETY: nothing reads or writes the value cell of a deferred
         // handle before this store: every access acquires first, and
         // acquiring waits here for the lock. The store happens under the

@@ -138,16 +138,11 @@ impl Collectives {
             // worker watching it would: the parts reach this wait with no thread
             // woken (`crate::watch`); else the routing thread delivers them.
             let received = if transport.polled() {
-                polls = polls.wrapping_add(1);
                 match rx.try_recv() {
                     Ok(m) => Ok(m),
                     Err(TryRecvError::Empty) => {
                         if !transport.poll() {
-                            if polls.is_multiple_of(32) {
-                                std::thread::yield_now();
-                            } else {
-                                std::hint::spin_loop();
-                            }
+                            crate::watch::pause(&mut polls);
                         }
                         Err(RecvTimeoutError::Timeout)
                     }

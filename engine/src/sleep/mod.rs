@@ -16,9 +16,6 @@ const SPIN_ROUNDS: u32 = 64;
 /// pipelined submission, short enough not to starve device or MPI threads.
 #[cfg(not(loom))]
 const YIELD_ROUNDS: u32 = 16;
-/// Polls of a watched network between two yields of the watching worker
-/// (see `idle`).
-const WATCH_SPINS: u32 = 32;
 // Under loom every spin round multiplies the explored interleavings; one
 // round of each keeps W1 in the model.
 #[cfg(loom)]
@@ -173,17 +170,7 @@ impl Sleep {
                     continue;
                 }
                 Activity::Awaiting => {
-                    // Mostly spinning: a `sched_yield` per poll cost a
-                    // system call (and often a switch) per round, several
-                    // microseconds of a remote edge's latency; one in
-                    // WATCH_SPINS still lets an oversubscribed core's other
-                    // threads run.
-                    watched = watched.wrapping_add(1);
-                    if watched.is_multiple_of(WATCH_SPINS) {
-                        crate::sync::yield_now();
-                    } else {
-                        std::hint::spin_loop();
-                    }
+                    crate::watch::pause(&mut watched);
                     continue;
                 }
                 Activity::Idle => {}
