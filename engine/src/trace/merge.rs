@@ -57,13 +57,11 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
         .into_iter()
         .map(|mut t| {
             if t.ranks.is_empty() {
-                t.ranks.push(RankInfo {
-                    rank: 0,
-                    workers: t.worker_count() as u32,
-                    transfers: t.transfers.len() as u32,
-                    epoch_unix_ns: 0,
-                    run_id: String::new(),
-                });
+                t.ranks.push(RankInfo::unstamped(
+                    0,
+                    t.worker_count() as u32,
+                    t.transfers.len() as u32,
+                ));
                 // A worker index past the list: give it a (nameless) entry so
                 // that the counts cover the workers exactly.
                 while t.workers.len() < t.worker_count() {

@@ -52,6 +52,20 @@ pub struct RankInfo {
     pub run_id: String,
 }
 
+impl RankInfo {
+    /// Rank `rank` with `workers` workers and `transfers` transfers, of no
+    /// known epoch or run (a trace written without them, or a test's).
+    pub fn unstamped(rank: u32, workers: u32, transfers: u32) -> RankInfo {
+        RankInfo {
+            rank,
+            workers,
+            transfers,
+            epoch_unix_ns: 0,
+            run_id: String::new(),
+        }
+    }
+}
+
 /// Task ids of rank `r` in a merged trace are `r << RANK_ID_SHIFT | id`.
 pub const RANK_ID_SHIFT: u32 = 40;
 

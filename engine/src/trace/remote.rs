@@ -414,15 +414,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, &(r, c, l))| task(u64::from(r) << 40 | i as u64, r, c, l, 100 * i as u64))
                 .collect(),
-            ranks: (0..3)
-                .map(|rank| RankInfo {
-                    rank,
-                    workers: 1,
-                    transfers: 0,
-                    epoch_unix_ns: 0,
-                    run_id: String::new(),
-                })
-                .collect(),
+            ranks: (0..3).map(|rank| RankInfo::unstamped(rank, 1, 0)).collect(),
             ..Trace::default()
         }
     }

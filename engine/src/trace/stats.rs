@@ -895,15 +895,7 @@ mod tests {
                 msg(1, 0, MessageDir::Send, 8, 380, 380),
                 msg(0, 1, MessageDir::Recv, 8, 385, 390),
             ],
-            ranks: (0..2)
-                .map(|rank| RankInfo {
-                    rank,
-                    workers: 1,
-                    transfers: 0,
-                    epoch_unix_ns: 0,
-                    run_id: String::new(),
-                })
-                .collect(),
+            ranks: (0..2).map(|rank| RankInfo::unstamped(rank, 1, 0)).collect(),
             ..Trace::default()
         };
         let s = stats(&t);
