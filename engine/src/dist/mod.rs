@@ -147,6 +147,32 @@ impl Drop for Awaiting {
     }
 }
 
+/// `f` on `ranks` `DistRuntime`s over the in-process transport, one thread
+/// each, every runtime made by `config`; the results in rank order (tests).
+#[cfg(test)]
+pub(crate) fn on_ranks<R: Send + 'static>(
+    ranks: usize,
+    config: fn() -> crate::Config,
+    f: fn(&stf::DistRuntime) -> R,
+) -> Vec<R> {
+    let threads: Vec<_> = local::world(ranks)
+        .into_iter()
+        .map(|t| {
+            std::thread::spawn(move || {
+                let rt = crate::Runtime::new(config()).unwrap();
+                f(&stf::DistRuntime::new(rt, Net::new(t)))
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// One worker (tests).
+#[cfg(test)]
+pub(crate) fn one_worker() -> crate::Config {
+    crate::Config::with_workers(1)
+}
+
 /// Where a transport delivers received messages (see [`Transport::deliver_to`]).
 pub type Sink = std::sync::Arc<dyn Fn(usize, Vec<u8>) + Send + Sync>;
 

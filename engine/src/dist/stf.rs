@@ -663,34 +663,30 @@ mod tests {
 
     #[test]
     fn a_traced_run_labels_its_sends_and_receives() {
-        let ranks: Vec<_> = local::world(2)
-            .into_iter()
-            .map(|t| {
-                std::thread::spawn(move || {
-                    let rt = Runtime::new(Config::with_workers(1).trace(true)).unwrap();
-                    let d = DistRuntime::new(rt, Net::new(t));
-                    let (a, b) = (d.register(0, vec![2.0f64]), d.register(1, vec![0.0f64]));
-                    let cl: Codelet<CopyData> = Codelet::new("copy");
-                    d.task(&cl, (a.r(), b.rw()))
-                        .cpu(|(a, b)| {
-                            b[0] = a[0];
-                            Ok(())
-                        })
-                        .submit()
-                        .unwrap();
-                    d.wait_all().unwrap();
-                    let labels: Vec<String> = d
-                        .runtime()
-                        .trace()
-                        .tasks
-                        .into_iter()
-                        .filter_map(|t| t.label)
-                        .collect();
-                    (d.unregister(b).unwrap(), labels)
-                })
-            })
-            .collect();
-        let out: Vec<_> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+        let out = crate::dist::on_ranks(
+            2,
+            || Config::with_workers(1).trace(true),
+            |d| {
+                let (a, b) = (d.register(0, vec![2.0f64]), d.register(1, vec![0.0f64]));
+                let cl: Codelet<CopyData> = Codelet::new("copy");
+                d.task(&cl, (a.r(), b.rw()))
+                    .cpu(|(a, b)| {
+                        b[0] = a[0];
+                        Ok(())
+                    })
+                    .submit()
+                    .unwrap();
+                d.wait_all().unwrap();
+                let labels: Vec<String> = d
+                    .runtime()
+                    .trace()
+                    .tasks
+                    .into_iter()
+                    .filter_map(|t| t.label)
+                    .collect();
+                (d.unregister(b).unwrap(), labels)
+            },
+        );
         assert_eq!(out[1].0, vec![2.0]);
         assert_eq!(out[0].1, ["send(0@0→1)"]);
         assert_eq!(out[1].1, ["recv(0@0)"]);

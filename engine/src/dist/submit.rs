@@ -209,7 +209,7 @@ mod tests {
     //! tasks, reads and writes, gives the same data on a `Runtime` as on 2
     //! and 3 ranks of a `DistRuntime` over the in-process transport.
     use super::*;
-    use crate::dist::{local, Net};
+    use crate::dist::{on_ranks, one_worker};
     use crate::{Codelet, Read, ReadWrite, Task};
 
     type Mix = (Read<Vec<u64>>, ReadWrite<Vec<u64>>);
@@ -264,29 +264,6 @@ mod tests {
             }
         }
         Ok(mine)
-    }
-
-    /// `f` on `ranks` `DistRuntime`s over the in-process transport, one
-    /// thread each, every runtime made by `config`; the results in rank order.
-    fn on_ranks<R: Send + 'static>(
-        ranks: usize,
-        config: fn() -> crate::Config,
-        f: fn(&DistRuntime) -> R,
-    ) -> Vec<R> {
-        let threads: Vec<_> = local::world(ranks)
-            .into_iter()
-            .map(|t| {
-                std::thread::spawn(move || {
-                    let rt = Runtime::new(config()).unwrap();
-                    f(&DistRuntime::new(rt, Net::new(t)))
-                })
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().unwrap()).collect()
-    }
-
-    fn one_worker() -> crate::Config {
-        crate::Config::with_workers(1)
     }
 
     #[test]

@@ -257,37 +257,32 @@ mod tests {
     /// `a` (owner 0) is read on rank 1 twice, at versions 0 and 1, and `b`
     /// (owner 1) is read on rank 0 once, at version 1.
     fn two_rank_stf_traces() -> Vec<Trace> {
-        use crate::dist::{local, stf::DistRuntime, Net};
-        use crate::{Codelet, Config, Read, ReadWrite, Runtime};
+        use crate::dist::{on_ranks, one_worker, stf::DistRuntime};
+        use crate::{Codelet, Read, ReadWrite};
         type Add = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
-        let ranks: Vec<_> = local::world(2)
-            .into_iter()
-            .map(|t| {
-                std::thread::spawn(move || {
-                    let rt = Runtime::new(Config::with_workers(1).trace(true)).unwrap();
-                    let d = DistRuntime::new(rt, Net::new(t));
-                    let (a, b) = (d.register(0, vec![2.0f64]), d.register(1, vec![1.0f64]));
-                    let add = Codelet::<Add>::new("add").cpu(
-                        |_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
-                            y[0] += x[0];
-                            Ok(())
-                        },
-                    );
-                    d.task(&add, (a.r(), b.rw())).submit().unwrap(); // rank 1: b = 3
-                    d.task(&add, (b.r(), a.rw())).submit().unwrap(); // rank 0: a = 5
-                    d.task(&add, (a.r(), b.rw())).submit().unwrap(); // rank 1: b = 8
-                    d.wait_all().unwrap();
-                    let trace = d.runtime().trace();
-                    let (a, b) = (d.unregister(a).unwrap(), d.unregister(b).unwrap());
-                    match d.rank() {
-                        0 => assert_eq!(a, [5.0]),
-                        _ => assert_eq!(b, [8.0]),
-                    }
-                    trace
-                })
-            })
-            .collect();
-        ranks.into_iter().map(|r| r.join().unwrap()).collect()
+        on_ranks(
+            2,
+            || one_worker().trace(true),
+            |d: &DistRuntime| {
+                let (a, b) = (d.register(0, vec![2.0f64]), d.register(1, vec![1.0f64]));
+                let add =
+                    Codelet::<Add>::new("add").cpu(|_, _, (x, y): (&Vec<f64>, &mut Vec<f64>)| {
+                        y[0] += x[0];
+                        Ok(())
+                    });
+                d.task(&add, (a.r(), b.rw())).submit().unwrap(); // rank 1: b = 3
+                d.task(&add, (b.r(), a.rw())).submit().unwrap(); // rank 0: a = 5
+                d.task(&add, (a.r(), b.rw())).submit().unwrap(); // rank 1: b = 8
+                d.wait_all().unwrap();
+                let trace = d.runtime().trace();
+                let (a, b) = (d.unregister(a).unwrap(), d.unregister(b).unwrap());
+                match d.rank() {
+                    0 => assert_eq!(a, [5.0]),
+                    _ => assert_eq!(b, [8.0]),
+                }
+                trace
+            },
+        )
     }
 
     fn label(t: &Trace, i: usize) -> (u32, &str) {
