@@ -656,6 +656,28 @@ impl Runtime {
         self.shared.submit_held(task)
     }
 
+    /// Run `hook` once `data` holds what the tasks submitted so far wrote
+    /// last (see `Shared::after_last_writer`).
+    pub(crate) fn after_last_writer(
+        &self,
+        data: &dyn crate::data::AnyHandle,
+        hook: crate::task::Hook,
+    ) {
+        self.shared.after_last_writer(data.core(), hook)
+    }
+
+    /// Whether every task runs on the host with no body skipped: no device
+    /// and no simulated time (a body reading data in place can then run on
+    /// any thread).
+    pub(crate) fn host_only(&self) -> bool {
+        self.shared.sim.is_none() && self.shared.memory.devices.is_empty()
+    }
+
+    /// Whether this runtime records a trace (`Config::trace`).
+    pub(crate) fn traced(&self) -> bool {
+        self.shared.trace.is_some()
+    }
+
     /// A handle that registers data with this runtime from anywhere (it does
     /// not keep the runtime alive).
     pub fn registrar(&self) -> Registrar {

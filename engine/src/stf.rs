@@ -30,8 +30,8 @@ use crate::error::Error;
 use crate::preds::{PredBuilder, PredList};
 use crate::runtime::{Hold, Shared, INTERRUPTED};
 use crate::sched::{Pushed, ReadyTask};
-use crate::task::TaskNode;
 use crate::task::{lock_successors, state, DeviceMatch, NodeParts, TaskBuilder, TaskHandle};
+use crate::task::{Hook, TaskNode};
 use crate::util::lock;
 
 /// The positions of a task's accesses, sorted by handle id (the order their
@@ -444,6 +444,36 @@ impl<'n> Edges<'n> {
         } else {
             access.core().push_reader(deps, TaskRef::new(node));
         }
+    }
+}
+
+impl Shared {
+    /// Run `hook` once the data of `core` holds what the tasks submitted so
+    /// far wrote last: at once, on this thread, if its last writer has
+    /// finished (or there is none), else on the thread that completes that
+    /// writer, before the writer's successors are released (see
+    /// [`Hook`](crate::task::Hook)). `hook(false)` when that writer failed
+    /// or was cancelled: the data holds no valid version.
+    ///
+    /// Until the hook has run, no task submitted later can write the data:
+    /// such a task follows the last writer (write after write) and is
+    /// released after the hook; one submitted after a synchronous call comes
+    /// after it on the caller's own thread. Tasks reading the data may run
+    /// meanwhile, so the hook may only read it.
+    pub(crate) fn after_last_writer(&self, core: &crate::data::HandleCore, hook: Hook) {
+        let deps = lock(&core.deps);
+        let writer = deps.last_writer.as_ref().and_then(|w| w.node.upgrade());
+        if let Some(w) = writer {
+            let mut s = lock_successors(&w);
+            if !s.done {
+                s.hooks.push(hook);
+                return;
+            }
+        }
+        // Finished: a failure poisoned the data before `done` was set.
+        let valid = deps.poisoned_by.is_none();
+        drop(deps);
+        hook(valid);
     }
 }
 

@@ -586,13 +586,17 @@ pub(crate) fn complete(
         Outcome::Failed(_) => state::DONE_FAILED,
         Outcome::Cancelled => state::DONE_CANCELLED,
     };
-    let successors = {
+    let (successors, hooks) = {
         let mut s = lock_successors(node);
         s.done = true;
         // SeqCst: pairs with waiters' SeqCst reads (see Shared::wait_until).
         node.state.store(final_state, Ordering::SeqCst);
-        std::mem::take(&mut s.list)
+        (std::mem::take(&mut s.list), std::mem::take(&mut s.hooks))
     };
+    // Before any successor is released: a hook may read what this task wrote.
+    for hook in hooks {
+        hook(!failed);
+    }
     // Successors bound for a device whose inputs were prefetched: a task
     // that shares many data with its successor has an edge per datum. (A
     // `Vec`: empty, it costs nothing to make and drop on the CPU-only path,

@@ -354,7 +354,14 @@ fn tessera_spmv_runs_under_mpirun_with_per_rank_traces() {
             .unwrap()
     };
     assert_eq!(num("; halo "), num("predicted by the partition "), "{line}");
-    assert!(!out.output.contains("warning"), "{}", out.output);
+    // No warning, except the one a machine whose last-level cache exceeds
+    // the small triad earns (some VM types report a 300 MiB L3).
+    let unexpected: Vec<_> = out
+        .output
+        .lines()
+        .filter(|l| l.contains("warning") && !l.contains("measures the cache, not memory"))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?} in:\n{}", out.output);
     // The two ranks' traces (of the last run, CG) merge into one with a process each.
     let traces: Vec<_> = (0..2)
         .map(|r| tessera_engine::trace::load(dir.join(format!("run.rank{r}.json"))).unwrap())

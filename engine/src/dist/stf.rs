@@ -10,8 +10,8 @@
 //!   unless it still holds that version from an earlier receive: received
 //!   data is cached until someone writes it, so a tile read by many tasks on
 //!   one rank crosses the network once;
-//! - the owner of that data *sends* it (a send task reading it, so it goes
-//!   after the version's writer), once per version and destination;
+//! - the owner of that data *sends* it as the version's writer finishes,
+//!   once per version and destination (see `DistRuntime::post_send`);
 //! - a task that writes data its rank does not own sends the new version
 //!   back to the owner;
 //! - a rank with no part in a task skips it (it only bumps the version of
@@ -238,6 +238,9 @@ pub struct DistRuntime {
     wake: Arc<(Mutex<()>, std::sync::Condvar)>,
     recv: Codelet<Dynamic, RecvArgs>,
     send: Codelet<Dynamic, SendArgs>,
+    /// Send a version as its writer finishes, with no send task (see
+    /// [`post_send`](Self::post_send)).
+    eager: bool,
 }
 
 impl DistRuntime {
@@ -292,6 +295,7 @@ impl DistRuntime {
                 net2.abort(&format!("data message from rank {from}: {e}"));
             }
         });
+        let eager = rt.host_only() && !rt.traced();
         DistRuntime {
             rt,
             net,
@@ -302,6 +306,7 @@ impl DistRuntime {
                 .label_args(|&(gid, version)| format!("recv({gid}@{version})")),
             send: Codelet::with_args("send")
                 .label_args(|&(gid, version, to)| format!("send({gid}@{version}→{to})")),
+            eager,
         }
     }
 
@@ -383,11 +388,39 @@ impl DistRuntime {
     }
 
     /// This rank sends the current version of `gid` to `to`.
+    ///
+    /// Eagerly where it can (no device, no simulated time, no trace, data
+    /// that can travel): packed and handed to the transport by the thread
+    /// that completes the version's writer, before that writer's successors
+    /// are released, or at once if it has finished (see
+    /// `Shared::after_last_writer`). As StarPU-MPI's and PaRSEC's
+    /// communication engines do, no task carries the send: a send task cost
+    /// a submission and a scheduling round per remote edge, and its worker's
+    /// hop delayed the message. Otherwise a send task reads the data (it
+    /// acquires it on the host from a device, and a trace shows it).
     fn post_send(&self, s: &mut State, gid: u64, to: usize) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
-        let task = self.send_task(e.data.clone(), gid, e.version, to);
+        let (data, version) = (e.data.clone(), e.version);
         s.sends += 1;
-        self.rt.submit(task)?;
+        if self.eager && data.handle.replicable() {
+            let (ch, net) = (self.ch.clone(), Arc::clone(&self.net));
+            let handle = Arc::clone(&data.handle);
+            self.rt.after_last_writer(
+                &*handle,
+                Box::new(move |valid| {
+                    // An invalid version is not sent: the writer's failure
+                    // ends every rank (`wait_local`), as the send task it
+                    // would have cancelled did.
+                    if valid {
+                        if let Err(e) = send_version(&ch, &data, gid, version, to) {
+                            net.abort(&format!("sending data '{}': {e}", data.name()));
+                        }
+                    }
+                }),
+            );
+        } else {
+            self.rt.submit(self.send_task(data, gid, version, to))?;
+        }
         Ok(())
     }
 
@@ -397,15 +430,7 @@ impl DistRuntime {
         TaskBuilder::with_args(&self.send, (gid, version, to))
             .access_erased(Arc::clone(&data.handle), AccessMode::R)
             .cpu_only()
-            .body(move |_| {
-                let start = ch.now();
-                // Packed straight into the message (no second copy).
-                let mut w = ch.writer(28 + data.bytes() as usize);
-                w.u32(DATA).u64(gid).u64(version);
-                data.pack(&mut w)?;
-                ch.send_since(to, w, start);
-                Ok(())
-            })
+            .body(move |_| Ok(send_version(&ch, &data, gid, version, to)?))
     }
 
     /// This rank receives the current version of `gid`.
@@ -587,6 +612,23 @@ impl DistRuntime {
     }
 }
 
+/// Pack version `version` of `gid`, which `data` holds (nobody writes it
+/// meanwhile), straight into a message to `to` (no second copy) and send it.
+fn send_version(
+    ch: &Channel,
+    data: &DataRef,
+    gid: u64,
+    version: u64,
+    to: usize,
+) -> Result<(), String> {
+    let start = ch.now();
+    let mut w = ch.writer(28 + data.bytes() as usize);
+    w.u32(DATA).u64(gid).u64(version);
+    data.pack(&mut w)?;
+    ch.send_since(to, w, start);
+    Ok(())
+}
+
 /// A typed task of a [`DistRuntime`], submitted on every rank.
 pub struct DistTask<'d, A, P> {
     dist: &'d DistRuntime,
@@ -644,7 +686,7 @@ mod tests {
     //! from their numbers when asked, and that a traced run shows them.
     use super::*;
     use crate::dist::local;
-    use crate::{Config, Read, ReadWrite};
+    use crate::{Config, Read, ReadWrite, Write};
 
     type CopyData = (Read<Vec<f64>>, ReadWrite<Vec<f64>>);
 
@@ -659,6 +701,59 @@ mod tests {
         let recv = d.recv_task(DataRef::of(&h), h.id(), 3, Arc::default());
         assert!(recv.label.is_none());
         assert_eq!(recv.display_name(), "recv(0@3)");
+    }
+
+    /// Rank 0 writes `x` (1), rank 1 reads it, rank 0 writes it again (2)
+    /// and once more (3); `slow`: the first writer is still running when the
+    /// read and the later writes are submitted (the send waits for it, as a
+    /// hook on its end), else it has finished (the send leaves at once).
+    /// Returns what rank 1 read, and this rank's final `x`.
+    fn read_between_writes(d: &DistRuntime, slow: bool) -> (Option<u64>, u64) {
+        type Set = Write<Vec<u64>>;
+        type Copy = (Read<Vec<u64>>, Write<Vec<u64>>);
+        let (x, y) = (d.register(0, vec![0u64; 4]), d.register(1, vec![0u64; 4]));
+        let set = |v: u64, wait_ms: u64| {
+            Codelet::<Set>::new("set").cpu(move |_, _, x: &mut Vec<u64>| {
+                std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+                x.iter_mut().for_each(|e| *e = v);
+                Ok(())
+            })
+        };
+        let copy = Codelet::<Copy>::new("copy").cpu(|_, _, (x, y): (&Vec<u64>, &mut Vec<u64>)| {
+            y.copy_from_slice(x);
+            Ok(())
+        });
+        let first = d.task(&set(1, if slow { 100 } else { 0 }), x.w()).submit();
+        if let (false, Some(h)) = (slow, first.unwrap()) {
+            d.runtime().wait(&h).unwrap();
+        }
+        d.task(&copy, (x.r(), y.w())).submit().unwrap();
+        d.task(&set(2, 0), x.w()).submit().unwrap();
+        d.task(&set(3, 0), x.w()).submit().unwrap();
+        d.wait_all().unwrap();
+        let got = (d.rank() == 1).then(|| d.unregister(y).unwrap()[0]);
+        (got, d.unregister(x).unwrap()[0])
+    }
+
+    /// A version is sent as its writer left it, whether the send leaves
+    /// with the writer's end or at once: the later writers, submitted
+    /// before the first one ends, do not overwrite it first.
+    #[test]
+    fn a_sent_version_is_the_one_its_reader_follows() {
+        let two = || Config::with_workers(2);
+        for (slow, out) in [
+            (
+                true,
+                crate::dist::on_ranks(2, two, |d| read_between_writes(d, true)),
+            ),
+            (
+                false,
+                crate::dist::on_ranks(2, two, |d| read_between_writes(d, false)),
+            ),
+        ] {
+            assert_eq!(out[1].0, Some(1), "slow writer: {slow}");
+            assert_eq!(out[0].1, 3, "slow writer: {slow}");
+        }
     }
 
     #[test]

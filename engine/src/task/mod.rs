@@ -52,7 +52,20 @@ pub(crate) struct Successors {
     /// for data flow (it reads what this task wrote) and explicit edges,
     /// false for write-after-read and write-after-write ordering edges.
     pub(crate) list: SuccessorList,
+    /// Run when the task finishes, before any successor is released (see
+    /// [`Hook`]). Empty for nearly every task: a `Vec` costs nothing then.
+    pub(crate) hooks: Vec<Hook>,
 }
+
+/// A callback on a task's end, added after its submission (a distributed
+/// run's eager send of what the task wrote: see
+/// `Shared::after_last_writer`). It runs on the thread that completes the
+/// task, after the task's failure (if any) is recorded and before its
+/// successors are released, so no successor has touched the task's data
+/// yet; its argument says whether the task succeeded. It must not block
+/// and must not take a lock of the submission path (handles' `deps`,
+/// tasks' `successors`).
+pub(crate) type Hook = Box<dyn FnOnce(bool) + Send>;
 
 /// Most tasks have one or two successors (a chain, a tile read by the next
 /// update): kept inline, no allocation per edge.
@@ -209,6 +222,7 @@ impl TaskNode {
             successors: Mutex::new(Successors {
                 done: false,
                 list: SuccessorList::new(),
+                hooks: Vec::new(),
             }),
             preds: OnceLock::new(),
             cause: OnceLock::new(),
