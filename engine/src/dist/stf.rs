@@ -134,7 +134,7 @@ type RecvArgs = (u64, u64);
 /// What a send task's label is made of: (data id, version, destination).
 type SendArgs = (u64, u64, usize);
 
-/// `State::by_local`'s mark of a local handle not registered here.
+/// `Flow::by_local`'s mark of a local handle not registered here.
 const UNREGISTERED: u64 = u64::MAX;
 
 /// Message kinds on the runtime's channel.
@@ -142,12 +142,28 @@ const DATA: u32 = 0;
 /// "This rank's `wait_all` is done": see `DistRuntime::wait_all`.
 const DONE: u32 = 1;
 
+/// What the submitting thread knows of the run: every handle's owner,
+/// version and holders (the same on every rank), and the counters. Only
+/// submission and registration lock it, never the message callback, so a
+/// delivered message never waits for a submission in progress (which holds
+/// this lock while it submits the local tasks). Lock order: `Flow`, then
+/// `Inbox`.
 #[derive(Default)]
-struct State {
+struct Flow {
     entries: Vec<Entry>,
     /// Local handle id → global id ([`UNREGISTERED`] for none): local ids
     /// are a runtime's registration count, so a vector indexed by them.
     by_local: Vec<u64>,
+    /// Counters.
+    sends: u64,
+    receives: u64,
+    pruned: u64,
+}
+
+/// Where posted receives and arriving messages meet, shared with the
+/// message callback (held briefly, never across a submission).
+#[derive(Default)]
+struct Inbox {
     /// Receives posted and not matched yet: (gid, version) → (bytes slot,
     /// hold, when it was posted on the trace clock).
     waiting: HashMap<(u64, u64), (Slot, Hold, Option<Tick>)>,
@@ -157,10 +173,6 @@ struct State {
     done_peers: u64,
     /// `wait_all` rounds this rank finished.
     rounds: u64,
-    /// Counters.
-    sends: u64,
-    receives: u64,
-    pruned: u64,
 }
 
 /// Counters of a distributed STF run on this rank.
@@ -233,7 +245,8 @@ pub struct DistRuntime {
     rt: Runtime,
     net: Arc<Net>,
     ch: Channel,
-    state: Arc<Mutex<State>>,
+    flow: Mutex<Flow>,
+    inbox: Arc<Mutex<Inbox>>,
     /// Notified when a `DONE` arrives.
     wake: Arc<(Mutex<()>, std::sync::Condvar)>,
     recv: Codelet<Dynamic, RecvArgs>,
@@ -248,12 +261,12 @@ impl DistRuntime {
     /// (whose trace, with `Config::trace`, records this rank's messages too).
     /// With MPI, the `Mpi` handle must outlive it (see [`DistRuntime`]).
     pub fn new(rt: Runtime, net: Arc<Net>) -> DistRuntime {
-        let state: Arc<Mutex<State>> = Arc::default();
+        let inbox: Arc<Mutex<Inbox>> = Arc::default();
         let wake: Arc<(Mutex<()>, std::sync::Condvar)> = Arc::default();
         net.record_messages(rt.message_log(net.rank()));
         rt.watch_network(net.transport());
         let ch = net.channel().named("data");
-        let st = Arc::clone(&state);
+        let st = Arc::clone(&inbox);
         let wake2 = Arc::clone(&wake);
         let net2 = Arc::clone(&net);
         let ch2 = ch.clone();
@@ -300,7 +313,8 @@ impl DistRuntime {
             rt,
             net,
             ch,
-            state,
+            flow: Mutex::default(),
+            inbox,
             wake,
             recv: Codelet::with_args("recv")
                 .label_args(|&(gid, version)| format!("recv({gid}@{version})")),
@@ -356,7 +370,7 @@ impl DistRuntime {
 
     /// Record `local` as the next data of the run, owned by `owner`.
     fn register_local<T: Replicate>(&self, owner: usize, local: DataHandle<T>) -> DistHandle<T> {
-        let mut s = lock(&self.state);
+        let mut s = lock(&self.flow);
         let gid = s.entries.len() as u64;
         let at = local.id() as usize;
         if s.by_local.len() <= at {
@@ -398,7 +412,7 @@ impl DistRuntime {
     /// a submission and a scheduling round per remote edge, and its worker's
     /// hop delayed the message. Otherwise a send task reads the data (it
     /// acquires it on the host from a device, and a trace shows it).
-    fn post_send(&self, s: &mut State, gid: u64, to: usize) -> Result<(), Error> {
+    fn post_send(&self, s: &mut Flow, gid: u64, to: usize) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
         let (data, version) = (e.data.clone(), e.version);
         s.sends += 1;
@@ -433,24 +447,30 @@ impl DistRuntime {
             .body(move |_| Ok(send_version(&ch, &data, gid, version, to)?))
     }
 
-    /// This rank receives the current version of `gid`.
-    fn post_recv(&self, s: &mut State, gid: u64) -> Result<(), Error> {
+    /// This rank receives the current version of `gid`: a receive task,
+    /// held until the message is here (it may be already). The inbox is
+    /// locked only to match, after the submission.
+    fn post_recv(&self, s: &mut Flow, gid: u64) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
         let version = e.version;
         let slot: Slot = Arc::new(OnceLock::new());
         let task = self.recv_task(e.data.clone(), gid, version, Arc::clone(&slot));
         s.receives += 1;
-        match s.arrived.remove(&(gid, version)) {
+        let (_, hold) = self.rt.submit_held(task)?;
+        let mut inbox = lock(&self.inbox);
+        match inbox.arrived.remove(&(gid, version)) {
             Some(bytes) => {
+                drop(inbox);
                 let _ = slot.set(bytes);
-                self.rt.submit(task)?;
+                hold.release();
             }
             None => {
-                let (_, hold) = self.rt.submit_held(task)?;
-                s.waiting
-                    .insert((gid, version), (slot, hold, self.ch.now()));
-                // Idle workers watch the network until it comes (`crate::watch`).
+                // Idle workers watch the network until it comes
+                // (`crate::watch`); counted before the callback can match it.
                 self.net.transport().awaiting(1);
+                inbox
+                    .waiting
+                    .insert((gid, version), (slot, hold, self.ch.now()));
             }
         }
         Ok(())
@@ -472,7 +492,7 @@ impl DistRuntime {
         on_rank: Option<usize>,
     ) -> Result<Option<TaskHandle>, Error> {
         let me = self.net.rank();
-        let mut s = lock(&self.state);
+        let mut s = lock(&self.flow);
         let mut accesses: SmallVec<[(u64, AccessMode); 8]> = SmallVec::new();
         for a in &builder.declared.accesses {
             match s.by_local.get(a.core().id as usize) {
@@ -568,7 +588,7 @@ impl DistRuntime {
     pub fn wait_all(&self) -> Result<(), Error> {
         self.wait_local()?;
         let round = {
-            let mut s = lock(&self.state);
+            let mut s = lock(&self.inbox);
             s.rounds += 1;
             s.rounds
         };
@@ -580,7 +600,7 @@ impl DistRuntime {
         }
         let need = round * (self.net.size() as u64 - 1);
         self.net
-            .wait_until(&self.wake, || lock(&self.state).done_peers >= need)
+            .wait_until(&self.wake, || lock(&self.inbox).done_peers >= need)
             .map_err(Error::Remote)
     }
 
@@ -597,7 +617,7 @@ impl DistRuntime {
 
     /// The counters of this rank.
     pub fn stats(&self) -> StfStats {
-        let s = lock(&self.state);
+        let s = lock(&self.flow);
         StfStats {
             sends: s.sends,
             receives: s.receives,
@@ -674,7 +694,7 @@ impl Drop for DistRuntime {
     fn drop(&mut self) {
         self.ch.close();
         // Receives that never came (a failed run) are awaited no more.
-        let left = lock(&self.state).waiting.len();
+        let left = lock(&self.inbox).waiting.len();
         self.net.transport().awaiting(-(left as isize));
     }
 }
