@@ -684,13 +684,21 @@ fn comm_loop(t: &MpiTransport) {
             }
             busy
         };
-        // Back off when idle (see the module doc).
+        // Back off when idle (see the module doc). While a worker watches
+        // the network, the worker makes the progress: this thread naps the
+        // longest it may, even after a round that found work, since each of
+        // its wake-ups preempts a worker on an oversubscribed core.
+        let watched = t.watched();
         if busy {
             idle = 0;
-            naps = 0;
+            if !watched {
+                naps = 0;
+            }
         } else {
             idle = idle.saturating_add(1);
-            if idle < SPINS && !t.watched() {
+        }
+        if !busy || watched {
+            if idle < SPINS && !watched {
                 std::hint::spin_loop();
             } else {
                 let cap = if t.awaiting.load(Ordering::Relaxed) > 0 {
@@ -698,7 +706,11 @@ fn comm_loop(t: &MpiTransport) {
                 } else {
                     MAX_NAP
                 };
-                let nap = Duration::from_micros(20 << naps.min(8)).min(cap);
+                let nap = if watched {
+                    cap
+                } else {
+                    Duration::from_micros(20 << naps.min(8)).min(cap)
+                };
                 naps += 1;
                 std::thread::park_timeout(nap);
             }
