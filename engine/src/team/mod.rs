@@ -9,8 +9,9 @@
 //! the team through [`TaskContext::team`](crate::TaskContext::team) and runs
 //! closures on every member with [`Team::run`]; each member sees its
 //! [`Member::rank`], the team's size, a [`Member::barrier`] and a
-//! [`Member::all_reduce`]. Recruitment, and why it can neither deadlock nor
-//! lose a wake-up: `README.md` beside this file.
+//! [`Member::all_reduce`]. Members write disjoint parts of one buffer through
+//! a [`TeamBuf`] ([`Member::part_mut`]). Recruitment, and why it can neither
+//! deadlock nor lose a wake-up: `README.md` beside this file.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,12 +39,15 @@
 //! assert_eq!(rt.unregister(sum).unwrap(), vec![1, 2]);
 //! ```
 
+mod parts;
 pub(crate) mod recruit;
 mod sync;
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use parts::Held;
+pub use parts::{ColsMut, Part, PartError, PartMut, TeamBuf};
 pub(crate) use recruit::{Board, TeamJob};
 use sync::TeamAborted;
 pub(crate) use sync::TeamSync;
@@ -293,6 +297,79 @@ impl<'a> Member<'a> {
     /// ```
     pub fn share(&self, n: usize, align: usize) -> std::ops::Range<usize> {
         share(n, align, self.size(), self.rank)
+    }
+
+    /// Rows `rows` × columns `cols` of `buf` for this member alone to write, until the part
+    /// is dropped; it cannot outlive this member's closure. Refused while another part lent
+    /// now (by any member, this one included) overlaps it: a kernel drops its parts of a
+    /// phase before the barrier that ends the phase, and the next phase may then
+    /// re-partition the buffer. `split_at_mut` checked at each request.
+    ///
+    /// # Errors
+    /// [`PartError::OutOfRange`] when the rectangle is not within `buf` (or a range is
+    /// reversed); [`PartError::Overlap`] naming the part, and the member holding it, that the
+    /// rectangle overlaps. Empty rectangles overlap nothing.
+    ///
+    /// ```
+    /// use tessera_engine::team::{run_threads, TeamBuf};
+    ///
+    /// // Each member writes its share of one slice (a buffer of one column).
+    /// let mut v = vec![0usize; 10];
+    /// let buf = TeamBuf::from_slice(&mut v);
+    /// run_threads(3, |m| {
+    ///     let mut part = m.part_mut(&buf, m.share(10, 1), 0..1).unwrap();
+    ///     part.col_mut(0).fill(m.rank() + 1);
+    /// })
+    /// .unwrap();
+    /// drop(buf);
+    /// assert_eq!(v, [1, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    ///
+    /// // Rows of a column-major 4 × 2 matrix; a part overlapping a lent one is refused.
+    /// let mut a = vec![0.0; 8];
+    /// let buf = TeamBuf::new(&mut a, 4, 2);
+    /// run_threads(1, |m| {
+    ///     let top = m.part_mut(&buf, 0..2, 0..2).unwrap();
+    ///     let e = m.part_mut(&buf, 1..3, 1..2).err().unwrap();
+    ///     assert!(e.to_string().contains("overlap rows 0..2 × columns 0..2 held by member 0"));
+    ///     drop(top);
+    ///     m.part_mut(&buf, 1..3, 1..2).unwrap().col_mut(1).fill(1.0);
+    /// })
+    /// .unwrap();
+    /// drop(buf);
+    /// assert_eq!(a, [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0]);
+    /// ```
+    pub fn part_mut<'p, T>(
+        &'p self,
+        buf: &'p TeamBuf<'_, T>,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) -> Result<PartMut<'p, T>, PartError> {
+        Held::take(buf, self.rank, rows, cols, true).map(|held| PartMut { held })
+    }
+
+    /// Rows `rows` × columns `cols` of `buf` for this member to read, until the part is
+    /// dropped; several members may read one entry at once. Refused while a part lent now
+    /// writes an entry of it (see [`Member::part_mut`]).
+    ///
+    /// # Errors
+    /// As [`Member::part_mut`]'s.
+    ///
+    /// ```
+    /// use tessera_engine::team::{run_threads, TeamBuf};
+    ///
+    /// let mut v: Vec<u32> = (0..8).collect();
+    /// let buf = TeamBuf::from_slice(&mut v);
+    /// // Every member reads the whole slice at once.
+    /// let sum = run_threads(2, |m| m.part(&buf, 0..8, 0..1).unwrap().col(0).iter().sum::<u32>());
+    /// assert_eq!(sum.unwrap(), 28);
+    /// ```
+    pub fn part<'p, T>(
+        &'p self,
+        buf: &'p TeamBuf<'_, T>,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) -> Result<Part<'p, T>, PartError> {
+        Held::take(buf, self.rank, rows, cols, false).map(|held| Part { held })
     }
 }
 
