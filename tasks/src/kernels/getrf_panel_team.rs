@@ -3,13 +3,13 @@
 //!
 //! [`getrf_panel`]: super::getrf_panel
 
-use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Mutex;
 
 use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
+use faer::reborrow::IntoConst;
 use faer::{MatMut, MatRef, Par};
-use tessera_engine::team::{share, Member};
+use tessera_engine::team::{share, Member, Part, PartError, PartMut, TeamBuf};
 
 use super::gemm::{gemm_minus_blocked, gemm_row_block};
 use super::getrf_panel::{iamax, recursive_lu, split_columns, unblocked_lu, SingularColumn, LEAF};
@@ -66,7 +66,8 @@ const ROW_ALIGN: usize = 8;
 /// Synchronisation per recursion step (one fewer than the leaves): 3 barriers (after the
 /// interchanges of the right half, after the TRSM, after the GEMM). Per leaf column: 1, the
 /// reduction's; none after a leaf or after the interchanges of a left half (see the phase
-/// table under *Safety*). Plus one barrier at the start, after the members claimed the panel.
+/// table under *Why the members' accesses never race*). Plus one barrier at the start, after
+/// the members claimed the panel.
 /// A tall panel of `w = 448` columns: 63 steps, 64 leaves of 7 columns, 448 leaf columns:
 /// 638 synchronisations.
 ///
@@ -75,34 +76,49 @@ const ROW_ALIGN: usize = 8;
 /// when `m < w`) run on rank 0 alone, with the same code as the single-core kernel, while the
 /// other members wait in a reduction that hands them its outcome.
 ///
-/// # Safety (why the members' accesses never race)
-/// [`TeamPanel::new`] takes the tiles by `&mut` for the panel's lifetime, so only members
-/// reach them; [`factor`](TeamPanel::factor) admits one team, once: each member claims its
-/// rank, a claim that finds its rank taken (a second team, a second call) panics, and no
-/// member touches an entry before a barrier that every member of its team passes only once all
-/// of them claimed. Within the team, phases and what each member may touch:
+/// # Why the members' accesses never race, and are never refused
+/// [`TeamPanel::new`] takes the tiles by `&mut` for the panel's lifetime and wraps each in a
+/// [`TeamBuf`]; every access of a member goes through a part of one
+/// ([`Member::part_mut`] to write, [`Member::part`] to read), lent only while no other part
+/// lent overlaps it where either writes, so no two members can ever write, or read and write,
+/// one entry at once: a schedule that broke the table below would fail the team with the
+/// refused part named, not race (the only `unsafe` left, in `mat_ref` and `mat_mut`, makes a
+/// faer view of a lent part: faer takes strided views from raw parts only). [`factor`](TeamPanel::factor) also admits one team, once:
+/// each member claims its rank, a claim that finds its rank taken (a second team, a second
+/// call) panics, and no member asks for a part before a barrier that every member of its team
+/// passes only once all of them claimed. Within the team, phases and the parts each member
+/// holds (dropped before the phase ends):
 ///
 /// | phase | member `r` writes (and reads) | ends with |
 /// |---|---|---|
 /// | claim | nothing | barrier |
-/// | leaf column `j` | its own leaf rows, columns `d..d+n` (reads the pivot and diagonal rows through the reduction, never another member's rows) | the next column's reduction, or nothing (below) |
-/// | interchanges, right half | its columns of `d+n1..d+n`, every row | barrier |
-/// | TRSM | rank 0: tile 0, rows `d..d+n1`, columns `d+n1..d+n` | barrier |
-/// | GEMM | its calls' rows of columns `d+n1..d+n` (reads `A12`, written by nobody in the phase, and its calls' `A21`) | barrier |
-/// | interchanges, left half | its columns of `d..d+n1`, every row | nothing (below) |
+/// | leaf column `j` | its own leaf rows, columns `d..d+n`, one part per tile for the whole leaf (reads the pivot and diagonal rows through the reduction, never another member's rows) | the next column's reduction, or nothing (below) |
+/// | interchanges, right half | its columns of `d+n1..d+n`, every row of the tiles the interchanges touch | barrier |
+/// | TRSM | rank 0: tile 0, rows `d..d+n1`, columns `d+n1..d+n` (reads `L11`, columns `d..d+n1`) | barrier |
+/// | GEMM | its calls' rows of columns `d+n1..d+n` (reads `A12`, written by nobody in the phase, and its calls' `A21`: one part per call holds both) | barrier |
+/// | interchanges, left half | its columns of `d..d+n1`, every row of the tiles the interchanges touch | nothing (below) |
 /// | wide leaf, contiguous fallback | rank 0 alone | reduction |
 ///
 /// A leaf, or a step, that ends with nothing is followed, up to the next barrier, only by the
 /// interchanges of enclosing steps as the recursion returns: the left-half interchanges of
 /// each step it is the right half of (columns left of it), then, at the first step it is the
 /// left half of, that step's right-half interchanges (columns right of it), which end with a
-/// barrier; or by the end of `factor`. No two phases of such a run touch the same column.
-/// Every leaf starts right after a barrier (the claim's, or the GEMM's of the step whose right
-/// half it begins). The barriers and reductions synchronise as acquire/release (the engine's
-/// [`Member::barrier`]), so what one phase wrote is visible to the next.
+/// barrier; or by the end of `factor`. No two phases of such a run touch the same column, so
+/// their parts never overlap. Every leaf starts right after a barrier (the claim's, or the
+/// GEMM's of the step whose right half it begins), and a member drops its parts before it
+/// reaches a barrier, so the parts of the phase before are returned. The barriers and
+/// reductions synchronise as acquire/release (the engine's [`Member::barrier`]), and so does
+/// lending a part after its entries' last part was returned (the buffer's lock), so what one
+/// phase wrote is visible to the next.
+///
+/// Cost of the checks (a lock of the tile's buffer to lend, one to return): one part per tile
+/// of a member's rows per leaf, one per touched tile per interchange phase, one per GEMM call
+/// (its rows of `A21` and `C`) and one for `A12` per step, one for the TRSM; against the
+/// leaf's reduction per column and the barriers per step.
 pub struct TeamPanel<'a> {
-    /// Each tile's entries (column-major, leading dimension `rows`) and its rows.
-    tiles: Vec<RawTile>,
+    /// Each tile's entries (column-major, leading dimension its rows), lent to the members
+    /// in parts.
+    tiles: Vec<TeamBuf<'a, f64>>,
     /// `starts[s]`: the panel row where tile `s` begins.
     starts: Vec<usize>,
     /// Rows of the panel.
@@ -111,21 +127,6 @@ pub struct TeamPanel<'a> {
     w: usize,
     /// Which ranks of which team size entered [`factor`](TeamPanel::factor).
     claims: Mutex<Claims>,
-    _tiles: PhantomData<&'a mut [f64]>,
-}
-
-// SAFETY: a `TeamPanel` is an exclusive borrow of its tiles (`new` takes them by `&mut` for
-// `'a`), like `&'a mut [&mut Tile]`, which is `Send` and `Sync`; its raw pointers are the
-// tiles' buffers. Moving it to another thread moves that borrow.
-unsafe impl Send for TeamPanel<'_> {}
-// SAFETY: shared, it is used only through `factor`, whose members write disjoint entries
-// between barriers (the phase table in the type's documentation), and which admits one team.
-unsafe impl Sync for TeamPanel<'_> {}
-
-#[derive(Clone, Copy)]
-struct RawTile {
-    ptr: *mut f64,
-    rows: usize,
 }
 
 /// The team size that claimed the panel and the ranks claimed so far.
@@ -214,11 +215,9 @@ impl<'a> TeamPanel<'a> {
             .iter_mut()
             .map(|t| {
                 starts.push(m);
-                m += t.rows();
-                RawTile {
-                    ptr: t.as_mut_slice().as_mut_ptr(),
-                    rows: t.rows(),
-                }
+                let rows = t.rows();
+                m += rows;
+                TeamBuf::new(t.as_mut_slice(), rows, w)
             })
             .collect();
         TeamPanel {
@@ -227,7 +226,6 @@ impl<'a> TeamPanel<'a> {
             m,
             w,
             claims: Mutex::new(Claims::default()),
-            _tiles: PhantomData,
         }
     }
 
@@ -252,7 +250,7 @@ impl<'a> TeamPanel<'a> {
         let Some(first) = self.tiles.first() else {
             return Ok(Vec::new());
         };
-        if first.rows < k {
+        if first.rows() < k {
             return self.factor_copied(member).map_err(singular);
         }
         let mut ipiv = vec![0usize; k];
@@ -289,7 +287,7 @@ impl<'a> TeamPanel<'a> {
         self.swap_rows(member, d + n1, n2, d, &ipiv[..n1]);
         member.barrier();
         if member.rank() == 0 {
-            self.trsm(d, n1, n2);
+            self.trsm(member, d, n1, n2);
         }
         member.barrier();
         self.gemm(member, d, n1, n2);
@@ -312,7 +310,7 @@ impl<'a> TeamPanel<'a> {
     fn segments(&self, rows: &Range<usize>) -> Vec<Segment> {
         (0..self.tiles.len())
             .filter_map(|s| {
-                let (start, end) = (self.starts[s], self.starts[s] + self.tiles[s].rows);
+                let (start, end) = (self.starts[s], self.starts[s] + self.tiles[s].rows());
                 let (lo, hi) = (rows.start.max(start), rows.end.min(end));
                 (lo < hi).then(|| Segment {
                     s,
@@ -329,61 +327,48 @@ impl<'a> TeamPanel<'a> {
         (s, row - self.starts[s])
     }
 
-    /// Where entry (`r`, `c`) of tile `s` lies (`r < rows`, `c < w` for a valid address).
-    fn entry(&self, s: usize, r: usize, c: usize) -> *mut f64 {
-        let t = self.tiles[s];
-        debug_assert!(r < t.rows && c < self.w, "entry ({r}, {c}) of tile {s}");
-        t.ptr.wrapping_add(r + c * t.rows)
-    }
-
-    /// Local rows `rows` of column `c` of tile `s`.
-    ///
-    /// # Safety
-    /// `rows` lie within the tile and `c < w`; no one writes these entries while the slice
-    /// lives (the phase table of [`TeamPanel`]).
-    unsafe fn column(&self, s: usize, rows: Range<usize>, c: usize) -> &[f64] {
-        // SAFETY: in bounds and not written meanwhile, by the caller's contract.
-        unsafe { std::slice::from_raw_parts(self.entry(s, rows.start, c), rows.len()) }
-    }
-
-    /// Local rows `rows` of column `c` of tile `s`, writable.
-    ///
-    /// # Safety
-    /// `rows` lie within the tile and `c < w`; no one else reads or writes these entries
-    /// while the slice lives (the phase table of [`TeamPanel`] gives them to this member).
-    #[expect(
-        clippy::mut_from_ref,
-        reason = "the members share `&self`; the phase table says whose entries these are"
-    )]
-    unsafe fn column_mut(&self, s: usize, rows: Range<usize>, c: usize) -> &mut [f64] {
-        // SAFETY: in bounds and exclusive, by the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut(self.entry(s, rows.start, c), rows.len()) }
-    }
-
-    /// Panel row `row`'s entries in columns `d..d+n` (`n <= LEAF`).
-    ///
-    /// # Safety
-    /// No one writes them meanwhile (the caller owns the row in a leaf).
-    unsafe fn read_row(&self, row: usize, d: usize, n: usize) -> [f64; LEAF] {
-        let (s, r) = self.locate(row);
+    /// Panel row `row`'s entries in columns `d..d+n` (`n <= LEAF`), from the part of `parts`
+    /// (this member's leaf rows, columns `d..d+n`) that holds it.
+    fn read_row(
+        parts: &[(Segment, PartMut<'_, f64>)],
+        row: usize,
+        d: usize,
+        n: usize,
+    ) -> [f64; LEAF] {
+        let (seg, part) = &parts[Self::holding(parts, row)];
+        let i = row - seg.start - seg.rows.start;
         let mut out = [0.0; LEAF];
         for (c, x) in out.iter_mut().enumerate().take(n) {
-            // SAFETY: in bounds (row < m, d + c < w) and not written meanwhile (caller).
-            *x = unsafe { *self.entry(s, r, d + c) };
+            *x = part.col(d + c)[i];
         }
         out
     }
 
-    /// Writes `vals` into panel row `row`, columns `d..d+n`.
-    ///
-    /// # Safety
-    /// No one else reads or writes them meanwhile (the caller owns the row in a leaf).
-    unsafe fn write_row(&self, row: usize, d: usize, n: usize, vals: &[f64; LEAF]) {
-        let (s, r) = self.locate(row);
+    /// Writes `vals` into panel row `row`, columns `d..d+n`, through the part of `parts` that
+    /// holds it.
+    fn write_row(
+        parts: &mut [(Segment, PartMut<'_, f64>)],
+        row: usize,
+        d: usize,
+        n: usize,
+        vals: &[f64; LEAF],
+    ) {
+        let k = Self::holding(parts, row);
+        let (seg, part) = &mut parts[k];
+        let i = row - seg.start - seg.rows.start;
         for (c, &v) in vals.iter().enumerate().take(n) {
-            // SAFETY: in bounds (row < m, d + c < w) and exclusive (caller).
-            unsafe { *self.entry(s, r, d + c) = v };
+            part.col_mut(d + c)[i] = v;
         }
+    }
+
+    /// Which of `parts` holds panel row `row`.
+    fn holding(parts: &[(Segment, PartMut<'_, f64>)], row: usize) -> usize {
+        parts
+            .iter()
+            .position(|(seg, _)| {
+                (seg.start + seg.rows.start..seg.start + seg.rows.end).contains(&row)
+            })
+            .expect("a row of this member's")
     }
 
     /// Unblocked right-looking LU (`dgetf2`) of rows `d..m`, columns `d..d+n`, by the team:
@@ -403,8 +388,19 @@ impl<'a> TeamPanel<'a> {
             return self.wide_leaf(member, d, n, ipiv);
         }
         let own = self.rows_of(member, d);
-        let segments = self.segments(&own);
         let end = d + n;
+        // This member's rows of the leaf's columns, one part per tile, held for the whole leaf.
+        let mut parts: Vec<(Segment, PartMut<'_, f64>)> = self
+            .segments(&own)
+            .into_iter()
+            .map(|seg| {
+                let part = lent(
+                    seg.s,
+                    member.part_mut(&self.tiles[seg.s], seg.rows.clone(), d..end),
+                );
+                (seg, part)
+            })
+            .collect();
         for (j, slot) in ipiv.iter_mut().enumerate().take(steps) {
             let (row, col) = (d + j, d + j);
             // This member's first row of largest magnitude, as the single-core scan finds it.
@@ -414,25 +410,22 @@ impl<'a> TeamPanel<'a> {
                 prow: [0.0; LEAF],
                 top: None,
             };
-            for seg in &segments {
+            for (seg, part) in &parts {
                 let from = seg.rows.start.max(row.saturating_sub(seg.start));
                 if from >= seg.rows.end {
                     continue;
                 }
-                // SAFETY: this member's rows of a leaf column; only it writes them.
-                let c = unsafe { self.column(seg.s, from..seg.rows.end, col) };
+                let c = &part.col(col)[from - seg.rows.start..];
                 let i = iamax(c);
                 if c[i].abs() > mine.abs {
                     (mine.abs, mine.row) = (c[i].abs(), seg.start + from + i);
                 }
             }
             if mine.row != NO_ROW {
-                // SAFETY: a row of this member's.
-                mine.prow = unsafe { self.read_row(mine.row, d, n) };
+                mine.prow = Self::read_row(&parts, mine.row, d, n);
             }
             if own.contains(&row) {
-                // SAFETY: a row of this member's.
-                mine.top = Some(unsafe { self.read_row(row, d, n) });
+                mine.top = Some(Self::read_row(&parts, row, d, n));
             }
             let best = member.all_reduce(mine, Candidate::combine);
             let top = best.top.expect("the diagonal row is some member's");
@@ -449,33 +442,30 @@ impl<'a> TeamPanel<'a> {
             }
             if p != row {
                 if own.contains(&row) {
-                    // SAFETY: a row of this member's.
-                    unsafe { self.write_row(row, d, n, &prow) };
+                    Self::write_row(&mut parts, row, d, n, &prow);
                 }
                 if own.contains(&p) {
-                    // SAFETY: a row of this member's.
-                    unsafe { self.write_row(p, d, n, &top) };
+                    Self::write_row(&mut parts, p, d, n, &top);
                 }
             }
             let inv = pivot.recip();
-            for seg in &segments {
+            for (seg, part) in &mut parts {
                 let from = seg.rows.start.max((row + 1).saturating_sub(seg.start));
                 if from >= seg.rows.end {
                     continue;
                 }
-                let rows = from..seg.rows.end;
-                // SAFETY: this member's rows of the leaf's column `col`, written only by it.
-                let l = unsafe { self.column_mut(seg.s, rows.clone(), col) };
+                let lo = from - seg.rows.start;
+                // The part's columns `col..end` (it holds `d..end`).
+                let mut cols = part.cols_mut().skip(j);
+                let l = &mut cols.next().expect("column `col` of the leaf")[lo..];
                 for x in l.iter_mut() {
                     *x *= inv;
                 }
                 let l = &*l;
-                for c in col + 1..end {
+                for (c, x) in (col + 1..end).zip(cols) {
                     let u = prow[c - d];
                     if u != 0.0 {
-                        // SAFETY: this member's rows of column `c != col` of the leaf.
-                        let x = unsafe { self.column_mut(seg.s, rows.clone(), c) };
-                        for (x, &y) in x.iter_mut().zip(l) {
+                        for (x, &y) in x[lo..].iter_mut().zip(l) {
                             *x -= y * u;
                         }
                     }
@@ -497,14 +487,13 @@ impl<'a> TeamPanel<'a> {
     ) -> Result<(), usize> {
         let steps = (self.m - d).min(n);
         let mine = (member.rank() == 0).then(|| {
-            let t = self.tiles[0];
-            assert!(t.rows >= self.m, "a wide leaf lies in tile 0");
-            let (ld, rows) = (t.rows, self.m - d);
-            // SAFETY: rows `d..m` of columns `d..d+n` of tile 0 and the entries between them,
-            // in bounds (`d + n <= w`, `m <= ld`); rank 0 alone touches the panel in this
-            // phase (the others wait in the reduction below).
-            let a =
-                unsafe { std::slice::from_raw_parts_mut(self.entry(0, d, d), (n - 1) * ld + rows) };
+            let ld = self.tiles[0].rows();
+            assert!(ld >= self.m, "a wide leaf lies in tile 0");
+            let rows = self.m - d;
+            // Whole columns `d..d+n` of tile 0: `dgetf2` takes them as one slice.
+            let mut part = lent(0, member.part_mut(&self.tiles[0], 0..ld, d..d + n));
+            let cols = part.as_mut_slice().expect("whole columns are contiguous");
+            let a = &mut cols[d..d + (n - 1) * ld + rows];
             let mut piv = vec![0; steps];
             unblocked_lu(a, ld, rows, n, &mut piv).map(|()| piv)
         });
@@ -531,29 +520,59 @@ impl<'a> TeamPanel<'a> {
             .filter(|&(i, &p)| p != first + i)
             .map(|(i, &p)| (self.locate(first + i), self.locate(p)))
             .collect();
-        for c in c0 + mine.start..c0 + mine.end {
+        if pairs.is_empty() {
+            return;
+        }
+        let mine = c0 + mine.start..c0 + mine.end;
+        // This member's columns, every row, of each tile the interchanges touch.
+        let mut parts: Vec<Option<PartMut<'_, f64>>> =
+            (0..self.tiles.len()).map(|_| None).collect();
+        for &((sa, _), (sb, _)) in &pairs {
+            for s in [sa, sb] {
+                if parts[s].is_none() {
+                    let rows = self.tiles[s].rows();
+                    parts[s] = Some(lent(
+                        s,
+                        member.part_mut(&self.tiles[s], 0..rows, mine.clone()),
+                    ));
+                }
+            }
+        }
+        // Column by column (the interchanges in order within each): each part's columns,
+        // and the current column of every tile (empty for a tile no interchange touches).
+        let mut cols: Vec<_> = parts
+            .iter_mut()
+            .map(|p| p.as_mut().map(PartMut::cols_mut))
+            .collect();
+        let mut col: Vec<&mut [f64]> = Vec::with_capacity(cols.len());
+        for _ in mine {
+            col.clear();
+            col.extend(cols.iter_mut().map(|it| match it {
+                Some(it) => it.next().expect("one column per column of the part"),
+                None => &mut [],
+            }));
             for &((sa, ra), (sb, rb)) in &pairs {
-                // SAFETY: two distinct entries (rows differ) of column `c`, which this member
-                // alone touches in this phase.
-                unsafe { std::ptr::swap(self.entry(sa, ra, c), self.entry(sb, rb, c)) };
+                if sa == sb {
+                    col[sa].swap(ra, rb);
+                } else {
+                    let [a, b] = col.get_disjoint_mut([sa, sb]).expect("two tiles");
+                    std::mem::swap(&mut a[ra], &mut b[rb]);
+                }
             }
         }
     }
 
     /// `A12 := L11⁻¹ A12` for the split of rows `d..m`, columns `d..d+n1+n2` after `n1`
     /// columns, as the single-core kernel calls it. Rank 0 only.
-    fn trsm(&self, d: usize, n1: usize, n2: usize) {
-        let ld = self.tiles[0].rows as isize;
-        // SAFETY: `L11` (tile 0, rows and columns `d..d+n1`) and `A12` (rows `d..d+n1`,
-        // columns `d+n1..d+n1+n2`) lie in tile 0 (`rows >= min(m, w)`), do not overlap, and
-        // rank 0 alone touches them in this phase.
-        let (l11, a12) = unsafe {
-            (
-                MatRef::from_raw_parts(self.entry(0, d, d), n1, n1, 1, ld),
-                MatMut::from_raw_parts_mut(self.entry(0, d, d + n1), n1, n2, 1, ld),
-            )
-        };
-        solve_unit_lower_triangular_in_place(l11, a12, Par::Seq);
+    fn trsm(&self, member: &Member<'_>, d: usize, n1: usize, n2: usize) {
+        // `L11` (rows and columns `d..d+n1`) and `A12` (rows `d..d+n1`, columns
+        // `d+n1..d+n1+n2`) lie in tile 0 (`rows >= min(m, w)`): one part, split by faer.
+        let mut part = lent(
+            0,
+            member.part_mut(&self.tiles[0], d..d + n1, d..d + n1 + n2),
+        );
+        let (l11, a12) = mat_mut(&mut part).split_at_col_mut(n1);
+        solve_unit_lower_triangular_in_place(l11.into_const(), a12, Par::Seq);
     }
 
     /// `A22 −= A21·A12` for the split of rows `d..m` after `n1` columns: the single-core
@@ -561,40 +580,60 @@ impl<'a> TeamPanel<'a> {
     /// member's share of them.
     fn gemm(&self, member: &Member<'_>, d: usize, n1: usize, n2: usize) {
         let own = self.rows_of(member, d + n1);
-        let ld0 = self.tiles[0].rows as isize;
-        // SAFETY: `A12` (tile 0, rows `d..d+n1`, columns `d+n1..d+n1+n2`) is read by every
-        // member in this phase and written by none (the members write rows `>= d+n1`).
-        let a12 = unsafe { MatRef::from_raw_parts(self.entry(0, d, d + n1), n1, n2, 1, ld0) };
+        let right = d + n1..d + n1 + n2;
+        // Read by every member in this phase, written by none (the members write rows
+        // `>= d+n1`).
+        let a12 = lent(0, member.part(&self.tiles[0], d..d + n1, right.clone()));
         for (s, t) in self.tiles.iter().enumerate() {
             let first = if s == 0 { d + n1 } else { 0 };
-            if t.rows <= first {
+            if t.rows() <= first {
                 continue;
             }
-            let rows = t.rows - first;
+            let rows = t.rows() - first;
             // `gemm_minus_blocked`'s blocks for the single-core kernel's call on this tile.
             let block = match gemm_row_block(rows, n1) {
                 0 => rows,
                 b => b,
             };
-            let ld = t.rows as isize;
             let mut r0 = 0;
             while r0 < rows {
                 let r = block.min(rows - r0);
                 if own.contains(&(self.starts[s] + first + r0 + r / 2)) {
                     let top = first + r0;
-                    // SAFETY: rows `top..top+r` of tile `s`, columns `d..d+n1` (`A21`, read
-                    // only) and `d+n1..d+n1+n2` (`C`, written by this member alone: each block
-                    // has one owner), in bounds, disjoint from each other and from `A12`.
-                    let (a21, c) = unsafe {
-                        (
-                            MatRef::from_raw_parts(self.entry(s, top, d), r, n1, 1, ld),
-                            MatMut::from_raw_parts_mut(self.entry(s, top, d + n1), r, n2, 1, ld),
-                        )
-                    };
+                    // Each block has one owner: its rows of `A21` and `C` (one part, split
+                    // by faer) are this member's alone.
+                    let mut block = lent(
+                        s,
+                        member.part_mut(&self.tiles[s], top..top + r, d..right.end),
+                    );
+                    let (a21, c) = mat_mut(&mut block).split_at_col_mut(n1);
                     // Rows 0: one faer call, the one the single-core kernel makes.
-                    gemm_minus_blocked(c, a21, a12, 0);
+                    gemm_minus_blocked(c, a21.into_const(), mat_ref(&a12), 0);
                 }
                 r0 += r;
+            }
+        }
+    }
+
+    /// Copies the whole panel into `buf` (column-major, `m` rows) when `to_buf`, else `buf`
+    /// back into the tiles: rank 0 alone, in the contiguous fallback.
+    fn copy_panel(&self, member: &Member<'_>, buf: &mut [f64], to_buf: bool) {
+        let mut parts: Vec<_> = (0..self.tiles.len())
+            .map(|s| {
+                let rows = self.tiles[s].rows();
+                lent(s, member.part_mut(&self.tiles[s], 0..rows, 0..self.w))
+            })
+            .collect();
+        for j in 0..self.w {
+            for (s, part) in parts.iter_mut().enumerate() {
+                let tile = part.col_mut(j);
+                let at = j * self.m + self.starts[s];
+                let panel = &mut buf[at..at + tile.len()];
+                if to_buf {
+                    panel.copy_from_slice(tile);
+                } else {
+                    tile.copy_from_slice(panel);
+                }
             }
         }
     }
@@ -606,25 +645,11 @@ impl<'a> TeamPanel<'a> {
         let (m, w) = (self.m, self.w);
         let mine = (member.rank() == 0).then(|| {
             let mut buf = vec![0.0; m * w];
-            for j in 0..w {
-                for (s, t) in self.tiles.iter().enumerate().filter(|(_, t)| t.rows > 0) {
-                    let start = self.starts[s];
-                    // SAFETY: column `j` of tile `s`; rank 0 alone touches the panel here.
-                    let src = unsafe { self.column(s, 0..t.rows, j) };
-                    buf[j * m + start..j * m + start + t.rows].copy_from_slice(src);
-                }
-            }
+            self.copy_panel(member, &mut buf, true);
             let mut ipiv = vec![0usize; m.min(w)];
             let r = recursive_lu(&mut buf, m, m, w, &mut ipiv);
             if r.is_ok() {
-                for j in 0..w {
-                    for (s, t) in self.tiles.iter().enumerate().filter(|(_, t)| t.rows > 0) {
-                        let start = self.starts[s];
-                        // SAFETY: as above.
-                        let dst = unsafe { self.column_mut(s, 0..t.rows, j) };
-                        dst.copy_from_slice(&buf[j * m + start..j * m + start + t.rows]);
-                    }
-                }
+                self.copy_panel(member, &mut buf, false);
             }
             r.map(|()| ipiv)
         });
@@ -632,6 +657,33 @@ impl<'a> TeamPanel<'a> {
             .all_reduce(mine, |a, b| a.or(b))
             .expect("rank 0 factored the panel")
     }
+}
+
+/// The part `request` asked for, from tile `s`.
+///
+/// # Panics
+/// If it was refused (another part lent now overlaps it, which the phase table of
+/// [`TeamPanel`] says never happens), which fails the team.
+fn lent<P>(s: usize, request: Result<P, PartError>) -> P {
+    request.unwrap_or_else(|e| panic!("TeamPanel: tile {s}: {e}"))
+}
+
+/// `part` as a faer view.
+fn mat_ref<'b>(part: &'b Part<'_, f64>) -> MatRef<'b, f64> {
+    let (rows, cols) = (part.rows().len(), part.cols().len());
+    // SAFETY: the part's entries (`rows` × `cols`, columns `ld` apart from its first entry)
+    // lie in its buffer, and no part lent while `part` lives, hence while this borrow of it
+    // lives, writes them (its lease).
+    unsafe { MatRef::from_raw_parts(part.as_ptr(), rows, cols, 1, part.ld() as isize) }
+}
+
+/// `part` as a faer view, writable.
+fn mat_mut<'b>(part: &'b mut PartMut<'_, f64>) -> MatMut<'b, f64> {
+    let (rows, cols, ld) = (part.rows().len(), part.cols().len(), part.ld() as isize);
+    // SAFETY: the part's entries (`rows` × `cols`, columns `ld` apart from its first entry)
+    // lie in its buffer and are this part's alone while it lives (its lease); the `&mut`
+    // borrow of `part` keeps its own accessors away while the view lives.
+    unsafe { MatMut::from_raw_parts_mut(part.as_mut_ptr(), rows, cols, 1, ld) }
 }
 
 #[cfg(test)]
