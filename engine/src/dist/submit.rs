@@ -371,14 +371,13 @@ mod tests {
         assert!(counts.iter().sum::<usize>() >= 20, "{counts:?}");
     }
 
-    /// Issue 42: a program written against `Submit` cannot yet be predicted
-    /// on several simulated ranks: `DistRuntime`'s sends and receives move
-    /// their data in their bodies, which a simulation does not run (the
-    /// symbolic front-end models its messages itself). `Simulation::run`
-    /// used to end such a run "fine" at simulated time 0 with the tasks
-    /// unfinished; it now says that it stalled.
-    #[test]
-    fn an_stf_program_on_simulated_ranks_stalls_and_says_so() {
+    /// Two simulated ranks on nodes of one core at 1 GFLOP/s, joined by a
+    /// network of 1 ms latency, each with its `DistRuntime`; `x[r]` is
+    /// owned by rank r. `submitting`: the ranks that submit the program,
+    /// 4 steps of x[1] += x[0] then x[0] += x[1] (every task of 1 s waits
+    /// for the other rank's value). Returns the simulation's outcome and
+    /// rank 0's simulated time.
+    fn simulate_exchanges(submitting: &[usize]) -> (Result<(), String>, f64) {
         use crate::simulate::{Platform, Simulation};
         let add = Codelet::<(Read<Vec<f64>>, ReadWrite<Vec<f64>>)>::new("add")
             .cpu(|_, _, (a, b): (&Vec<f64>, &mut Vec<f64>)| {
@@ -386,8 +385,6 @@ mod tests {
                 Ok(())
             })
             .flops(|_| 1e9);
-        // Rank r owns x[r] on a node of its own; 4 steps of x[1] += x[0]
-        // then x[0] += x[1]: every task waits for the other rank's value.
         let p = Platform::parse(
             "nodes = 2\nranks_per_node = 1\n[node]\ncores = 1\ntask_overhead_us = 0\n[node.cpu]\ngflops = 1\n[network]\nlatency_us = 1000\ngbs = 1\n",
             false,
@@ -409,13 +406,35 @@ mod tests {
                     .collect()
             })
             .collect();
-        for (d, x) in ranks.iter().zip(&xs) {
+        for &r in submitting {
+            let (d, x) = (&ranks[r], &xs[r]);
             for _ in 0..4 {
                 d.task(&add, (x[0].r(), x[1].rw())).submit().unwrap();
                 d.task(&add, (x[1].r(), x[0].rw())).submit().unwrap();
             }
         }
-        let e = sim.run().unwrap_err();
+        let out = sim.run();
+        (out, ranks[0].runtime().simulated_time().unwrap())
+    }
+
+    /// Issue 42: a program written against `Submit` is predicted on several
+    /// simulated ranks (it stalled: its sends were tasks whose bodies, which
+    /// a simulation does not run, made the messages). Eight 1 s tasks in a
+    /// chain and eight 1 ms messages of 8 bytes at 1 GB/s.
+    #[test]
+    fn an_stf_program_on_simulated_ranks_is_predicted() {
+        let (out, t) = simulate_exchanges(&[0, 1]);
+        out.unwrap();
+        let expected = 8.0 * (1.0 + 1e-3 + 8e-9);
+        assert!((t - expected).abs() < 1e-6, "{t} s, expected {expected} s");
+    }
+
+    /// A rank left out (it submits nothing, so it never sends): the run
+    /// stalls and says so, instead of ending "fine" at simulated time 0.
+    #[test]
+    fn a_rank_left_out_of_a_simulated_stf_run_stalls_and_says_so() {
+        let (out, _) = simulate_exchanges(&[1]);
+        let e = out.unwrap_err();
         assert!(
             e.contains("stalled") && e.contains("tasks are unfinished"),
             "{e}"
