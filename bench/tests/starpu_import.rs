@@ -124,6 +124,27 @@ fn hand_made(dir: &Path) {
     );
 }
 
+/// A bus bandwidth finite in MB/s but past f64 in B/s is refused naming
+/// the file, its line and the figure (it was imported and printed as "inf
+/// MB/s" in the note comparing it with the platform file).
+#[test]
+fn a_bandwidth_past_any_bus_is_refused_naming_its_line() {
+    let s = Scratch::new("tiny-huge");
+    hand_made(&s.0);
+    std::fs::write(
+        s.0.join("bus/tiny.bandwidth"),
+        "# to 0\tto 1\n0\t4000\n1e305\t0\n",
+    )
+    .unwrap();
+    let Err(e) = starpu_import::import(&s.0, "tiny", &CodeletMap::default()) else {
+        panic!("imported a bandwidth of 1e305 MB/s");
+    };
+    let e = e.to_string();
+    assert!(e.contains("tiny.bandwidth:3"), "{e}");
+    assert!(e.contains("1e305 MB/s, past any bus"), "{e}");
+    assert!(!e.contains("inf"), "{e}");
+}
+
 #[test]
 fn a_hand_made_machine_imports_to_the_figures_worked_out_by_hand() {
     let s = Scratch::new("tiny");

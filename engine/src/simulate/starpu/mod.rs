@@ -209,7 +209,18 @@ impl Machine {
             // Memory node id+1 in the matrices (node 0 is RAM); MB/s.
             let node = id + 1;
             for (from, to, link) in [(0, node, to_device), (node, 0, from_device)] {
-                let b = bandwidth.get(from, to, "bandwidth")? * 1e6;
+                let mbs = bandwidth.get(from, to, "bandwidth")?;
+                let b = mbs * 1e6;
+                if !b.is_finite() {
+                    // Finite in MB/s, past f64 in B/s (it printed "inf MB/s").
+                    return Err(StarpuError::at(
+                        &bandwidth.file,
+                        bandwidth.lines[from],
+                        format!(
+                            "bandwidth (node {from} to node {to}) is {mbs:e} MB/s, past any bus"
+                        ),
+                    ));
+                }
                 latency.get(from, to, "latency")?;
                 let ratio = b / link.bandwidth;
                 if !(1.0 / AGREE..=AGREE).contains(&ratio) {
