@@ -447,8 +447,9 @@ impl DistRuntime {
 
     /// This rank sends the current version of `gid` to `to`.
     ///
-    /// Eagerly where it can (no device, no simulated time, no trace, data
-    /// that can travel): packed and handed to the transport by the thread
+    /// Eagerly where it can (data that can travel, on a runtime with no
+    /// device and no trace, or in simulated time): packed and handed to the
+    /// transport by the thread
     /// that completes the version's writer, before that writer's successors
     /// are released, or at once if it has finished (see
     /// `Shared::after_last_writer`). As StarPU-MPI's and PaRSEC's
