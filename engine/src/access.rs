@@ -101,8 +101,13 @@ impl<T> DataHandle<T> {
 #[derive(Default)]
 pub struct Declared {
     pub(crate) accesses: Vec<Access>,
-    pub(crate) lens: Vec<u32>,
+    pub(crate) lens: Lens,
 }
+
+/// The lengths of a typed access list's `Vec`s: inline for up to four (a
+/// boxed slice cost an allocation and a shrinking reallocation per task,
+/// freed on the worker's thread).
+pub(crate) type Lens = smallvec::SmallVec<[u32; 4]>;
 
 /// Walks a running task's accesses in declaration order, handing out typed
 /// borrows or device views.

@@ -288,7 +288,7 @@ impl Shared {
                 priority,
                 flops,
                 accesses,
-                lens: declared.lens.into_boxed_slice(),
+                lens: declared.lens,
                 once,
                 cpu_only,
                 node_hint,
@@ -435,7 +435,7 @@ impl<'n> Edges<'n> {
             for r in deps.readers.drain(..) {
                 self.link_ref(&r, false);
             }
-            deps.last_writer = Some(TaskRef::new(node));
+            access.core().set_last_writer(deps, TaskRef::new(node));
             // A pure write replaces poisoned contents; an RW of poisoned
             // data is cancelled above and re-poisons it when it ends.
             if mode == AccessMode::W {

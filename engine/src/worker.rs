@@ -634,8 +634,12 @@ pub(crate) fn complete(
             );
         }
     }
-    for a in node.accesses.iter().filter(|a| !a.mode.writes()) {
-        a.core().reader_finished();
+    for a in node.accesses.iter() {
+        if a.mode.writes() {
+            a.core().writer_finished(node.id);
+        } else {
+            a.core().reader_finished();
+        }
     }
     shared.finish_one(node);
     offered

@@ -327,7 +327,7 @@ mod tests {
                 priority,
                 flops: 0.0,
                 accesses: Vec::new(),
-                lens: Box::new([]),
+                lens: Default::default(),
                 once: Once::default(),
                 cpu_only: false,
                 node_hint: None,

@@ -115,8 +115,8 @@ pub(crate) struct TaskNode {
     /// reallocate once per task).
     pub(crate) accesses: Vec<Access>,
     /// Lengths of the `Vec`s of a typed access list, in declaration order
-    /// (usually none: an empty box allocates nothing).
-    pub(crate) lens: Box<[u32]>,
+    /// (inline: no allocation for up to four).
+    pub(crate) lens: crate::access::Lens,
     once: UnsafeCell<StoredOnce>,
     /// Whether `once.device` is set, and for which devices (readable by any
     /// thread, unlike `once`).
@@ -173,7 +173,7 @@ pub(crate) struct NodeParts {
     pub(crate) priority: i32,
     pub(crate) flops: f64,
     pub(crate) accesses: Vec<Access>,
-    pub(crate) lens: Box<[u32]>,
+    pub(crate) lens: crate::access::Lens,
     pub(crate) once: Once,
     pub(crate) cpu_only: bool,
     pub(crate) node_hint: Option<usize>,
@@ -252,7 +252,7 @@ impl TaskNode {
         self.accesses = Vec::new();
         self.params = Box::new(());
         self.label = None;
-        self.lens = Box::default();
+        self.lens.clear();
         self.preds = OnceLock::new();
         self.cause = OnceLock::new();
         self.gang = None;

@@ -88,7 +88,7 @@ mod tests {
                     handle: data.erased(),
                     mode: AccessMode::R,
                 }],
-                lens: Box::default(),
+                lens: Default::default(),
                 once: Once::default(),
                 cpu_only: false,
                 node_hint: None,
