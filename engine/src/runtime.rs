@@ -366,6 +366,16 @@ impl Hold {
             s.release_one(self.node);
         }
     }
+
+    /// Let a receive run, its message having come: at once on this thread
+    /// if it is a worker polling the network and the receive is ready (see
+    /// `Shared::release_received`). Only for a task whose body is short
+    /// and never waits (it runs inside the network's poll).
+    pub(crate) fn release_received(self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.release_received(self.node);
+        }
+    }
 }
 
 /// Registers data with a runtime from anywhere (a symbolic DAG making the

@@ -339,6 +339,23 @@ impl Shared {
             self.wake(pushed);
         }
     }
+
+    /// [`release_one`](Self::release_one) for a receive whose message has
+    /// come: when that makes it ready on a worker polling the network from
+    /// its idle path, it runs there at once (`Current::run_received`).
+    pub(crate) fn release_received(&self, node: Arc<TaskNode>) {
+        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let task = match crate::worker::current(self.id) {
+                Some(w) => match w.run_received(self, ReadyTask(node)) {
+                    None => return,
+                    Some(task) => task,
+                },
+                None => ReadyTask(node),
+            };
+            let pushed = self.policy.push_external(task);
+            self.wake(pushed);
+        }
+    }
 }
 
 /// Lock every handle of the task, in id order (the lock order); refuse

@@ -33,9 +33,14 @@ pub(crate) struct Current {
     pub(crate) runtime: u64,
     pub(crate) worker: usize,
     /// The worker's queue. Valid while `CURRENT` holds this value: set from
-    /// the worker's `&mut` queue right before a body runs and cleared right
-    /// after, and the worker does not touch the queue in between.
+    /// the worker's `&mut` queue right before a body runs (or the worker
+    /// polls the network) and cleared right after, and the worker does not
+    /// touch the queue in between.
     queue: *mut dyn WorkerQueue,
+    /// Set while the worker polls the network from its idle path (no body
+    /// runs, no lock of the runtime is held): a receive its message
+    /// releases may run right here (`run_received`).
+    idle: bool,
 }
 
 thread_local! {
@@ -51,35 +56,67 @@ impl Current {
     /// Push `task` into this worker's queue (a task its body made ready).
     pub(crate) fn push(&self, task: ReadyTask) -> Pushed {
         // SAFETY: `current` hands out a `Current` only on the worker's own
-        // thread while its body runs, when the queue pointer is valid and no
-        // other reference to the queue is in use (see the field's doc).
+        // thread while its body runs (or it polls), when the queue pointer
+        // is valid and no other reference to the queue is in use (see the
+        // field's doc).
         unsafe { (*self.queue).push(task) }
+    }
+
+    /// Run `task`, a receive its message just made ready, on this worker
+    /// now, from inside its poll of the network, if the worker is polling
+    /// from its idle path and the task can run here as it would after a
+    /// pop: a CPU task of a host-only runtime with no trace (a traced one
+    /// records each task on its worker's recorder). Its successors go to
+    /// this worker's queue. Saves the receive a round through the queues
+    /// and the worker's loop between its message and the task it feeds.
+    /// Gives the task back when it cannot run here.
+    pub(crate) fn run_received(&self, shared: &Shared, task: ReadyTask) -> Option<ReadyTask> {
+        if !self.idle || shared.trace.is_some() || shared.multi_node || shared.sim.is_some() {
+            return Some(task);
+        }
+        // SAFETY: as `push`; the worker's own idle path is suspended in
+        // this poll, so the queue is not otherwise borrowed, and the task
+        // was just made ready by this thread (no other worker popped it).
+        let queue = unsafe { &mut *self.queue };
+        execute(shared, task, queue, self.worker, None, None);
+        None
     }
 }
 
-/// Clears `CURRENT` when the body is done, even if it unwinds.
-pub(crate) struct CurrentGuard;
+/// Sets `CURRENT`, and puts the value it replaced back when dropped (the
+/// body is done, even if it unwinds, or the poll is over).
+pub(crate) struct CurrentGuard(Option<Current>);
 
 impl CurrentGuard {
     pub(crate) fn set(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
+        Self::with(runtime, worker, queue, false)
+    }
+
+    /// For a worker polling the network from its idle path.
+    fn idle(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
+        Self::with(runtime, worker, queue, true)
+    }
+
+    fn with(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue, idle: bool) -> CurrentGuard {
         let queue: *mut (dyn WorkerQueue + '_) = queue;
         // SAFETY: only the lifetime is erased; the pointer is cleared by the
         // guard's drop before the borrow it came from ends.
         let queue: *mut dyn WorkerQueue = unsafe { std::mem::transmute(queue) };
-        CURRENT.with(|c| {
-            c.set(Some(Current {
+        let before = CURRENT.with(|c| {
+            c.replace(Some(Current {
                 runtime,
                 worker,
                 queue,
+                idle,
             }))
         });
-        CurrentGuard
+        CurrentGuard(before)
     }
 }
 
 impl Drop for CurrentGuard {
     fn drop(&mut self) {
-        CURRENT.with(|c| c.set(None));
+        CURRENT.with(|c| c.set(self.0.take()));
     }
 }
 
@@ -93,6 +130,7 @@ enum Work {
 /// then its policy queue. The sleep protocol's re-check after announcing
 /// (W3) thereby sees a posted team as it sees a pushed task.
 struct Source<'a> {
+    runtime: u64,
     queue: &'a mut dyn WorkerQueue,
     board: Option<&'a Board>,
     index: usize,
@@ -116,7 +154,11 @@ impl Pop for Source<'_> {
 
     fn poll(&mut self) -> Activity {
         match self.watch {
-            Some(w) => w.poll(&mut self.watching),
+            Some(w) => {
+                // A receive the poll releases may run here (`run_received`).
+                let _current = CurrentGuard::idle(self.runtime, self.index, &mut *self.queue);
+                w.poll(&mut self.watching)
+            }
             None => Activity::Idle,
         }
     }
@@ -142,6 +184,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
             break;
         }
         let mut source = Source {
+            runtime: shared.id,
             queue: &mut *queue,
             board,
             index,

@@ -335,7 +335,8 @@ impl DistRuntime {
                         drop(s);
                         net2.transport().awaiting(-1);
                         ch2.record_recv(from, size, posted);
-                        hold.release();
+                        // The receive only unpacks: it may run right here.
+                        hold.release_received();
                     }
                     None => {
                         s.arrived.insert((gid, version), bytes);
