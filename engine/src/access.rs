@@ -104,9 +104,9 @@ pub struct Declared {
     pub(crate) lens: Lens,
 }
 
-/// The lengths of a typed access list's `Vec`s: inline for up to four (a
-/// boxed slice cost an allocation and a shrinking reallocation per task,
-/// freed on the worker's thread).
+/// The lengths of a typed access list's `Vec`s as they are declared: inline
+/// for up to four (a `Vec` grew by one allocation, then shrank into the
+/// node's boxed slice by a reallocation, per task).
 pub(crate) type Lens = smallvec::SmallVec<[u32; 4]>;
 
 /// Walks a running task's accesses in declaration order, handing out typed

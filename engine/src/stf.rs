@@ -288,7 +288,7 @@ impl Shared {
                 priority,
                 flops,
                 accesses,
-                lens: declared.lens,
+                lens: declared.lens.into_vec().into_boxed_slice(),
                 once,
                 cpu_only,
                 node_hint,
@@ -397,8 +397,8 @@ impl<'n> Edges<'n> {
 
     /// `pred → node`; `flow`: a failure of `pred` cancels the task.
     #[inline]
-    fn link(&mut self, pred: &Arc<TaskNode>, flow: bool) {
-        add_edge(pred, self.node, flow);
+    fn link(&mut self, pred: &Arc<TaskNode>, flow: bool, supersedes: bool) {
+        add_edge(pred, self.node, flow, supersedes);
         // Traces keep the edge even when `pred` had already finished.
         if let Some(p) = &mut self.preds {
             p.push(pred.id);
@@ -408,9 +408,9 @@ impl<'n> Edges<'n> {
     /// An edge from a task a handle remembers, if it still exists (a freed
     /// task finished long ago: only traces note it).
     #[inline]
-    fn link_ref(&mut self, pred: &TaskRef, flow: bool) {
+    fn link_ref(&mut self, pred: &TaskRef, flow: bool, supersedes: bool) {
         match pred.node.upgrade() {
-            Some(p) => self.link(&p, flow),
+            Some(p) => self.link(&p, flow, supersedes),
             None => {
                 if let Some(p) = &mut self.preds {
                     p.push(pred.id);
@@ -424,7 +424,7 @@ impl<'n> Edges<'n> {
     #[inline]
     fn link_explicit(&mut self, explicit: Explicit) {
         for t in &explicit.after {
-            self.link(&t.node, true);
+            self.link(&t.node, true, false);
         }
         if let Some(p) = &mut self.preds {
             explicit.satisfied.iter().for_each(|&id| p.push(id));
@@ -445,14 +445,16 @@ impl<'n> Edges<'n> {
             }
         }
         if let Some(w) = &deps.last_writer {
-            // Read-after-write carries data; write-after-write only orders.
-            self.link_ref(w, mode.reads());
+            // Read-after-write carries data; write-after-write only orders,
+            // and this task takes the writer's place.
+            self.link_ref(w, mode.reads(), mode.writes());
         }
         if mode.writes() {
             for r in deps.readers.drain(..) {
-                self.link_ref(&r, false);
+                self.link_ref(&r, false, false);
             }
-            access.core().set_last_writer(deps, TaskRef::new(node));
+            // Counted in the node's `Successors::last_writes` from the start.
+            deps.last_writer = Some(TaskRef::new(node));
             // A pure write replaces poisoned contents; an RW of poisoned
             // data is cancelled above and re-poisons it when it ends.
             if mode == AccessMode::W {
@@ -503,9 +505,13 @@ fn submit_error(task: &TaskBuilder, reason: String) -> Error {
 
 /// Add the edge `pred → succ` unless `pred` already finished. `flow`: a
 /// failure of `pred` cancels `succ` (see `Successors::list`); for a finished
-/// failed/cancelled `pred` that happens now.
-fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool) {
+/// failed/cancelled `pred` that happens now. `supersedes`: `succ` becomes
+/// the last writer of data `pred` was the last writer of.
+fn add_edge(pred: &Arc<TaskNode>, succ: &Arc<TaskNode>, flow: bool, supersedes: bool) {
     let mut s = lock_successors(pred);
+    if supersedes {
+        s.last_writes = s.last_writes.saturating_sub(1);
+    }
     if s.done {
         if flow && pred.state.load(Ordering::SeqCst) != state::DONE_OK {
             succ.cancel(|| pred.root_cause());

@@ -629,12 +629,16 @@ pub(crate) fn complete(
         Outcome::Failed(_) => state::DONE_FAILED,
         Outcome::Cancelled => state::DONE_CANCELLED,
     };
-    let (successors, hooks) = {
+    let (successors, hooks, last_writes) = {
         let mut s = lock_successors(node);
         s.done = true;
         // SeqCst: pairs with waiters' SeqCst reads (see Shared::wait_until).
         node.state.store(final_state, Ordering::SeqCst);
-        (std::mem::take(&mut s.list), std::mem::take(&mut s.hooks))
+        (
+            std::mem::take(&mut s.list),
+            std::mem::take(&mut s.hooks),
+            s.last_writes,
+        )
     };
     // Before any successor is released: a hook may read what this task wrote.
     for hook in hooks {
@@ -679,7 +683,9 @@ pub(crate) fn complete(
     }
     for a in node.accesses.iter() {
         if a.mode.writes() {
-            a.core().writer_finished(node.id);
+            if last_writes > 0 {
+                a.core().writer_finished(node.id);
+            }
         } else {
             a.core().reader_finished();
         }

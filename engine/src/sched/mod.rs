@@ -327,7 +327,7 @@ mod tests {
                 priority,
                 flops: 0.0,
                 accesses: Vec::new(),
-                lens: Default::default(),
+                lens: Box::new([]),
                 once: Once::default(),
                 cpu_only: false,
                 node_hint: None,

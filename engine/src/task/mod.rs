@@ -55,6 +55,13 @@ pub(crate) struct Successors {
     /// Run when the task finishes, before any successor is released (see
     /// [`Hook`]). Empty for nearly every task: a `Vec` costs nothing then.
     pub(crate) hooks: Vec<Hook>,
+    /// The data whose last writer (`DepState::last_writer`) this task still
+    /// is: its writes at first (each makes it the last writer as it is
+    /// submitted), counted down as a later writer takes its place. Read at the task's end (under this lock, taken then anyway):
+    /// only if it is not zero does the worker visit those data's
+    /// dependency state (`HandleCore::writer_finished`), whose lines the
+    /// submitter is writing.
+    pub(crate) last_writes: u32,
 }
 
 /// A callback on a task's end, added after its submission (a distributed
@@ -115,8 +122,10 @@ pub(crate) struct TaskNode {
     /// reallocate once per task).
     pub(crate) accesses: Vec<Access>,
     /// Lengths of the `Vec`s of a typed access list, in declaration order
-    /// (inline: no allocation for up to four).
-    pub(crate) lens: crate::access::Lens,
+    /// (usually none: an empty box allocates nothing). A box, not the
+    /// builder's inline list: that made every node 8 bytes larger, and
+    /// `tessera overhead`'s chain slower.
+    pub(crate) lens: Box<[u32]>,
     once: UnsafeCell<StoredOnce>,
     /// Whether `once.device` is set, and for which devices (readable by any
     /// thread, unlike `once`).
@@ -173,7 +182,7 @@ pub(crate) struct NodeParts {
     pub(crate) priority: i32,
     pub(crate) flops: f64,
     pub(crate) accesses: Vec<Access>,
-    pub(crate) lens: crate::access::Lens,
+    pub(crate) lens: Box<[u32]>,
     pub(crate) once: Once,
     pub(crate) cpu_only: bool,
     pub(crate) node_hint: Option<usize>,
@@ -189,6 +198,7 @@ unsafe impl Sync for TaskNode {}
 impl TaskNode {
     pub(crate) fn new(id: u64, p: NodeParts) -> TaskNode {
         let cpu_body = p.once.cpu.is_some() || p.codelet.bodies.cpu.is_some();
+        let writes = p.accesses.iter().filter(|a| a.mode.writes()).count() as u32;
         TaskNode {
             id,
             codelet: p.codelet,
@@ -223,6 +233,7 @@ impl TaskNode {
                 done: false,
                 list: SuccessorList::new(),
                 hooks: Vec::new(),
+                last_writes: writes,
             }),
             preds: OnceLock::new(),
             cause: OnceLock::new(),
@@ -252,7 +263,7 @@ impl TaskNode {
         self.accesses = Vec::new();
         self.params = Box::new(());
         self.label = None;
-        self.lens.clear();
+        self.lens = Box::default();
         self.preds = OnceLock::new();
         self.cause = OnceLock::new();
         self.gang = None;

@@ -88,7 +88,7 @@ mod tests {
                     handle: data.erased(),
                     mode: AccessMode::R,
                 }],
-                lens: Default::default(),
+                lens: Box::default(),
                 once: Once::default(),
                 cpu_only: false,
                 node_hint: None,
