@@ -73,9 +73,6 @@ impl HandleCore {
         deps.push_reader(reader);
     }
 
-    /// Make `writer` (a task declaring W or RW, being submitted) the last
-    /// writer in `deps`, this handle's dependency state, locked by the caller.
-
     /// Task `task`, which declared W or RW on this handle, finished (any
     /// outcome; its state is final). If it is still the last writer, its
     /// record keeps only the id (for traces): a finished task is never a
@@ -83,9 +80,10 @@ impl HandleCore {
     /// being freed or reused. A handle written once per task (Task Bench's
     /// default, one field per timestep) otherwise kept every task ever
     /// submitted, and each submission took fresh pages.
-    /// (Not `try_lock`: the submitter often holds the lock right then,
-    /// linking the writer's reader, and 39 % of the nodes stayed kept.)
-    /// The worker calls it only for a task whose `Successors::last_writes`
+    ///
+    /// Not `try_lock`: the submitter often holds the lock right then,
+    /// linking the writer's reader, and 39 % of the nodes stayed kept. The
+    /// worker calls it only for a task whose `Successors::last_writes`
     /// was not zero at its end, so a chain of writers (each replaced before
     /// it ends) never takes this lock.
     #[inline]
