@@ -57,10 +57,10 @@ pub(crate) struct Successors {
     pub(crate) hooks: Vec<Hook>,
     /// The data whose last writer (`DepState::last_writer`) this task still
     /// is: its writes at first (each makes it the last writer as it is
-    /// submitted), counted down as a later writer takes its place. Read at the task's end (under this lock, taken then anyway):
-    /// only if it is not zero does the worker visit those data's
-    /// dependency state (`HandleCore::writer_finished`), whose lines the
-    /// submitter is writing.
+    /// submitted), counted down as a later writer takes its place. Read at
+    /// the task's end, under this lock (taken then anyway): only if it is
+    /// not zero does the worker visit those data's dependency state
+    /// (`HandleCore::writer_finished`), whose lines the submitter writes.
     pub(crate) last_writes: u32,
 }
 
