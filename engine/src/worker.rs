@@ -34,8 +34,8 @@ pub(crate) struct Current {
     pub(crate) worker: usize,
     /// The worker's queue. Valid while `CURRENT` holds this value: set from
     /// the worker's `&mut` queue right before a body runs (or the worker
-    /// polls the network) and cleared right after, and the worker does not
-    /// touch the queue in between.
+    /// polls the network) and replaced by what it replaced right after
+    /// (`CurrentGuard`), and the worker does not touch the queue in between.
     queue: *mut dyn WorkerQueue,
     /// Set while the worker polls the network from its idle path (no body
     /// runs, no lock of the runtime is held): a receive its message
