@@ -451,8 +451,7 @@ impl DistRuntime {
     /// Eagerly where it can (data that can travel, on a runtime with no
     /// device and no trace, or in simulated time): packed and handed to the
     /// transport by the thread that completes the version's writer, before
-    /// that writer's successors
-    /// are released, or at once if it has finished (see
+    /// that writer's successors are released, or at once if it has finished (see
     /// `Shared::after_last_writer`). As StarPU-MPI's and PaRSEC's
     /// communication engines do, no task carries the send: a send task cost
     /// a submission and a scheduling round per remote edge, and its worker's
