@@ -55,7 +55,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mpi::collective::CommunicatorCollectives;
-use mpi::datatype::Equivalence;
+use mpi::datatype::{DynBufferMut, Equivalence};
 use mpi::environment::Universe;
 use mpi::point_to_point::{Destination, Source};
 use mpi::request::{Request, StaticScope};
@@ -597,10 +597,11 @@ impl MpiTransport {
             busy = true;
             let buf = match status.tag() {
                 TAG => {
-                    // Into a buffer of exactly the message's size: a reused
-                    // one when one fits (`tessera_engine::dist::buffers`).
-                    let mut buf = tessera_engine::dist::buffers::take_len(message_bytes(&status));
-                    msg.matched_receive_into(&mut buf[..]);
+                    // Into a buffer with room for exactly the message: a
+                    // reused one when one fits (`tessera_engine::dist::buffers`).
+                    let len = message_bytes(&status);
+                    let mut buf = tessera_engine::dist::buffers::take(len);
+                    receive_into_spare(&mut buf, len, |target| msg.matched_receive_into(target));
                     buf
                 }
                 TAG_LONG => {
@@ -757,20 +758,55 @@ fn message_bytes(status: &mpi::point_to_point::Status) -> usize {
 
 /// Receive the `len` bytes of a long message from rank `from`, whose header
 /// was just received: its pieces are already posted (see [`post_send`]), in
-/// order, so this waits only for their transfer.
+/// order, so this waits only for their transfer. A piece of no bytes ends
+/// the message early (a sender of this transport sends none): the message
+/// is then short, and its reader says which field ran out.
 fn receive_pieces(world: &SimpleCommunicator, from: i32, len: u64) -> Vec<u8> {
     let len = usize::try_from(len).expect("a message the sender could hold");
-    let mut buf = tessera_engine::dist::buffers::take_len(len);
-    let mut at = 0;
-    while at < len {
+    let mut buf = tessera_engine::dist::buffers::take(len);
+    while buf.len() < len {
         let (msg, status) = world
             .process_at_rank(from)
             .matched_probe_with_tag(TAG_PIECE);
-        let end = (at + message_bytes(&status)).min(len);
-        msg.matched_receive_into(&mut buf[at..end]);
-        at = end.max(at + 1);
+        let piece = message_bytes(&status).min(len - buf.len());
+        let before = buf.len();
+        receive_into_spare(&mut buf, piece, |target| msg.matched_receive_into(target));
+        if buf.len() == before {
+            break;
+        }
     }
     buf
+}
+
+/// Receive one matched message of at most `len` bytes into `buf`'s spare
+/// capacity (`buf` has room for them) and extend `buf` by the bytes
+/// received. The bytes are not zeroed first: MPI writes them, and only
+/// the count its status reports becomes part of `buf`. A receive buffer is
+/// most of a large message's cost on the receiver, so writing it twice
+/// (zeros, then the message) cost a memset of the message's size.
+fn receive_into_spare(
+    buf: &mut Vec<u8>,
+    len: usize,
+    receive: impl FnOnce(&mut DynBufferMut<'_>) -> mpi::point_to_point::Status,
+) {
+    assert!(buf.capacity() - buf.len() >= len, "room for the message");
+    let count = mpi::Count::try_from(len).expect("a piece fits an MPI count (MAX_PIECE)");
+    let spare = buf.spare_capacity_mut();
+    // SAFETY: the view covers `len` bytes of `buf`'s allocation past its
+    // length (checked above); MPI only writes them, and `buf` is neither
+    // moved nor read until the receive returns.
+    let status = unsafe {
+        let mut target = DynBufferMut::from_raw(
+            spare.as_mut_ptr().cast::<u8>(),
+            count,
+            u8::equivalent_datatype(),
+        );
+        receive(&mut target)
+    };
+    let got = message_bytes(&status).min(len);
+    // SAFETY: MPI wrote the first `got` bytes of the spare capacity (its
+    // status's count, at most the `len` it was given).
+    unsafe { buf.set_len(buf.len() + got) };
 }
 
 /// Naps of this thread end when asked, not up to 50 µs later (Linux's

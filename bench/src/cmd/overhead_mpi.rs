@@ -80,17 +80,28 @@ struct EdgeBench {
 }
 
 impl EdgeBench {
+    /// The bench with every handle it will use registered, its pages
+    /// written: MPI's side allocates and fills its buffers before its clock
+    /// starts too, so neither measures first-touch page faults.
     fn new(rt: &Runtime, shape: Shape, n: usize, bytes: usize) -> EdgeBench {
         let reg = rt.registrar();
-        EdgeBench {
+        let bench = EdgeBench {
             shape,
             n: n as u64,
             register: Box::new(move |k| {
-                reg.register_replicable_named(vec![0u8; bytes], format!("out{k}"))
+                reg.register_replicable_named(vec![1u8; bytes], format!("out{k}"))
                     .expect("the runtime is alive during the run")
             }),
             handles: Mutex::new(HashMap::new()),
+        };
+        let keys = match shape {
+            Shape::Chain => 2,
+            Shape::Stream => WINDOW.min(n) as u64,
+        };
+        for k in 0..keys {
+            bench.handle(k);
         }
+        bench
     }
 
     /// The data key task `key` writes.
