@@ -20,6 +20,7 @@ pub mod ranks;
 pub mod report;
 pub mod simulate;
 pub mod simulate_checks;
+pub mod spmv;
 pub mod starpu_import;
 pub mod taskbench;
 

@@ -2,6 +2,7 @@
 //! (with the `mpi` feature) MPI is initialised, and every rank gets the
 //! network (`Net`) and its collectives; otherwise there is one rank.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tessera_engine::dist::{Collectives, Net};
@@ -300,6 +301,18 @@ pub fn per_rank(counts: &[usize]) -> String {
                 .join(", ")
         ),
     }
+}
+
+/// `out.json` → `out.rank3.json`: the trace file of one rank.
+pub fn rank_trace_path(path: &Path, rank: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "trace".to_owned(), |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    path.with_file_name(name)
 }
 
 #[cfg(test)]

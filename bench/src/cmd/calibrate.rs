@@ -184,7 +184,7 @@ fn stream_elems(mi: u32, threads: usize) -> usize {
             tessera_engine::fmt::bytes(elems as u64 * 8)
         );
     }
-    if let Some(llc) = super::spmv::last_level_cache() {
+    if let Some(llc) = crate::spmv::plan::last_level_cache() {
         if (elems as u64 * per_elem) < 4 * llc {
             eprintln!(
                 "tessera: warning: the STREAM arrays ({}) are less than 4x the last-level cache ({}): memory_gbs will be the cache's rate, too high",

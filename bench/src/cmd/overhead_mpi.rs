@@ -314,7 +314,7 @@ fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
     }
     drop(raw);
     if let Some(path) = &args.trace {
-        let mine = super::spmv_dist::rank_trace_path(path, ranks.rank);
+        let mine = crate::ranks::rank_trace_path(path, ranks.rank);
         tessera_run_traced(
             net,
             coll,

@@ -12,18 +12,21 @@ use faer::sparse::{SparseRowMatRef, SymbolicSparseRowMatRef};
 use faer::{Accum, Mat, Par};
 use tessera_engine::Runtime;
 use tessera_linalg::solver::{check_square, CgOptions, CgVariant, Preconditioner};
-use tessera_linalg::sparse::csr::{compact_pays_for, Csr, COMPACT_MIN_ROW_LEN};
+use tessera_linalg::sparse::csr::Csr;
 use tessera_linalg::sparse::mm::read_matrix_market_sized;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{balanced_power_iteration, power_iteration, repeated_spmv, SpmvMatrix};
+use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
+
+use crate::args::SpmvArgs;
+use crate::spmv::plan::{cg_bytes, check_cg_options, stream_elems};
+use crate::spmv::report::{
+    compact_line, past_stream_note, solver_lines, stop_line, true_residual_lines,
+};
 
 /// Row blocks of `--on-device` by default: each is a device task that ends
 /// in a stream synchronisation, so a device gets a few large ones.
 const ON_DEVICE_BLOCKS: usize = 4;
-use tessera_tasks::kernels::blas1::{cg_vector_bytes, pipecg_vector_bytes};
-use tessera_tasks::kernels::{spmv_bytes, spmv_flops};
-
-use crate::args::SpmvArgs;
 
 /// faer's sparse×dense product `y += A·x`, `iters` times, 2 threads when available; seconds.
 fn faer_spmv_seconds(a: &Csr, x: &[f64], iters: usize, threads: usize) -> Result<f64, String> {
@@ -49,51 +52,6 @@ fn faer_spmv_seconds(a: &Csr, x: &[f64], iters: usize, threads: usize) -> Result
         sparse_dense_matmul(y.as_mut(), Accum::Add, mat, xm.as_ref(), 1.0, par);
     }
     Ok(t0.elapsed().as_secs_f64())
-}
-
-/// Bytes of the last-level cache of CPU 0, from sysfs.
-pub(crate) fn last_level_cache() -> Option<u64> {
-    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
-    let mut best: Option<(u32, u64)> = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).ok();
-        let (Some(level), Some(size)) = (read("level"), read("size")) else {
-            continue;
-        };
-        let level: u32 = level.trim().parse().ok()?;
-        let size = size.trim();
-        let bytes = match size.strip_suffix('K') {
-            Some(k) => k.parse::<u64>().ok()? << 10,
-            None => match size.strip_suffix('M') {
-                Some(m) => m.parse::<u64>().ok()? << 20,
-                None => size.parse().ok()?,
-            },
-        };
-        if best.is_none_or(|(l, _)| level > l) {
-            best = Some((level, bytes));
-        }
-    }
-    best.map(|(_, b)| b)
-}
-
-/// The STREAM array length `--stream-mi` asks for, refused when it
-/// overflows; a warning when the arrays fit in the last-level cache (then
-/// the triad measures the cache: `--stream-mi 1` printed 14,504 GB/s).
-pub(crate) fn stream_elems(mi: usize) -> Result<usize, String> {
-    let elems = mi
-        .checked_mul(1 << 20)
-        .filter(|e| e.checked_mul(24).is_some())
-        .ok_or_else(|| format!("--stream-mi {mi}: {mi} Mi elements overflow the address space"))?;
-    if let Some(llc) = last_level_cache() {
-        if (24 * elems as u64) < 4 * llc {
-            eprintln!(
-                "tessera: warning: --stream-mi {mi}: the triad's 3 arrays ({}) are less than 4x the last-level cache ({}), so it measures the cache, not memory; the SpMV ratios will be too low",
-                tessera_engine::fmt::bytes(24 * elems as u64),
-                tessera_engine::fmt::bytes(llc)
-            );
-        }
-    }
-    Ok(elems)
 }
 
 /// Every big buffer of a run on an `n × m` matrix of `csr` bytes, for
@@ -177,23 +135,6 @@ fn compare_compact(
         ratios[rounds / 2]
     );
     Ok(())
-}
-
-/// What the row blocks hold as column indices, for the output.
-pub(crate) fn compact_line(compact_nnz: usize, nnz: usize, rows: usize, off: bool) -> String {
-    if off {
-        return "column indices: u32 (--no-compact)".into();
-    }
-    if compact_nnz == 0 && !compact_pays_for(nnz, rows) {
-        return format!(
-            "column indices: u32 (rows of {:.1} entries on average, fewer than {COMPACT_MIN_ROW_LEN}: 16-bit gaps measured slower on short rows)",
-            nnz as f64 / rows.max(1) as f64
-        );
-    }
-    format!(
-        "column indices: 16-bit gaps between a row's consecutive columns on {:.1} % of the nonzeros (blocks whose rows rise by at most 65,535 at a time), u32 on the rest; --no-compact keeps u32 everywhere",
-        100.0 * compact_nnz as f64 / nnz.max(1) as f64
-    )
 }
 
 pub fn run(args: SpmvArgs) -> Result<(), String> {
@@ -651,41 +592,6 @@ fn report_iter(
     }
 }
 
-/// `--pc` and `--cg` are CG's: given with another solver, they would be ignored (issue
-/// 42), so they are refused.
-pub(crate) fn check_cg_options(
-    solver: &str,
-    pc: Preconditioner,
-    variant: CgVariant,
-) -> Result<(), String> {
-    if solver == "cg" {
-        return Ok(());
-    }
-    if pc != Preconditioner::None {
-        return Err(format!(
-            "--pc {pc}: a preconditioner of CG, but --solver {solver} runs no CG"
-        ));
-    }
-    if variant != CgVariant::Standard {
-        return Err(format!(
-            "--cg {variant}: an algorithm of CG, but --solver {solver} runs no CG"
-        ));
-    }
-    Ok(())
-}
-
-/// A line saying why an effective rate `share` times STREAM's (past 1) is not past a
-/// physical limit, or nothing (issue 42: "170 % of STREAM triad" went unexplained).
-pub(crate) fn past_stream_note(share: f64) -> String {
-    if share <= 1.0 {
-        return String::new();
-    }
-    format!(
-        "note: {:.0} % of STREAM is past what memory gives: part of the data this run streams sits in the caches (STREAM's arrays are made larger than them), or STREAM was measured low on a busy machine\n",
-        share * 100.0
-    )
-}
-
 /// The STREAM reference of a solver's ratios: the triad measured again right after the
 /// run (best of 5 repetitions), and the better of that and the figure measured before it
 /// (`before`, GB/s). The bandwidth of a shared machine moves between minutes: one figure,
@@ -699,96 +605,4 @@ fn stream_next_to_the_run(before: f64, stream_n: usize, workers: usize) -> f64 {
         "STREAM triad again after the run: {after:.1} GB/s; the ratios use the better, {best:.1} GB/s"
     );
     best
-}
-
-/// `cg: stopped after N iterations: why (the limit)`.
-pub(crate) fn stop_line(stats: &tessera_linalg::spmv::IterStats, opts: &CgOptions) -> String {
-    let why = match stats.stop {
-        Some(r) => r.to_string(),
-        None => "not run".into(),
-    };
-    format!(
-        "cg: stopped after {} iterations, {why} (--cg {}, --pc {}, --rtol {:e}, --max-iters {})",
-        stats.iterations, opts.variant, opts.pc, opts.rtol, opts.max_iters
-    )
-}
-
-/// `cg: true residual ...`, and, where the run stopped as converged but the true
-/// residual `res` is above `--rtol`, a line saying so: the recursive residual met the
-/// tolerance, the solution did not (issue 42: "converged" was printed beside a true
-/// residual far above the tolerance asked).
-pub(crate) fn true_residual_lines(
-    res: f64,
-    stats: &tessera_linalg::spmv::IterStats,
-    opts: &CgOptions,
-) -> String {
-    let mut text = format!("cg: true residual ||b - A x|| / ||b|| = {res:.3e}\n");
-    if stats.stop == Some(tessera_linalg::solver::StopReason::Converged)
-        && (res > opts.rtol || res.is_nan())
-    {
-        text += &format!(
-            "cg: not converged to --rtol {:e}: the recursive residual reached it, but the true residual stays at {res:.3e} (rounding: the tolerance is below what this solve attains)\n",
-            opts.rtol
-        );
-    }
-    text
-}
-
-/// Bytes a CG iteration's vector work streams on `rows` rows.
-pub(crate) fn cg_bytes(rows: usize, pc: Preconditioner, variant: CgVariant) -> f64 {
-    let jacobi = pc == Preconditioner::Jacobi;
-    match variant {
-        CgVariant::Standard => cg_vector_bytes(rows, jacobi),
-        CgVariant::Pipelined => pipecg_vector_bytes(rows, jacobi),
-    }
-}
-
-/// The solvers' time split and rates, the same lines in one process and across ranks: the
-/// whole iteration, its SpMV part (fused dots included), the halo wait (across ranks), vector
-/// work and the sums' wait (all-reduce across ranks); effective GB/s of the SpMV and of the whole iteration (`spmv_bytes` and
-/// `vector_bytes` per iteration) against the STREAM triad (GB/s); `slowest`: across ranks,
-/// the slowest rank's whole-run seconds, which the rates then use.
-pub(crate) fn solver_lines(
-    stats: &tessera_linalg::spmv::IterStats,
-    spmv_bytes: f64,
-    vector_bytes: f64,
-    stream: f64,
-    slowest: Option<f64>,
-) -> String {
-    if stats.iterations == 0 {
-        // Converged at the start (a tolerance above the first residual): there is no
-        // iteration to split, and rates over none would print "inf GB/s".
-        return "iteration: none ran, so no time split or rates\n".to_owned();
-    }
-    let k = stats.iterations as f64;
-    let total = slowest
-        .unwrap_or(stats.total_seconds)
-        .max(f64::MIN_POSITIVE);
-    let ms = |s: f64| s / k * 1e3;
-    let pct = |s: f64| s / total * 100.0;
-    let other = (stats.total_seconds
-        - stats.spmv_seconds
-        - stats.halo_seconds
-        - stats.vector_seconds
-        - stats.reduce_seconds)
-        .max(0.0);
-    let spmv_gbs = spmv_bytes * k / stats.spmv_seconds.max(f64::MIN_POSITIVE) / 1e9;
-    let all_gbs = (spmv_bytes + vector_bytes) * k / total / 1e9;
-    let note = past_stream_note(spmv_gbs.max(all_gbs) / stream);
-    format!(
-        "iteration: {:.3} ms = SpMV {:.3} ms ({:.0} %) + halo wait {:.3} ms ({:.0} %) + vector work {:.3} ms ({:.0} %) + allreduce {:.3} ms ({:.0} %) + other {:.3} ms\n\
-         effective: SpMV {spmv_gbs:.1} GB/s = {:.0} % of STREAM triad ({stream:.1} GB/s); whole iteration {all_gbs:.1} GB/s = {:.0} %\n{note}",
-        ms(total),
-        ms(stats.spmv_seconds),
-        pct(stats.spmv_seconds),
-        ms(stats.halo_seconds),
-        pct(stats.halo_seconds),
-        ms(stats.vector_seconds),
-        pct(stats.vector_seconds),
-        ms(stats.reduce_seconds),
-        pct(stats.reduce_seconds),
-        ms(other),
-        spmv_gbs / stream * 100.0,
-        all_gbs / stream * 100.0,
-    )
 }

@@ -7,7 +7,6 @@
 //! Any error after the start ends every rank (`Ranks::fail`: MPI_Abort after printing), so
 //! no rank is left waiting for one that stopped.
 
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tessera_engine::Runtime;
@@ -21,7 +20,7 @@ use tessera_linalg::spmv_dist::{self, DistMatrix, MatrixSource};
 use tessera_tasks::kernels::{spmv_bytes, spmv_bytes_saved_by_compact, spmv_flops};
 
 use crate::args::SpmvArgs;
-use crate::ranks::Ranks;
+use crate::ranks::{rank_trace_path, Ranks};
 
 /// The parameters every rank must agree on, as one string.
 pub fn agreed_parameters(args: &SpmvArgs) -> String {
@@ -33,18 +32,6 @@ pub fn agreed_parameters(args: &SpmvArgs) -> String {
         "{matrix} --iters {} --solver {} --tol {:e} --pc {} --cg {} --balance {} --on-device {}",
         args.iters, args.solver, args.tol, args.pc, args.cg, args.balance, args.on_device
     )
-}
-
-/// `out.json` → `out.rank3.json`: the trace file of one rank.
-pub fn rank_trace_path(path: &Path, rank: usize) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map_or_else(|| "trace".to_owned(), |s| s.to_string_lossy().into_owned());
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.rank{rank}"),
-    };
-    path.with_file_name(name)
 }
 
 /// The matrix this rank reads its rows of, checked as a one-process run
@@ -155,7 +142,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     check_rtol(args.tol)?;
     let pc: Preconditioner = args.pc.parse()?;
     let variant: CgVariant = args.cg.parse()?;
-    super::spmv::check_cg_options(&args.solver, pc, variant)?;
+    crate::spmv::plan::check_cg_options(&args.solver, pc, variant)?;
     if args.balance || args.on_device {
         return Err(
             "--balance and --on-device are single-process options (one node's CPU and device); \
@@ -210,7 +197,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     let stream = if args.solver == "spmv" {
         0.0
     } else {
-        let elems = super::spmv::stream_elems(args.stream_mi)?;
+        let elems = crate::spmv::plan::stream_elems(args.stream_mi)?;
         coll.barrier()?;
         let mut s = [stream_triad(elems, workers, 5) / 1e9];
         coll.allreduce_sum(&mut s)?;
@@ -264,10 +251,14 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
                 for (i, r) in st.iter.history.iter().enumerate() {
                     println!("cg {:>4}: ||r||/||b|| = {r:.3e}", i + 1);
                 }
-                println!("{}", super::spmv::stop_line(&st.iter, &opts));
+                println!("{}", crate::spmv::report::stop_line(&st.iter, &opts));
                 print!(
                     "{}",
-                    super::spmv::true_residual_lines((sums[0] / sums[1]).sqrt(), &st.iter, &opts)
+                    crate::spmv::report::true_residual_lines(
+                        (sums[0] / sums[1]).sqrt(),
+                        &st.iter,
+                        &opts
+                    )
                 );
             }
             ("cg", st, None)
@@ -301,7 +292,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         rank_bytes * k / t / 1e9,
     );
     let vector_bytes = match args.solver.as_str() {
-        "cg" => super::spmv::cg_bytes(own.len(), pc, variant),
+        "cg" => crate::spmv::plan::cg_bytes(own.len(), pc, variant),
         "power" => 24.0 * own.len() as f64,
         _ => 0.0,
     };
@@ -309,7 +300,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
         mine
     } else {
         // This rank's split, its rates against its share of the triad.
-        let lines = super::spmv::solver_lines(
+        let lines = crate::spmv::report::solver_lines(
             &st.iter,
             rank_bytes,
             vector_bytes,
@@ -333,7 +324,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
     let slowest = f64::from_bits(slowest);
     let slowest_total = f64::from_bits(coll.allreduce_max(st.iter.total_seconds.to_bits())?);
     let total_vector_bytes = match args.solver.as_str() {
-        "cg" => super::spmv::cg_bytes(n, pc, variant),
+        "cg" => crate::spmv::plan::cg_bytes(n, pc, variant),
         "power" => 24.0 * n as f64,
         _ => 0.0,
     };
@@ -366,7 +357,7 @@ fn run_inner(args: &SpmvArgs, ranks: &Ranks) -> Result<(), String> {
             whole.spmv_seconds = slowest;
             print!(
                 "{}",
-                super::spmv::solver_lines(
+                crate::spmv::report::solver_lines(
                     &whole,
                     spmv_traffic,
                     total_vector_bytes,

@@ -140,7 +140,7 @@ fn run_ranks(
             let dist = DistRuntime::new(rt, Arc::clone(net));
             let elapsed = time_run(&dist, app, corrupt, || coll.barrier())?;
             if let Some(path) = &args.trace {
-                let mine = super::spmv_dist::rank_trace_path(path, ranks.rank);
+                let mine = crate::ranks::rank_trace_path(path, ranks.rank);
                 crate::save_rank_trace(dist.runtime(), &mine, &ranks.run_id)?;
             }
             // The slowest rank's time is the run's.
