@@ -312,7 +312,7 @@ fn every_shipped_machine_with_double_lu_models_imports_for_simulate() {
 }
 
 /// The simulated duration, in the clock's nanoseconds, of a task of
-/// `seconds` (world.rs rounds to the nearest).
+/// `seconds` (`Simulation::after` rounds to the nearest).
 fn ns(seconds: f64) -> u64 {
     (seconds * 1e9).round() as u64
 }

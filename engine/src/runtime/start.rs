@@ -261,7 +261,7 @@ fn attach_to_simulation(
     policy: &dyn SchedulerPolicy,
     config: Config,
 ) -> Runtime {
-    let s = shared.sim.as_ref().expect("a simulated runtime");
+    let s = SimRt::of(&shared);
     s.set_queues(
         (0..shared.kinds.len())
             .map(|i| policy.worker_queue(i))

@@ -19,7 +19,8 @@
 //! [`Simulation::with_calibrated`].
 //!
 //! Modules: `platform` (the description and its file format), `world` (the
-//! event loop, links), `durations` (task times and the default-rate
+//! event loop, one file per concern: events, workers, teams, links,
+//! network), `durations` (task times and the default-rate
 //! warnings), `vdevice` (virtual accelerators), `transport` (the simulated
 //! network under `dist`), `starpu` (StarPU's sampled perf models and bus
 //! files of real machines, read for `tessera platform import`). README.md beside this file describes the loop,
