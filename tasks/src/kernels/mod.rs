@@ -10,17 +10,16 @@
 pub mod blas1;
 mod gemm;
 mod getrf_panel;
-mod getrf_panel_dist;
-mod getrf_panel_team;
 mod laswp;
 pub mod spmv;
 mod trsm;
 mod update;
 
 pub use gemm::{gemm_flops, gemm_minus_blocked, gemm_row_block, gemm_update, l2_bytes};
-pub use getrf_panel::{getrf_panel, getrf_panel_faer, getrf_panel_flops, SingularColumn, LEAF};
-pub use getrf_panel_dist::{getrf_panel_dist, ColumnExchange, DistPanelError, DistTeamPanel};
-pub use getrf_panel_team::TeamPanel;
+pub use getrf_panel::{
+    getrf_panel, getrf_panel_dist, getrf_panel_faer, getrf_panel_flops, ColumnExchange,
+    DistPanelError, DistTeamPanel, SingularColumn, TeamPanel, LEAF,
+};
 pub use laswp::{laswp, laswp_bytes, laswp_flops};
 pub use spmv::{
     dot_pair, spmv_bytes, spmv_bytes_saved_by_compact, spmv_csr, spmv_csr16_dot_unchecked,
