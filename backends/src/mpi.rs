@@ -781,9 +781,9 @@ fn receive_pieces(world: &SimpleCommunicator, from: i32, len: u64) -> Vec<u8> {
 /// Receive one matched message of at most `len` bytes into `buf`'s spare
 /// capacity (`buf` has room for them) and extend `buf` by the bytes
 /// received. The bytes are not zeroed first: MPI writes them, and only
-/// the count its status reports becomes part of `buf`. A receive buffer is
-/// most of a large message's cost on the receiver, so writing it twice
-/// (zeros, then the message) cost a memset of the message's size.
+/// the count its status reports becomes part of `buf`, so a message's
+/// bytes are written once on the receiver, not twice (zeros, then the
+/// message).
 fn receive_into_spare(
     buf: &mut Vec<u8>,
     len: usize,
