@@ -2,7 +2,9 @@
 //! `-np N`, oversubscribed (ranks may outnumber cores), as root when the
 //! tests run as root, and with a timeout so a hung rank fails the test.
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether this process is a rank started by mpirun.
@@ -34,13 +36,24 @@ impl Outcome {
     }
 }
 
+/// Launches so far in this process: each gets its own session directory.
+static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
+
 /// Run test `name` of this test binary on `np` ranks; kill it after `limit`.
+///
+/// Each launch keeps Open MPI's session files in a directory of its own
+/// (`orte_tmpdir_base`), removed after it: two `mpirun`s started at once
+/// (the tests of one binary run in parallel) raced to create the shared
+/// `/tmp/ompi.<host>.<uid>`, and the loser failed in `orte_init` with
+/// "mkdir ... File exists".
 pub fn mpirun(np: usize, name: &str, extra_env: &[(&str, &str)], limit: Duration) -> Outcome {
+    let session = SessionDir::new();
     let exe = std::env::current_exe().expect("the test binary's path");
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "-np", &np.to_string()]);
     // Shared memory between ranks of one node; no network probing.
     cmd.args(["--mca", "btl", "self,vader"]);
+    cmd.arg("--mca").arg("orte_tmpdir_base").arg(&session.0);
     // SAFETY-free check of the effective user: root needs the flag.
     if std::env::var("USER").as_deref() == Ok("root") || is_root() {
         cmd.arg("--allow-run-as-root");
@@ -90,4 +103,23 @@ fn is_root() -> bool {
                 .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
         })
         .unwrap_or(false)
+}
+
+/// A launch's own directory for Open MPI's session files, removed when
+/// dropped (after the launch ended, or was killed).
+struct SessionDir(PathBuf);
+
+impl SessionDir {
+    fn new() -> SessionDir {
+        let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("tessera-mpirun-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory for mpirun's session files");
+        SessionDir(dir)
+    }
+}
+
+impl Drop for SessionDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
