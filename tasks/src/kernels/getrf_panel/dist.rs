@@ -8,13 +8,10 @@
 
 use std::fmt;
 
-use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
-use faer::reborrow::{Reborrow, ReborrowMut};
-use faer::{MatRef, Par};
+use faer::MatRef;
 
-use super::single::{iamax, split_columns};
-use super::{getrf_panel, SingularColumn, LEAF};
-use crate::kernels::gemm::{gemm_minus_blocked, gemm_row_block};
+use super::single::{gemm_below, gemm_tiles, solve_a12};
+use super::{eliminate, factor, getrf_panel, iamax, SingularColumn, Strategy};
 use crate::tile::Tile;
 
 /// The members of one distributed panel (the ranks of its process column holding rows of it),
@@ -79,7 +76,7 @@ impl std::error::Error for DistPanelError {}
 ///
 /// # Design
 /// The recursion of the single-core kernel (`dgetrf2`'s halving at the same
-/// `split_columns` points, leaves of at most [`LEAF`] columns), run SPMD by every member,
+/// `split_columns` points, leaves of at most [`LEAF`](super::LEAF) columns), run SPMD by every member,
 /// each on its own rows; the top tile, which holds every diagonal block (`min(m, w) <=
 /// min(m, nb)` rows), is member 0's.
 /// - **Leaf column `c`** (pivot row `r = c`), one exchange: each member finds its candidate
@@ -254,8 +251,17 @@ impl<'p, 't> DistPanel<'p, 't> {
         mut self,
         ex: &dyn ColumnExchange,
     ) -> Result<Vec<usize>, DistPanelError> {
-        let mut ipiv = vec![0usize; self.m.min(self.w)];
-        self.factor(0, self.w, &mut ipiv, ex)?;
+        let w = self.w;
+        let mut ipiv = vec![0usize; self.m.min(w)];
+        factor(
+            &mut Walk {
+                panel: &mut self,
+                ex,
+            },
+            0,
+            w,
+            &mut ipiv,
+        )?;
         Ok(ipiv)
     }
 
@@ -268,26 +274,6 @@ impl<'p, 't> DistPanel<'p, 't> {
             .checked_sub(1)?;
         let l = row - self.starts[s];
         (l < self.tiles[s].rows()).then_some((s, l))
-    }
-
-    /// LU of rows `d..m`, columns `d..d+n`: the single-core `TiledPanel::factor` without its
-    /// row interchanges (done whole-row by the leaves).
-    fn factor(
-        &mut self,
-        d: usize,
-        n: usize,
-        ipiv: &mut [usize],
-        ex: &dyn ColumnExchange,
-    ) -> Result<(), DistPanelError> {
-        let k = (self.m - d).min(n);
-        if k <= LEAF || n <= LEAF {
-            return self.leaf(d, n, ipiv, ex);
-        }
-        let n1 = split_columns(k);
-        let n2 = n - n1;
-        self.factor(d, n1, &mut ipiv[..n1], ex)?;
-        self.update(d, n1, n2, ex)?;
-        self.factor(d + n1, n2, &mut ipiv[n1..k], ex)
     }
 
     /// Unblocked right-looking LU of rows `d..m`, columns `d..d+n`, one exchange per column.
@@ -425,19 +411,9 @@ impl<'p, 't> DistPanel<'p, 't> {
             }
             let data = t.as_mut_slice();
             let (head, tail) = data.split_at_mut((c + 1) * ld);
+            let columns = tail.chunks_exact_mut(ld).map(|x| &mut x[from..]);
             let l = &mut head[c * ld + from..];
-            for x in l.iter_mut() {
-                *x *= inv;
-            }
-            let l = &*l;
-            for (i, &u) in urow[c + 1..end].iter().enumerate() {
-                if u != 0.0 {
-                    let base = i * ld;
-                    for (x, &y) in tail[base + from..base + ld].iter_mut().zip(l) {
-                        *x -= y * u;
-                    }
-                }
-            }
+            eliminate(l, inv, urow[c + 1..end].iter().copied().zip(columns));
         }
     }
 
@@ -470,13 +446,10 @@ impl<'p, 't> DistPanel<'p, 't> {
     ) -> Result<(), DistPanelError> {
         let k0 = d + n1;
         let part = if self.me == 0 {
-            let (left, right) = self.tiles[0].as_mut().split_at_col_mut(k0);
-            let l11 = left.rb().subcols(d, n1).subrows(d, n1);
-            let mut a12 = right.subcols_mut(0, n2).subrows_mut(d, n1);
-            solve_unit_lower_triangular_in_place(l11, a12.rb_mut(), Par::Seq);
-            let a12 = a12.rb();
+            solve_a12(self.tiles[0], d, n1, n2);
+            let (top, ld) = (self.tiles[0].as_slice(), self.tiles[0].rows());
             (0..n2)
-                .flat_map(|j| (0..n1).map(move |i| a12[(i, j)]))
+                .flat_map(|j| top[d + (k0 + j) * ld..][..n1].iter().copied())
                 .collect()
         } else {
             Vec::new()
@@ -511,17 +484,9 @@ impl<'p, 't> DistPanel<'p, 't> {
     /// `A22 −= A21 · A12` on this member's rows below `d + n1`, after [`Self::share_a12`]:
     /// the single-core kernel's faer calls.
     fn gemm(&mut self, d: usize, n1: usize, n2: usize) {
-        let k0 = d + n1;
         if self.me == 0 {
             // The single-core kernel's calls verbatim, A12 where the TRSM left it.
-            let (first, rest) = self.tiles.split_first_mut().expect("member 0 has tile 0");
-            let (left, right) = first.as_mut().split_at_col_mut(k0);
-            let a21 = left.rb().subcols(d, n1).split_at_row(k0).1;
-            let (a12, mut a22) = right.subcols_mut(0, n2).split_at_row_mut(k0);
-            let a12 = a12.rb().subrows(d, n1);
-            let rows = gemm_row_block(a21.nrows(), n1);
-            gemm_minus_blocked(a22.rb_mut(), a21, a12, rows);
-            gemm_tiles(rest, d, n1, n2, a12);
+            gemm_below(self.tiles, d, n1, n2);
         } else {
             let a12 = MatRef::from_column_major_slice_with_stride(&self.a12, n1, n2, self.top_rows);
             gemm_tiles(&mut *self.tiles, d, n1, n2, a12);
@@ -529,13 +494,30 @@ impl<'p, 't> DistPanel<'p, 't> {
     }
 }
 
-/// `A22 −= A21 · A12` on whole tiles below the top one: the single-core kernel's call per
-/// tile (`A21`: columns `d..d+n1`, `A22`: columns `d+n1..d+n1+n2`).
-fn gemm_tiles(tiles: &mut [&mut Tile], d: usize, n1: usize, n2: usize, a12: MatRef<'_, f64>) {
-    for t in tiles.iter_mut().filter(|t| t.rows() > 0) {
-        let (l, r) = t.as_mut().split_at_col_mut(d + n1);
-        let rows = gemm_row_block(l.nrows(), n1);
-        gemm_minus_blocked(r.subcols_mut(0, n2), l.rb().subcols(d, n1), a12, rows);
+/// One member's walk of the recursion, with its exchange.
+struct Walk<'v, 'p, 't> {
+    panel: &'v mut DistPanel<'p, 't>,
+    ex: &'v dyn ColumnExchange,
+}
+
+/// Leaves on this member's rows, one exchange per column, interchanging whole rows (so
+/// nothing is deferred); the TRSM on member 0, `A12` exchanged, the GEMM on each member's
+/// rows.
+impl Strategy for Walk<'_, '_, '_> {
+    type Error = DistPanelError;
+
+    fn rows(&self) -> usize {
+        self.panel.m
+    }
+
+    fn leaf(&mut self, d: usize, n: usize, ipiv: &mut [usize]) -> Result<(), DistPanelError> {
+        self.panel.leaf(d, n, ipiv, self.ex)
+    }
+
+    fn interchange(&mut self, _: usize, _: usize, _: usize, _: &[usize]) {}
+
+    fn update(&mut self, d: usize, n1: usize, n2: usize) -> Result<(), DistPanelError> {
+        self.panel.update(d, n1, n2, self.ex)
     }
 }
 

@@ -8,8 +8,7 @@ use tessera_engine::team::{share, Member};
 
 use super::claims::Claims;
 use super::dist::{check_member, check_tiles, DistPanel};
-use super::single::split_columns;
-use super::{getrf_panel_dist, ColumnExchange, DistPanelError, LEAF};
+use super::{factor, getrf_panel_dist, ColumnExchange, DistPanelError, Strategy};
 use crate::kernels::gemm::{gemm_minus_blocked, gemm_row_block};
 use crate::tile::Tile;
 
@@ -185,7 +184,16 @@ impl<'a> DistTeamPanel<'a> {
         let ex: &dyn ColumnExchange = if members == 1 { &Alone } else { ex };
         let mut ipiv = vec![0usize; self.m.min(self.w)];
         let at = At { col0, me, ex };
-        self.factor_rec(member, &at, 0, self.w, &mut ipiv)?;
+        factor(
+            &mut Walk {
+                panel: self,
+                member,
+                at,
+            },
+            0,
+            self.w,
+            &mut ipiv,
+        )?;
         Ok(ipiv)
     }
 
@@ -221,26 +229,6 @@ impl<'a> DistTeamPanel<'a> {
         // SAFETY: the borrow `new` took, touched by nobody else now (caller).
         let tiles = unsafe { self.tiles_mut() };
         DistPanel::new(tiles, &self.index, self.nb, self.m, self.w, at.col0, at.me)
-    }
-
-    /// `getrf_panel_dist`'s recursion over rows `d..m`, columns `d..d+n`, by the team.
-    fn factor_rec(
-        &self,
-        member: &Member<'_>,
-        at: &At<'_>,
-        d: usize,
-        n: usize,
-        ipiv: &mut [usize],
-    ) -> Result<(), DistPanelError> {
-        let k = (self.m - d).min(n);
-        if k <= LEAF || n <= LEAF {
-            return self.leaf(member, at, d, n, ipiv);
-        }
-        let n1 = split_columns(k);
-        let n2 = n - n1;
-        self.factor_rec(member, at, d, n1, &mut ipiv[..n1])?;
-        self.update(member, at, d, n1, n2)?;
-        self.factor_rec(member, at, d + n1, n2, &mut ipiv[n1..k])
     }
 
     /// A leaf, by rank 0; its outcome to every member.
@@ -365,6 +353,33 @@ impl<'a> DistTeamPanel<'a> {
             // Rows 0: one faer call, the one the single-core kernel makes.
             gemm_minus_blocked(c, a21, a12, 0);
         }
+    }
+}
+
+/// One member's walk of the recursion.
+struct Walk<'v, 'a, 'm> {
+    panel: &'v DistTeamPanel<'a>,
+    member: &'v Member<'m>,
+    at: At<'v>,
+}
+
+/// Leaves and the TRSM with the `A12` exchange on team rank 0 (each then reduced to every
+/// member), the GEMM calls dealt among the members; whole-row interchanges in the leaves.
+impl Strategy for Walk<'_, '_, '_> {
+    type Error = DistPanelError;
+
+    fn rows(&self) -> usize {
+        self.panel.m
+    }
+
+    fn leaf(&mut self, d: usize, n: usize, ipiv: &mut [usize]) -> Result<(), DistPanelError> {
+        self.panel.leaf(self.member, &self.at, d, n, ipiv)
+    }
+
+    fn interchange(&mut self, _: usize, _: usize, _: usize, _: &[usize]) {}
+
+    fn update(&mut self, d: usize, n1: usize, n2: usize) -> Result<(), DistPanelError> {
+        self.panel.update(self.member, &self.at, d, n1, n2)
     }
 }
 

@@ -1,6 +1,6 @@
-//! GETRF on a panel: LU with partial pivoting of one column of tiles, LAPACK-style pivots.
-
-use std::fmt;
+//! The single-core panel: [`getrf_panel`]'s strategies for the recursion (the tiles where
+//! they lie, or one contiguous copy), the unblocked leaf they share with the team panel, and
+//! faer's panel as the baseline it is measured against.
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
@@ -8,27 +8,9 @@ use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
 use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Mat, MatMut, MatRef, Par};
 
+use super::{eliminate, factor, iamax, locate, SingularColumn, Strategy};
 use crate::kernels::gemm::{gemm_minus_blocked, gemm_row_block};
 use crate::tile::Tile;
-
-/// An exact zero pivot: the matrix is singular (LAPACK's `info > 0`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SingularColumn {
-    /// Global, 0-based column where the first exact zero pivot appeared.
-    pub column: usize,
-}
-
-impl fmt::Display for SingularColumn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "matrix is singular: exact zero pivot in column {}",
-            self.column
-        )
-    }
-}
-
-impl std::error::Error for SingularColumn {}
 
 /// Factors the panel `P·A = L·U` in place, with partial pivoting over all its rows.
 ///
@@ -55,7 +37,7 @@ impl std::error::Error for SingularColumn {}
 ///
 /// Chosen design: a sequential recursive LU (LAPACK's `dgetrf2` scheme: halve the columns,
 /// factor the left half, update the right half with one TRSM and one GEMM per tile, factor
-/// it, swap the left half's rows) whose leaves (at most [`LEAF`] columns) are an unblocked
+/// it, swap the left half's rows) whose leaves (at most [`LEAF`](super::LEAF) columns) are an unblocked
 /// right-looking LU, all on the tiles where they lie: no copy, and the only workspace is
 /// `O(w + tiles)`, sized once per call. It runs on the calling worker's core only, with no
 /// thread outside the engine. When the first tile is shorter than `min(m, w)` (not a
@@ -77,9 +59,7 @@ pub fn getrf_panel(panel: &mut [&mut Tile], col0: usize) -> Result<Vec<usize>, S
     let mut ipiv = vec![0usize; k];
     let singular = |j| SingularColumn { column: col0 + j };
     if first.rows() >= k {
-        TiledPanel::new(panel)
-            .factor(0, w, &mut ipiv)
-            .map_err(singular)?;
+        factor(&mut TiledPanel::new(panel), 0, w, &mut ipiv).map_err(singular)?;
         return Ok(ipiv);
     }
     let mut buf = vec![0.0; m * w];
@@ -91,7 +71,7 @@ pub fn getrf_panel(panel: &mut [&mut Tile], col0: usize) -> Result<Vec<usize>, S
             row += t.rows();
         }
     }
-    recursive_lu(&mut buf, m, m, w, &mut ipiv).map_err(singular)?;
+    factor_contiguous(&mut buf, m, w, &mut ipiv).map_err(singular)?;
     for j in 0..w {
         let src = &buf[j * m..(j + 1) * m];
         let mut row = 0;
@@ -132,57 +112,32 @@ impl<'p, 't> TiledPanel<'p, 't> {
             urow: vec![0.0; w],
         }
     }
+}
 
-    /// The tile holding panel row `row < m`, and the row within it.
-    fn locate(&self, row: usize) -> (usize, usize) {
-        let s = self.starts.partition_point(|&st| st <= row) - 1;
-        (s, row - self.starts[s])
+/// Tile 0 holds every diagonal block, so every TRSM and every `A12`; the leaves scan the
+/// tiles in row order, and interchanges are deferred (a leaf swaps its own columns).
+impl Strategy for TiledPanel<'_, '_> {
+    type Error = usize;
+
+    fn rows(&self) -> usize {
+        self.m
     }
 
-    /// LU of rows `d..m`, columns `d..d+n` (`dgetrf2`'s recursion); `ipiv` gets the pivot
-    /// rows (panel rows) of steps `d..d+min(m−d, n)`. `Err(j)`: zero pivot in panel column `j`.
-    fn factor(&mut self, d: usize, n: usize, ipiv: &mut [usize]) -> Result<(), usize> {
-        let k = (self.m - d).min(n);
-        if k <= LEAF || n <= LEAF {
-            return self.leaf(d, n, ipiv);
-        }
-        let n1 = split_columns(k);
-        let n2 = n - n1;
-        self.factor(d, n1, &mut ipiv[..n1])?;
-        self.swap_rows(d + n1, n2, d, &ipiv[..n1]);
-        self.update(d, n1, n2);
-        self.factor(d + n1, n2, &mut ipiv[n1..k])?;
-        self.swap_rows(d, n1, d + n1, &ipiv[n1..k]);
+    /// `L11` and `A12` lie in tile 0 (rows `d..d+n1`); one GEMM call per row block of each
+    /// tile ([`gemm_row_block`]).
+    fn update(&mut self, d: usize, n1: usize, n2: usize) -> Result<(), usize> {
+        solve_a12(self.tiles[0], d, n1, n2);
+        gemm_below(self.tiles, d, n1, n2);
         Ok(())
     }
 
-    /// `A12 := L11⁻¹ A12`, then `A22 -= A21 · A12`, for the split of rows `d..m`, columns
-    /// `d..d+n1+n2` after `n1` columns. `L11` and `A12` lie in tile 0 (rows `d..d+n1`).
-    fn update(&mut self, d: usize, n1: usize, n2: usize) {
-        let (first, rest) = self.tiles.split_first_mut().expect("a panel has tiles");
-        let (left, right) = first.as_mut().split_at_col_mut(d + n1);
-        let left = left.rb().subcols(d, n1);
-        let right = right.subcols_mut(0, n2);
-        let (l_top, a21) = left.split_at_row(d + n1);
-        let (a12, mut a22) = right.split_at_row_mut(d + n1);
-        let mut a12 = a12.subrows_mut(d, n1);
-        solve_unit_lower_triangular_in_place(l_top.subrows(d, n1), a12.rb_mut(), Par::Seq);
-        let a12 = a12.rb();
-        let rows = gemm_row_block(a21.nrows(), n1);
-        gemm_minus_blocked(a22.rb_mut(), a21, a12, rows);
-        for t in rest.iter_mut().filter(|t| t.rows() > 0) {
-            let (l, r) = t.as_mut().split_at_col_mut(d + n1);
-            let rows = gemm_row_block(l.nrows(), n1);
-            gemm_minus_blocked(r.subcols_mut(0, n2), l.rb().subcols(d, n1), a12, rows);
-        }
-    }
-
-    /// Unblocked right-looking LU (`dgetf2`) of rows `d..m`, columns `d..d+n`.
+    /// The pivot: the first row of largest magnitude (`iamax` per tile, in row order, a
+    /// later tile winning only when strictly larger).
     fn leaf(&mut self, d: usize, n: usize, ipiv: &mut [usize]) -> Result<(), usize> {
         let steps = (self.m - d).min(n);
         for (j, slot) in ipiv.iter_mut().enumerate().take(steps) {
             let (row, col) = (d + j, d + j);
-            let (s0, l0) = self.locate(row);
+            let (s0, l0) = locate(&self.starts, row);
             // Pivot: the first row of largest magnitude (idamax over the tiles in order).
             let (mut best, mut p) = (-1.0, row);
             for s in s0..self.tiles.len() {
@@ -197,13 +152,13 @@ impl<'p, 't> TiledPanel<'p, 't> {
                 }
             }
             *slot = p;
-            let (sp, lp) = self.locate(p);
+            let (sp, lp) = locate(&self.starts, p);
             let pivot = self.tiles[sp].col(col)[lp];
             if pivot == 0.0 {
                 return Err(col);
             }
             if p != row {
-                self.swap_rows(d, n, row, &[p]);
+                self.interchange(d, n, row, &[p]);
             }
             let end = d + n;
             for c in col + 1..end {
@@ -219,33 +174,21 @@ impl<'p, 't> TiledPanel<'p, 't> {
                 }
                 let data = t.as_mut_slice();
                 let (head, tail) = data.split_at_mut((col + 1) * ld);
+                let columns = tail.chunks_exact_mut(ld).map(|x| &mut x[from..]);
                 let l = &mut head[col * ld + from..];
-                for x in l.iter_mut() {
-                    *x *= inv;
-                }
-                let l = &*l;
-                for c in col + 1..end {
-                    let u = self.urow[c];
-                    if u != 0.0 {
-                        let base = (c - col - 1) * ld;
-                        for (x, &y) in tail[base + from..base + ld].iter_mut().zip(l) {
-                            *x -= y * u;
-                        }
-                    }
-                }
+                eliminate(l, inv, self.urow[col + 1..end].iter().copied().zip(columns));
             }
         }
         Ok(())
     }
 
-    /// Swaps panel row `first + i` with row `ipiv[i]`, in order, in columns `c0..c0+cols`.
-    fn swap_rows(&mut self, c0: usize, cols: usize, first: usize, ipiv: &[usize]) {
+    fn interchange(&mut self, c0: usize, cols: usize, first: usize, ipiv: &[usize]) {
         for (i, &p) in ipiv.iter().enumerate() {
             let r = first + i;
             if p == r {
                 continue;
             }
-            let ((sa, ra), (sb, rb)) = (self.locate(r), self.locate(p));
+            let ((sa, ra), (sb, rb)) = (locate(&self.starts, r), locate(&self.starts, p));
             if sa == sb {
                 let t = &mut *self.tiles[sa];
                 let ld = t.rows();
@@ -270,42 +213,95 @@ impl<'p, 't> TiledPanel<'p, 't> {
     }
 }
 
-/// Columns of the left half when a recursion step splits `k` pivots: half, rounded down
-/// to a multiple of 8 (whole vectors of `U` for the GEMM) once the blocks are wide.
-pub(super) fn split_columns(k: usize) -> usize {
-    if k >= 4 * LEAF {
-        k / 2 / 8 * 8
-    } else {
-        k / 2
+/// `A12 := L11⁻¹ A12` in the top tile, for the split of rows `d..m` after `n1` columns
+/// (`L11`: rows and columns `d..d+n1`; `A12`: rows `d..d+n1`, columns `d+n1..d+n1+n2`).
+pub(super) fn solve_a12(top: &mut Tile, d: usize, n1: usize, n2: usize) {
+    let (left, right) = top.as_mut().split_at_col_mut(d + n1);
+    let l11 = left.rb().subcols(d, n1).subrows(d, n1);
+    let a12 = right.subcols_mut(0, n2).subrows_mut(d, n1);
+    solve_unit_lower_triangular_in_place(l11, a12, Par::Seq);
+}
+
+/// `A22 −= A21·A12` on rows `d+n1..` of the top tile `tiles[0]`, which holds `A12`, and on
+/// every other tile.
+pub(super) fn gemm_below(tiles: &mut [&mut Tile], d: usize, n1: usize, n2: usize) {
+    let k0 = d + n1;
+    let (first, rest) = tiles.split_first_mut().expect("a panel has tiles");
+    let (left, right) = first.as_mut().split_at_col_mut(k0);
+    let a21 = left.rb().subcols(d, n1).split_at_row(k0).1;
+    let (a12, mut a22) = right.subcols_mut(0, n2).split_at_row_mut(k0);
+    let a12 = a12.rb().subrows(d, n1);
+    let rows = gemm_row_block(a21.nrows(), n1);
+    gemm_minus_blocked(a22.rb_mut(), a21, a12, rows);
+    gemm_tiles(rest, d, n1, n2, a12);
+}
+
+/// `A22 −= A21·A12` on whole tiles below the top one, `A21` in columns `d..d+n1` and `A22`
+/// in columns `d+n1..d+n1+n2`: one faer call per [`gemm_row_block`] rows of each tile.
+pub(super) fn gemm_tiles(
+    tiles: &mut [&mut Tile],
+    d: usize,
+    n1: usize,
+    n2: usize,
+    a12: MatRef<'_, f64>,
+) {
+    for t in tiles.iter_mut().filter(|t| t.rows() > 0) {
+        let (l, r) = t.as_mut().split_at_col_mut(d + n1);
+        let rows = gemm_row_block(l.nrows(), n1);
+        gemm_minus_blocked(r.subcols_mut(0, n2), l.rb().subcols(d, n1), a12, rows);
     }
 }
 
-/// Widest block factored by the unblocked leaves of the recursive panel. Chosen from
-/// `tessera lu-kernels --what panel` runs with 8, 12, 16 and 24 (N=8192, w=448, alternated,
-/// load ~4): 33.4–34.6 GFLOP/s at 8, 33.7–34.0 at 12, 28.9–32.9 at 16, 21.6–32.6 at 24.
-pub const LEAF: usize = 8;
-
-/// LU with partial pivoting of the column-major `m × n` matrix in `a` (leading dimension
-/// `ld >= m`), LAPACK `dgetrf2`'s recursion: the contiguous fallback of [`getrf_panel`]. `ipiv` (length `min(m, n)`) gets 0-based
-/// transpositions relative to row 0. `Err(j)`: the pivot of local column `j` is an exact
-/// zero; `a` is then partly factored.
-pub(super) fn recursive_lu(
+/// LU with partial pivoting of the column-major `m × w` matrix in `a` (leading dimension
+/// `m`), the contiguous fallback of [`getrf_panel`]: `ipiv` (length `min(m, w)`) gets 0-based
+/// transpositions relative to row 0. `Err(j)`: the pivot of column `j` is an exact zero; `a`
+/// is then partly factored.
+pub(super) fn factor_contiguous(
     a: &mut [f64],
-    ld: usize,
     m: usize,
-    n: usize,
+    w: usize,
     ipiv: &mut [usize],
 ) -> Result<(), usize> {
-    let k = m.min(n);
-    if k <= LEAF || n <= LEAF {
-        return unblocked_lu(a, ld, m, n, ipiv);
+    factor(&mut Contiguous { a, ld: m, m }, 0, w, ipiv)
+}
+
+/// A panel as one column-major `m`-row matrix in `a`, leading dimension `ld >= m`.
+struct Contiguous<'a> {
+    a: &'a mut [f64],
+    ld: usize,
+    m: usize,
+}
+
+/// The whole panel is one block: every leaf is [`unblocked_lu`] on it, interchanges are
+/// deferred, and each update is one TRSM and one GEMM call.
+impl Strategy for Contiguous<'_> {
+    type Error = usize;
+
+    fn rows(&self) -> usize {
+        self.m
     }
-    let n1 = split_columns(k);
-    let n2 = n - n1;
-    let (left, right) = a.split_at_mut(n1 * ld);
-    recursive_lu(left, ld, m, n1, &mut ipiv[..n1])?;
-    swap_rows(right, ld, n2, &ipiv[..n1], 0);
-    {
+
+    fn leaf(&mut self, d: usize, n: usize, ipiv: &mut [usize]) -> Result<(), usize> {
+        let at = d * self.ld + d;
+        unblocked_lu(&mut self.a[at..], self.ld, self.m - d, n, ipiv).map_err(|j| d + j)?;
+        for p in ipiv.iter_mut() {
+            *p += d;
+        }
+        Ok(())
+    }
+
+    fn interchange(&mut self, c0: usize, cols: usize, first: usize, ipiv: &[usize]) {
+        for c in c0..c0 + cols {
+            let col = &mut self.a[c * self.ld..];
+            for (i, &p) in ipiv.iter().enumerate() {
+                col.swap(first + i, p);
+            }
+        }
+    }
+
+    fn update(&mut self, d: usize, n1: usize, n2: usize) -> Result<(), usize> {
+        let (ld, m) = (self.ld, self.m - d);
+        let (left, right) = self.a[d * ld + d..].split_at_mut(n1 * ld);
         let l11 = MatRef::from_column_major_slice_with_stride(&left[..], m, n1, ld);
         let r = MatMut::from_column_major_slice_with_stride_mut(&mut right[..], m, n2, ld);
         let (mut a12, mut a22) = r.split_at_row_mut(n1);
@@ -313,15 +309,8 @@ pub(super) fn recursive_lu(
         let a21 = l11.get(n1.., ..);
         // One call: a tall product takes faer's packed, cache-blocked path.
         gemm_minus_blocked(a22.rb_mut(), a21, a12.rb(), 0);
+        Ok(())
     }
-    let k2 = k - n1;
-    recursive_lu(&mut right[n1..], ld, m - n1, n2, &mut ipiv[n1..k]).map_err(|j| j + n1)?;
-    for p in &mut ipiv[n1..k] {
-        *p += n1;
-    }
-    debug_assert_eq!(k2, ipiv[n1..k].len());
-    swap_rows(left, ld, n1, &ipiv[n1..k], n1);
-    Ok(())
 }
 
 /// Unblocked right-looking LU with partial pivoting (`dgetf2`) of the `m × n` matrix in `a`.
@@ -347,54 +336,13 @@ pub(super) fn unblocked_lu(
         let inv = pivot.recip();
         let split = ((j + 1) * ld).min(a.len());
         let (head, tail) = a.split_at_mut(split);
-        let l = &mut head[j * ld + j + 1..j * ld + m];
-        for x in l.iter_mut() {
-            *x *= inv;
-        }
-        let l = &*l;
-        for c in 0..n - j - 1 {
-            let col = &mut tail[c * ld..c * ld + m];
-            let u = col[j];
-            if u != 0.0 {
-                for (x, &y) in col[j + 1..].iter_mut().zip(l) {
-                    *x -= y * u;
-                }
-            }
-        }
+        let columns = tail.chunks_mut(ld).take(n - j - 1).map(|col| {
+            let (top, below) = col[..m].split_at_mut(j + 1);
+            (top[j], below)
+        });
+        eliminate(&mut head[j * ld + j + 1..j * ld + m], inv, columns);
     }
     Ok(())
-}
-
-/// Index of the first entry of largest magnitude (BLAS `idamax`, 0-based); 0 for an empty
-/// or all-NaN slice. Two passes: a lane-wise maximum the compiler vectorises, then the
-/// first index that reaches it.
-pub(super) fn iamax(x: &[f64]) -> usize {
-    const LANES: usize = 8;
-    let mut best = [-1.0f64; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (b, v) in best.iter_mut().zip(c) {
-            let v = v.abs();
-            *b = if v > *b { v } else { *b };
-        }
-    }
-    let mut max = best.iter().fold(-1.0f64, |m, &b| if b > m { b } else { m });
-    for v in rest {
-        max = if v.abs() > max { v.abs() } else { max };
-    }
-    x.iter().position(|v| v.abs() == max).unwrap_or(0)
-}
-
-/// Applies the transpositions `ipiv` (row `first + i` with row `ipiv[i]`, in order) to the
-/// first `cols` columns of the column-major block `a` with leading dimension `ld`.
-fn swap_rows(a: &mut [f64], ld: usize, cols: usize, ipiv: &[usize], first: usize) {
-    for c in 0..cols {
-        let col = &mut a[c * ld..];
-        for (i, &p) in ipiv.iter().enumerate() {
-            col.swap(first + i, p);
-        }
-    }
 }
 
 /// The previous panel kernel, kept as the baseline `tessera lu-kernels` measures against:

@@ -12,8 +12,8 @@ use faer::{MatMut, MatRef, Par};
 use tessera_engine::team::{share, Member, Part, PartError, PartMut, TeamBuf};
 
 use super::claims::Claims;
-use super::single::{iamax, recursive_lu, split_columns, unblocked_lu};
-use super::{SingularColumn, LEAF};
+use super::single::{factor_contiguous, unblocked_lu};
+use super::{eliminate, factor, iamax, locate, SingularColumn, Strategy, LEAF};
 use crate::kernels::gemm::{gemm_minus_blocked, gemm_row_block};
 use crate::tile::Tile;
 
@@ -221,8 +221,16 @@ impl<'a> TeamPanel<'a> {
             return self.factor_copied(member).map_err(singular);
         }
         let mut ipiv = vec![0usize; k];
-        self.factor_rec(member, 0, self.w, &mut ipiv)
-            .map_err(singular)?;
+        factor(
+            &mut Walk {
+                panel: self,
+                member,
+            },
+            0,
+            self.w,
+            &mut ipiv,
+        )
+        .map_err(singular)?;
         Ok(ipiv)
     }
 
@@ -232,36 +240,6 @@ impl<'a> TeamPanel<'a> {
     /// If the rank was taken, or the panel was claimed by a team of another size.
     fn claim(&self, member: &Member<'_>) {
         Claims::claim(&self.claims, member, "TeamPanel::factor");
-    }
-
-    /// LU of rows `d..m`, columns `d..d+n`: [`getrf_panel`](super::getrf_panel)'s recursion,
-    /// each phase by the team. `ipiv` gets the pivot rows (panel rows) of steps
-    /// `d..d+min(m−d, n)`. `Err(j)`: zero pivot in panel column `j`.
-    fn factor_rec(
-        &self,
-        member: &Member<'_>,
-        d: usize,
-        n: usize,
-        ipiv: &mut [usize],
-    ) -> Result<(), usize> {
-        let k = (self.m - d).min(n);
-        if k <= LEAF || n <= LEAF {
-            return self.leaf(member, d, n, ipiv);
-        }
-        let n1 = split_columns(k);
-        let n2 = n - n1;
-        self.factor_rec(member, d, n1, &mut ipiv[..n1])?;
-        self.swap_rows(member, d + n1, n2, d, &ipiv[..n1]);
-        member.barrier();
-        if member.rank() == 0 {
-            self.trsm(member, d, n1, n2);
-        }
-        member.barrier();
-        self.gemm(member, d, n1, n2);
-        member.barrier();
-        self.factor_rec(member, d + n1, n2, &mut ipiv[n1..k])?;
-        self.swap_rows(member, d, n1, d + n1, &ipiv[n1..k]);
-        Ok(())
     }
 
     /// This member's leaf rows when rows `d..m` are shared: contiguous, in rank order, cut at
@@ -286,12 +264,6 @@ impl<'a> TeamPanel<'a> {
                 })
             })
             .collect()
-    }
-
-    /// The tile holding panel row `row < m`, and the row within it.
-    fn locate(&self, row: usize) -> (usize, usize) {
-        let s = self.starts.partition_point(|&st| st <= row) - 1;
-        (s, row - self.starts[s])
     }
 
     /// Panel row `row`'s entries in columns `d..d+n` (`n <= LEAF`), from the part of `parts`
@@ -425,18 +397,11 @@ impl<'a> TeamPanel<'a> {
                 // The part's columns `col..end` (it holds `d..end`).
                 let mut cols = part.cols_mut().skip(j);
                 let l = &mut cols.next().expect("column `col` of the leaf")[lo..];
-                for x in l.iter_mut() {
-                    *x *= inv;
-                }
-                let l = &*l;
-                for (c, x) in (col + 1..end).zip(cols) {
-                    let u = prow[c - d];
-                    if u != 0.0 {
-                        for (x, &y) in x[lo..].iter_mut().zip(l) {
-                            *x -= y * u;
-                        }
-                    }
-                }
+                let columns = prow[j + 1..n]
+                    .iter()
+                    .copied()
+                    .zip(cols.map(|x| &mut x[lo..]));
+                eliminate(l, inv, columns);
             }
         }
         Ok(())
@@ -485,7 +450,7 @@ impl<'a> TeamPanel<'a> {
             .iter()
             .enumerate()
             .filter(|&(i, &p)| p != first + i)
-            .map(|(i, &p)| (self.locate(first + i), self.locate(p)))
+            .map(|(i, &p)| (locate(&self.starts, first + i), locate(&self.starts, p)))
             .collect();
         if pairs.is_empty() {
             return;
@@ -614,7 +579,7 @@ impl<'a> TeamPanel<'a> {
             let mut buf = vec![0.0; m * w];
             self.copy_panel(member, &mut buf, true);
             let mut ipiv = vec![0usize; m.min(w)];
-            let r = recursive_lu(&mut buf, m, m, w, &mut ipiv);
+            let r = factor_contiguous(&mut buf, m, w, &mut ipiv);
             if r.is_ok() {
                 self.copy_panel(member, &mut buf, false);
             }
@@ -623,6 +588,44 @@ impl<'a> TeamPanel<'a> {
         member
             .all_reduce(mine, |a, b| a.or(b))
             .expect("rank 0 factored the panel")
+    }
+}
+
+/// One member's walk of the recursion: it takes its part of each phase of the team's.
+struct Walk<'p, 'a, 'm> {
+    panel: &'p TeamPanel<'a>,
+    member: &'p Member<'m>,
+}
+
+/// Leaves on each member's rows, with one reduction per column; deferred interchanges by
+/// columns; the TRSM on rank 0; the GEMM calls dealt by rows (see [`TeamPanel`]).
+impl Strategy for Walk<'_, '_, '_> {
+    type Error = usize;
+
+    fn rows(&self) -> usize {
+        self.panel.m
+    }
+
+    fn leaf(&mut self, d: usize, n: usize, ipiv: &mut [usize]) -> Result<(), usize> {
+        self.panel.leaf(self.member, d, n, ipiv)
+    }
+
+    fn interchange(&mut self, c0: usize, cols: usize, first: usize, ipiv: &[usize]) {
+        self.panel.swap_rows(self.member, c0, cols, first, ipiv);
+    }
+
+    /// Ends the right half's interchanges with a barrier, then the TRSM and the GEMM, each
+    /// ending with one.
+    fn update(&mut self, d: usize, n1: usize, n2: usize) -> Result<(), usize> {
+        let (panel, member) = (self.panel, self.member);
+        member.barrier();
+        if member.rank() == 0 {
+            panel.trsm(member, d, n1, n2);
+        }
+        member.barrier();
+        panel.gemm(member, d, n1, n2);
+        member.barrier();
+        Ok(())
     }
 }
 

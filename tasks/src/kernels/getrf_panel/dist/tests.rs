@@ -13,6 +13,7 @@ use tessera_engine::team::run_threads;
 
 use super::*;
 use crate::kernels::getrf_panel::dist_team::{Alone, DistTeamPanel};
+use crate::kernels::getrf_panel::{split_columns, LEAF};
 use crate::kernels::test_support::{
     grade_rows, nearly_singular, random_dense, split_rows, tiles_of, SplitMix64,
 };
