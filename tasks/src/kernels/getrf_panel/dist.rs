@@ -11,7 +11,7 @@ use std::fmt;
 use faer::MatRef;
 
 use super::single::{gemm_below, gemm_tiles, solve_a12};
-use super::{eliminate, factor, getrf_panel, iamax, SingularColumn, Strategy};
+use super::{eliminate_tile, factor, getrf_panel, iamax, SingularColumn, Strategy};
 use crate::tile::Tile;
 
 /// The members of one distributed panel (the ranks of its process column holding rows of it),
@@ -405,15 +405,7 @@ impl<'p, 't> DistPanel<'p, 't> {
         let inv = urow[c].recip();
         for (t, &start) in self.tiles.iter_mut().zip(&self.starts) {
             let from = (r + 1).saturating_sub(start);
-            let ld = t.rows();
-            if from >= ld {
-                continue;
-            }
-            let data = t.as_mut_slice();
-            let (head, tail) = data.split_at_mut((c + 1) * ld);
-            let columns = tail.chunks_exact_mut(ld).map(|x| &mut x[from..]);
-            let l = &mut head[c * ld + from..];
-            eliminate(l, inv, urow[c + 1..end].iter().copied().zip(columns));
+            eliminate_tile(t, from, c, inv, &urow[c + 1..end]);
         }
     }
 

@@ -13,6 +13,8 @@
 
 use std::fmt;
 
+use crate::tile::Tile;
+
 mod claims;
 mod dist;
 mod dist_team;
@@ -155,4 +157,22 @@ pub(super) fn eliminate<'c>(
             }
         }
     }
+}
+
+/// [`eliminate`] on rows `from..` of tile `t`: its column `col` holds the multipliers, and
+/// `u` the pivot row's entries in columns `col+1..col+1+u.len()`. Nothing when `from` is
+/// past the tile.
+#[inline]
+pub(super) fn eliminate_tile(t: &mut Tile, from: usize, col: usize, inv: f64, u: &[f64]) {
+    let ld = t.rows();
+    if from >= ld {
+        return;
+    }
+    let (head, tail) = t.as_mut_slice().split_at_mut((col + 1) * ld);
+    let columns = tail.chunks_exact_mut(ld).map(|x| &mut x[from..]);
+    eliminate(
+        &mut head[col * ld + from..],
+        inv,
+        u.iter().copied().zip(columns),
+    );
 }

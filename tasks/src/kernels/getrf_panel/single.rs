@@ -8,7 +8,7 @@ use faer::linalg::triangular_solve::solve_unit_lower_triangular_in_place;
 use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Mat, MatMut, MatRef, Par};
 
-use super::{eliminate, factor, iamax, locate, SingularColumn, Strategy};
+use super::{eliminate, eliminate_tile, factor, iamax, locate, SingularColumn, Strategy};
 use crate::kernels::gemm::{gemm_minus_blocked, gemm_row_block};
 use crate::tile::Tile;
 
@@ -46,42 +46,57 @@ use crate::tile::Tile;
 /// OpenBLAS `dgetrf` on the same panel by `bench/peers/lu_kernels.sh`; the figures are in
 /// the module doc of `bench/src/cmd/lu_kernels.rs`.
 pub fn getrf_panel(panel: &mut [&mut Tile], col0: usize) -> Result<Vec<usize>, SingularColumn> {
-    let Some(first) = panel.first() else {
+    let Some((m, w)) = shape(panel) else {
         return Ok(Vec::new());
     };
-    let w = first.cols();
-    assert!(
-        panel.iter().all(|t| t.cols() == w),
-        "getrf_panel: all tiles of a panel must have {w} columns"
-    );
-    let m: usize = panel.iter().map(|t| t.rows()).sum();
     let k = m.min(w);
     let mut ipiv = vec![0usize; k];
     let singular = |j| SingularColumn { column: col0 + j };
-    if first.rows() >= k {
+    if panel[0].rows() >= k {
         factor(&mut TiledPanel::new(panel), 0, w, &mut ipiv).map_err(singular)?;
         return Ok(ipiv);
     }
     let mut buf = vec![0.0; m * w];
     for j in 0..w {
-        let dst = &mut buf[j * m..(j + 1) * m];
-        let mut row = 0;
-        for t in panel.iter() {
-            dst[row..row + t.rows()].copy_from_slice(t.col(j));
-            row += t.rows();
-        }
+        gather(panel, j, &mut buf[j * m..(j + 1) * m]);
     }
     factor_contiguous(&mut buf, m, w, &mut ipiv).map_err(singular)?;
     for j in 0..w {
-        let src = &buf[j * m..(j + 1) * m];
-        let mut row = 0;
-        for t in panel.iter_mut() {
-            let r = t.rows();
-            t.col_mut(j).copy_from_slice(&src[row..row + r]);
-            row += r;
-        }
+        scatter(panel, j, &buf[j * m..(j + 1) * m]);
     }
     Ok(ipiv)
+}
+
+/// The panel's rows `m` and columns `w`; `None` for a panel of no tiles.
+///
+/// # Panics
+/// If the tiles do not all have the same number of columns.
+fn shape(panel: &[&mut Tile]) -> Option<(usize, usize)> {
+    let w = panel.first()?.cols();
+    assert!(
+        panel.iter().all(|t| t.cols() == w),
+        "getrf_panel: all tiles of a panel must have {w} columns"
+    );
+    Some((panel.iter().map(|t| t.rows()).sum(), w))
+}
+
+/// Copies column `j` of the panel, top to bottom, into `dst` (the panel's rows).
+fn gather(panel: &[&mut Tile], j: usize, dst: &mut [f64]) {
+    let mut row = 0;
+    for t in panel {
+        dst[row..row + t.rows()].copy_from_slice(t.col(j));
+        row += t.rows();
+    }
+}
+
+/// Copies `src` (the panel's rows) into column `j` of the panel: [`gather`]'s inverse.
+fn scatter(panel: &mut [&mut Tile], j: usize, src: &[f64]) {
+    let mut row = 0;
+    for t in panel {
+        let r = t.rows();
+        t.col_mut(j).copy_from_slice(&src[row..row + r]);
+        row += r;
+    }
 }
 
 /// A panel factored where it lies: its tiles as consecutive row segments of one `m × w`
@@ -167,16 +182,7 @@ impl Strategy for TiledPanel<'_, '_> {
             let inv = pivot.recip();
             for s in s0..self.tiles.len() {
                 let from = if s == s0 { l0 + 1 } else { 0 };
-                let t = &mut *self.tiles[s];
-                let ld = t.rows();
-                if from >= ld {
-                    continue;
-                }
-                let data = t.as_mut_slice();
-                let (head, tail) = data.split_at_mut((col + 1) * ld);
-                let columns = tail.chunks_exact_mut(ld).map(|x| &mut x[from..]);
-                let l = &mut head[col * ld + from..];
-                eliminate(l, inv, self.urow[col + 1..end].iter().copied().zip(columns));
+                eliminate_tile(self.tiles[s], from, col, inv, &self.urow[col + 1..end]);
             }
         }
         Ok(())
@@ -352,25 +358,14 @@ pub fn getrf_panel_faer(
     panel: &mut [&mut Tile],
     col0: usize,
 ) -> Result<Vec<usize>, SingularColumn> {
-    let Some(first) = panel.first() else {
+    let Some((m, w)) = shape(panel) else {
         return Ok(Vec::new());
     };
-    let w = first.cols();
-    assert!(
-        panel.iter().all(|t| t.cols() == w),
-        "getrf_panel: all tiles of a panel must have {w} columns"
-    );
-    let m: usize = panel.iter().map(|t| t.rows()).sum();
     let size = m.min(w);
 
     let mut lu = Mat::<f64>::zeros(m, w);
     for j in 0..w {
-        let dst = lu.col_as_slice_mut(j);
-        let mut row = 0;
-        for t in panel.iter() {
-            dst[row..row + t.rows()].copy_from_slice(t.col(j));
-            row += t.rows();
-        }
+        gather(panel, j, lu.col_as_slice_mut(j));
     }
 
     let mut perm = vec![0usize; m];
@@ -389,13 +384,7 @@ pub fn getrf_panel_faer(
         return Err(SingularColumn { column: col0 + j });
     }
     for j in 0..w {
-        let src = lu.col_as_slice(j);
-        let mut row = 0;
-        for t in panel.iter_mut() {
-            let r = t.rows();
-            t.col_mut(j).copy_from_slice(&src[row..row + r]);
-            row += r;
-        }
+        scatter(panel, j, lu.col_as_slice(j));
     }
     Ok(perm_to_ipiv(&perm, size))
 }
