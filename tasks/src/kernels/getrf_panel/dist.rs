@@ -532,4 +532,4 @@ fn pick_pivot(parts: &[Vec<f64>], r: usize) -> (usize, Option<usize>) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -406,3 +406,6 @@ impl ColumnExchange for Alone {
         Ok(vec![part])
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,13 +6,10 @@
 
 use std::cell::Cell;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Mutex;
 use std::time::Duration;
 
-use tessera_engine::team::run_threads;
-
 use super::*;
-use crate::kernels::getrf_panel::dist_team::{Alone, DistTeamPanel};
+use crate::kernels::getrf_panel::dist_team::Alone;
 use crate::kernels::getrf_panel::{split_columns, LEAF};
 use crate::kernels::test_support::{
     grade_rows, nearly_singular, random_dense, split_rows, tiles_of, SplitMix64,
@@ -20,13 +17,13 @@ use crate::kernels::test_support::{
 
 /// One member's end of a group of threads joined pairwise by channels (one per ordered
 /// pair, so each call's parts meet, whichever member runs ahead).
-struct ThreadExchange {
-    me: usize,
+pub(crate) struct ThreadExchange {
+    pub(crate) me: usize,
     /// `to[q]`: the channel to member `q` (`None` for this member).
     to: Vec<Option<Sender<Vec<f64>>>>,
     /// `from[q]`: the channel from member `q`.
     from: Vec<Option<Receiver<Vec<f64>>>>,
-    calls: Cell<usize>,
+    pub(crate) calls: Cell<usize>,
     /// Refuse this call (0-based), before sending anything.
     fail_at: Option<usize>,
 }
@@ -64,7 +61,7 @@ impl ColumnExchange for ThreadExchange {
 }
 
 /// The ends of a group of `size` members; member `f` of `fail` refuses its call `k`.
-fn group(size: usize, fail: Option<(usize, usize)>) -> Vec<ThreadExchange> {
+pub(crate) fn group(size: usize, fail: Option<(usize, usize)>) -> Vec<ThreadExchange> {
     let mut to: Vec<Vec<Option<Sender<Vec<f64>>>>> = (0..size).map(|_| vec![]).collect();
     let mut from: Vec<Vec<Option<Receiver<Vec<f64>>>>> = (0..size)
         .map(|_| (0..size).map(|_| None).collect())
@@ -93,10 +90,10 @@ fn group(size: usize, fail: Option<(usize, usize)>) -> Vec<ThreadExchange> {
         .collect()
 }
 
-type Outcome = Result<Vec<usize>, DistPanelError>;
+pub(crate) type Outcome = Result<Vec<usize>, DistPanelError>;
 
 /// What one member ended with: its outcome, its tiles, its exchange calls.
-struct MemberEnd {
+pub(crate) struct MemberEnd {
     outcome: Outcome,
     tiles: Vec<Tile>,
     index: Vec<usize>,
@@ -105,7 +102,7 @@ struct MemberEnd {
 
 /// Runs the members (member `q` gets the tiles `deal` gives it) on threads of their own;
 /// fails the test if one has not returned after a minute.
-fn run_members(
+pub(crate) fn run_members(
     tiles: &[Tile],
     deal: &[usize],
     nb: usize,
@@ -146,7 +143,7 @@ fn run_members(
 }
 
 /// Exchanges of a panel: one per leaf column, one per recursion step.
-fn exchanges(m: usize, d: usize, n: usize) -> usize {
+pub(crate) fn exchanges(m: usize, d: usize, n: usize) -> usize {
     let k = (m - d).min(n);
     if k <= LEAF || n <= LEAF {
         return k;
@@ -155,7 +152,7 @@ fn exchanges(m: usize, d: usize, n: usize) -> usize {
     exchanges(m, d, n1) + 1 + exchanges(m, d + n1, n - n1)
 }
 
-fn assert_same_bits(got: &Tile, want: &Tile, what: &str) {
+pub(crate) fn assert_same_bits(got: &Tile, want: &Tile, what: &str) {
     let (g, w) = (got.as_slice(), want.as_slice());
     assert_eq!(g.len(), w.len());
     if let Some(i) = g
@@ -176,7 +173,7 @@ fn assert_same_bits(got: &Tile, want: &Tile, what: &str) {
 /// The deals of `tiles` tiles over `size` members checked: cyclic (`i mod P`), then two
 /// irregular ones where every member holds a tile (tiles `1..P` in reverse member order
 /// and the rest at random; member 0 alone with tile 0 and the rest in blocks).
-fn deals(tiles: usize, size: usize, seed: u64) -> Vec<Vec<usize>> {
+pub(crate) fn deals(tiles: usize, size: usize, seed: u64) -> Vec<Vec<usize>> {
     if size == 1 {
         return vec![vec![0; tiles]];
     }
@@ -200,7 +197,7 @@ fn deals(tiles: usize, size: usize, seed: u64) -> Vec<Vec<usize>> {
 /// members (as many as there are tiles) under each deal: the same outcome on every
 /// member, and on success the same bits in every tile and one exchange per leaf column
 /// and per recursion step. Returns `getrf_panel`'s outcome.
-fn assert_same_as_single(
+pub(crate) fn assert_same_as_single(
     a: &[f64],
     m: usize,
     w: usize,
@@ -241,7 +238,7 @@ fn assert_same_as_single(
 /// Panels of the LU's shapes: (m, w, nb) with tiles of `nb` rows, the last short or
 /// whole, `w = nb` or narrower (the last panel's width), recursing (w > LEAF, splits at
 /// multiples of 8 from w >= 32) or one leaf.
-const SHAPES: [(usize, usize, usize); 8] = [
+pub(crate) const SHAPES: [(usize, usize, usize); 8] = [
     (150, 40, 40),
     (160, 40, 40),
     (97, 24, 24),
@@ -451,111 +448,9 @@ fn tile_0_belongs_to_member_0() {
     let _ = getrf_panel_dist(&mut refs, &[0], 10, 20, 0, &Second);
 }
 
-/// A rank's exchange shared by its team (team rank 0 is the only caller that counts):
-/// records the threads that call `allgather`.
-struct TeamExchange {
-    me: usize,
-    members: usize,
-    ex: Mutex<ThreadExchange>,
-    callers: Mutex<Vec<std::thread::ThreadId>>,
-}
-
-impl ColumnExchange for TeamExchange {
-    fn members(&self) -> usize {
-        self.members
-    }
-
-    fn me(&self) -> usize {
-        self.me
-    }
-
-    fn allgather(&self, part: Vec<f64>) -> Result<Vec<Vec<f64>>, String> {
-        self.callers
-            .lock()
-            .unwrap()
-            .push(std::thread::current().id());
-        self.ex.lock().unwrap().allgather(part)
-    }
-}
-
-/// What one rank's team ended with: every member's outcome (rank order), the rank's
-/// tiles, its exchange calls, and whether only team rank 0 made them.
-struct RankEnd {
-    outcomes: Vec<Outcome>,
-    tiles: Vec<Tile>,
-    index: Vec<usize>,
-    calls: usize,
-    only_rank_0_called: bool,
-}
-
-/// [`run_members`] with a team of `team` threads per rank ([`DistTeamPanel`]).
-fn run_teams(
-    tiles: &[Tile],
-    deal: &[usize],
-    nb: usize,
-    m: usize,
-    col0: usize,
-    team: usize,
-    fail: Option<(usize, usize)>,
-) -> Vec<RankEnd> {
-    let size = deal.iter().max().map_or(1, |&q| q + 1);
-    let (tx, rx) = mpsc::channel();
-    for ex in group(size, fail) {
-        let index: Vec<usize> = (0..tiles.len()).filter(|&i| deal[i] == ex.me).collect();
-        let mine: Vec<Tile> = index.iter().map(|&i| tiles[i].clone()).collect();
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let me = ex.me;
-            let shared = TeamExchange {
-                me,
-                members: size,
-                ex: Mutex::new(ex),
-                callers: Mutex::new(Vec::new()),
-            };
-            let mut mine = mine;
-            let outcomes = Mutex::new(vec![None; team]);
-            {
-                let mut refs: Vec<&mut Tile> = mine.iter_mut().collect();
-                let panel = DistTeamPanel::new(&mut refs, &index, nb, m);
-                run_threads(team, |member| {
-                    let r = panel.factor(col0, &shared, member);
-                    outcomes.lock().unwrap()[member.rank()] = Some(r);
-                })
-                .unwrap();
-            }
-            let TeamExchange { ex, callers, .. } = shared;
-            // Releases ranks waiting on this one after a failure.
-            let calls = ex.into_inner().unwrap().calls.get();
-            let leader = std::thread::current().id();
-            let end = RankEnd {
-                outcomes: outcomes
-                    .into_inner()
-                    .unwrap()
-                    .into_iter()
-                    .map(|o| o.expect("every member returned"))
-                    .collect(),
-                tiles: mine,
-                index,
-                calls,
-                only_rank_0_called: callers.into_inner().unwrap().iter().all(|&t| t == leader),
-            };
-            let _ = tx.send((me, end));
-        });
-    }
-    drop(tx);
-    let mut ends: Vec<Option<RankEnd>> = (0..size).map(|_| None).collect();
-    for _ in 0..size {
-        let (me, end) = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("a rank returns within a minute (a member panicked or hangs?)");
-        ends[me] = Some(end);
-    }
-    ends.into_iter().map(Option::unwrap).collect()
-}
-
 /// The `m × w` panel `a` in tiles of `nb` rows, a copy factored by `getrf_panel`, and
 /// its outcome.
-fn reference(
+pub(crate) fn reference(
     a: &[f64],
     m: usize,
     w: usize,
@@ -572,7 +467,7 @@ fn reference(
 /// A member (or rank) that succeeded among `ranks` ranks, `(ranks, m, w)`: one exchange
 /// per leaf column and per recursion step (none alone), and `getrf_panel`'s bits in each
 /// of its tiles (`index`: their panel tile numbers).
-fn assert_success(
+pub(crate) fn assert_success(
     what: &str,
     (ranks, m, w): (usize, usize, usize),
     calls: usize,
@@ -585,137 +480,4 @@ fn assert_success(
     for (t, &i) in tiles.iter().zip(index) {
         assert_same_bits(t, &want_tiles[i], &format!("{what}, tile {i}"));
     }
-}
-
-/// The `m × w` panel `a` factored by `getrf_panel`, then by 1 to 3 ranks (as many as
-/// there are tiles) under each deal, each rank a team of 1 to 3: the same outcome on
-/// every member of every rank; on success the same bits in every tile and
-/// `getrf_panel_dist`'s exchanges, made by team rank 0 only. Returns `getrf_panel`'s
-/// outcome.
-fn assert_teams_same_as_single(
-    a: &[f64],
-    m: usize,
-    w: usize,
-    nb: usize,
-    col0: usize,
-) -> Result<Vec<usize>, SingularColumn> {
-    let (tiles, want_tiles, want) = reference(a, m, w, nb, col0);
-    let want_dist = want.clone().map_err(DistPanelError::Singular);
-    for size in 1..=tiles.len().min(3) {
-        for deal in deals(tiles.len(), size, (m * w + size) as u64) {
-            for team in 1..=3 {
-                let what = format!("m={m} w={w} nb={nb} deal {deal:?} team {team}");
-                for (q, end) in run_teams(&tiles, &deal, nb, m, col0, team, None)
-                    .into_iter()
-                    .enumerate()
-                {
-                    assert!(
-                        end.only_rank_0_called,
-                        "{what}: rank {q}'s exchange callers"
-                    );
-                    for (r, outcome) in end.outcomes.iter().enumerate() {
-                        assert_eq!(outcome, &want_dist, "{what}: rank {q} member {r}");
-                    }
-                    if want.is_err() {
-                        continue;
-                    }
-                    let what = format!("{what}: rank {q}");
-                    let ranks = (size, m, w);
-                    assert_success(&what, ranks, end.calls, &end.tiles, &end.index, &want_tiles);
-                }
-            }
-        }
-    }
-    want
-}
-
-/// Shapes for the teams: recursing several levels (w = 24..40), once (w = 9, 13), a
-/// short last tile, w < nb, and one leaf.
-const TEAM_SHAPES: [(usize, usize, usize); 6] = [
-    (150, 40, 40),
-    (97, 24, 24),
-    (61, 13, 20),
-    (33, 9, 11),
-    (50, 5, 12),
-    (60, 32, 40),
-];
-
-#[test]
-fn teams_match_on_random_and_graded_panels() {
-    let mut rng = SplitMix64(19);
-    for (i, (m, w, nb)) in TEAM_SHAPES.into_iter().enumerate() {
-        let a = random_dense(m, w, 200 + i as u64);
-        assert_teams_same_as_single(&a, m, w, nb, 0).unwrap();
-        let mut g = a;
-        grade_rows(&mut g, m, w, &mut rng);
-        assert_teams_same_as_single(&g, m, w, nb, 0).unwrap();
-    }
-}
-
-#[test]
-fn teams_match_on_nearly_singular_and_tied_panels() {
-    for (m, w, nb, r) in [(150, 40, 40, 7), (97, 24, 24, 20)] {
-        let a = nearly_singular(m, w, r);
-        assert_teams_same_as_single(&a, m, w, nb, 0).unwrap();
-    }
-    let (m, w, nb) = (97, 24, 24);
-    let mut rng = SplitMix64(5);
-    let ones: Vec<f64> = (0..m * w)
-        .map(|_| if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 })
-        .collect();
-    assert_teams_same_as_single(&ones, m, w, nb, 0).unwrap();
-}
-
-#[test]
-fn teams_fail_singular_on_every_member() {
-    let (m, w, nb) = (150, 40, 40);
-    for zero_col in [0, 8, 20, 39] {
-        let mut a = random_dense(m, w, 40 + zero_col as u64);
-        a[zero_col * m..(zero_col + 1) * m].fill(0.0);
-        let e = assert_teams_same_as_single(&a, m, w, nb, 64).unwrap_err();
-        assert_eq!(e.column, 64 + zero_col);
-    }
-}
-
-#[test]
-fn a_failing_exchange_ends_every_member() {
-    // Calls 0..8 are the first leaf's columns, call 8 the first A12.
-    let (m, w, nb) = (150, 40, 40);
-    let a = random_dense(m, w, 9);
-    let tiles = tiles_of(&a, m, w, &split_rows(m, nb));
-    for team in 1..=3 {
-        for (failing, call) in [(0, 0), (1, 5), (0, 8), (2, 8), (1, 30)] {
-            let ends = run_teams(&tiles, &[0, 1, 2, 1], nb, m, 0, team, Some((failing, call)));
-            for (q, end) in ends.iter().enumerate() {
-                assert!(end.only_rank_0_called, "rank {q}'s exchange callers");
-                let first = end.outcomes[0].clone();
-                let Err(DistPanelError::Exchange(e)) = &first else {
-                    panic!("rank {q}: {first:?} after call {call} failed (team {team})");
-                };
-                if q == failing {
-                    assert!(e.contains(&format!("refuses call {call}")), "{e}");
-                    assert_eq!(end.calls, call + 1);
-                }
-                for o in &end.outcomes {
-                    assert_eq!(o, &first, "rank {q}, team {team}: every member the same");
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn a_team_panel_is_factored_once() {
-    let mut tiles = tiles_of(&random_dense(10, 4, 1), 10, 4, &[10]);
-    let mut refs: Vec<&mut Tile> = tiles.iter_mut().collect();
-    let panel = DistTeamPanel::new(&mut refs, &[0], 10, 10);
-    assert!(run_threads(2, |m| panel.factor(0, &Alone, m))
-        .unwrap()
-        .is_ok());
-    let e = run_threads(2, |m| panel.factor(0, &Alone, m)).err();
-    assert!(
-        e.as_deref()
-            .is_some_and(|e| e.contains("entered a panel already claimed")),
-        "{e:?}"
-    );
 }
