@@ -95,9 +95,10 @@ impl std::error::Error for DistPanelError {}
 /// - **Recursion step** (`n1 + n2` columns from `d`), one exchange: member 0 solves
 ///   `A12 := L11⁻¹ A12` in its top tile (the same faer call) and sends `A12` (`n1 × n2`); the
 ///   others send nothing. Every member then makes the single-core kernel's GEMM calls
-///   (`A22 −= A21·A12`, one per tile, [`gemm_row_block`] rows per faer call) on its rows
-///   below `d + n1`; a received `A12` is laid out with the top tile's column stride, so that
-///   faer gets the very operands' shapes and strides it gets in the single-core kernel.
+///   (`A22 −= A21·A12`, one per tile, [`gemm_row_block`](crate::kernels::gemm_row_block)
+///   rows per faer call) on its rows below `d + n1`; a received `A12` is laid out with the
+///   top tile's column stride, so that faer gets the very operands' shapes and strides it
+///   gets in the single-core kernel.
 ///
 /// **Why the bits are `getrf_panel`'s.** The single-core kernel defers interchanges: a leaf
 /// swaps rows in its own columns only, and a recursion step applies the interchanges of its
