@@ -344,6 +344,18 @@ impl Submitter {
     }
 }
 
+impl Submitter {
+    /// [`Shared::write_now`] on the runtime: `None` (nothing written) if it
+    /// is gone or the data is in use.
+    pub(crate) fn write_now(
+        &self,
+        data: &Arc<dyn crate::data::AnyHandle>,
+        write: impl FnOnce() -> Result<(), String>,
+    ) -> Option<Result<(), String>> {
+        self.0.upgrade()?.write_now(data, write)
+    }
+}
+
 /// The extra pending count of a task submitted held (see
 /// `Shared::submit_held`): releasing it lets the task become ready.
 pub(crate) struct Hold {

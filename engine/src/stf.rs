@@ -496,6 +496,56 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Write `data`'s host value at once with `write`, as a task declaring
+    /// it W would if it were submitted and ran now, provided no task uses
+    /// the data: its last writer has finished (its hooks too), so has every
+    /// reader since, no failure poisoned it, and it is still registered.
+    /// Returns `None` (nothing written) when the data is in use, or when
+    /// the runtime has devices or simulated time (a write is then a task:
+    /// replicas move, virtual time passes) or is traced (a trace shows every
+    /// write as a task): the caller submits a task instead.
+    ///
+    /// The handle's dependency lock is held while `write` runs, so a task
+    /// submitted on the data meanwhile waits for the lock and follows the
+    /// write. An `Err` from `write` poisons the data, as a failed writer
+    /// does: its later readers are cancelled instead of reading it.
+    pub(crate) fn write_now(
+        &self,
+        data: &Arc<dyn crate::data::AnyHandle>,
+        write: impl FnOnce() -> Result<(), String>,
+    ) -> Option<Result<(), String>> {
+        if self.sim.is_some() || !self.memory.devices.is_empty() || self.trace.is_some() {
+            return None;
+        }
+        let core = data.core();
+        let mut deps = lock(&core.deps);
+        // A last writer still referenced has not passed `writer_finished`,
+        // which comes after its hooks (a hook may be reading the data).
+        let writer_busy = deps
+            .last_writer
+            .as_ref()
+            .is_some_and(|w| w.node.strong_count() > 0);
+        if writer_busy || core.readers_running() || deps.poisoned_by.is_some() || deps.unregistered
+        {
+            return None;
+        }
+        let host = crate::memory::HOST;
+        if let Err(e) = data.acquire(data, host, AccessMode::W, true) {
+            return Some(Err(e));
+        }
+        let result = write();
+        data.release(host, AccessMode::W);
+        // Every earlier user has finished: no later task needs an edge.
+        deps.last_writer = None;
+        deps.readers.clear();
+        if let Err(e) = &result {
+            deps.poisoned_by = Some(format!("writing it in place failed: {e}"));
+        }
+        Some(result)
+    }
+}
+
 fn submit_error(task: &TaskBuilder, reason: String) -> Error {
     Error::Submit {
         task: task.display_name(),
@@ -542,6 +592,84 @@ mod tests {
 
     use crate::device::{Link, TaskCost};
     use crate::{Codelet, Config, Error, ReadWrite, Runtime, TaskBuilder};
+
+    /// Proves that `write_now` writes data only while no task uses it (a
+    /// running reader or a pending writer makes it decline), that a task
+    /// submitted after the write reads what it wrote, that a traced runtime
+    /// always declines, and that a failed write poisons the data for its
+    /// later readers, naming why.
+    #[test]
+    fn write_now_writes_only_data_no_task_uses() {
+        use crate::dist::DataRef;
+        use crate::{Read, Write};
+        use std::sync::mpsc::channel;
+        use std::sync::Mutex;
+
+        let rt = Runtime::with_workers(2).unwrap();
+        let h = rt.register_replicable(vec![0u8; 4]);
+        let d = DataRef::of(&h);
+        // SAFETY (every `unpack` below): `write_now` runs it only while no
+        // task uses the data.
+        let put = |bytes: &'static [u8]| {
+            rt.submitter()
+                .write_now(&d.handle, || unsafe { d.unpack(bytes) })
+        };
+        assert_eq!(put(&[1, 1, 1, 1]), Some(Ok(())), "nothing uses the data");
+
+        // A reader that runs until told: the write is declined meanwhile.
+        let (go, wait) = channel::<()>();
+        let wait = Mutex::new(wait);
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let seen2 = std::sync::Arc::clone(&seen);
+        let hold: Codelet<Read<Vec<u8>>> = Codelet::new("hold").cpu(move |_, _, v: &Vec<u8>| {
+            wait.lock().unwrap().recv().map_err(|e| e.to_string())?;
+            seen2.lock().unwrap().push(v.clone());
+            Ok(())
+        });
+        rt.task(&hold, h.r()).submit().unwrap();
+        assert_eq!(put(&[2, 2, 2, 2]), None, "a reader runs");
+        go.send(()).unwrap();
+        rt.wait_all().unwrap();
+        assert_eq!(seen.lock().unwrap().pop(), Some(vec![1, 1, 1, 1]));
+
+        // A writer that waits for the reader before it: declined too.
+        let set: Codelet<Write<Vec<u8>>> = Codelet::new("set").cpu(|_, _, v: &mut Vec<u8>| {
+            v.copy_from_slice(&[3, 3, 3, 3]);
+            Ok(())
+        });
+        rt.task(&hold, h.r()).submit().unwrap();
+        rt.task(&set, h.w()).submit().unwrap();
+        assert_eq!(put(&[4, 4, 4, 4]), None, "a writer is pending");
+        go.send(()).unwrap();
+        rt.wait_all().unwrap();
+        assert_eq!(put(&[5, 5, 5, 5]), Some(Ok(())), "all finished");
+        rt.task(&hold, h.r()).submit().unwrap();
+        go.send(()).unwrap();
+        rt.wait_all().unwrap();
+        assert_eq!(
+            seen.lock().unwrap().pop(),
+            Some(vec![5, 5, 5, 5]),
+            "a later reader reads the write"
+        );
+
+        // A failed write (wrong size) poisons the data: the next reader is
+        // cancelled, naming why.
+        let failed = put(&[6, 6]).expect("nothing uses the data");
+        assert!(failed.unwrap_err().contains("holds 4 bytes, but 2 arrived"));
+        rt.task(&hold, h.r()).submit().unwrap();
+        let e = rt.wait_all().unwrap_err().to_string();
+        assert!(e.contains("task 'hold'") && e.contains("cancelled"), "{e}");
+        let e = rt.unregister(h).unwrap_err().to_string();
+        assert!(e.contains("writing it in place failed"), "{e}");
+
+        let traced = Runtime::new(Config::with_workers(1).trace(true)).unwrap();
+        let t = traced.register_replicable(vec![0u8; 4]);
+        let dt = DataRef::of(&t);
+        let w = traced
+            .submitter()
+            .write_now(&dt.handle, || unsafe { dt.unpack(&[1, 1, 1, 1]) });
+        assert_eq!(w, None, "a trace shows every write as a task");
+    }
 
     #[test]
     fn a_task_no_worker_can_run_is_refused_naming_its_codelet() {

@@ -111,6 +111,12 @@ impl HandleCore {
         }
     }
 
+    /// Whether a task that declared R on this handle has not finished (its
+    /// hooks included).
+    pub(crate) fn readers_running(&self) -> bool {
+        self.live_readers.load(Ordering::Acquire) > 0
+    }
+
     pub(crate) fn display_name(&self) -> String {
         self.display().to_owned()
     }

@@ -5,10 +5,13 @@
 //! grouped by rank, and one message per destination rank carries the
 //! task's key and, once each, the bytes of the data the task wrote that
 //! those successors read ([`DistClasses::flows`]). On arrival the receiving
-//! rank submits one *receive task* per data item — it declares the local
-//! copy W and writes the bytes in its body, so the engine orders it after
-//! every task still reading the previous version (no write-after-read hazard
-//! across versions) and before the successors, which it then satisfies.
+//! rank writes each data item into its local copy before it satisfies the
+//! successors: at once, on the routing thread, when no task uses the copy
+//! and the item is small (`Shared::write_now`: no task, no queue round);
+//! otherwise through a *receive task* that declares the copy W and writes
+//! the bytes in its body, so the engine orders it after every task still
+//! reading the previous version (no write-after-read hazard across
+//! versions) and before the successors.
 //!
 //! Termination: each rank knows how many tasks it owns
 //! ([`DistClasses::owned`]); its run ends when they have all finished and
@@ -99,6 +102,13 @@ fn encode_items<K: Serialize>(
     }
     Ok((w, bytes))
 }
+
+/// The largest data item written into its copy by the routing callback
+/// itself when no task uses the copy (`Shared::write_now`), with no receive
+/// task: a submission, a queue round and a completion per remote edge
+/// saved. A larger one is copied by a receive task on a worker, so the
+/// thread that routes messages is not held by a long copy.
+const INLINE_MAX: usize = 64 << 10;
 
 /// The codelet of receive tasks; a task's arguments, (data key, source
 /// rank), make its label only when a trace or a message needs it.
@@ -249,10 +259,21 @@ where
             let n = r.u32()?;
             for _ in 0..n {
                 let dk = r.u64()?;
-                let len = r.bytes()?.len();
-                let end = r.position();
+                let bytes = r.bytes()?;
+                let data = classes2.data(dk);
+                if bytes.len() <= INLINE_MAX {
+                    // SAFETY: `write_now` runs the closure only while no
+                    // task uses the data, holding its dependency lock, as
+                    // a receive task declaring it W would run.
+                    let write = || unsafe { data.unpack(bytes) };
+                    if let Some(written) = submitter.write_now(&data.handle, write) {
+                        written?;
+                        continue;
+                    }
+                }
+                let (len, end) = (bytes.len(), r.position());
                 let (msg, range) = (Arc::clone(&body), end - len..end);
-                let task = recv_task(&recv, classes2.data(dk), dk, from, msg, range);
+                let task = recv_task(&recv, data, dk, from, msg, range);
                 submitter.submit(task).map_err(|e| e.to_string())?;
             }
             let mut succ = Vec::new();
