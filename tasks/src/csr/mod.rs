@@ -211,7 +211,7 @@ impl Csr {
     /// same products with both layouts, 11 alternated rounds in one process, the 2-core EPYC
     /// VM) measured a median `u32`/compact time of 1.078 and 1.037, and 1.104 on
     /// `stencil27:200`; short rows lose ([`COMPACT_MIN_ROW_LEN`]). Gaps rather than offsets
-    /// from the row's first column (the first form, 1.037 and 1.015 on `stencil27:150`): a
+    /// from the row's first column (offsets measured 1.037 and 1.015 on `stencil27:150`): a
     /// 3-D grid's rows span about 2·N² columns but their largest gap is about N², so the
     /// stencils qualify up to N = 256 instead of 180. Rows with wider gaps (power-law graphs,
     /// a distributed rank's halo columns) or unsorted columns keep the `u32` kernel, as

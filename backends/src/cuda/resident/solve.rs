@@ -13,8 +13,8 @@ impl ResidentLu<'_> {
     /// Solves `A·x = b` from the factors still on the device (HPL's layout:
     /// panel `k`'s interchanges applied to `x` at step `k`), on the update
     /// stream, after [`ResidentLu::finish`]: the host never reads the
-    /// factors (their `n²` doubles on one host core took longer than the
-    /// factorisation). Blocked as the factorisation: per panel an
+    /// factors (solving with their `n²` doubles on one host core takes
+    /// longer than the factorisation). Blocked as the factorisation: per panel an
     /// interchange of `x`, a triangular solve and a matrix-vector product.
     pub fn solve(&self, b: &[f64]) -> Result<Vec<f64>, String> {
         self.solve_on_device(b, self.n)
