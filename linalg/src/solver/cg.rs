@@ -23,18 +23,19 @@
 //! the stop flag), so `x`, the history and the iteration count are those of a run that
 //! waited for every result: the arithmetic is the same operations in the same order.
 
+use std::ops::Range;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Instant;
 
-use tessera_engine::{Error, Runtime, TaskHandle};
+use tessera_engine::{BodyError, Error, Runtime, TaskHandle};
 use tessera_tasks::kernels::blas1::{precondition, update_p, update_xr, update_xrz};
 
 use super::phases::{
-    multiply_dot, submit_blocks, submit_join, MultiplyDot, CG_INIT, CG_UPDATE_P, CG_UPDATE_XR,
-    JACOBI,
+    multiply_dot, submit_blocks, submit_join, HaloClock, MultiplyDot, CG_INIT, CG_UPDATE_P,
+    CG_UPDATE_XR, JACOBI,
 };
-use super::progress::{Part, Progress, Scalar};
+use super::progress::{Part, Progress, Scalar, State};
 use super::vector::{Partials, SharedVec};
 use super::{check_square, Operator, StopReason};
 use crate::spmv::IterStats;
@@ -142,9 +143,9 @@ pub struct CgOptions {
 }
 
 /// The smallest relative tolerance CG takes: ten times the machine epsilon. Below it no
-/// double-precision residual can be trusted to tell converged from not (issue 42: `--rtol
-/// 1e-30` printed "converged" beside a true residual of 1.5e-13: the recursive residual
-/// kept shrinking past what the arithmetic holds).
+/// double-precision residual can be trusted to tell converged from not: the recursive
+/// residual keeps shrinking past what the arithmetic holds while the true residual
+/// `||b − A·x||` stalls, so a run would report "converged" on a residual it never reached.
 pub const RTOL_MIN: f64 = 10.0 * f64::EPSILON;
 
 /// `Err` unless `rtol` is a finite number of at least [`RTOL_MIN`]; the drivers check
@@ -191,7 +192,7 @@ pub fn conjugate_gradient<O: Operator + ?Sized>(
     if opts.variant == CgVariant::Pipelined {
         return super::pipelined::run(rt, op, b, opts, dinv, t0);
     }
-    let cg = Standard {
+    let cg = Arc::new(Standard {
         x: SharedVec::zeros(n),
         r: SharedVec::new(b.to_vec()),
         p: SharedVec::zeros(n),
@@ -200,10 +201,10 @@ pub fn conjugate_gradient<O: Operator + ?Sized>(
         dinv,
         dots,
         progress: Progress::new(t0),
-        scalars: Arc::default(),
+        scalars: Scalars::default(),
         rtol: opts.rtol,
         max_iters: opts.max_iters,
-    };
+    });
     // Convergence tests are numbered: the first residual's 0, iteration `k`'s `k + 1`.
     let mut last_test = cg.submit_init(rt, op)?;
     let mut after = last_test.clone();
@@ -216,17 +217,9 @@ pub fn conjugate_gradient<O: Operator + ?Sized>(
         (last_test, after) = (test, end);
     }
     op.wait(rt)?;
-    let Standard {
-        x,
-        progress,
-        r,
-        p,
-        q,
-        z,
-        dinv,
-        ..
-    } = cg;
-    drop((r, p, q, z, dinv));
+    // Every task has ended: the run's state goes, `x` and the progress stay.
+    let (x, progress) = (Arc::clone(&cg.x), Arc::clone(&cg.progress));
+    drop(cg);
     finish(&progress, opts, t0).map(|stats| (SharedVec::into_vec(x), stats))
 }
 
@@ -254,7 +247,9 @@ struct Scalars {
     bnorm: Scalar,
 }
 
-/// A standard CG run's vectors and shared state (see the module doc).
+/// A standard CG run's vectors and shared state (see the module doc). The run holds it in
+/// one `Arc`, and every closure its tasks run (a phase's block body, a sum's two halves, a
+/// join) captures one clone of that `Arc` and calls the method of its phase below.
 struct Standard {
     x: Arc<SharedVec>,
     r: Arc<SharedVec>,
@@ -264,94 +259,125 @@ struct Standard {
     dinv: Option<Arc<SharedVec>>,
     dots: Arc<Partials>,
     progress: Arc<Progress>,
-    scalars: Arc<Scalars>,
+    scalars: Scalars,
     rtol: f64,
     max_iters: usize,
 }
 
 impl Standard {
+    /// This process's two partial sums of the last phase, as a sum's part.
+    fn dot_sums(&self) -> Vec<f64> {
+        let (a, b) = self.dots.sums();
+        vec![a, b]
+    }
+
+    /// The run's state for a sum's result, the time since the last mark accounted to the
+    /// reduction; `None` once the run stopped (the result is then not used).
+    fn lock_for_reduce(&self) -> Option<MutexGuard<'_, State>> {
+        if self.progress.is_stopped() {
+            return None;
+        }
+        let mut st = self.progress.lock();
+        st.account(Part::Reduce);
+        Some(st)
+    }
+
     /// `r = b` (set already); `z = D⁻¹·r`; `p = z`, and the sum of `r·z`, `r·r`, which makes
     /// the first convergence test. Returns the sum's task.
-    fn submit_init<O: Operator + ?Sized>(&self, rt: &Runtime, op: &O) -> Result<TaskHandle, Error> {
-        let (r, p, z, dinv, dots) = (
-            Arc::clone(&self.r),
-            Arc::clone(&self.p),
-            self.z.clone(),
-            self.dinv.clone(),
-            Arc::clone(&self.dots),
-        );
+    fn submit_init<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+    ) -> Result<TaskHandle, Error> {
+        let cg = Arc::clone(self);
         let tasks = submit_blocks(
             rt,
             op,
             &CG_INIT,
             &[],
-            Arc::new(move |blk, rows| {
-                // SAFETY (vector discipline): this phase reads `r`, `dinv` and writes its
-                // own rows of `z` and `p`, which no other task of the phase touches.
-                let (rb, pb) = unsafe { (r.slice(rows.clone()), p.slice_mut(rows.clone())) };
-                let d = match (&z, &dinv) {
-                    (Some(z), Some(dinv)) => {
-                        let (zb, db) =
-                            unsafe { (z.slice_mut(rows.clone()), dinv.slice(rows.clone())) };
-                        let d = precondition(db, rb, zb);
-                        pb.copy_from_slice(zb);
-                        d
-                    }
-                    _ => {
-                        pb.copy_from_slice(rb);
-                        let rr = rb.iter().map(|v| v * v).sum::<f64>();
-                        (rr, rr)
-                    }
-                };
-                dots.set(blk, d);
-                Ok(())
-            }),
+            Arc::new(move |blk, rows| cg.init_block(blk, rows)),
         )?;
-        let (pr, pr2, sc, dots) = (
-            Arc::clone(&self.progress),
-            Arc::clone(&self.progress),
-            Arc::clone(&self.scalars),
-            Arc::clone(&self.dots),
-        );
-        let (rtol, max_iters) = (self.rtol, self.max_iters);
+        let (cg, then) = (Arc::clone(self), Arc::clone(self));
         op.submit_sum(
             rt,
             &tasks,
-            Box::new(move || {
-                pr.lock().account(Part::Vector);
-                let (a, b) = dots.sums();
-                vec![a, b]
-            }),
-            Box::new(move |s| {
-                let mut st = pr2.lock();
-                st.account(Part::Reduce);
-                let (rz, rr) = (s[0], s[1]);
-                let bnorm = rr.sqrt().max(f64::MIN_POSITIVE);
-                sc.rz.set(rz);
-                sc.bnorm.set(bnorm);
-                if rr.sqrt() <= rtol * bnorm {
-                    pr2.stop(&mut st, Ok(StopReason::Converged), 0);
-                } else if max_iters == 0 {
-                    pr2.stop(&mut st, Ok(StopReason::MaxIterations), 0);
-                }
-                Ok(())
-            }),
+            Box::new(move || cg.init_part()),
+            Box::new(move |s| then.first_test(s)),
         )
     }
 
-    /// Submit iteration `k`, its multiply after `after`. Returns the task of its convergence
-    /// test (the second sum) and its end (the join the next multiply goes after).
+    /// The set-up's block `blk`: `z = D⁻¹·r` (with Jacobi), `p = z` (else `p = r`), and its
+    /// partials of `r·z`, `r·r`.
+    fn init_block(&self, blk: usize, rows: Range<usize>) -> Result<(), BodyError> {
+        // SAFETY (vector discipline): this phase reads `r`, `dinv` and writes its
+        // own rows of `z` and `p`, which no other task of the phase touches.
+        let (rb, pb) = unsafe { (self.r.slice(rows.clone()), self.p.slice_mut(rows.clone())) };
+        let d = match (&self.z, &self.dinv) {
+            (Some(z), Some(dinv)) => {
+                let (zb, db) = unsafe { (z.slice_mut(rows.clone()), dinv.slice(rows.clone())) };
+                let d = precondition(db, rb, zb);
+                pb.copy_from_slice(zb);
+                d
+            }
+            _ => {
+                pb.copy_from_slice(rb);
+                let rr = rb.iter().map(|v| v * v).sum::<f64>();
+                (rr, rr)
+            }
+        };
+        self.dots.set(blk, d);
+        Ok(())
+    }
+
+    /// This process's part of the set-up's sum: `r·z`, `r·r`.
+    fn init_part(&self) -> Vec<f64> {
+        self.progress.lock().account(Part::Vector);
+        self.dot_sums()
+    }
+
+    /// The first convergence test (number 0), from the sums `s = [r·z, r·r]` of `r = b`:
+    /// sets `r·z` and `||b||`.
+    fn first_test(&self, s: &[f64]) -> Result<(), BodyError> {
+        let (pr, sc) = (&self.progress, &self.scalars);
+        let mut st = pr.lock();
+        st.account(Part::Reduce);
+        let (rz, rr) = (s[0], s[1]);
+        let bnorm = rr.sqrt().max(f64::MIN_POSITIVE);
+        sc.rz.set(rz);
+        sc.bnorm.set(bnorm);
+        if rr.sqrt() <= self.rtol * bnorm {
+            pr.stop(&mut st, Ok(StopReason::Converged), 0);
+        } else if self.max_iters == 0 {
+            pr.stop(&mut st, Ok(StopReason::MaxIterations), 0);
+        }
+        Ok(())
+    }
+
+    /// Submit iteration `k`, its multiply after `after`: one phase after the other (see the
+    /// module doc). Returns the task of its convergence test (the second sum) and its end
+    /// (the join the next multiply goes after).
     fn submit_iteration<O: Operator + ?Sized>(
-        &self,
+        self: &Arc<Self>,
         rt: &Runtime,
         op: &O,
         k: usize,
         after: &TaskHandle,
     ) -> Result<(TaskHandle, TaskHandle), Error> {
-        let pr = &self.progress;
-        let halo = op.halo_clock();
+        let alpha = self.submit_multiply(rt, op, k, after)?;
+        let test = self.submit_update_xr(rt, op, k, &alpha)?;
+        let end = self.submit_update_p(rt, op, &test)?;
+        Ok((test, end))
+    }
 
-        // 1. q = A·p with p·q; α.
+    /// Phase 1 of iteration `k`: `q = A·p` fused with the partials of `p·q`, after `after`;
+    /// its sum computes `α`. Returns the sum's task.
+    fn submit_multiply<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+        k: usize,
+        after: &TaskHandle,
+    ) -> Result<TaskHandle, Error> {
         let tasks = multiply_dot(
             rt,
             op,
@@ -360,167 +386,179 @@ impl Standard {
                 y: &self.q,
                 dots: &self.dots,
                 after: Some(after),
-                stop: Some(&pr.stopped),
+                stop: Some(&self.progress.stopped),
             },
         )?;
-        let (pr1, pr2, sc, dots) = (
-            Arc::clone(pr),
-            Arc::clone(pr),
-            Arc::clone(&self.scalars),
-            Arc::clone(&self.dots),
-        );
-        let alpha = op.submit_sum(
+        let halo = op.halo_clock();
+        let (cg, then) = (Arc::clone(self), Arc::clone(self));
+        op.submit_sum(
             rt,
             &tasks,
-            Box::new(move || {
-                if !pr1.is_stopped() {
-                    let mut st = pr1.lock();
-                    st.account(Part::Spmv);
-                    st.halo_wait(halo.map_or(0.0, |c| c.take()));
-                }
-                let (a, b) = dots.sums();
-                vec![a, b]
-            }),
-            Box::new(move |s| {
-                if pr2.is_stopped() {
-                    return Ok(());
-                }
-                let mut st = pr2.lock();
-                st.account(Part::Reduce);
-                let pq = s[0];
-                if let Some(why) = curvature_breakdown(st.stats.iterations, pq) {
-                    pr2.stop(&mut st, Err(why), k + 1);
-                } else {
-                    sc.alpha.set(sc.rz.get() / pq);
-                }
-                Ok(())
-            }),
-        )?;
+            Box::new(move || cg.multiply_part(halo)),
+            Box::new(move |s| then.set_alpha(k, s)),
+        )
+    }
 
-        // 2. x += α·p, r −= α·q (z = D⁻¹·r) with r·z, r·r; β and the convergence test.
-        let tasks = {
-            let (x, r, p, q, z, dinv, dots, sc, pr) = (
-                Arc::clone(&self.x),
-                Arc::clone(&self.r),
-                Arc::clone(&self.p),
-                Arc::clone(&self.q),
-                self.z.clone(),
-                self.dinv.clone(),
-                Arc::clone(&self.dots),
-                Arc::clone(&self.scalars),
-                Arc::clone(pr),
-            );
-            submit_blocks(
-                rt,
-                op,
-                &CG_UPDATE_XR,
-                std::slice::from_ref(&alpha),
-                Arc::new(move |blk, rows| {
-                    if pr.is_stopped() {
-                        return Ok(());
-                    }
-                    let alpha = sc.alpha.get();
-                    // SAFETY (vector discipline): this phase reads `p`, `q`, `dinv` and
-                    // writes its own rows of `x`, `r`, `z`, which no other task touches.
-                    let (xb, rb, pb, qb) = unsafe {
-                        (
-                            x.slice_mut(rows.clone()),
-                            r.slice_mut(rows.clone()),
-                            p.slice(rows.clone()),
-                            q.slice(rows.clone()),
-                        )
-                    };
-                    let d = match (&z, &dinv) {
-                        (Some(z), Some(dinv)) => {
-                            let (zb, db) =
-                                unsafe { (z.slice_mut(rows.clone()), dinv.slice(rows.clone())) };
-                            update_xrz(alpha, pb, qb, db, xb, rb, zb)
-                        }
-                        _ => {
-                            let rr = update_xr(alpha, pb, qb, xb, rb);
-                            (rr, rr)
-                        }
-                    };
-                    dots.set(blk, d);
-                    Ok(())
-                }),
-            )?
+    /// This process's part of `p·q` (and `q·q`, unused); accounts the multiply and its halo
+    /// wait unless the run stopped.
+    fn multiply_part(&self, halo: Option<Arc<HaloClock>>) -> Vec<f64> {
+        let pr = &self.progress;
+        if !pr.is_stopped() {
+            let mut st = pr.lock();
+            st.account(Part::Spmv);
+            st.halo_wait(halo.map_or(0.0, |c| c.take()));
+        }
+        self.dot_sums()
+    }
+
+    /// `α = r·z / p·q` of iteration `k` from the sums `s = [p·q, q·q]`, or a breakdown.
+    fn set_alpha(&self, k: usize, s: &[f64]) -> Result<(), BodyError> {
+        let (pr, sc) = (&self.progress, &self.scalars);
+        let Some(mut st) = self.lock_for_reduce() else {
+            return Ok(());
         };
-        let (pr1, pr2, sc, dots) = (
-            Arc::clone(pr),
-            Arc::clone(pr),
-            Arc::clone(&self.scalars),
-            Arc::clone(&self.dots),
-        );
-        let (rtol, max_iters) = (self.rtol, self.max_iters);
-        let test = op.submit_sum(
+        let pq = s[0];
+        if let Some(why) = curvature_breakdown(st.stats.iterations, pq) {
+            pr.stop(&mut st, Err(why), k + 1);
+        } else {
+            sc.alpha.set(sc.rz.get() / pq);
+        }
+        Ok(())
+    }
+
+    /// Phase 2 of iteration `k`, after `alpha` (the task that set `α`): `x += α·p`,
+    /// `r −= α·q` (Jacobi: `z = D⁻¹·r`) fused with the partials of `r·z` and `r·r`; its sum
+    /// computes `β` and makes the convergence test. Returns the sum's task.
+    fn submit_update_xr<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+        k: usize,
+        alpha: &TaskHandle,
+    ) -> Result<TaskHandle, Error> {
+        let cg = Arc::clone(self);
+        let tasks = submit_blocks(
+            rt,
+            op,
+            &CG_UPDATE_XR,
+            std::slice::from_ref(alpha),
+            Arc::new(move |blk, rows| cg.update_xr_block(blk, rows)),
+        )?;
+        let (cg, then) = (Arc::clone(self), Arc::clone(self));
+        op.submit_sum(
             rt,
             &tasks,
-            Box::new(move || {
-                if !pr1.is_stopped() {
-                    pr1.lock().account(Part::Vector);
-                }
-                let (a, b) = dots.sums();
-                vec![a, b]
-            }),
-            Box::new(move |s| {
-                if pr2.is_stopped() {
-                    return Ok(());
-                }
-                let mut st = pr2.lock();
-                st.account(Part::Reduce);
-                let (rz_new, rr_new) = (s[0], s[1]);
-                if let Some(why) = rz_breakdown(st.stats.iterations, rz_new) {
-                    pr2.stop(&mut st, Err(why), k + 1);
-                    return Ok(());
-                }
-                let bnorm = sc.bnorm.get();
-                st.stats.iterations += 1;
-                st.stats.history.push(rr_new.sqrt() / bnorm);
-                sc.beta.set(rz_new / sc.rz.get());
-                sc.rz.set(rz_new);
-                if rr_new.sqrt() <= rtol * bnorm {
-                    pr2.stop(&mut st, Ok(StopReason::Converged), k + 1);
-                } else if k + 1 == max_iters {
-                    // `p` is not updated again.
-                    pr2.stop(&mut st, Ok(StopReason::MaxIterations), k + 1);
-                }
-                Ok(())
-            }),
-        )?;
+            Box::new(move || cg.update_xr_part()),
+            Box::new(move |s| then.test_convergence(k, s)),
+        )
+    }
 
-        // 3. p = z + β·p, then the join.
-        let tasks = {
-            let (p, src, sc, pr) = (
-                Arc::clone(&self.p),
-                Arc::clone(self.z.as_ref().unwrap_or(&self.r)),
-                Arc::clone(&self.scalars),
-                Arc::clone(pr),
-            );
-            submit_blocks(
-                rt,
-                op,
-                &CG_UPDATE_P,
-                std::slice::from_ref(&test),
-                Arc::new(move |_, rows| {
-                    if pr.is_stopped() {
-                        return Ok(());
-                    }
-                    // SAFETY (vector discipline): this phase reads `z` (or `r`) and writes
-                    // its own rows of `p`, which no other task touches.
-                    let (zb, pb) = unsafe { (src.slice(rows.clone()), p.slice_mut(rows)) };
-                    update_p(sc.beta.get(), zb, pb);
-                    Ok(())
-                }),
-            )?
+    /// Phase 2's block `blk` (see [`Standard::submit_update_xr`]); nothing once the run
+    /// stopped.
+    fn update_xr_block(&self, blk: usize, rows: Range<usize>) -> Result<(), BodyError> {
+        if self.progress.is_stopped() {
+            return Ok(());
+        }
+        let alpha = self.scalars.alpha.get();
+        // SAFETY (vector discipline): this phase reads `p`, `q`, `dinv` and
+        // writes its own rows of `x`, `r`, `z`, which no other task touches.
+        let (xb, rb, pb, qb) = unsafe {
+            (
+                self.x.slice_mut(rows.clone()),
+                self.r.slice_mut(rows.clone()),
+                self.p.slice(rows.clone()),
+                self.q.slice(rows.clone()),
+            )
         };
-        let pr = Arc::clone(pr);
-        let end = submit_join(rt, &tasks, move || {
-            if !pr.is_stopped() {
-                pr.lock().account(Part::Vector);
+        let d = match (&self.z, &self.dinv) {
+            (Some(z), Some(dinv)) => {
+                let (zb, db) = unsafe { (z.slice_mut(rows.clone()), dinv.slice(rows.clone())) };
+                update_xrz(alpha, pb, qb, db, xb, rb, zb)
             }
-        })?;
-        Ok((test, end))
+            _ => {
+                let rr = update_xr(alpha, pb, qb, xb, rb);
+                (rr, rr)
+            }
+        };
+        self.dots.set(blk, d);
+        Ok(())
+    }
+
+    /// This process's part of phase 2's sum: `r·z`, `r·r`.
+    fn update_xr_part(&self) -> Vec<f64> {
+        let pr = &self.progress;
+        if !pr.is_stopped() {
+            pr.lock().account(Part::Vector);
+        }
+        self.dot_sums()
+    }
+
+    /// Convergence test `k + 1`, from the sums `s = [r·z, r·r]` of iteration `k`: records
+    /// the iteration, sets `β` and `r·z`, and stops the run when converged, at the
+    /// iteration limit, or on a breakdown.
+    fn test_convergence(&self, k: usize, s: &[f64]) -> Result<(), BodyError> {
+        let (pr, sc) = (&self.progress, &self.scalars);
+        let Some(mut st) = self.lock_for_reduce() else {
+            return Ok(());
+        };
+        let (rz_new, rr_new) = (s[0], s[1]);
+        if let Some(why) = rz_breakdown(st.stats.iterations, rz_new) {
+            pr.stop(&mut st, Err(why), k + 1);
+            return Ok(());
+        }
+        let bnorm = sc.bnorm.get();
+        st.stats.iterations += 1;
+        st.stats.history.push(rr_new.sqrt() / bnorm);
+        sc.beta.set(rz_new / sc.rz.get());
+        sc.rz.set(rz_new);
+        if rr_new.sqrt() <= self.rtol * bnorm {
+            pr.stop(&mut st, Ok(StopReason::Converged), k + 1);
+        } else if k + 1 == self.max_iters {
+            // `p` is not updated again.
+            pr.stop(&mut st, Ok(StopReason::MaxIterations), k + 1);
+        }
+        Ok(())
+    }
+
+    /// Phase 3, after `test` (the task that set `β`): `p = z + β·p` (`z` is `r` without a
+    /// preconditioner), then the join the next multiply goes after. Returns the join.
+    fn submit_update_p<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+        test: &TaskHandle,
+    ) -> Result<TaskHandle, Error> {
+        let cg = Arc::clone(self);
+        let tasks = submit_blocks(
+            rt,
+            op,
+            &CG_UPDATE_P,
+            std::slice::from_ref(test),
+            Arc::new(move |_, rows| cg.update_p_block(rows)),
+        )?;
+        let cg = Arc::clone(self);
+        submit_join(rt, &tasks, move || cg.end_iteration())
+    }
+
+    /// Phase 3's block of rows `rows`; nothing once the run stopped.
+    fn update_p_block(&self, rows: Range<usize>) -> Result<(), BodyError> {
+        if self.progress.is_stopped() {
+            return Ok(());
+        }
+        let src = self.z.as_ref().unwrap_or(&self.r);
+        // SAFETY (vector discipline): this phase reads `z` (or `r`) and writes
+        // its own rows of `p`, which no other task touches.
+        let (zb, pb) = unsafe { (src.slice(rows.clone()), self.p.slice_mut(rows)) };
+        update_p(self.scalars.beta.get(), zb, pb);
+        Ok(())
+    }
+
+    /// The iteration's end: accounts phase 3 unless the run stopped.
+    fn end_iteration(&self) {
+        let pr = &self.progress;
+        if !pr.is_stopped() {
+            pr.lock().account(Part::Vector);
+        }
     }
 }
 
@@ -588,7 +626,7 @@ mod tests {
             assert!(e.contains("must be a positive number"), "{e}");
         }
         assert!(check_rtol(1e-8).is_ok());
-        // Issue 42, item 8: a tolerance no double-precision residual reaches.
+        // A tolerance no double-precision residual reaches.
         for unreachable in [1e-30, 1e-16, 2e-15] {
             let e = check_rtol(unreachable).unwrap_err();
             assert!(e.contains("10 x the machine epsilon"), "{e}");

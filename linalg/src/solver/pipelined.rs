@@ -36,15 +36,16 @@
 //! The submitting thread waits as in the standard CG ([`super::cg`]): once per iteration,
 //! one iteration behind, with the stop flag making the iteration submitted ahead a no-op.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_engine::{Error, Runtime, TaskHandle};
+use tessera_engine::{BodyError, Error, Runtime, TaskHandle};
 use tessera_tasks::kernels::blas1::{pipecg_update, PipeBlock, PipePre};
 
 use super::cg::{curvature_breakdown, finish, rz_breakdown, CgOptions};
 use super::phases::{
-    multiply_dot, submit_blocks, submit_join, MultiplyDot, CG_INIT, PIPECG_DOTS,
+    multiply_dot, submit_blocks, submit_join, HaloClock, MultiplyDot, CG_INIT, PIPECG_DOTS,
     PIPECG_PRECONDITION, PIPECG_UPDATE,
 };
 use super::progress::{Part, Progress, Scalar};
@@ -69,7 +70,9 @@ struct Pre {
     q: Arc<SharedVec>,
 }
 
-/// One pipelined run's vectors and shared state.
+/// One pipelined run's vectors and shared state. The run holds it in one `Arc`, and every
+/// closure its tasks run (a phase's block body, a sum's two halves, a join) captures one
+/// clone of that `Arc` and calls the method of its phase.
 struct Pipelined {
     x: Arc<SharedVec>,
     r: Arc<SharedVec>,
@@ -84,7 +87,7 @@ struct Pipelined {
     /// What the multiplies' fused dots write (not read).
     scratch: Arc<Partials>,
     progress: Arc<Progress>,
-    scalars: Arc<Scalars>,
+    scalars: Scalars,
     rtol: f64,
     max_iters: usize,
 }
@@ -99,7 +102,7 @@ pub(crate) fn run<O: Operator + ?Sized>(
     t0: Instant,
 ) -> Result<(Vec<f64>, IterStats), Error> {
     let (n, blocks) = (op.local_rows(), op.row_blocks().len());
-    let cg = Pipelined {
+    let cg = Arc::new(Pipelined {
         x: SharedVec::zeros(n),
         r: SharedVec::new(b.to_vec()),
         w: SharedVec::zeros(n),
@@ -116,10 +119,10 @@ pub(crate) fn run<O: Operator + ?Sized>(
         dots: Partials::wide(blocks, 3),
         scratch: Partials::new(blocks),
         progress: Progress::new(t0),
-        scalars: Arc::default(),
+        scalars: Scalars::default(),
         rtol: opts.rtol,
         max_iters: opts.max_iters,
-    };
+    });
     let mut after = cg.submit_init(rt, op)?;
     let mut last_test: Option<TaskHandle> = None;
     // Iteration `max_iters` only makes the last convergence test.
@@ -136,7 +139,9 @@ pub(crate) fn run<O: Operator + ?Sized>(
     }
     op.wait(rt)?;
     let stats = finish(&cg.progress, opts, t0)?;
-    let Pipelined { x, .. } = cg;
+    // Every task has ended: the run's state goes, `x` stays.
+    let x = Arc::clone(&cg.x);
+    drop(cg);
     Ok((SharedVec::into_vec(x), stats))
 }
 
@@ -153,34 +158,20 @@ impl Pipelined {
 
     /// `u = M⁻¹·r`, `w = A·u`, then the dots of the first sum. Returns the end of the dots
     /// phase (the first iteration's sum and `m` go after it).
-    fn submit_init<O: Operator + ?Sized>(&self, rt: &Runtime, op: &O) -> Result<TaskHandle, Error> {
+    fn submit_init<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+    ) -> Result<TaskHandle, Error> {
         let mut after: Option<TaskHandle> = None;
-        if let Some(pre) = &self.pre {
-            let (r, u, dinv) = (
-                Arc::clone(&self.r),
-                Arc::clone(&pre.u),
-                Arc::clone(&pre.dinv),
-            );
+        if self.pre.is_some() {
+            let cg = Arc::clone(self);
             let tasks = submit_blocks(
                 rt,
                 op,
                 &CG_INIT,
                 &[],
-                Arc::new(move |_, rows| {
-                    // SAFETY (vector discipline): this phase reads `r`, `dinv` and writes its
-                    // own rows of `u`.
-                    let (rb, db, ub) = unsafe {
-                        (
-                            r.slice(rows.clone()),
-                            dinv.slice(rows.clone()),
-                            u.slice_mut(rows),
-                        )
-                    };
-                    for ((u, d), r) in ub.iter_mut().zip(db).zip(rb) {
-                        *u = d * r;
-                    }
-                    Ok(())
-                }),
+                Arc::new(move |_, rows| cg.precondition_r_block(rows)),
             )?;
             after = Some(submit_join(rt, &tasks, || ())?);
         }
@@ -195,139 +186,150 @@ impl Pipelined {
                 stop: None,
             },
         )?;
-        let (r, u, w, dots, halo) = (
-            Arc::clone(&self.r),
-            Arc::clone(self.u()),
-            Arc::clone(&self.w),
-            Arc::clone(&self.dots),
-            op.halo_clock(),
-        );
+        let halo = op.halo_clock();
         let join = submit_join(rt, &tasks, move || {
             if let Some(c) = halo {
                 c.take();
             }
         })?;
+        let cg = Arc::clone(self);
         let tasks = submit_blocks(
             rt,
             op,
             &PIPECG_DOTS,
             std::slice::from_ref(&join),
-            Arc::new(move |blk, rows| {
-                // SAFETY (vector discipline): this phase only reads.
-                let (rb, ub, wb) =
-                    unsafe { (r.slice(rows.clone()), u.slice(rows.clone()), w.slice(rows)) };
-                let (mut ru, mut wu, mut rr) = (0.0, 0.0, 0.0);
-                for i in 0..rb.len() {
-                    ru += rb[i] * ub[i];
-                    wu += wb[i] * ub[i];
-                    rr += rb[i] * rb[i];
-                }
-                dots.set_all(blk, &[ru, wu, rr]);
-                Ok(())
-            }),
+            Arc::new(move |blk, rows| cg.first_dots_block(blk, rows)),
         )?;
-        let pr = Arc::clone(&self.progress);
-        submit_join(rt, &tasks, move || pr.lock().account(Part::Vector))
+        let cg = Arc::clone(self);
+        submit_join(rt, &tasks, move || cg.progress.lock().account(Part::Vector))
+    }
+
+    /// The set-up's `u = D⁻¹·r` on rows `rows` (with a preconditioner only).
+    fn precondition_r_block(&self, rows: Range<usize>) -> Result<(), BodyError> {
+        let pre = self.pre.as_ref().expect("a preconditioned run");
+        // SAFETY (vector discipline): this phase reads `r`, `dinv` and writes its
+        // own rows of `u`.
+        unsafe { jacobi_block(&pre.dinv, &self.r, &pre.u, rows) };
+        Ok(())
+    }
+
+    /// The set-up's block `blk`: its partials of `r·u`, `w·u`, `r·r` for the first sum.
+    fn first_dots_block(&self, blk: usize, rows: Range<usize>) -> Result<(), BodyError> {
+        // SAFETY (vector discipline): this phase only reads.
+        let (rb, ub, wb) = unsafe {
+            (
+                self.r.slice(rows.clone()),
+                self.u().slice(rows.clone()),
+                self.w.slice(rows),
+            )
+        };
+        let (mut ru, mut wu, mut rr) = (0.0, 0.0, 0.0);
+        for i in 0..rb.len() {
+            ru += rb[i] * ub[i];
+            wu += wb[i] * ub[i];
+            rr += rb[i] * rb[i];
+        }
+        self.dots.set_all(blk, &[ru, wu, rr]);
+        Ok(())
     }
 
     /// Submit iteration `i`, after `after` (the end of the last update): its sum (which
     /// makes the convergence test for `r_i`), `m`, `n = A·m`, and the update. Returns the
     /// sum's task and the update's end.
     fn submit_iteration<O: Operator + ?Sized>(
-        &self,
+        self: &Arc<Self>,
         rt: &Runtime,
         op: &O,
         i: usize,
         after: &TaskHandle,
     ) -> Result<(TaskHandle, TaskHandle), Error> {
-        let pr = &self.progress;
-        let after = std::slice::from_ref(after);
+        // The sum goes first: it is on the way while the SpMV runs.
+        let test = self.submit_sum(rt, op, i, after)?;
+        let spmv_end = self.submit_multiply(rt, op, after)?;
+        let end = self.submit_update(rt, op, &test, spmv_end)?;
+        Ok((test, end))
+    }
 
-        // 1. The sum, first: it is on the way while the SpMV runs.
-        let (pr1, sc, dots) = (
-            Arc::clone(pr),
-            Arc::clone(&self.scalars),
-            Arc::clone(&self.dots),
-        );
-        let (rtol, max_iters) = (self.rtol, self.max_iters);
-        let test = op.submit_sum(
+    /// Phase 1 of iteration `i`, after `after`: the sum of `γ = r·u`, `δ = w·u` and `r·r`,
+    /// which makes convergence test `i` and computes `α`, `β`. Returns the sum's task.
+    fn submit_sum<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+        i: usize,
+        after: &TaskHandle,
+    ) -> Result<TaskHandle, Error> {
+        let (cg, then) = (Arc::clone(self), Arc::clone(self));
+        op.submit_sum(
             rt,
-            after,
-            Box::new(move || dots.sums_all()),
-            Box::new(move |s| {
-                if pr1.is_stopped() {
-                    return Ok(());
-                }
-                let mut st = pr1.lock();
-                let (gamma, delta, rr) = (s[0], s[1], s[2]);
-                if i == 0 {
-                    sc.bnorm.set(rr.sqrt().max(f64::MIN_POSITIVE));
-                } else {
-                    st.stats.iterations = i;
-                    st.stats.history.push(rr.sqrt() / sc.bnorm.get());
-                }
-                if rr.sqrt() <= rtol * sc.bnorm.get() {
-                    pr1.stop(&mut st, Ok(StopReason::Converged), i);
-                    return Ok(());
-                }
-                if i == max_iters {
-                    pr1.stop(&mut st, Ok(StopReason::MaxIterations), i);
-                    return Ok(());
-                }
-                if let Some(why) = rz_breakdown(i, gamma) {
-                    pr1.stop(&mut st, Err(why), i);
-                    return Ok(());
-                }
-                let (beta, denom) = if i == 0 {
-                    (0.0, delta)
-                } else {
-                    let beta = gamma / sc.gamma.get();
-                    (beta, delta - beta * gamma / sc.alpha.get())
-                };
-                // `denom` is p·A·p of the direction this update takes.
-                if let Some(why) = curvature_breakdown(i, denom) {
-                    pr1.stop(&mut st, Err(why), i);
-                    return Ok(());
-                }
-                sc.beta.set(beta);
-                sc.alpha.set(gamma / denom);
-                sc.gamma.set(gamma);
-                Ok(())
-            }),
-        )?;
+            std::slice::from_ref(after),
+            Box::new(move || cg.dots.sums_all()),
+            Box::new(move |s| then.test_and_step(i, s)),
+        )
+    }
 
-        // 2. m = M⁻¹·w, n = A·m.
-        let mut mult_after = after[0].clone();
-        if let Some(pre) = &self.pre {
-            let (w, m, dinv, pr) = (
-                Arc::clone(&self.w),
-                Arc::clone(&pre.m),
-                Arc::clone(&pre.dinv),
-                Arc::clone(pr),
-            );
+    /// Convergence test `i` from the sums `s = [γ, δ, r·r]`: records the iteration, stops
+    /// the run when converged, at the iteration limit or on a breakdown, else sets `α`, `β`
+    /// and `γ` for the update.
+    fn test_and_step(&self, i: usize, s: &[f64]) -> Result<(), BodyError> {
+        let (pr, sc) = (&self.progress, &self.scalars);
+        if pr.is_stopped() {
+            return Ok(());
+        }
+        let mut st = pr.lock();
+        let (gamma, delta, rr) = (s[0], s[1], s[2]);
+        if i == 0 {
+            sc.bnorm.set(rr.sqrt().max(f64::MIN_POSITIVE));
+        } else {
+            st.stats.iterations = i;
+            st.stats.history.push(rr.sqrt() / sc.bnorm.get());
+        }
+        if rr.sqrt() <= self.rtol * sc.bnorm.get() {
+            pr.stop(&mut st, Ok(StopReason::Converged), i);
+            return Ok(());
+        }
+        if i == self.max_iters {
+            pr.stop(&mut st, Ok(StopReason::MaxIterations), i);
+            return Ok(());
+        }
+        if let Some(why) = rz_breakdown(i, gamma) {
+            pr.stop(&mut st, Err(why), i);
+            return Ok(());
+        }
+        let (beta, denom) = if i == 0 {
+            (0.0, delta)
+        } else {
+            let beta = gamma / sc.gamma.get();
+            (beta, delta - beta * gamma / sc.alpha.get())
+        };
+        // `denom` is p·A·p of the direction this update takes.
+        if let Some(why) = curvature_breakdown(i, denom) {
+            pr.stop(&mut st, Err(why), i);
+            return Ok(());
+        }
+        sc.beta.set(beta);
+        sc.alpha.set(gamma / denom);
+        sc.gamma.set(gamma);
+        Ok(())
+    }
+
+    /// Phase 2, after `after` (beside the sum): `m = M⁻¹·w`, then `n = A·m`. Returns the
+    /// multiply's end.
+    fn submit_multiply<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+        after: &TaskHandle,
+    ) -> Result<TaskHandle, Error> {
+        let mut mult_after = after.clone();
+        if self.pre.is_some() {
+            let cg = Arc::clone(self);
             let tasks = submit_blocks(
                 rt,
                 op,
                 &PIPECG_PRECONDITION,
-                after,
-                Arc::new(move |_, rows| {
-                    if pr.is_stopped() {
-                        return Ok(());
-                    }
-                    // SAFETY (vector discipline): this phase reads `w`, `dinv` and writes
-                    // its own rows of `m`.
-                    let (wb, db, mb) = unsafe {
-                        (
-                            w.slice(rows.clone()),
-                            dinv.slice(rows.clone()),
-                            m.slice_mut(rows),
-                        )
-                    };
-                    for ((m, d), w) in mb.iter_mut().zip(db).zip(wb) {
-                        *m = d * w;
-                    }
-                    Ok(())
-                }),
+                std::slice::from_ref(after),
+                Arc::new(move |_, rows| cg.precondition_w_block(rows)),
             )?;
             mult_after = submit_join(rt, &tasks, || ())?;
         }
@@ -339,83 +341,112 @@ impl Pipelined {
                 y: &self.n,
                 dots: &self.scratch,
                 after: Some(&mult_after),
-                stop: Some(&pr.stopped),
+                stop: Some(&self.progress.stopped),
             },
         )?;
-        let (pr2, halo) = (Arc::clone(pr), op.halo_clock());
-        let spmv_end = submit_join(rt, &tasks, move || {
-            let halo = halo.map_or(0.0, |c| c.take());
-            if !pr2.is_stopped() {
-                let mut st = pr2.lock();
-                st.account(Part::Spmv);
-                st.halo_wait(halo);
-            }
-        })?;
+        let (cg, halo) = (Arc::clone(self), op.halo_clock());
+        submit_join(rt, &tasks, move || cg.multiply_end(halo))
+    }
 
-        // 3. The update, once the sum and the SpMV are both done.
-        let pr3 = Arc::clone(pr);
+    /// `m = D⁻¹·w` on rows `rows` (with a preconditioner only); nothing once the run stopped.
+    fn precondition_w_block(&self, rows: Range<usize>) -> Result<(), BodyError> {
+        if self.progress.is_stopped() {
+            return Ok(());
+        }
+        let pre = self.pre.as_ref().expect("a preconditioned run");
+        // SAFETY (vector discipline): this phase reads `w`, `dinv` and writes
+        // its own rows of `m`.
+        unsafe { jacobi_block(&pre.dinv, &self.w, &pre.m, rows) };
+        Ok(())
+    }
+
+    /// The multiply's end: takes its halo wait, and accounts both unless the run stopped.
+    fn multiply_end(&self, halo: Option<Arc<HaloClock>>) {
+        let halo = halo.map_or(0.0, |c| c.take());
+        if !self.progress.is_stopped() {
+            let mut st = self.progress.lock();
+            st.account(Part::Spmv);
+            st.halo_wait(halo);
+        }
+    }
+
+    /// Phase 3, once the sum (`test`) and the SpMV (`spmv_end`) are both done: the fused
+    /// update of every vector with the next iteration's dots. Returns its end.
+    fn submit_update<O: Operator + ?Sized>(
+        self: &Arc<Self>,
+        rt: &Runtime,
+        op: &O,
+        test: &TaskHandle,
+        spmv_end: TaskHandle,
+    ) -> Result<TaskHandle, Error> {
+        let cg = Arc::clone(self);
         let ready = submit_join(rt, &[test.clone(), spmv_end], move || {
-            if !pr3.is_stopped() {
+            if !cg.progress.is_stopped() {
                 // What of the sum the SpMV did not hide.
-                pr3.lock().account(Part::Reduce);
+                cg.progress.lock().account(Part::Reduce);
             }
         })?;
-        let (x, r, w, z, s, p, n) = (
-            Arc::clone(&self.x),
-            Arc::clone(&self.r),
-            Arc::clone(&self.w),
-            Arc::clone(&self.z),
-            Arc::clone(&self.s),
-            Arc::clone(&self.p),
-            Arc::clone(&self.n),
-        );
-        let pre = self
-            .pre
-            .as_ref()
-            .map(|p| (Arc::clone(&p.u), Arc::clone(&p.q), Arc::clone(&p.m)));
-        let (dots, sc, pr4) = (
-            Arc::clone(&self.dots),
-            Arc::clone(&self.scalars),
-            Arc::clone(pr),
-        );
+        let cg = Arc::clone(self);
         let tasks = submit_blocks(
             rt,
             op,
             &PIPECG_UPDATE,
             std::slice::from_ref(&ready),
-            Arc::new(move |blk, rows| {
-                if pr4.is_stopped() {
-                    return Ok(());
-                }
-                // SAFETY (vector discipline): this phase reads `n` (and `m`) and writes its
-                // own rows of the others, which no other task of the phase touches.
-                let v = unsafe {
-                    PipeBlock {
-                        n: n.slice(rows.clone()),
-                        x: x.slice_mut(rows.clone()),
-                        r: r.slice_mut(rows.clone()),
-                        w: w.slice_mut(rows.clone()),
-                        z: z.slice_mut(rows.clone()),
-                        s: s.slice_mut(rows.clone()),
-                        p: p.slice_mut(rows.clone()),
-                        pre: pre.as_ref().map(|(u, q, m)| PipePre {
-                            u: u.slice_mut(rows.clone()),
-                            q: q.slice_mut(rows.clone()),
-                            m: m.slice(rows.clone()),
-                        }),
-                    }
-                };
-                let d = pipecg_update(sc.alpha.get(), sc.beta.get(), v);
-                dots.set_all(blk, &d);
-                Ok(())
-            }),
+            Arc::new(move |blk, rows| cg.update_block(blk, rows)),
         )?;
-        let pr5 = Arc::clone(pr);
-        let end = submit_join(rt, &tasks, move || {
-            if !pr5.is_stopped() {
-                pr5.lock().account(Part::Vector);
+        let cg = Arc::clone(self);
+        submit_join(rt, &tasks, move || {
+            if !cg.progress.is_stopped() {
+                cg.progress.lock().account(Part::Vector);
             }
-        })?;
-        Ok((test, end))
+        })
+    }
+
+    /// Phase 3's block `blk`: [`pipecg_update`] with this iteration's `α`, `β`, and its
+    /// partials of the next sum; nothing once the run stopped.
+    fn update_block(&self, blk: usize, rows: Range<usize>) -> Result<(), BodyError> {
+        if self.progress.is_stopped() {
+            return Ok(());
+        }
+        // SAFETY (vector discipline): this phase reads `n` (and `m`) and writes its
+        // own rows of the others, which no other task of the phase touches.
+        let v = unsafe {
+            PipeBlock {
+                n: self.n.slice(rows.clone()),
+                x: self.x.slice_mut(rows.clone()),
+                r: self.r.slice_mut(rows.clone()),
+                w: self.w.slice_mut(rows.clone()),
+                z: self.z.slice_mut(rows.clone()),
+                s: self.s.slice_mut(rows.clone()),
+                p: self.p.slice_mut(rows.clone()),
+                pre: self.pre.as_ref().map(|pre| PipePre {
+                    u: pre.u.slice_mut(rows.clone()),
+                    q: pre.q.slice_mut(rows.clone()),
+                    m: pre.m.slice(rows.clone()),
+                }),
+            }
+        };
+        let d = pipecg_update(self.scalars.alpha.get(), self.scalars.beta.get(), v);
+        self.dots.set_all(blk, &d);
+        Ok(())
+    }
+}
+
+/// `out = D⁻¹·v` on rows `rows` (`dinv` holds `D⁻¹`), entry by entry.
+///
+/// # Safety
+/// No task writes rows `rows` of `dinv` or `v`, nor reads or writes those of `out`, while
+/// this runs (the vector discipline of [`super::vector`]).
+unsafe fn jacobi_block(dinv: &SharedVec, v: &SharedVec, out: &SharedVec, rows: Range<usize>) {
+    // SAFETY: the caller's promise.
+    let (vb, db, ob) = unsafe {
+        (
+            v.slice(rows.clone()),
+            dinv.slice(rows.clone()),
+            out.slice_mut(rows),
+        )
+    };
+    for ((o, d), v) in ob.iter_mut().zip(db).zip(vb) {
+        *o = d * v;
     }
 }
