@@ -3,13 +3,9 @@
 //! The sparse solvers stream the matrix (about 1 GB at `stencil27:150`) and the vectors from
 //! memory once per iteration. Debian's kernels ship transparent huge pages in `madvise`
 //! mode: without advice every 4 KiB page of those streams is a TLB entry of its own. With
-//! advice the same streams run in 2 MiB pages. Measured here (the 2-core VM,
-//! `spmv --gen stencil27:150 --solver cg --iters 50`, alternated rounds): with glibc's
-//! `glibc.malloc.hugetlb=1` tunable as the switch, five rounds, STREAM triad 29.7–33.2 →
-//! 35.3–36.0 GB/s, the CG's vector work 7.3–9.8 → 5.5–6.2 ms, the median iteration 60.4 →
-//! 54.2 ms; with this allocator and `TESSERA_HUGE_PAGES`, six rounds, 59.5 → 53.9 ms (5 of
-//! the 6 pairs faster). `lu --n 8192` is unchanged (68.4 and 69.1 GFLOP/s, three rounds each):
-//! dense tiles are reused from cache, not streamed.
+//! advice the same streams run in 2 MiB pages: the CG's iterations at `stencil27:150` are
+//! faster with them (the CHANGELOG has the figures), and the dense LU, whose tiles are reused from
+//! cache rather than streamed, is unchanged.
 //!
 //! [`HugePages`] gives blocks of at least [`THRESHOLD`] bytes from the system allocator plus
 //! one `madvise(MADV_HUGEPAGE)` on the 2 MiB-aligned part of each, before anything touches it

@@ -336,8 +336,8 @@ fn lu_grid(
             // `tessera trace merge` numbers them. A remote edge's sender is
             // recorded as `REMOTE_TASK | r' << RANK_ID_SHIFT | id`, already that
             // task's number once the mark is off: so the edges across ranks stay,
-            // and the critical path follows the run from rank to rank (until stop
-            // 35 they were dropped, and the path stopped at each rank's border).
+            // and the critical path follows the run from rank to rank instead of
+            // stopping at each rank's border.
             use tessera_engine::trace::{RANK_ID_SHIFT, REMOTE_TASK};
             let off = (r as u64) << RANK_ID_SHIFT;
             let ids: std::collections::HashSet<u64> = t.tasks.iter().map(|x| x.id).collect();
