@@ -240,6 +240,108 @@ fn received_data_is_cached_until_written() {
     });
 }
 
+/// A symbolic run on 2 ranks where a new version of a copy arrives while a
+/// task still reads the previous one: rank 0 writes `d` twice (A1, then
+/// A2); rank 1 reads each version (B1, slow, then B2). A small item whose
+/// copy no task uses is written by the routing thread itself; here B1 is
+/// still reading version 1 when version 2 arrives, so the write must wait
+/// for it (a receive task), and B1 must see version 1, B2 version 2.
+#[test]
+fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use tessera_engine::dist::symbolic::DistClasses;
+    use tessera_engine::dist::DataRef;
+    use tessera_engine::symbolic::TaskClasses;
+    use tessera_engine::{Codelet, DataHandle, Read, ReadWrite, Task, TaskBuilder, Write};
+
+    /// Keys: 0 = A1, 1 = A2 (rank 0); 2 = B1, 3 = B2 (rank 1). Data: 0 = d,
+    /// 2 and 3 = what B1 and B2 copied out of it.
+    struct TwoVersions {
+        register: Box<dyn Fn(u64) -> DataHandle<Vec<u64>> + Send + Sync>,
+        handles: Mutex<HashMap<u64, DataHandle<Vec<u64>>>>,
+    }
+    impl TwoVersions {
+        fn handle(&self, k: u64) -> DataHandle<Vec<u64>> {
+            let mut h = self.handles.lock().unwrap();
+            h.entry(k).or_insert_with(|| (self.register)(k)).clone()
+        }
+    }
+    static SET: std::sync::LazyLock<Codelet<ReadWrite<Vec<u64>>, u64>> =
+        std::sync::LazyLock::new(|| {
+            Codelet::with_args("set").cpu(|_, &v, d: &mut Vec<u64>| {
+                d.iter_mut().for_each(|x| *x = v);
+                Ok(())
+            })
+        });
+    static COPY: std::sync::LazyLock<Codelet<(Read<Vec<u64>>, Write<Vec<u64>>), u64>> =
+        std::sync::LazyLock::new(|| {
+            Codelet::with_args("copy").cpu(|_, &pause_ms, (d, out): (&Vec<u64>, &mut Vec<u64>)| {
+                std::thread::sleep(Duration::from_millis(pause_ms));
+                out.copy_from_slice(d);
+                Ok(())
+            })
+        });
+    impl TaskClasses for TwoVersions {
+        type Key = u64;
+        fn roots(&self) -> Vec<u64> {
+            vec![0]
+        }
+        fn predecessor_count(&self, k: &u64) -> usize {
+            usize::from(*k != 0)
+        }
+        fn successors(&self, k: &u64, out: &mut Vec<u64>) {
+            match k {
+                0 => out.extend([1, 2]),
+                1 => out.push(3),
+                _ => {}
+            }
+        }
+        fn task(&self, k: &u64) -> TaskBuilder {
+            match k {
+                0 | 1 => Task::new(&SET, self.handle(0).rw()).args(k + 1).into(),
+                // B1 reads version 1 for long after version 2 was sent.
+                _ => Task::new(&COPY, (self.handle(0).r(), self.handle(*k).w()))
+                    .args(if *k == 2 { 300 } else { 0 })
+                    .into(),
+            }
+        }
+        fn owner(&self, k: &u64) -> usize {
+            usize::from(*k >= 2)
+        }
+    }
+    impl DistClasses for TwoVersions {
+        fn flows(&self, _from: &u64, _to: &u64, out: &mut Vec<u64>) {
+            out.push(0);
+        }
+        fn data(&self, key: u64) -> DataRef {
+            DataRef::of(&self.handle(key))
+        }
+        fn owned(&self, _rank: usize) -> usize {
+            2
+        }
+    }
+    with_timeout(LIMIT, || {
+        let got = spmd(2, |rank, net| {
+            let rt = Runtime::new(Config::with_workers(2)).unwrap();
+            let reg = rt.registrar();
+            let run = Arc::new(TwoVersions {
+                register: Box::new(move |k| {
+                    reg.register_replicable_named(vec![0u64; 4], format!("d{k}"))
+                        .unwrap()
+                }),
+                handles: Mutex::new(HashMap::new()),
+            });
+            symbolic::run(&rt, &net, Arc::clone(&run)).unwrap();
+            let out = |k| rt.unregister(run.handle(k)).unwrap();
+            (rank == 1).then(|| (out(2), out(3)))
+        });
+        let (b1, b2) = got[1].clone().unwrap();
+        assert_eq!(b1, vec![1; 4], "B1 read version 1");
+        assert_eq!(b2, vec![2; 4], "B2 read version 2");
+    });
+}
+
 /// Factor the HPL matrix `(n, seed)` with the tiles dealt by `layout` over
 /// in-process ranks; returns every rank's factor tiles and pivots.
 #[allow(clippy::type_complexity)]
