@@ -9,7 +9,7 @@ use std::time::Instant;
 use tessera_engine::simulate::{Platform, Simulation};
 use tessera_engine::{Config, Runtime, Scheduler};
 use tessera_linalg::hpl::hpl_flops;
-use tessera_linalg::lu::{lu_simulate_with, Front};
+use tessera_linalg::lu::{lu_simulate, Front};
 
 use crate::args::{LuArgs, SpmvArgs};
 use crate::placement::PlacementArgs;
@@ -146,7 +146,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         let bar = s.spawn(move || {
             crate::lu_sizing::progress_bar(hpl_flops(n), || rt.flops_done(), finished)
         });
-        let shares = lu_simulate_with(rt, n, nb, &opts);
+        let shares = lu_simulate(rt, n, nb, &opts);
         finished.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = bar.join();
         shares

@@ -17,7 +17,7 @@ use tessera_engine::perfmodel::PerfModels;
 use tessera_engine::simulate::starpu::{PerfModelFile, SAMPLING_DIR};
 use tessera_engine::simulate::{Platform, Simulation};
 use tessera_engine::{Config, Runtime, Scheduler};
-use tessera_linalg::lu::{lu_simulate_with, Front, LuOptions};
+use tessera_linalg::lu::{lu_simulate, Front, LuOptions};
 use tessera_tasks::kernels::{gemm_flops, getrf_panel_flops, trsm_flops};
 
 /// A fresh folder, removed on drop.
@@ -356,7 +356,7 @@ fn a_simulated_lu_lasts_the_files_means_at_sampled_sizes() {
         }
         let rt = Runtime::new(config).unwrap();
         let t = 6;
-        lu_simulate_with(&rt, t * nb, nb, &LuOptions::new(Front::Stf)).unwrap();
+        lu_simulate(&rt, t * nb, nb, &LuOptions::new(Front::Stf)).unwrap();
         let trace = rt.trace();
         for task in &trace.tasks {
             let worker = &trace.workers[task.worker as usize].name;

@@ -10,7 +10,7 @@ use tessera_backends::emu::{EmuConfig, EmuDevice};
 use tessera_engine::device::{Device, Link};
 use tessera_engine::{Config, Runtime};
 use tessera_linalg::hpl::{generate_matrix, generate_rhs, scaled_residual, HPL_THRESHOLD};
-use tessera_linalg::lu::{lu_factor, solve_from_factors, Front};
+use tessera_linalg::lu::{lu_factor, solve_from_factors, Front, LuOptions};
 use tessera_tests::with_timeout;
 
 /// A emulated device with its own memory (the GPU data path) of `mem` bytes.
@@ -49,8 +49,12 @@ fn stampede_dmda_own_memory_at_exactly_one_working_set() {
             config.devices = vec![own_mem_sim(3 * tile)];
             let rt = Runtime::new(config).unwrap();
             let t0 = Instant::now();
-            let lu = lu_factor(&rt, generate_matrix(n, nb, run), Front::Symbolic)
-                .unwrap_or_else(|e| panic!("run {run}: {e}"));
+            let lu = lu_factor(
+                &rt,
+                generate_matrix(n, nb, run),
+                &LuOptions::new(Front::Symbolic),
+            )
+            .unwrap_or_else(|e| panic!("run {run}: {e}"));
             slowest = slowest.max(t0.elapsed());
             let b = generate_rhs(n, run);
             let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);

@@ -9,8 +9,7 @@ use tessera_engine::{Config, Runtime};
 use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_residual, HPL_THRESHOLD};
 use tessera_linalg::lu::seq::lu_tiled_seq;
 use tessera_linalg::lu::{
-    lu_factor, lu_factor_split, lu_factor_with, solve_from_factors, symbolic_task_count, Front,
-    LuFactors, LuOptions, Split, Update,
+    lu_factor, solve_from_factors, symbolic_task_count, Front, LuFactors, LuOptions, Split, Update,
 };
 use tessera_linalg::tiled::TileMatrix;
 use tessera_tests::with_timeout;
@@ -71,7 +70,8 @@ fn residual_passes_and_pivots_match_reference() {
                 let rt =
                     Runtime::new(Config::with_workers(workers).scheduler(sched.parse().unwrap()))
                         .unwrap();
-                let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front).unwrap();
+                let lu =
+                    lu_factor(&rt, generate_matrix(n, nb, seed), &LuOptions::new(front)).unwrap();
                 let what = format!("n={n} nb={nb} {front:?} {workers}w {sched}");
                 assert_equals_reference(&what, &lu, n, nb, seed);
                 assert_residual_passes(&what, &lu, n, nb, seed);
@@ -92,7 +92,8 @@ fn stf_and_symbolic_are_bit_identical_at_every_worker_count() {
                         Config::with_workers(workers).scheduler(sched.parse().unwrap()),
                     )
                     .unwrap();
-                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front).unwrap();
+                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), &LuOptions::new(front))
+                        .unwrap();
                     results.push((
                         format!("{workers}w {sched} {front:?}"),
                         lu.factors.to_col_major(),
@@ -141,7 +142,11 @@ fn singular_matrix_names_the_column() {
                     Config::with_workers(2).scheduler(tessera_engine::Scheduler::Prio),
                 )
                 .unwrap();
-                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), front) {
+                let err = match lu_factor(
+                    &rt,
+                    singular_matrix(24, 8, zero_col),
+                    &LuOptions::new(front),
+                ) {
                     Ok(_) => panic!("{front:?}: singular matrix factored"),
                     Err(e) => e.to_string(),
                 };
@@ -154,7 +159,7 @@ fn singular_matrix_names_the_column() {
                     "{front:?}: the failing task is named: {err}"
                 );
                 // the runtime is still usable afterwards
-                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), front).unwrap();
+                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), &LuOptions::new(front)).unwrap();
                 assert_eq!(lu.ipiv.len(), 16);
             }
         }
@@ -170,7 +175,12 @@ fn near_singular_matrix_is_finite() {
             a[(i, 7)] = a[(i, 6)] * (1.0 + 1e-13);
         }
         let rt = Runtime::with_workers(2).unwrap();
-        let lu = lu_factor(&rt, TileMatrix::from_mat(a.as_ref(), 4), Front::Symbolic).unwrap();
+        let lu = lu_factor(
+            &rt,
+            TileMatrix::from_mat(a.as_ref(), 4),
+            &LuOptions::new(Front::Symbolic),
+        )
+        .unwrap();
         let f = lu.factors.to_col_major();
         assert!((0..n).all(|j| (0..n).all(|i| f[(i, j)].is_finite())));
     });
@@ -218,7 +228,7 @@ fn lu_on_devices_is_bit_identical_to_the_sequential_reference() {
                     let what = format!(
                         "n={n} own_memory={own_memory} {sched} {devices} device(s) {front:?}"
                     );
-                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), front)
+                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), &LuOptions::new(front))
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
                     assert_equals_reference(&what, &lu, n, nb, seed);
                     // Every device body ran where it was sent: a failing
@@ -288,7 +298,7 @@ fn device_sized_updates_and_team_panels_are_bit_identical() {
                         "n={n} {update:?} team={team:?} {devices} device(s) \
                          own_memory={own_memory} {workers}w {sched} {front:?}"
                     );
-                    let (lu, _) = lu_factor_with(&rt, generate_matrix(n, nb, seed), &opts)
+                    let lu = lu_factor(&rt, generate_matrix(n, nb, seed), &opts)
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
                     assert_equals_reference(&what, &lu, n, nb, seed);
                     assert_eq!(rt.device_fallbacks(), (0, None), "{what}");
@@ -310,7 +320,7 @@ fn singular_matrix_in_device_sized_updates_names_the_column() {
                 let rt = Runtime::new(config).unwrap();
                 let mut opts = LuOptions::new(Front::Stf);
                 opts.update = update;
-                let err = match lu_factor_with(&rt, singular_matrix(24, 8, zero_col), &opts) {
+                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), &opts) {
                     Err(e) => e.to_string(),
                     Ok(_) => panic!("{update:?}: singular column {zero_col} not reported"),
                 };
@@ -331,7 +341,11 @@ fn singular_matrix_on_device_memory_names_the_column() {
                 let mut config = Config::with_workers(1).scheduler(tessera_engine::Scheduler::Dmda);
                 config.devices = vec![lu_sim(0, true), lu_sim(1, true)];
                 let rt = Runtime::new(config).unwrap();
-                let err = match lu_factor(&rt, singular_matrix(24, 8, zero_col), front) {
+                let err = match lu_factor(
+                    &rt,
+                    singular_matrix(24, 8, zero_col),
+                    &LuOptions::new(front),
+                ) {
                     Ok(_) => panic!("{front:?}: singular matrix factored"),
                     Err(e) => e.to_string(),
                 };
@@ -340,7 +354,7 @@ fn singular_matrix_on_device_memory_names_the_column() {
                         && err.contains("panel("),
                     "{front:?}: {err}"
                 );
-                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), front).unwrap();
+                let lu = lu_factor(&rt, generate_matrix(16, 8, 1), &LuOptions::new(front)).unwrap();
                 assert_eq!(lu.ipiv.len(), 16);
             }
         }
@@ -355,13 +369,12 @@ fn adaptive_split_learns_and_factors_correctly() {
         let mut config = Config::with_workers(1).scheduler(tessera_engine::Scheduler::Dmda);
         config.devices = vec![lu_sim(0, false)];
         let rt = Runtime::new(config).unwrap();
-        let (lu, shares) = lu_factor_split(
-            &rt,
-            generate_matrix(n, nb, seed),
-            Front::Symbolic,
-            Split::Adaptive,
-        )
-        .unwrap();
+        let opts = LuOptions {
+            split: Split::Adaptive,
+            ..LuOptions::new(Front::Symbolic)
+        };
+        let lu = lu_factor(&rt, generate_matrix(n, nb, seed), &opts).unwrap();
+        let shares = &lu.device_shares;
         let mut reference = generate_matrix(n, nb, seed);
         let ref_ipiv = lu_tiled_seq(&mut reference).unwrap();
         assert_eq!(lu.ipiv, ref_ipiv);

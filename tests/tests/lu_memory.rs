@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tessera_engine::{Config, Runtime};
 use tessera_linalg::hpl::generate_matrix;
-use tessera_linalg::lu::{lu_factor, Front};
+use tessera_linalg::lu::{lu_factor, Front, LuOptions};
 use tessera_tests::with_timeout;
 
 /// The system allocator, counting live bytes and their peak.
@@ -80,7 +80,7 @@ fn tiny_tile_lu_heap_is_bounded_by_its_tiles() {
                 Runtime::new(Config::with_workers(2).scheduler("prio".parse().unwrap())).unwrap();
             let a = generate_matrix(n, 1, 7);
             let peak = peak_during(|| {
-                lu_factor(&rt, a, front).unwrap();
+                lu_factor(&rt, a, &LuOptions::new(front)).unwrap();
             });
             assert!(
                 peak < per_tile * n * n,

@@ -16,7 +16,7 @@ use tessera_engine::simulate::{Platform, Simulation};
 use tessera_engine::trace::Trace;
 use tessera_engine::{Config, Runtime, Scheduler};
 use tessera_linalg::hpl::generate_matrix;
-use tessera_linalg::lu::{lu_factor, lu_simulate, Front, Split};
+use tessera_linalg::lu::{lu_factor, lu_simulate, Front, LuOptions};
 use tessera_tests::dist_dag::RankDag;
 use tessera_tests::random_dag::Shape;
 use tessera_tests::with_timeout;
@@ -52,11 +52,11 @@ fn simulated_lu_runs_the_real_lu_tasks() {
         for (n, nb) in [(200, 32), (97, 16), (64, 64)] {
             for front in [Front::Stf, Front::Symbolic] {
                 let rt = Runtime::new(Config::with_workers(2).trace(true)).unwrap();
-                lu_factor(&rt, generate_matrix(n, nb, 3), front).unwrap();
+                lu_factor(&rt, generate_matrix(n, nb, 3), &LuOptions::new(front)).unwrap();
                 let real = task_set(&rt.trace());
                 let sim = Simulation::with_models(cpu_platform(2), Arc::default(), false, false);
                 let srt = Runtime::new(Config::simulated(sim.node(0)).trace(true)).unwrap();
-                lu_simulate(&srt, n, nb, front, Split::Auto).unwrap();
+                lu_simulate(&srt, n, nb, &LuOptions::new(front)).unwrap();
                 let simulated = task_set(&srt.trace());
                 assert_eq!(simulated, real, "n={n} nb={nb} {front:?}");
                 assert!(sim.now() > 0.0);
@@ -215,7 +215,7 @@ fn dmda_sends_most_gemms_to_the_fast_device() {
             let sim = Simulation::new(Platform::load(&path).unwrap()).unwrap();
             let rt =
                 Runtime::new(Config::simulated(sim.node(0)).scheduler(sched).trace(true)).unwrap();
-            lu_simulate(&rt, 8192, 512, Front::Symbolic, Split::Auto).unwrap();
+            lu_simulate(&rt, 8192, 512, &LuOptions::new(Front::Symbolic)).unwrap();
             let t = rt.trace();
             let fast = t.workers.iter().position(|w| w.name == "fast").unwrap() as u32;
             let gemms: Vec<_> = t.tasks.iter().filter(|r| r.codelet == "gemm").collect();
@@ -264,7 +264,7 @@ fn shipped_platform_files_parse() {
 /// the whole run, its way home included, ends sooner.
 #[test]
 fn the_factors_come_home_in_simulated_time() {
-    use tessera_linalg::lu::{lu_simulate_with, LuOptions, Update};
+    use tessera_linalg::lu::{lu_simulate, LuOptions, Update};
     with_timeout(LIMIT, || {
         let toml = "[node]\ncores = 2\nreserve_core_per_accelerator = false\n\
             [node.cpu]\ngflops = 1\ngbs = 5\n\
@@ -285,7 +285,7 @@ fn the_factors_come_home_in_simulated_time() {
             );
             let rt =
                 Runtime::new(Config::simulated(sim.node(0)).scheduler(Scheduler::Dmda)).unwrap();
-            lu_simulate_with(&rt, n, nb, &opts).unwrap();
+            lu_simulate(&rt, n, nb, &opts).unwrap();
             (sim.settled() - sim.now(), sim.settled())
         };
         let (home, end_late) = run(false);
@@ -312,7 +312,7 @@ fn the_factors_come_home_in_simulated_time() {
         let real = rt.register(vec![1.0f64; 4]);
         let e = rt.unregister_virtual(real).unwrap_err().to_string();
         assert!(e.contains("not virtual data"), "{e}");
-        lu_simulate_with(&rt, n, nb, &LuOptions::new(Front::Stf)).unwrap();
+        lu_simulate(&rt, n, nb, &LuOptions::new(Front::Stf)).unwrap();
         assert_eq!(sim.settled(), sim.now());
     });
 }

@@ -10,7 +10,7 @@ use tessera_engine::trace::model::Trace;
 use tessera_engine::trace::{chrome, stats};
 use tessera_engine::{Codelet, Config, Runtime, TaskBuilder};
 use tessera_linalg::hpl::generate_matrix;
-use tessera_linalg::lu::{lu_factor, Front};
+use tessera_linalg::lu::{lu_factor, Front, LuOptions};
 use tessera_tests::random_dag::{Params, Program};
 use tessera_tests::with_timeout;
 
@@ -116,7 +116,7 @@ fn lu_trace_shows_every_kernel_and_symbolic_edges() {
                     .trace(true),
             )
             .unwrap();
-            lu_factor(&rt, generate_matrix(96, 16, 1), front).unwrap();
+            lu_factor(&rt, generate_matrix(96, 16, 1), &LuOptions::new(front)).unwrap();
             let t = round_trip(&rt.trace());
             let t_tiles: usize = 6;
             // panels + right swaps and trsms + gemms (no left swaps: HPL's layout)

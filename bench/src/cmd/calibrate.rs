@@ -14,7 +14,7 @@ use tessera_engine::perfmodel::{PerfModelConfig, PerfModels};
 use tessera_engine::team::{team_arch, TeamSize};
 use tessera_engine::{Runtime, Scheduler};
 use tessera_linalg::hpl::{generate_matrix, hpl_flops};
-use tessera_linalg::lu::{lu_factor_with, Front, LuOptions};
+use tessera_linalg::lu::{lu_factor, Front, LuOptions};
 use tessera_linalg::sparse::gen::parse_gen_spec;
 use tessera_linalg::sparse::stream::stream_triad;
 use tessera_linalg::spmv::{repeated_spmv, SpmvMatrix};
@@ -243,7 +243,7 @@ fn timed_lu(
         ..LuOptions::new(Front::Symbolic)
     };
     let t0 = Instant::now();
-    let r = crate::interrupt::watch(rt, || lu_factor_with(rt, a, &opts));
+    let r = crate::interrupt::watch(rt, || lu_factor(rt, a, &opts));
     stop_if_interrupted()?;
     r.map_err(|e| e.to_string())?;
     Ok(t0.elapsed().as_secs_f64())

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tessera_engine::Runtime;
 use tessera_linalg::hpl::{generate_matrix, generate_rhs, hpl_flops, hpl_residual, HPL_THRESHOLD};
 use tessera_linalg::lu::dist::{Grid, Layout};
-use tessera_linalg::lu::{lu_factor_with, solve_from_factors};
+use tessera_linalg::lu::{lu_factor, solve_from_factors};
 
 use crate::args::{Balance, LuArgs};
 use crate::lu_sizing::{
@@ -114,10 +114,10 @@ pub fn run(args: LuArgs) -> Result<(), String> {
     let (result, time) = std::thread::scope(|s| {
         let (rt, finished) = (&rt, &finished);
         let bar = s.spawn(move || progress_bar(hpl_flops(n), || rt.flops_done(), finished));
-        let result = crate::interrupt::watch(rt, || lu_factor_with(rt, a, &opts));
-        let result = result.map(|(lu, shares)| {
+        let result = crate::interrupt::watch(rt, || lu_factor(rt, a, &opts));
+        let result = result.map(|lu| {
             let x = solve_from_factors(&lu.factors, &lu.ipiv, &b);
-            (shares, x)
+            (lu.device_shares, x)
         });
         let time = t0.elapsed().as_secs_f64();
         finished.store(true, Ordering::Relaxed);

@@ -77,7 +77,9 @@ pub enum LuTask {
 }
 
 /// How an LU run is cut into tasks: the front-end, where tile columns go
-/// on devices, the panel's team and the shape of the trailing updates.
+/// on devices, the panel's team and the shape of the trailing updates. What
+/// [`lu_factor`] and [`lu_simulate`] take; [`LuOptions::new`] and struct
+/// update syntax set it (`LuOptions { split, ..LuOptions::new(front) }`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LuOptions {
     /// Task-graph front-end (the device-sized updates are submitted as
@@ -265,6 +267,9 @@ pub struct LuFactors {
     pub factors: TileMatrix,
     /// Global pivots, as `dgetrf`'s `IPIV` minus one.
     pub ipiv: Vec<usize>,
+    /// The device share [`Split::Adaptive`] chose at each step, as (step,
+    /// share) in step order; empty with any other split.
+    pub device_shares: Vec<(usize, f64)>,
 }
 
 /// Runs the LU's tasks on `graph` with the front-end and update shape of
@@ -291,43 +296,17 @@ fn run_graph(rt: &Runtime, graph: LuGraph, opts: &LuOptions) -> Result<LuGraph, 
     }
 }
 
-/// Factor a square tiled matrix on `rt` with the given front-end
-/// (`Runtime::flops_done` follows its progress).
+/// Factor a square tiled matrix on `rt`, cut into tasks as `opts` says
+/// (front-end, placement of tile columns on devices, panel team, update
+/// shape; [`LuOptions::new`] gives tile tasks, a one-worker panel and an
+/// automatic placement). The one LU entry point: [`lu_simulate`] runs the
+/// same tasks over virtual tiles. `Runtime::flops_done` follows its progress.
 ///
 /// # Errors
-/// A singular matrix fails `PANEL(k)` with a message naming the exact zero
-/// pivot's column; the tasks depending on it are cancelled.
-pub fn lu_factor(rt: &Runtime, a: TileMatrix, front: Front) -> Result<LuFactors, Error> {
-    lu_factor_split(rt, a, front, Split::Auto).map(|(lu, _)| lu)
-}
-
-/// [`lu_factor`] with the tile columns placed as `split` says when the
-/// runtime has devices; also returns the device share chosen at each step
-/// (adaptive split only; empty otherwise).
-pub fn lu_factor_split(
-    rt: &Runtime,
-    a: TileMatrix,
-    front: Front,
-    split: Split,
-) -> Result<(LuFactors, Vec<(usize, f64)>), Error> {
-    lu_factor_with(
-        rt,
-        a,
-        &LuOptions {
-            split,
-            ..LuOptions::new(front)
-        },
-    )
-}
-
-/// [`lu_factor`] cut into tasks as `opts` says (panel team, update shape,
-/// column placement); also returns the device share chosen at each step
-/// (adaptive split only; empty otherwise).
-pub fn lu_factor_with(
-    rt: &Runtime,
-    a: TileMatrix,
-    opts: &LuOptions,
-) -> Result<(LuFactors, Vec<(usize, f64)>), Error> {
+/// A matrix that is not square is refused. A singular matrix fails
+/// `PANEL(k)` with a message naming the exact zero pivot's column; the tasks
+/// depending on it are cancelled.
+pub fn lu_factor(rt: &Runtime, a: TileMatrix, opts: &LuOptions) -> Result<LuFactors, Error> {
     let (n, nb) = (a.n_rows(), a.nb());
     if a.n_cols() != n {
         return Err(Error::Config(format!(
@@ -354,13 +333,11 @@ pub fn lu_factor_with(
         .into_iter()
         .map(|h| rt.unregister(h))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok((
-        LuFactors {
-            factors: TileMatrix::from_tiles(n, n, nb, tiles),
-            ipiv,
-        },
-        graph.placement.history(),
-    ))
+    Ok(LuFactors {
+        factors: TileMatrix::from_tiles(n, n, nb, tiles),
+        ipiv,
+        device_shares: graph.placement.history(),
+    })
 }
 
 impl LuGraph {
@@ -432,31 +409,11 @@ pub fn symbolic_task_count(n: usize, nb: usize) -> Result<usize, Error> {
 }
 
 /// The LU of an `n × n` matrix in tiles of `nb` on a simulated runtime
-/// (`Config::simulated`): the same task graph as [`lu_factor_split`] (same
-/// front-ends, codelets, priorities, placement), over *virtual* tiles — a
-/// size and a shape, no value — so any `n` fits. Returns the device share
-/// per step (adaptive split only).
+/// (`Config::simulated`): the same task graph as [`lu_factor`] with the same
+/// `opts` (same front-ends, codelets, priorities, placement), over *virtual*
+/// tiles — a size and a shape, no value — so any `n` fits. Returns the
+/// device share per step, as [`LuFactors::device_shares`].
 pub fn lu_simulate(
-    rt: &Runtime,
-    n: usize,
-    nb: usize,
-    front: Front,
-    split: Split,
-) -> Result<Vec<(usize, f64)>, Error> {
-    lu_simulate_with(
-        rt,
-        n,
-        nb,
-        &LuOptions {
-            split,
-            ..LuOptions::new(front)
-        },
-    )
-}
-
-/// [`lu_simulate`] cut into tasks as `opts` says (the same tasks as
-/// [`lu_factor_with`]).
-pub fn lu_simulate_with(
     rt: &Runtime,
     n: usize,
     nb: usize,

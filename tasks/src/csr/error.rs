@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-/// Why [`Csr::new`] refused its parts.
+/// Why [`Csr::new`](super::Csr::new) refused its parts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CsrError {
     /// `n_cols` does not fit the `u32` column indices.

@@ -26,9 +26,9 @@ pub(super) fn nearest_row_boundary(row_ptr: &[usize], target: f64) -> usize {
     }
 }
 
-/// [`Csr::partition_by_nnz`] from the row offsets alone (`row_ptr[0] = 0`, non-decreasing,
-/// one entry more than rows): how a distributed run splits a matrix it has not built between
-/// ranks.
+/// [`Csr::partition_by_nnz`](super::Csr::partition_by_nnz) from the row offsets alone
+/// (`row_ptr[0] = 0`, non-decreasing, one entry more than rows): how a distributed run splits a
+/// matrix it has not built between ranks.
 ///
 /// # Panics
 /// If `parts == 0` or `row_ptr` is empty.

@@ -3,8 +3,8 @@
 //! a distributed run, per rank: messages, bytes and time waiting on the network.
 //!
 //! This module holds the figures and the per-worker, per-codelet and transfer
-//! sums; the critical path is in [`path`], the per-rank figures in [`ranks`],
-//! the text report in [`report`].
+//! sums; the critical path is in `path`, the per-rank figures in `ranks`,
+//! the text report in `report`.
 
 mod path;
 mod ranks;

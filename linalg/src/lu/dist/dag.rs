@@ -16,24 +16,24 @@ use tessera_tasks::tile::Tile;
 
 use super::column::ColumnNet;
 use super::storage::{Key, Slot};
-use super::{DTask, DistLu};
+use super::{DistLu, DistLuTask};
 use crate::lu::tasks::{
     column_priority, gemm_task, panel_priority, panel_task, swap_task, trsm_task,
 };
 
 impl DistLu {
     /// The one-process LU's priorities; the panel's sends rank just below it.
-    fn priority(&self, task: DTask) -> i32 {
+    fn priority(&self, task: DistLuTask) -> i32 {
         let t = self.t;
         match task {
-            DTask::Panel(k) | DTask::Part(k, _) => panel_priority(t, k),
-            DTask::Bcast(k, _) => panel_priority(t, k) - 1,
-            DTask::Swap(_, j)
-            | DTask::SwapOut(_, j, _)
-            | DTask::SwapTop(_, j)
-            | DTask::SwapIn(_, j, _)
-            | DTask::Trsm(_, j)
-            | DTask::Gemm(_, _, j) => column_priority(t, j),
+            DistLuTask::Panel(k) | DistLuTask::Part(k, _) => panel_priority(t, k),
+            DistLuTask::Bcast(k, _) => panel_priority(t, k) - 1,
+            DistLuTask::Swap(_, j)
+            | DistLuTask::SwapOut(_, j, _)
+            | DistLuTask::SwapTop(_, j)
+            | DistLuTask::SwapIn(_, j, _)
+            | DistLuTask::Trsm(_, j)
+            | DistLuTask::Gemm(_, _, j) => column_priority(t, j),
         }
     }
 
@@ -114,50 +114,50 @@ impl DistLu {
     }
 
     /// The data keys a task reads that may be copies (for `used`).
-    pub(super) fn reads(&self, task: &DTask) -> Vec<Key> {
+    pub(super) fn reads(&self, task: &DistLuTask) -> Vec<Key> {
         match *task {
-            DTask::Panel(_) | DTask::Part(..) => Vec::new(),
-            DTask::Bcast(k, _) => std::iter::once(Key::Piv(k))
+            DistLuTask::Panel(_) | DistLuTask::Part(..) => Vec::new(),
+            DistLuTask::Bcast(k, _) => std::iter::once(Key::Piv(k))
                 .chain((k..self.t).map(|i| Key::Tile(i, k)))
                 .collect(),
-            DTask::Swap(k, _) | DTask::SwapOut(k, _, _) => vec![Key::Piv(k)],
-            DTask::SwapTop(k, j) => std::iter::once(Key::Piv(k))
+            DistLuTask::Swap(k, _) | DistLuTask::SwapOut(k, _, _) => vec![Key::Piv(k)],
+            DistLuTask::SwapTop(k, j) => std::iter::once(Key::Piv(k))
                 .chain(self.prows(k).into_iter().map(|p| Key::Up(k, j, p)))
                 .collect(),
-            DTask::SwapIn(k, j, _) => vec![Key::Piv(k), Key::Down(k, j)],
-            DTask::Trsm(k, _) => vec![Key::Tile(k, k)],
-            DTask::Gemm(k, i, j) => vec![Key::Tile(i, k), Key::Tile(k, j)],
+            DistLuTask::SwapIn(k, j, _) => vec![Key::Piv(k), Key::Down(k, j)],
+            DistLuTask::Trsm(k, _) => vec![Key::Tile(k, k)],
+            DistLuTask::Gemm(k, i, j) => vec![Key::Tile(i, k), Key::Tile(k, j)],
         }
     }
 }
 
 impl TaskClasses for DistLu {
-    type Key = DTask;
+    type Key = DistLuTask;
 
-    fn roots(&self) -> Vec<DTask> {
+    fn roots(&self) -> Vec<DistLuTask> {
         if self.grid().p == 1 {
-            vec![DTask::Panel(0)]
+            vec![DistLuTask::Panel(0)]
         } else {
             self.members(0)
                 .into_iter()
-                .map(|p| DTask::Part(0, p))
+                .map(|p| DistLuTask::Part(0, p))
                 .collect()
         }
     }
 
-    fn predecessor_count(&self, key: &DTask) -> usize {
+    fn predecessor_count(&self, key: &DistLuTask) -> usize {
         let t = self.t;
         let after = |k: usize, n: usize| if k > 0 { n } else { 0 };
         match *key {
-            DTask::Panel(0) | DTask::Part(0, _) => 0,
-            DTask::Panel(k) => t - k,
-            DTask::Part(k, p) => self.part_rows(k, p).len(),
-            DTask::Bcast(..) => 1,
-            DTask::Swap(k, _) => 1 + after(k, t - k),
-            DTask::SwapOut(k, _, p) => 1 + after(k, self.rows_of(k, p)),
-            DTask::SwapTop(k, _) => 1 + after(k, 1) + self.prows(k).len(),
-            DTask::SwapIn(..) | DTask::Trsm(..) => 1,
-            DTask::Gemm(..) => {
+            DistLuTask::Panel(0) | DistLuTask::Part(0, _) => 0,
+            DistLuTask::Panel(k) => t - k,
+            DistLuTask::Part(k, p) => self.part_rows(k, p).len(),
+            DistLuTask::Bcast(..) => 1,
+            DistLuTask::Swap(k, _) => 1 + after(k, t - k),
+            DistLuTask::SwapOut(k, _, p) => 1 + after(k, self.rows_of(k, p)),
+            DistLuTask::SwapTop(k, _) => 1 + after(k, 1) + self.prows(k).len(),
+            DistLuTask::SwapIn(..) | DistLuTask::Trsm(..) => 1,
+            DistLuTask::Gemm(..) => {
                 if self.grid().p == 1 {
                     1
                 } else {
@@ -167,87 +167,95 @@ impl TaskClasses for DistLu {
         }
     }
 
-    fn successors(&self, key: &DTask, out: &mut Vec<DTask>) {
+    fn successors(&self, key: &DistLuTask, out: &mut Vec<DistLuTask>) {
         let (t, g) = (self.t, self.grid());
         match *key {
-            DTask::Panel(k) => {
+            DistLuTask::Panel(k) => {
                 let c = self.layout.pcol(k);
                 out.extend(
                     (k + 1..t)
                         .filter(|&j| self.layout.pcol(j) == c)
-                        .map(|j| DTask::Swap(k, j)),
+                        .map(|j| DistLuTask::Swap(k, j)),
                 );
                 if let Some(&r) = self.ring(k).first() {
-                    out.push(DTask::Bcast(k, r));
+                    out.push(DistLuTask::Bcast(k, r));
                 }
             }
-            DTask::Part(k, p) => {
+            DistLuTask::Part(k, p) => {
                 let (out_rows, top) = (self.prows(k).contains(&p), p == k % g.p);
                 for j in k + 1..t {
                     if out_rows {
-                        out.push(DTask::SwapOut(k, j, p));
+                        out.push(DistLuTask::SwapOut(k, j, p));
                     }
                     if top {
-                        out.push(DTask::SwapTop(k, j));
+                        out.push(DistLuTask::SwapTop(k, j));
                     }
                 }
             }
-            DTask::Bcast(k, r) => {
+            DistLuTask::Bcast(k, r) => {
                 out.extend(
                     (k + 1..t)
                         .filter(|&j| self.layout.pcol(j) == r)
-                        .map(|j| DTask::Swap(k, j)),
+                        .map(|j| DistLuTask::Swap(k, j)),
                 );
                 let ring = self.ring(k);
                 let at = ring.iter().position(|&x| x == r).expect("r is on the ring");
                 if let Some(&next) = ring.get(at + 1) {
-                    out.push(DTask::Bcast(k, next));
+                    out.push(DistLuTask::Bcast(k, next));
                 }
             }
-            DTask::Swap(k, j) => out.push(DTask::Trsm(k, j)),
-            DTask::SwapOut(k, j, _) => out.push(DTask::SwapTop(k, j)),
-            DTask::SwapTop(k, j) => {
-                out.extend(self.prows(k).into_iter().map(|p| DTask::SwapIn(k, j, p)));
-                out.push(DTask::Trsm(k, j));
+            DistLuTask::Swap(k, j) => out.push(DistLuTask::Trsm(k, j)),
+            DistLuTask::SwapOut(k, j, _) => out.push(DistLuTask::SwapTop(k, j)),
+            DistLuTask::SwapTop(k, j) => {
+                out.extend(
+                    self.prows(k)
+                        .into_iter()
+                        .map(|p| DistLuTask::SwapIn(k, j, p)),
+                );
+                out.push(DistLuTask::Trsm(k, j));
             }
-            DTask::SwapIn(k, j, p) => out.extend(
+            DistLuTask::SwapIn(k, j, p) => out.extend(
                 (k + 1..t)
                     .filter(|i| i % g.p == p)
-                    .map(|i| DTask::Gemm(k, i, j)),
+                    .map(|i| DistLuTask::Gemm(k, i, j)),
             ),
-            DTask::Trsm(k, j) => out.extend((k + 1..t).map(|i| DTask::Gemm(k, i, j))),
-            DTask::Gemm(k, i, j) => out.push(if j == k + 1 && g.p == 1 {
-                DTask::Panel(k + 1)
+            DistLuTask::Trsm(k, j) => out.extend((k + 1..t).map(|i| DistLuTask::Gemm(k, i, j))),
+            DistLuTask::Gemm(k, i, j) => out.push(if j == k + 1 && g.p == 1 {
+                DistLuTask::Panel(k + 1)
             } else if j == k + 1 {
-                DTask::Part(k + 1, i % g.p)
+                DistLuTask::Part(k + 1, i % g.p)
             } else if g.p == 1 {
-                DTask::Swap(k + 1, j)
+                DistLuTask::Swap(k + 1, j)
             } else if i == k + 1 {
-                DTask::SwapTop(k + 1, j)
+                DistLuTask::SwapTop(k + 1, j)
             } else {
-                DTask::SwapOut(k + 1, j, i % g.p)
+                DistLuTask::SwapOut(k + 1, j, i % g.p)
             }),
         }
     }
 
-    fn task(&self, key: &DTask) -> TaskBuilder {
+    fn task(&self, key: &DistLuTask) -> TaskBuilder {
         let prio = self.priority(*key);
         let t = self.t;
         let column = |k: usize, j: usize| -> Vec<ReadWrite<Tile>> {
             (k..t).map(|i| self.tile(i, j).rw()).collect()
         };
         match *key {
-            DTask::Part(k, p) => self.part_task(k, p, prio),
-            DTask::Panel(k) => panel_task(&self.piv(k), column(k, k), k, self.n, self.nb, prio),
-            DTask::Bcast(k, _) => {
+            DistLuTask::Part(k, p) => self.part_task(k, p, prio),
+            DistLuTask::Panel(k) => {
+                panel_task(&self.piv(k), column(k, k), k, self.n, self.nb, prio)
+            }
+            DistLuTask::Bcast(k, _) => {
                 let tiles: Vec<Read<Tile>> = (k..t).map(|i| self.tile(i, k).r()).collect();
                 Task::new(&BCAST, (self.piv(k).r(), tiles))
                     .args(k)
                     .priority(prio)
                     .into()
             }
-            DTask::Swap(k, j) => swap_task(&self.piv(k), column(k, j), k, j, self.n, self.nb, prio),
-            DTask::SwapOut(k, j, p) => {
+            DistLuTask::Swap(k, j) => {
+                swap_task(&self.piv(k), column(k, j), k, j, self.n, self.nb, prio)
+            }
+            DistLuTask::SwapOut(k, j, p) => {
                 let tiles: Vec<Read<Tile>> = self.below(k, j, p).iter().map(|h| h.r()).collect();
                 Task::new(
                     &SWAPOUT,
@@ -257,7 +265,7 @@ impl TaskClasses for DistLu {
                 .priority(prio)
                 .into()
             }
-            DTask::SwapTop(k, j) => {
+            DistLuTask::SwapTop(k, j) => {
                 let ups: Vec<Read<Vec<f64>>> = self
                     .prows(k)
                     .into_iter()
@@ -276,7 +284,7 @@ impl TaskClasses for DistLu {
                 .priority(prio)
                 .into()
             }
-            DTask::SwapIn(k, j, p) => {
+            DistLuTask::SwapIn(k, j, p) => {
                 let tiles: Vec<ReadWrite<Tile>> =
                     self.below(k, j, p).iter().map(|h| h.rw()).collect();
                 Task::new(
@@ -287,7 +295,7 @@ impl TaskClasses for DistLu {
                 .priority(prio)
                 .into()
             }
-            DTask::Trsm(k, j) => trsm_task(
+            DistLuTask::Trsm(k, j) => trsm_task(
                 &self.tile(k, k),
                 &self.tile(k, j),
                 k,
@@ -296,7 +304,7 @@ impl TaskClasses for DistLu {
                 self.nb,
                 prio,
             ),
-            DTask::Gemm(k, i, j) => gemm_task(
+            DistLuTask::Gemm(k, i, j) => gemm_task(
                 [&self.tile(i, k), &self.tile(k, j), &self.tile(i, j)],
                 (k, i, j),
                 self.n,
@@ -306,15 +314,19 @@ impl TaskClasses for DistLu {
         }
     }
 
-    fn owner(&self, key: &DTask) -> usize {
+    fn owner(&self, key: &DistLuTask) -> usize {
         let g = self.grid();
         match *key {
-            DTask::Panel(k) => self.panel_rank(k),
-            DTask::Part(k, p) => g.rank(p, self.layout.pcol(k)),
-            DTask::Bcast(_, r) => r,
-            DTask::Swap(k, j) | DTask::SwapTop(k, j) | DTask::Trsm(k, j) => self.layout.owner(k, j),
-            DTask::SwapOut(_, j, p) | DTask::SwapIn(_, j, p) => g.rank(p, self.layout.pcol(j)),
-            DTask::Gemm(_, i, j) => self.layout.owner(i, j),
+            DistLuTask::Panel(k) => self.panel_rank(k),
+            DistLuTask::Part(k, p) => g.rank(p, self.layout.pcol(k)),
+            DistLuTask::Bcast(_, r) => r,
+            DistLuTask::Swap(k, j) | DistLuTask::SwapTop(k, j) | DistLuTask::Trsm(k, j) => {
+                self.layout.owner(k, j)
+            }
+            DistLuTask::SwapOut(_, j, p) | DistLuTask::SwapIn(_, j, p) => {
+                g.rank(p, self.layout.pcol(j))
+            }
+            DistLuTask::Gemm(_, i, j) => self.layout.owner(i, j),
         }
     }
 }
@@ -325,15 +337,15 @@ impl DistClasses for DistLu {
         let _ = self.panel_net.set(Arc::new(Collectives::new(net)));
     }
 
-    fn flows(&self, from: &DTask, to: &DTask, out: &mut Vec<u64>) {
+    fn flows(&self, from: &DistLuTask, to: &DistLuTask, out: &mut Vec<u64>) {
         let g = self.grid();
         match (*from, *to) {
-            (DTask::Panel(k) | DTask::Bcast(k, _), _) if g.p == 1 => {
+            (DistLuTask::Panel(k) | DistLuTask::Bcast(k, _), _) if g.p == 1 => {
                 out.push(self.key(Key::Piv(k)));
                 out.extend((k..self.t).map(|i| self.key(Key::Tile(i, k))));
             }
             // Along the process row: this part's pivots and `L` tiles.
-            (DTask::Part(k, p), _) => {
+            (DistLuTask::Part(k, p), _) => {
                 out.push(self.key(Key::Piv(k)));
                 out.extend(
                     self.part_rows(k, p)
@@ -341,9 +353,9 @@ impl DistClasses for DistLu {
                         .map(|i| self.key(Key::Tile(i, k))),
                 );
             }
-            (DTask::SwapOut(k, j, p), _) => out.push(self.key(Key::Up(k, j, p))),
-            (DTask::SwapTop(k, j), _) => out.push(self.key(Key::Down(k, j))),
-            (DTask::Trsm(k, j), _) => out.push(self.key(Key::Tile(k, j))),
+            (DistLuTask::SwapOut(k, j, p), _) => out.push(self.key(Key::Up(k, j, p))),
+            (DistLuTask::SwapTop(k, j), _) => out.push(self.key(Key::Down(k, j))),
+            (DistLuTask::Trsm(k, j), _) => out.push(self.key(Key::Tile(k, j))),
             (from, to) => unreachable!("no data flows from {from:?} to {to:?} across ranks"),
         }
     }
@@ -379,16 +391,16 @@ impl DistClasses for DistLu {
         n
     }
 
-    fn finished(&self, key: &DTask) {
+    fn finished(&self, key: &DistLuTask) {
         for k in self.reads(key) {
             self.used(k);
         }
         // What a task made only to send away is done once sent.
         match *key {
-            DTask::SwapOut(k, j, p) if self.layout.owner(k, j) != self.rank => {
+            DistLuTask::SwapOut(k, j, p) if self.layout.owner(k, j) != self.rank => {
                 self.used(Key::Up(k, j, p))
             }
-            DTask::SwapTop(k, j) if self.prows(k).iter().any(|&p| p != k % self.grid().p) => {
+            DistLuTask::SwapTop(k, j) if self.prows(k).iter().any(|&p| p != k % self.grid().p) => {
                 self.used(Key::Down(k, j))
             }
             _ => {}

@@ -72,9 +72,10 @@ use crate::hpl::generate_tile;
 pub use self::layout::{Grid, Layout};
 pub use self::solve::HeldFactors;
 
-/// One task of the distributed LU DAG (see the module doc).
+/// One task of the distributed LU DAG (see the module doc): the key of its
+/// task classes, as [`LuTask`](crate::lu::LuTask) is the one-process LU's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum DTask {
+pub enum DistLuTask {
     /// `PANEL(k)` (P = 1).
     Panel(usize),
     /// `PANEL_PART(k, p)`: process row `p`'s tiles of panel `k` (P > 1).

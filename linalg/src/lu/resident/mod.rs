@@ -300,6 +300,7 @@ impl<'rt> Prepared<'rt> {
         Ok(LuFactors {
             factors: self.a,
             ipiv,
+            device_shares: Vec::new(),
         })
     }
 }

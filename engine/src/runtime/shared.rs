@@ -1,0 +1,264 @@
+//! The state a runtime's handle and workers share ([`Shared`]), and its
+//! completion protocol: counting tasks in flight, recording failures, and
+//! waking the threads that wait.
+//!
+//! Invariants kept here:
+//! - `finished` never exceeds `submitted` read after it; in flight is their
+//!   difference (`in_flight`).
+//! - No lost wake-up: `finish_one` and `wait_until` both use SeqCst on the
+//!   counters, waiter counts and `TaskNode::awaited`, so either a waiter
+//!   sees the task done or the completer sees the waiter (and notifies under
+//!   `wait_lock`).
+//! - Failures are pushed to `errors` before `has_errors` is set, and taken
+//!   (with `has_errors` cleared) under the same lock.
+//!
+//! The fields private to the runtime are `pub(super)`: visible to the
+//! runtime's own files (`start` builds the value, `data` counts handles),
+//! as they were when the runtime was one file, and to nothing else.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use crate::error::{Error, RunError, TaskFailure};
+use crate::memory::Memory;
+use crate::perfmodel::PerfModels;
+use crate::recorder::TraceLog;
+use crate::sched::{Pushed, SchedulerPolicy, WorkerKind};
+use crate::sleep::Sleep;
+use crate::task::TaskNode;
+use crate::util::lock;
+use crate::worker::Outcome;
+
+/// One recorded task for DOT export: (id, name, predecessor ids).
+pub(crate) type GraphEntry = (u64, String, Box<[u64]>);
+
+/// State shared by the runtime handle and its workers.
+pub(crate) struct Shared {
+    pub(crate) id: u64,
+    pub(crate) policy: Arc<dyn SchedulerPolicy>,
+    pub(crate) sleep: Sleep,
+    /// Written by submitters only (`stf`): on a line of its own, like
+    /// `submitted`.
+    pub(crate) next_task: CachePadded<AtomicU64>,
+    pub(super) next_handle: AtomicU64,
+    /// Tasks submitted, and tasks finished, so far: in flight is the
+    /// difference. Two counters on lines of their own, one written by
+    /// submitters and one by workers, rather than one counter both write:
+    /// that line moved between the submitting core and the workers' at every
+    /// task (the increment was a third of `submit`'s own time in
+    /// `tessera overhead`).
+    pub(crate) submitted: CachePadded<AtomicU64>,
+    pub(super) finished: CachePadded<AtomicU64>,
+    /// Threads inside `wait_all`: a completer notifies them only when it
+    /// brings `in_flight` to zero (a notification per task would cost every
+    /// completion of a drain a system call, and the waiter a wake-up).
+    pub(super) all_waiters: AtomicUsize,
+    /// Threads waiting for given tasks (`wait`, `unregister`): notified by
+    /// the completion of a task marked `awaited` while non-zero.
+    pub(super) task_waiters: AtomicUsize,
+    pub(super) wait_lock: Mutex<()>,
+    pub(super) wait_cond: Condvar,
+    /// Failures and cancellations since the last `wait_all`.
+    pub(super) errors: Mutex<RunError>,
+    pub(super) has_errors: AtomicBool,
+    pub(crate) trace: Option<Arc<TraceLog>>,
+    pub(crate) graph: Option<Mutex<Vec<GraphEntry>>>,
+    /// What each worker is (CPU workers first, then one per device).
+    pub(crate) kinds: Vec<WorkerKind>,
+    /// CPU workers (the first `cpu_workers` of `kinds`): the most a team has.
+    pub(crate) cpu_workers: usize,
+    /// Where a team task's leader recruits its members (`crate::team`).
+    pub(crate) board: crate::team::Board,
+    pub(crate) memory: Arc<Memory>,
+    /// Whether there is more than one memory node (devices or NUMA nodes):
+    /// then every task acquires its data on its worker's node.
+    pub(crate) multi_node: bool,
+    pub(crate) perf: Arc<PerfModels>,
+    /// Time tasks into `perf`.
+    pub(crate) calibrate: bool,
+    /// Flops of the tasks finished successfully (for progress reports).
+    pub(super) flops_done: AtomicU64,
+    /// Set by `Runtime::interrupt` (Ctrl-C): tasks not started are
+    /// cancelled as workers pop them, and submissions are refused.
+    pub(crate) interrupted: AtomicBool,
+    /// Device bodies that failed and fell back to the CPU body: how many,
+    /// and the first one's message.
+    pub(super) fallbacks: AtomicU64,
+    pub(super) first_fallback: std::sync::OnceLock<String>,
+    /// The virtual workers of a simulated runtime (`crate::simulate`).
+    pub(crate) sim: Option<crate::simulate::SimRt>,
+    /// Finished task nodes whose allocations submissions reuse.
+    pub(crate) nodes: crate::task::NodePool,
+    /// The network this rank's idle workers watch, if any (`crate::watch`).
+    pub(crate) watch: crate::watch::Watch,
+}
+
+impl Shared {
+    /// Wake whoever must take a task that was just pushed (`Pushed` says where).
+    pub(crate) fn wake(&self, pushed: Pushed) {
+        if let Some(sim) = &self.sim {
+            // Virtual workers poll at the event loop's next step.
+            sim.mark_dirty();
+            return;
+        }
+        match pushed {
+            Pushed::Worker(w) => self.sleep.notify_worker(w),
+            Pushed::Local | Pushed::Shared => self.sleep.notify_one(),
+        }
+    }
+
+    /// A device body failed and the task falls back to its CPU body.
+    pub(crate) fn note_fallback(&self, message: impl FnOnce() -> String) {
+        self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        self.first_fallback.get_or_init(message);
+    }
+
+    /// A task of `flops` finished successfully.
+    pub(crate) fn add_flops(&self, flops: f64) {
+        if flops > 0.0 {
+            // Relaxed: a progress counter, read as a hint.
+            self.flops_done.fetch_add(flops as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Submitted tasks not finished yet.
+    pub(crate) fn in_flight(&self) -> usize {
+        // `finished` first: it never exceeds `submitted` read after it, and
+        // equality means nothing was in flight when `finished` was read.
+        let f = self.finished.load(Ordering::SeqCst);
+        let s = self.submitted.load(Ordering::SeqCst);
+        usize::try_from(s.saturating_sub(f)).unwrap_or(usize::MAX)
+    }
+
+    /// Task `node` finished: one less in flight; wake the waiters it may concern.
+    ///
+    /// A thread waiting for given tasks is woken only by theirs (`TaskNode::awaited`).
+    /// Until the ninth session every completion woke it: the one-process CG waits for
+    /// each iteration's convergence test, and each of the iteration's hundred tasks then
+    /// woke the submitting thread, which took the lock the worker had to take to wake it
+    /// (two futex calls per task on the worker, 20–30 µs between tasks in its traces).
+    #[inline]
+    pub(crate) fn finish_one(&self, node: &TaskNode) {
+        // SeqCst on both sides (here and in `wait_until`): either the waiter
+        // sees the finished state, or this load sees the waiter. A `wait_all`
+        // waiter's condition can only turn true at the decrement to zero. A
+        // task waiter marks its tasks `awaited` (SeqCst) before it checks
+        // them, and this task's done state was stored (SeqCst) before: either
+        // the waiter sees it done, or this load sees the mark.
+        let finished = self.finished.fetch_add(1, Ordering::SeqCst) + 1;
+        // `submitted` is read only while someone waits for all: the line
+        // stays with the submitters otherwise.
+        if (self.all_waiters.load(Ordering::SeqCst) > 0
+            && self.submitted.load(Ordering::SeqCst) == finished)
+            || (self.task_waiters.load(Ordering::SeqCst) > 0 && node.awaited.load(Ordering::SeqCst))
+        {
+            let _g = lock(&self.wait_lock);
+            self.wait_cond.notify_all();
+        }
+    }
+
+    /// Record a failed or cancelled task and poison the data it was to write.
+    pub(crate) fn record_failure(&self, node: &Arc<TaskNode>, outcome: &Outcome) {
+        let who = match outcome {
+            Outcome::Cancelled => format!(
+                "its last writer {} was cancelled because {}",
+                node.info(),
+                node.root_cause()
+            ),
+            _ => format!("its last writer {} failed", node.info()),
+        };
+        for a in node.accesses.iter().filter(|a| a.mode.writes()) {
+            let mut deps = a.lock_deps();
+            let is_last = deps
+                .last_writer
+                .as_ref()
+                .is_some_and(|w| std::ptr::eq(w.node.as_ptr(), Arc::as_ptr(node)));
+            if is_last {
+                deps.poisoned_by = Some(who.clone());
+            }
+        }
+        let mut errors = lock(&self.errors);
+        match outcome {
+            Outcome::Failed(message) => errors.failures.push(TaskFailure {
+                task: node.info(),
+                message: message.clone(),
+            }),
+            Outcome::Cancelled => errors.cancelled.push(node.info()),
+            Outcome::Ok => {}
+        }
+        self.has_errors.store(true, Ordering::SeqCst);
+    }
+
+    /// Block until `done()` holds, or the deadline passes. `all`: `done` is
+    /// "nothing in flight" (see `all_waiters`), else it is about given tasks.
+    pub(super) fn wait_until(
+        &self,
+        all: bool,
+        done: impl Fn() -> bool,
+        timeout: Option<Duration>,
+    ) -> Result<(), Error> {
+        if done() {
+            return Ok(());
+        }
+        if let Some(sim) = &self.sim {
+            // Simulated time: waiting is running the event loop (deadlines
+            // are wall-clock and do not apply).
+            return sim.run_until(&done).map_err(Error::Simulation);
+        }
+        // A timeout too large to add to now (`Duration::MAX`) is no deadline.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let waiters = if all {
+            &self.all_waiters
+        } else {
+            &self.task_waiters
+        };
+        waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = lock(&self.wait_lock);
+        let result = loop {
+            if done() {
+                break Ok(());
+            }
+            match deadline {
+                None => {
+                    guard = self
+                        .wait_cond
+                        .wait(guard)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break Err(Error::Timeout(timeout.unwrap_or_default()));
+                    }
+                    guard = self
+                        .wait_cond
+                        .wait_timeout(guard, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        };
+        drop(guard);
+        waiters.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    pub(super) fn take_errors(&self) -> Result<(), Error> {
+        if !self.has_errors.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut errors = lock(&self.errors);
+        self.has_errors.store(false, Ordering::SeqCst);
+        let e = std::mem::take(&mut *errors);
+        if e.failures.is_empty() && e.cancelled.is_empty() {
+            Ok(())
+        } else if self.is_interrupted() {
+            Err(Error::Interrupted(e))
+        } else {
+            Err(Error::Failed(e))
+        }
+    }
+}

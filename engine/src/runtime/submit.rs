@@ -1,0 +1,143 @@
+//! Submitting tasks: the runtime handle's `submit`, [`Submitter`] (which
+//! submits from anywhere, task bodies included), and [`Hold`] (a task
+//! submitted held back). The submission itself, with the lock order, is in
+//! [`crate::stf`].
+//!
+//! Invariants kept here:
+//! - A `Submitter` or `Hold` holds the runtime weakly: it never keeps a
+//!   dropped runtime alive, and fails (or does nothing) once it is gone.
+//! - A held task keeps one extra pending count until its `Hold` is released.
+
+use std::sync::{Arc, Weak};
+
+use super::{Runtime, Shared};
+use crate::error::Error;
+use crate::task::{TaskBuilder, TaskHandle, TaskNode};
+
+/// Submits tasks to a runtime from anywhere, task bodies included. Holds the
+/// runtime weakly, so a body that keeps one does not keep the runtime alive.
+///
+/// A task submitted from a body is ordered like any other, by the data it
+/// names, in submission order: if it reads or writes data its parent task
+/// writes, it depends on the parent and starts only once the parent has
+/// finished (it sees the parent's writes). So a body must not wait for a
+/// task it submits on its own data: that task waits for the body.
+///
+/// ```
+/// use tessera_engine::{Codelet, Config, Runtime};
+///
+/// let rt = Runtime::new(Config::with_workers(2)).unwrap();
+/// let h = rt.register(1u64);
+/// let (parent, child) = (Codelet::new("parent"), Codelet::new("child"));
+/// let sub = rt.submitter();
+/// let h2 = h.clone();
+/// rt.task(&parent, h.rw())
+///     .cpu(move |v| {
+///         // Submitted while this body holds `h`: runs after it, and sees 2.
+///         sub.submit(tessera_engine::Task::new(&child, h2.rw()).cpu(|v| {
+///             *v *= 10;
+///             Ok(())
+///         }))?;
+///         *v += 1;
+///         Ok(())
+///     })
+///     .submit()
+///     .unwrap();
+/// rt.wait_all().unwrap();
+/// assert_eq!(rt.unregister(h).unwrap(), 20);
+/// ```
+#[derive(Clone)]
+pub struct Submitter(Weak<Shared>);
+
+impl Submitter {
+    /// Like [`Runtime::submit`]; `Err` if the runtime is gone.
+    pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
+        let task = task.into();
+        match self.0.upgrade() {
+            Some(shared) => shared.submit(task),
+            None => Err(Error::Submit {
+                task: task.display_name(),
+                reason: "the runtime was dropped".into(),
+            }),
+        }
+    }
+}
+
+impl Submitter {
+    /// [`Shared::write_now`] on the runtime: `None` (nothing written) if it
+    /// is gone or the data is in use.
+    pub(crate) fn write_now(
+        &self,
+        data: &Arc<dyn crate::data::AnyHandle>,
+        write: impl FnOnce() -> Result<(), String>,
+    ) -> Option<Result<(), String>> {
+        self.0.upgrade()?.write_now(data, write)
+    }
+}
+
+/// The extra pending count of a task submitted held (see
+/// `Shared::submit_held`): releasing it lets the task become ready.
+pub(crate) struct Hold {
+    node: Arc<TaskNode>,
+    shared: Weak<Shared>,
+}
+
+impl Hold {
+    /// The count `node` keeps for `shared` until released.
+    pub(crate) fn new(node: Arc<TaskNode>, shared: &Arc<Shared>) -> Hold {
+        Hold {
+            node,
+            shared: Arc::downgrade(shared),
+        }
+    }
+
+    /// Let the task run (once its dependencies are met).
+    pub(crate) fn release(self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.release_one(self.node);
+        }
+    }
+
+    /// Let a receive run, its message having come: at once on this thread
+    /// if it is a worker polling the network and the receive is ready (see
+    /// `Shared::release_received`). Only for a task whose body is short
+    /// and never waits (it runs inside the network's poll).
+    pub(crate) fn release_received(self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.release_received(self.node);
+        }
+    }
+}
+
+impl Runtime {
+    /// Submit a task (a typed [`Task`](crate::Task) or a dynamic
+    /// [`TaskBuilder`]). Its dependencies are inferred from the data it
+    /// declares and the tasks submitted before it (plus any explicit
+    /// `after`). Callable from several threads, and from task bodies (the
+    /// task then goes to that worker's queue).
+    #[inline]
+    pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
+        self.shared.submit(task.into())
+    }
+
+    /// Submit a task that stays held back until the `Hold` is released.
+    pub(crate) fn submit_held(&self, task: TaskBuilder) -> Result<(TaskHandle, Hold), Error> {
+        self.shared.submit_held(task)
+    }
+
+    /// Run `hook` once `data` holds what the tasks submitted so far wrote
+    /// last (see `Shared::after_last_writer`).
+    pub(crate) fn after_last_writer(
+        &self,
+        data: &dyn crate::data::AnyHandle,
+        hook: crate::task::Hook,
+    ) {
+        self.shared.after_last_writer(data.core(), hook)
+    }
+
+    /// A handle that can submit to this runtime from inside task bodies
+    /// (it does not keep the runtime alive).
+    pub fn submitter(&self) -> Submitter {
+        Submitter(Arc::downgrade(&self.shared))
+    }
+}
