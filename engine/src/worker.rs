@@ -15,7 +15,7 @@ use crate::runtime::Shared;
 use crate::sched::{Pushed, ReadyTask, WorkerQueue};
 use crate::sleep::Pop;
 use crate::task::{lock_successors, state, Body, DeviceMatch, Once, TaskContext, TaskNode};
-use crate::team::{Board, TeamJob};
+use crate::team::{Board, Joined, Post, TeamJob};
 use crate::util::panic_message;
 use crate::watch::{Activity, Watch, Watching};
 
@@ -123,7 +123,7 @@ impl Drop for CurrentGuard {
 /// What a worker takes next: a task, or a place in a recruiting team.
 enum Work {
     Task(ReadyTask),
-    Join(Arc<TeamJob>, usize),
+    Join(Joined),
 }
 
 /// What an idle worker pops from: the team board first (CPU workers only),
@@ -146,8 +146,8 @@ struct Source<'a> {
 impl Pop for Source<'_> {
     type Item = Work;
     fn pop(&mut self) -> Option<Work> {
-        if let Some((job, rank)) = self.board.and_then(|b| b.try_join(self.index)) {
-            return Some(Work::Join(job, rank));
+        if let Some(joined) = self.board.and_then(|b| b.try_join(self.index)) {
+            return Some(Work::Join(joined));
         }
         self.queue.pop().map(Work::Task)
     }
@@ -198,8 +198,8 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
         let Some(work) = work else { break };
         let task = match work {
             Work::Task(t) => t,
-            Work::Join(job, rank) => {
-                serve(&job, rank, recorder.as_mut());
+            Work::Join(joined) => {
+                serve(joined, recorder.as_mut());
                 continue;
             }
         };
@@ -235,8 +235,9 @@ pub(crate) fn team_size(shared: &Shared, node: &TaskNode, is_device: bool) -> Op
     }
 }
 
-/// Lead `task`'s team of `size`: recruit (or, if another team recruits,
-/// hand the task back and join that one), run, release the members.
+/// Lead `task`'s team of `size` (`team/README.md`, L2–L3): post it (or,
+/// if another team recruits, hand the task back and join that one), wake
+/// the parked CPU workers, wait on this thread for the team, and run it.
 fn lead(
     shared: &Shared,
     task: ReadyTask,
@@ -246,25 +247,24 @@ fn lead(
     recorder: Option<&mut Recorder>,
 ) {
     let board = &shared.board;
-    let here = board.numa_of(index);
-    let numa = (board.count_on(here, shared.cpu_workers) >= size).then_some(here);
-    let job = Arc::new(TeamJob::new(Arc::clone(&task.0), size, index, numa));
-    if !board.post(&job) {
-        // One team recruits at a time (team/README.md): put this one back
-        // where any worker may find it, and help the other.
+    // Another team recruits: back where any worker may find it.
+    let give_back = |task| {
         let pushed = queue.push(task);
         shared.wake(pushed);
-        if let Some((other, rank)) = board.try_join(index) {
-            serve(&other, rank, recorder);
+    };
+    let (job, task) = match board.post(task, size, index, shared.cpu_workers, give_back) {
+        Post::Recruiting(job, task) => (job, task),
+        Post::Helping(joined) => {
+            if let Some(joined) = joined {
+                serve(joined, recorder);
+            }
+            return;
         }
-        return;
-    }
+    };
     for w in (0..shared.cpu_workers).filter(|&w| w != index) {
         shared.sleep.notify_worker(w);
     }
-    if !job.wait_complete(|| shared.sleep.is_shutdown()) {
-        board.withdraw(&job);
-        job.release();
+    if !board.wait_complete(&job, || shared.sleep.is_shutdown()) {
         let node = task.0;
         // SAFETY: this worker popped the task from a ready queue.
         drop(unsafe { node.take_once() });
@@ -279,19 +279,18 @@ fn lead(
     execute(shared, task, queue, index, recorder, Some(&job));
 }
 
-/// A member of `job` at `rank`: run what its leader hands out until the
-/// body returns, then record the task on this worker's timeline too.
-fn serve(job: &TeamJob, rank: usize, recorder: Option<&mut Recorder>) {
-    job.serve(rank);
-    let (start, end) = *crate::util::lock(&job.span);
-    // (0, 0): the task was cancelled, or not traced; the leader recorded nothing.
-    if let (Some(rec), true) = (recorder, end > 0) {
-        let mut e = event(&job.node, start, end);
-        e.team_rank = rank as u32;
-        e.flops = 0.0; // counted once, on the leader's event
-        rec.record(e, &job.node.codelet);
-    }
-    job.check_out();
+/// A member of a team: run what its leader hands out until the body
+/// returns, then record the task on this worker's timeline too.
+fn serve(joined: Joined, recorder: Option<&mut Recorder>) {
+    joined.serve(|node, rank, (start, end)| {
+        // (0, 0): the task was cancelled, or not traced; the leader recorded nothing.
+        if let (Some(rec), true) = (recorder, end > 0) {
+            let mut e = event(node, start, end);
+            e.team_rank = rank as u32;
+            e.flops = 0.0; // counted once, on the leader's event
+            rec.record(e, &node.codelet);
+        }
+    });
 }
 
 /// After a team task completed: its members checked out before its
@@ -363,7 +362,7 @@ fn execute(
         if let (Some(rec), Some(start)) = (recorder, start) {
             let end = rec.now();
             if let Some(job) = team {
-                *crate::util::lock(&job.span) = (start, end);
+                job.set_span(start, end);
             }
             rec.record(event(&node, start, end), &node.codelet);
         }

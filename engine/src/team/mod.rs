@@ -39,6 +39,8 @@
 //! assert_eq!(rt.unregister(sum).unwrap(), vec![1, 2]);
 //! ```
 
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod parts;
 pub(crate) mod recruit;
 mod sync;
@@ -48,7 +50,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use parts::Held;
 pub use parts::{ColsMut, Part, PartError, PartMut, TeamBuf};
-pub(crate) use recruit::{Board, TeamJob};
+pub(crate) use recruit::{Board, Joined, Post, TeamJob};
 use sync::TeamAborted;
 pub(crate) use sync::TeamSync;
 

@@ -1,24 +1,30 @@
 //! Recruiting a team among a runtime's CPU workers (the board), and the
 //! running team's dispatch of closures to its members (the job).
 //!
-//! One team recruits at a time. The leader posts its job on the board and
-//! wakes the parked CPU workers; every CPU worker looks at the board before
-//! it pops a task (one relaxed load while nobody recruits) and joins; the
-//! board is cleared when the team is complete. A worker that pops a team
-//! task while another team recruits puts it back and joins that team. Why
-//! this cannot deadlock or lose a wake-up: `README.md` beside this file.
+//! One team recruits at a time. The leader posts its job on the board
+//! ([`Board::post`]) and wakes the parked CPU workers; every CPU worker looks
+//! at the board before it pops a task (one relaxed load while nobody
+//! recruits) and joins ([`Board::try_join`]); the board is cleared when the
+//! team is complete, and the leader, which waited for that
+//! ([`Board::wait_complete`]), runs the body. A worker that pops a team
+//! task while another team recruits gives it back and joins that team.
+//! These steps are the protocol's only copy: the real workers
+//! (`crate::worker`) and the simulator (`crate::simulate::world::teams`)
+//! both call them, and differ only in how they wait (threads, or virtual
+//! time). Why this cannot deadlock or lose a wake-up: `README.md` beside
+//! this file.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
 use super::sync::{wait_until, wake_all, TeamSync};
 use super::{run_member, Member};
 use crate::error::BodyError;
+use crate::sched::ReadyTask;
+use crate::sync::{lock, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 use crate::task::TaskNode;
-use crate::util::lock;
 
 /// A lifetime-erased reference to the closure members run (see
 /// [`TeamJob::run`] for why it stays valid while they use it).
@@ -36,6 +42,8 @@ pub(crate) struct TeamJob {
     pub(crate) node: Arc<TaskNode>,
     /// Barrier and reductions, sized for the whole team.
     pub(crate) sync: TeamSync,
+    /// The worker that posted the job (rank 0).
+    leader: usize,
     /// The worker of each rank, in joining order (the leader is rank 0).
     /// Complete when its length is the team's size.
     workers: Mutex<Vec<usize>>,
@@ -44,7 +52,7 @@ pub(crate) struct TeamJob {
     joined: AtomicUsize,
     /// Only workers of this NUMA node may join (set when the node has
     /// enough CPU workers for the whole team).
-    pub(crate) numa: Option<usize>,
+    numa: Option<usize>,
     /// The closure of the current `run`, and its generation: members run
     /// each generation once.
     work: Mutex<Option<WorkRef>>,
@@ -58,21 +66,18 @@ pub(crate) struct TeamJob {
     park: (Mutex<()>, Condvar),
     sleepers: AtomicUsize,
     /// When the body started and ended (the recorder's clock), for the
-    /// members' trace events.
-    pub(crate) span: Mutex<(u64, u64)>,
+    /// members' trace events: written by the leader before `release`, read
+    /// by each member after it (`Joined::serve`); (0, 0) when not traced.
+    span: Mutex<(u64, u64)>,
 }
 
 impl TeamJob {
     /// A job for `node` with `size` members, led by worker `leader`.
-    pub(crate) fn new(
-        node: Arc<TaskNode>,
-        size: usize,
-        leader: usize,
-        numa: Option<usize>,
-    ) -> TeamJob {
+    fn new(node: Arc<TaskNode>, size: usize, leader: usize, numa: Option<usize>) -> TeamJob {
         TeamJob {
             node,
             sync: TeamSync::new(size),
+            leader,
             workers: Mutex::new(vec![leader]),
             joined: AtomicUsize::new(0),
             numa,
@@ -106,7 +111,18 @@ impl TeamJob {
         Some(rank)
     }
 
-    /// The workers of ranks 1 and up (the members besides the leader).
+    /// The worker that leads the team (rank 0).
+    pub(crate) fn leader(&self) -> usize {
+        self.leader
+    }
+
+    /// The task the team runs, as its leader starts it.
+    pub(crate) fn task(&self) -> ReadyTask {
+        ReadyTask(Arc::clone(&self.node))
+    }
+
+    /// The workers of ranks 1 and up (the members besides the leader), in
+    /// rank order.
     pub(crate) fn members(&self) -> Vec<usize> {
         lock(&self.workers)[1..].to_vec()
     }
@@ -116,11 +132,10 @@ impl TeamJob {
         self.joined.load(Ordering::SeqCst) == self.wanted()
     }
 
-    /// The leader: wait until the team is complete, or `stop()` holds
-    /// (the runtime shuts down). Returns whether it is complete.
-    pub(crate) fn wait_complete(&self, stop: impl Fn() -> bool) -> bool {
-        wait_until(|| self.is_complete() || stop(), &self.park, &self.sleepers);
-        self.is_complete()
+    /// The leader, after the body: when it started and ended (recorder's
+    /// clock), for the members' trace events. Before `release`.
+    pub(crate) fn set_span(&self, start: u64, end: u64) {
+        *lock(&self.span) = (start, end);
     }
 
     /// Run `f` on every member (rank 0 here, on the leader's thread) and
@@ -163,9 +178,9 @@ impl TeamJob {
         }
     }
 
-    /// A member of rank `rank`: run every closure the leader hands out,
-    /// until the body returns.
-    pub(crate) fn serve(&self, rank: usize) {
+    /// A member of rank `rank` (M2): run every closure the leader hands
+    /// out, until the body returns.
+    fn serve(&self, rank: usize) {
         let mut seen = 0;
         loop {
             wait_until(
@@ -195,8 +210,8 @@ impl TeamJob {
         }
     }
 
-    /// The body has returned: release the members, and wait until each
-    /// has checked out (so the task completes after every member's trace
+    /// The leader (L5): the body has returned: release the members, and
+    /// wait until each has checked out (so the task completes after every member's trace
     /// event is recorded, and with its workers free).
     pub(crate) fn release(&self) {
         self.released.store(true, Ordering::SeqCst);
@@ -209,14 +224,58 @@ impl TeamJob {
         );
     }
 
-    /// A member is done with this team.
-    pub(crate) fn check_out(&self) {
+    /// A member is done with this team (M3).
+    fn check_out(&self) {
         self.checked_out.fetch_add(1, Ordering::SeqCst);
         wake_all(&self.park, &self.sleepers);
     }
 }
 
+/// A place in a team, taken on the board (M1).
+pub(crate) struct Joined {
+    /// The team joined.
+    pub(crate) job: Arc<TeamJob>,
+    /// This member's rank (1 and up: the leader is rank 0).
+    pub(crate) rank: usize,
+}
+
+impl Joined {
+    /// Whether this join completed the team: the team's task may start
+    /// (the leader, waiting in [`Board::wait_complete`], sees it too).
+    pub(crate) fn completes(&self) -> bool {
+        self.rank == self.job.wanted()
+    }
+
+    /// Serve the team (M2) until its body returns, then (M3) call
+    /// `record(node, rank, span)` to put the task on this worker's
+    /// timeline (`span` is the leader's, (0, 0) when the task was cancelled
+    /// or not traced), and check out.
+    pub(crate) fn serve(self, record: impl FnOnce(&TaskNode, usize, (u64, u64))) {
+        self.job.serve(self.rank);
+        let span = *lock(&self.job.span);
+        record(&self.job.node, self.rank, span);
+        self.job.check_out();
+    }
+}
+
+/// What a worker that popped a team task got from the board (L2).
+pub(crate) enum Post {
+    /// Its job is posted: it leads the team. It recruits (wakes the CPU
+    /// workers, or enlists the idle ones), then starts the task, given back
+    /// here, when the team is complete.
+    Recruiting(Arc<TeamJob>, ReadyTask),
+    /// Another team recruits: the task went back to the policy, and this
+    /// worker joined that team, unless it was complete already (or keeps
+    /// to another NUMA node).
+    Helping(Option<Joined>),
+}
+
 /// Where a recruiting team waits for members (one per runtime).
+///
+/// Invariants, under `job`'s lock: `recruiting` is set exactly while `job`
+/// holds a job; a job on the board is never complete (the member that
+/// completes it takes it off in the same critical section); a job leaves the
+/// board only complete, or withdrawn by its leader.
 pub(crate) struct Board {
     /// A job is posted (checked by every CPU worker before each pop): on a
     /// line of its own, so that idle workers polling it do not share a line
@@ -228,6 +287,8 @@ pub(crate) struct Board {
 }
 
 impl Board {
+    /// A board for workers on NUMA nodes `numa` (empty: one node, as the
+    /// simulator models teams).
     pub(crate) fn new(numa: Vec<usize>) -> Board {
         Board {
             recruiting: CachePadded::new(AtomicBool::new(false)),
@@ -245,31 +306,54 @@ impl Board {
         self.recruiting.load(Ordering::Relaxed)
     }
 
+    /// Whether worker `w` leads the team recruiting now.
+    pub(crate) fn is_led_by(&self, w: usize) -> bool {
+        lock(&self.job).as_ref().is_some_and(|j| j.leader == w)
+    }
+
     /// NUMA node of worker `w` (0 when unknown).
-    pub(crate) fn numa_of(&self, w: usize) -> usize {
+    fn numa_of(&self, w: usize) -> usize {
         self.numa.get(w).copied().unwrap_or(0)
     }
 
     /// How many CPU workers among `cpus` (worker indexes) are on `node`.
-    pub(crate) fn count_on(&self, node: usize, cpus: usize) -> usize {
+    fn count_on(&self, node: usize, cpus: usize) -> usize {
         (0..cpus).filter(|&w| self.numa_of(w) == node).count()
     }
 
-    /// Post `job`; `false` if another team is recruiting (then join it).
-    pub(crate) fn post(&self, job: &Arc<TeamJob>) -> bool {
-        let mut slot = lock(&self.job);
-        if slot.is_some() {
-            return false;
+    /// L2: worker `leader` popped team task `task` and leads its team of
+    /// `size` (> 1) among the runtime's `cpus` CPU workers, recruiting on
+    /// its own NUMA node when that node has enough of them. If another team
+    /// recruits (one at a time), `give_back(task)` returns the task to the
+    /// policy (and wakes for it), and `leader` joins that team instead
+    /// (M1), so that no worker waits for a team while it holds another.
+    pub(crate) fn post(
+        &self,
+        task: ReadyTask,
+        size: usize,
+        leader: usize,
+        cpus: usize,
+        give_back: impl FnOnce(ReadyTask),
+    ) -> Post {
+        debug_assert!(size > 1, "a team of one is an ordinary task");
+        let here = self.numa_of(leader);
+        let numa = (self.count_on(here, cpus) >= size).then_some(here);
+        let job = Arc::new(TeamJob::new(Arc::clone(&task.0), size, leader, numa));
+        {
+            let mut slot = lock(&self.job);
+            if slot.is_none() {
+                *slot = Some(Arc::clone(&job));
+                self.recruiting.store(true, Ordering::SeqCst);
+                return Post::Recruiting(job, task);
+            }
         }
-        *slot = Some(Arc::clone(job));
-        self.recruiting.store(true, Ordering::SeqCst);
-        true
+        give_back(task);
+        Post::Helping(self.try_join(leader))
     }
 
-    /// Worker `worker` joins the recruiting team, if any will have it:
-    /// the job and its rank. The member that completes a team clears the
-    /// board.
-    pub(crate) fn try_join(&self, worker: usize) -> Option<(Arc<TeamJob>, usize)> {
+    /// M1: worker `worker` joins the recruiting team, if any will have it.
+    /// The member that completes a team clears the board.
+    pub(crate) fn try_join(&self, worker: usize) -> Option<Joined> {
         if !self.is_recruiting() {
             return None;
         }
@@ -279,17 +363,33 @@ impl Board {
             return None;
         }
         let job = Arc::clone(job);
-        let rank = job.join(worker)?;
-        if job.is_complete() {
+        let rank = job
+            .join(worker)
+            .expect("a job on the board is not complete (its last member clears it)");
+        let joined = Joined { job, rank };
+        if joined.completes() {
             *slot = None;
             self.recruiting.store(false, Ordering::SeqCst);
         }
-        Some((job, rank))
+        Some(joined)
     }
 
-    /// Take `job` off the board if it is still there (the leader gives up:
-    /// the runtime shuts down).
-    pub(crate) fn withdraw(&self, job: &Arc<TeamJob>) {
+    /// L3, for a leader on a thread: wait until `job`'s team is complete,
+    /// or `stop()` holds (the runtime shuts down). Stopped, it withdraws the
+    /// job if it is still posted and releases whoever joined (they check
+    /// out). Returns whether the team is complete: its task may run.
+    pub(crate) fn wait_complete(&self, job: &Arc<TeamJob>, stop: impl Fn() -> bool) -> bool {
+        wait_until(|| job.is_complete() || stop(), &job.park, &job.sleepers);
+        if job.is_complete() {
+            return true;
+        }
+        self.withdraw(job);
+        job.release();
+        false
+    }
+
+    /// Take `job` off the board if it is still there (its leader gives up).
+    fn withdraw(&self, job: &Arc<TeamJob>) {
         let mut slot = lock(&self.job);
         if slot.as_ref().is_some_and(|j| Arc::ptr_eq(j, job)) {
             *slot = None;

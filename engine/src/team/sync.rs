@@ -7,18 +7,24 @@
 //! lost: `README.md` beside this file.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
 
-use crate::util::lock;
+use crate::sync::{fence, lock, yield_now, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
 /// Busy-wait rounds before yielding, and yields before parking. A team's
 /// members run on distinct cores and reach each barrier within microseconds
 /// of each other (the panel's leaf step is a few µs of work): spinning
 /// catches that; parking after ~10–50 µs keeps an oversubscribed rank from
 /// starving the others.
+#[cfg(not(loom))]
 const SPIN_ROUNDS: u32 = 256;
+#[cfg(not(loom))]
 const YIELD_ROUNDS: u32 = 16;
+// Under loom every round multiplies the explored interleavings; one yield
+// keeps the spin phase in the model (as in `crate::sleep`).
+#[cfg(loom)]
+const SPIN_ROUNDS: u32 = 0;
+#[cfg(loom)]
+const YIELD_ROUNDS: u32 = 1;
 
 /// The payload a member's wait panics with when another member failed: the
 /// member unwinds out of the shared closure, and the team reports the first
@@ -28,11 +34,14 @@ pub(crate) struct TeamAborted;
 
 /// Wait until `ready()` holds, spinning, then yielding, then parking on
 /// `park` (whose waiters are counted in `sleepers`; a waker that changes
-/// what `ready` reads must then call [`wake_all`]). SeqCst on both sides:
-/// a waiter stores `sleepers` then reads `ready`'s state; a waker stores that
-/// state then reads `sleepers` (a store-buffering pair: one of them sees the
-/// other), and the waker takes `park`'s lock, which the waiter holds until
-/// `Condvar::wait` releases it.
+/// what `ready` reads must then call [`wake_all`]). A store-buffering pair
+/// closed by two SeqCst fences, as the sleep protocol's W2/P2: a waiter
+/// stores `sleepers`, fences, then reads `ready`'s state; a waker stores
+/// that state, fences, then reads `sleepers`: one of them sees the other,
+/// and the waker takes `park`'s lock, which the waiter holds until
+/// `Condvar::wait` releases it. (SeqCst accesses alone would do in C11, but
+/// loom models them as AcqRel and cannot check that; the fences are what
+/// `loom_tests.rs` checks, at the cost of one `mfence` per wake on x86.)
 pub(crate) fn wait_until(
     ready: impl Fn() -> bool,
     park: &(Mutex<()>, Condvar),
@@ -45,11 +54,13 @@ pub(crate) fn wait_until(
         if round < SPIN_ROUNDS {
             std::hint::spin_loop();
         } else {
-            std::thread::yield_now();
+            yield_now();
         }
     }
     let mut g = lock(&park.0);
     sleepers.fetch_add(1, Ordering::SeqCst);
+    // Pairs with `wake_all`'s fence.
+    fence(Ordering::SeqCst);
     while !ready() {
         g = park.1.wait(g).unwrap_or_else(|e| e.into_inner());
     }
@@ -59,6 +70,9 @@ pub(crate) fn wait_until(
 /// Wake every thread parked in [`wait_until`] on `park`, after the state its
 /// `ready` reads was changed (with a SeqCst store).
 pub(crate) fn wake_all(park: &(Mutex<()>, Condvar), sleepers: &AtomicUsize) {
+    // Pairs with `wait_until`'s fence: orders the caller's store of the
+    // state before this read of `sleepers`.
+    fence(Ordering::SeqCst);
     if sleepers.load(Ordering::SeqCst) > 0 {
         let _g = lock(&park.0);
         park.1.notify_all();

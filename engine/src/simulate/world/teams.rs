@@ -1,68 +1,62 @@
-//! Tasks run by several workers at once: CPU teams of one runtime (the
-//! recruiting board, `crate::team`'s protocol played in virtual time) and
+//! Tasks run by several workers at once: CPU teams of one runtime
+//! (`crate::team`'s protocol, its board's steps played in virtual time) and
 //! rendezvous of tasks across ranks ([`crate::Rendezvous`]).
 //!
-//! Invariants: one team recruits at a time per runtime (`SimRt::recruit`,
-//! as on the real board); a recruiting leader and each member are busy
-//! (`SimRt::busy`) from the moment they join until the team's task ends or
-//! is abandoned (`SimRt::release_members`); a worker's member entry names
-//! its leader. A rendezvous ends all its members at one time, scheduled
-//! once, when its last member has started.
+//! Invariants: the board (`SimRt::board`, one NUMA node) is the real one, so
+//! one team recruits at a time per runtime; a recruiting leader and each
+//! member are busy (`SimRt::busy`) from the moment they join until the
+//! team's task ends or is abandoned (`SimRt::release_members`); a worker's
+//! member entry names its leader. What differs from real workers: nobody
+//! waits on a thread; the leader enlists every idle CPU worker when it
+//! posts, the others join as they go idle (`poll`), and whoever completes
+//! the team starts its task on the leader. A rendezvous ends all its
+//! members at one time, scheduled once, when its last member has started.
 
 use super::events::Kind;
 use super::workers::RtView;
 use super::Simulation;
 use crate::sched::{ReadyTask, WorkerQueue};
+use crate::team::{Joined, Post};
 use crate::util::lock;
 
 /// A started member of a rendezvous: (runtime slot, worker, start ns,
 /// modelled seconds).
 pub(super) type Member = (usize, usize, u64, f64);
 
-/// A team being recruited: its leader (busy), its task, the size it needs
-/// and the members so far.
-pub(super) struct Recruit {
-    leader: usize,
-    task: ReadyTask,
-    size: usize,
-    members: Vec<usize>,
-}
-
-impl Recruit {
-    /// Whether worker `w` leads this team.
-    pub(super) fn led_by(&self, w: usize) -> bool {
-        self.leader == w
-    }
-}
-
 impl RtView<'_> {
     /// Worker `w` pops team task `task` and leads its team of `size`: it
-    /// recruits every idle CPU worker now, and the others as they finish
-    /// (`poll`); the task starts when the team is complete. One team
-    /// recruits at a time, as on the real board: if one does, `w` hands its
-    /// task back and joins that one.
+    /// posts the job and enlists every idle CPU worker now, and the others
+    /// join as they finish (`poll`); the task starts when the team is
+    /// complete. If another team recruits, `w` hands its task back and
+    /// joins that one ([`crate::team::Board::post`]).
     pub(super) fn recruit(&self, w: usize, task: ReadyTask, size: usize, q: &mut dyn WorkerQueue) {
+        let give_back = |task| {
+            let pushed = q.push(task);
+            self.shared.wake(pushed);
+        };
+        match self
+            .sim
+            .board
+            .post(task, size, w, self.shared.cpu_workers, give_back)
         {
-            let mut r = lock(&self.sim.recruit);
-            if r.is_some() {
-                drop(r);
-                let pushed = q.push(task);
-                self.shared.wake(pushed);
-                self.try_join(w);
+            // The board holds the task: the member that completes the
+            // team starts it.
+            Post::Recruiting(..) => {}
+            Post::Helping(joined) => {
+                if let Some(joined) = joined {
+                    self.enlist(w, joined, None);
+                }
                 return;
             }
-            *r = Some(Recruit {
-                leader: w,
-                task,
-                size,
-                members: Vec::new(),
-            });
         }
         for m in 0..self.shared.cpu_workers {
             if m != w && !self.sim.busy(m) {
-                if let Some(done) = self.join(m) {
-                    self.start_task(w, done.task, q, done.members);
-                    return;
+                if let Some(joined) = self.sim.board.try_join(m) {
+                    if joined.completes() {
+                        self.enlist(m, joined, Some(q));
+                        return;
+                    }
+                    self.enlist(m, joined, None);
                 }
             }
         }
@@ -71,28 +65,32 @@ impl RtView<'_> {
     /// CPU worker `m` joins the recruiting team, if there is one; the team
     /// starts when `m` completes it. Returns whether `m` joined.
     pub(super) fn try_join(&self, m: usize) -> bool {
-        if lock(&self.sim.recruit).is_none() {
-            return false;
+        match self.sim.board.try_join(m) {
+            Some(joined) => {
+                self.enlist(m, joined, None);
+                true
+            }
+            None => false,
         }
-        if let Some(done) = self.join(m) {
-            let mut q = self.sim.take_queue(done.leader);
-            self.start_task(done.leader, done.task, &mut *q, done.members);
-            self.sim.put_queue(done.leader, q);
-        }
-        true
     }
 
-    /// Add `m` to the recruiting team (there is one); the team, taken off
-    /// the board, when `m` completes it.
-    fn join(&self, m: usize) -> Option<Recruit> {
-        let mut r = lock(&self.sim.recruit);
-        let rec = r.as_mut()?;
-        rec.members.push(m);
-        lock(&self.sim.member_of)[m] = Some(rec.leader);
-        if rec.members.len() + 1 == rec.size {
-            r.take()
-        } else {
-            None
+    /// Worker `m` joined: it is busy until the team's task ends; if it
+    /// completed the team, the leader starts the task (with its queue
+    /// `leader_queue` when the caller holds it out).
+    fn enlist(&self, m: usize, joined: Joined, leader_queue: Option<&mut dyn WorkerQueue>) {
+        let job = &joined.job;
+        let leader = job.leader();
+        lock(&self.sim.member_of)[m] = Some(leader);
+        if !joined.completes() {
+            return;
+        }
+        match leader_queue {
+            Some(q) => self.start_task(leader, job.task(), q, job.members()),
+            None => {
+                let mut q = self.sim.take_queue(leader);
+                self.start_task(leader, job.task(), &mut *q, job.members());
+                self.sim.put_queue(leader, q);
+            }
         }
     }
 }

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 
 use super::events::Kind;
 use super::links::RtLinks;
-use super::teams::Recruit;
 use super::Simulation;
 use crate::memory::{NodeId, VirtualLinks};
 use crate::runtime::Shared;
@@ -24,6 +23,7 @@ use crate::sched::{ReadyTask, WorkerQueue};
 use crate::simulate::platform::Processor;
 use crate::simulate::vdevice::VirtualDevice;
 use crate::task::{Once, TaskContext, TaskNode};
+use crate::team::Board;
 use crate::trace::model::{TaskRecord, Trace, WorkerInfo};
 use crate::util::{lock, panic_message};
 use crate::worker::{self, Chosen, CurrentGuard, Outcome};
@@ -52,8 +52,9 @@ pub(crate) struct SimRt {
     /// Per worker: the leader of the team it serves (busy until the team's
     /// task ends).
     pub(super) member_of: Mutex<Vec<Option<usize>>>,
-    /// The team recruiting now (one at a time, as on the real board).
-    pub(super) recruit: Mutex<Option<Recruit>>,
+    /// Where teams recruit: the real board, on one NUMA node (the
+    /// simulator does not model where a team's members sit).
+    pub(super) board: Board,
     /// Each worker's queue; taken out while the event loop uses it.
     queues: Mutex<Vec<Option<Box<dyn WorkerQueue>>>>,
     dirty: AtomicBool,
@@ -76,7 +77,7 @@ impl SimRt {
             platform_node,
             running: Mutex::new((0..n).map(|_| None).collect()),
             member_of: Mutex::new(vec![None; n]),
-            recruit: Mutex::new(None),
+            board: Board::new(Vec::new()),
             queues: Mutex::new((0..n).map(|_| None).collect()),
             dirty: AtomicBool::new(false),
             trace: trace.then(|| {
@@ -121,7 +122,7 @@ impl SimRt {
     pub(super) fn busy(&self, w: usize) -> bool {
         lock(&self.running)[w].is_some()
             || lock(&self.member_of)[w].is_some()
-            || lock(&self.recruit).as_ref().is_some_and(|r| r.led_by(w))
+            || self.board.is_led_by(w)
     }
 
     /// The team of a task that ended (or never ran) goes back to work.
