@@ -225,6 +225,7 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.shared.sleep.shut_down();
+        self.shared.board.shut_down();
         for t in self.threads.drain(..) {
             // A worker never panics outside a body (bodies are caught), so a
             // join error would be an engine bug; there is nothing to add.
@@ -239,6 +240,40 @@ mod tests {
     //! are tested in `wait`).
     use super::*;
     use crate::codelet::Codelet;
+    /// A runtime dropped while a team recruits: the only other worker is
+    /// busy, then stops at shutdown without joining, so the team never
+    /// fills. Its leader must give up and the drop return.
+    #[test]
+    fn dropping_a_runtime_while_a_team_recruits_returns() {
+        use crate::team::TeamSize;
+        use std::sync::mpsc::channel;
+        use std::time::Duration;
+        let (done, dropped) = channel();
+        std::thread::spawn(move || {
+            let rt = Runtime::with_workers(2).unwrap();
+            let (started, wait_start) = channel();
+            let started = std::sync::Mutex::new(started);
+            let slow: Codelet<()> = Codelet::new("slow").cpu(move |_, _, ()| {
+                let _ = started.lock().unwrap().send(());
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(())
+            });
+            let team: Codelet<()> = Codelet::new("pair")
+                .team(TeamSize::exactly(2))
+                .cpu(|_ctx, _, ()| Ok(()));
+            rt.task(&slow, ()).submit().unwrap();
+            wait_start.recv().unwrap();
+            rt.task(&team, ()).submit().unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            drop(rt);
+            let _ = done.send(());
+        });
+        assert!(
+            dropped.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "the runtime's drop waited for a team that could never fill"
+        );
+    }
+
     #[test]
     fn flops_done_counts_successful_tasks() {
         let rt = Runtime::with_workers(2).unwrap();

@@ -388,6 +388,19 @@ impl Board {
         false
     }
 
+    /// The runtime shuts down (its flag, which the leaders' `stop()` reads,
+    /// already stored): wake the leader waiting for the posted job's team,
+    /// if any, so that it withdraws the job. Workers stop taking work at
+    /// shutdown, so a team still recruiting would never fill, and its
+    /// leader parked in `wait_complete` kept the runtime's drop waiting
+    /// for it forever.
+    pub(crate) fn shut_down(&self) {
+        let job = lock(&self.job).clone();
+        if let Some(job) = job {
+            wake_all(&job.park, &job.sleepers);
+        }
+    }
+
     /// Take `job` off the board if it is still there (its leader gives up).
     fn withdraw(&self, job: &Arc<TeamJob>) {
         let mut slot = lock(&self.job);
