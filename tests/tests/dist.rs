@@ -274,14 +274,14 @@ fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
                 Ok(())
             })
         });
-    static COPY: std::sync::LazyLock<Codelet<(Read<Vec<u64>>, Write<Vec<u64>>), u64>> =
-        std::sync::LazyLock::new(|| {
-            Codelet::with_args("copy").cpu(|_, &pause_ms, (d, out): (&Vec<u64>, &mut Vec<u64>)| {
-                std::thread::sleep(Duration::from_millis(pause_ms));
-                out.copy_from_slice(d);
-                Ok(())
-            })
-        });
+    type CopyData = (Read<Vec<u64>>, Write<Vec<u64>>);
+    static COPY: std::sync::LazyLock<Codelet<CopyData, u64>> = std::sync::LazyLock::new(|| {
+        Codelet::with_args("copy").cpu(|_, &pause_ms, (d, out): (&Vec<u64>, &mut Vec<u64>)| {
+            std::thread::sleep(Duration::from_millis(pause_ms));
+            out.copy_from_slice(d);
+            Ok(())
+        })
+    });
     impl TaskClasses for TwoVersions {
         type Key = u64;
         fn roots(&self) -> Vec<u64> {
