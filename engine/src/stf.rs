@@ -508,9 +508,8 @@ impl Shared {
     ///
     /// The handle's dependency lock is held while `write` runs, so a task
     /// submitted on the data meanwhile waits for the lock and follows the
-    /// write. `write` may fail only before it writes anything (as
-    /// `write_parts` checks the size first): an `Err` leaves the data as it
-    /// was, and the caller reports it or lets a task fail the same way.
+    /// write. An `Err` from `write` poisons the data, as a failed writer
+    /// does: its later readers are cancelled instead of reading it.
     pub(crate) fn write_now(
         &self,
         data: &Arc<dyn crate::data::AnyHandle>,
@@ -536,14 +535,13 @@ impl Shared {
             return Some(Err(e));
         }
         let result = write();
-        if result.is_err() {
-            data.unpin(host, AccessMode::W);
-            return Some(result);
-        }
         data.release(host, AccessMode::W);
         // Every earlier user has finished: no later task needs an edge.
         deps.last_writer = None;
         deps.readers.clear();
+        if let Err(e) = &result {
+            deps.poisoned_by = Some(format!("writing it in place failed: {e}"));
+        }
         Some(result)
     }
 }
@@ -598,8 +596,8 @@ mod tests {
     /// Proves that `write_now` writes data only while no task uses it (a
     /// running reader or a pending writer makes it decline), that a task
     /// submitted after the write reads what it wrote, that a traced runtime
-    /// always declines, and that a failed write names why and changes
-    /// nothing.
+    /// always declines, and that a failed write poisons the data for its
+    /// later readers, naming why.
     #[test]
     fn write_now_writes_only_data_no_task_uses() {
         use crate::dist::DataRef;
@@ -654,15 +652,15 @@ mod tests {
             "a later reader reads the write"
         );
 
-        // A failed write (wrong size) names why and leaves the data as it
-        // was: the next reader reads the last write.
+        // A failed write (wrong size) poisons the data: the next reader is
+        // cancelled, naming why.
         let failed = put(&[6, 6]).expect("nothing uses the data");
         assert!(failed.unwrap_err().contains("holds 4 bytes, but 2 arrived"));
         rt.task(&hold, h.r()).submit().unwrap();
-        go.send(()).unwrap();
-        rt.wait_all().unwrap();
-        assert_eq!(seen.lock().unwrap().pop(), Some(vec![5, 5, 5, 5]));
-        assert_eq!(rt.unregister(h).unwrap(), vec![5, 5, 5, 5]);
+        let e = rt.wait_all().unwrap_err().to_string();
+        assert!(e.contains("task 'hold'") && e.contains("cancelled"), "{e}");
+        let e = rt.unregister(h).unwrap_err().to_string();
+        assert!(e.contains("writing it in place failed"), "{e}");
 
         let traced = Runtime::new(Config::with_workers(1).trace(true)).unwrap();
         let t = traced.register_replicable(vec![0u8; 4]);

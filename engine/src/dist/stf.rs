@@ -492,34 +492,16 @@ impl DistRuntime {
             .body(move |_| Ok(send_version(&ch, &data, gid, version, to)?))
     }
 
-    /// This rank receives the current version of `gid`. If its message is
-    /// here already and no task uses this rank's copy, the submitting
-    /// thread writes it at once (`Shared::write_now`: no task); otherwise
-    /// a receive task, held until the message is here. The inbox is locked
-    /// only to match.
+    /// This rank receives the current version of `gid`: a receive task,
+    /// held until the message is here (it may be already). The inbox is
+    /// locked only to match, after the submission.
     fn post_recv(&self, s: &mut Flow, gid: u64) -> Result<(), Error> {
         let e = &s.entries[gid as usize];
         let version = e.version;
-        s.receives += 1;
-        let early = lock(&self.inbox).arrived.remove(&(gid, version));
-        if let Some(bytes) = &early {
-            // SAFETY: `write_now` runs the closure only while no task uses
-            // the data, holding its dependency lock, as the receive task
-            // declaring it W would run. A failed write (a wrong size)
-            // changes nothing: the receive task below fails the same way.
-            let write = || unsafe { e.data.unpack(bytes.bytes()) };
-            if let Some(Ok(())) = self.rt.write_now(&e.data.handle, write) {
-                return Ok(());
-            }
-        }
         let slot: Slot = Arc::new(OnceLock::new());
         let task = self.recv_task(e.data.clone(), gid, version, Arc::clone(&slot));
+        s.receives += 1;
         let (_, hold) = self.rt.submit_held(task)?;
-        if let Some(bytes) = early {
-            let _ = slot.set(bytes);
-            hold.release();
-            return Ok(());
-        }
         let mut inbox = lock(&self.inbox);
         match inbox.arrived.remove(&(gid, version)) {
             Some(bytes) => {

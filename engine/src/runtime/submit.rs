@@ -125,15 +125,6 @@ impl Runtime {
         self.shared.submit_held(task)
     }
 
-    /// Write `data` at once if no task uses it (see `Shared::write_now`).
-    pub(crate) fn write_now(
-        &self,
-        data: &Arc<dyn crate::data::AnyHandle>,
-        write: impl FnOnce() -> Result<(), String>,
-    ) -> Option<Result<(), String>> {
-        self.shared.write_now(data, write)
-    }
-
     /// Run `hook` once `data` holds what the tasks submitted so far wrote
     /// last (see `Shared::after_last_writer`).
     pub(crate) fn after_last_writer(
