@@ -515,7 +515,7 @@ impl Shared {
         data: &Arc<dyn crate::data::AnyHandle>,
         write: impl FnOnce() -> Result<(), String>,
     ) -> Option<Result<(), String>> {
-        if self.sim.is_some() || !self.memory.devices.is_empty() || self.trace.is_some() {
+        if !self.host_only() || self.trace.is_some() {
             return None;
         }
         let core = data.core();

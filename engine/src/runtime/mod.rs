@@ -149,11 +149,10 @@ impl Runtime {
         self.shared.flops_done.load(Ordering::Relaxed)
     }
 
-    /// Whether every task runs on the host with no body skipped: no device
-    /// and no simulated time (a body reading data in place can then run on
-    /// any thread).
+    /// Whether every task runs on the host with no body skipped (see
+    /// `Shared::host_only`).
     pub(crate) fn host_only(&self) -> bool {
-        self.shared.sim.is_none() && self.shared.memory.devices.is_empty()
+        self.shared.host_only()
     }
 
     /// Whether this runtime records a trace (`Config::trace`).

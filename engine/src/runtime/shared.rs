@@ -124,6 +124,13 @@ impl Shared {
         }
     }
 
+    /// Whether every task runs on the host with no body skipped: no device
+    /// and no simulated time (a body reading data in place can then run on
+    /// any thread).
+    pub(crate) fn host_only(&self) -> bool {
+        self.sim.is_none() && self.memory.devices.is_empty()
+    }
+
     /// Submitted tasks not finished yet.
     pub(crate) fn in_flight(&self) -> usize {
         // `finished` first: it never exceeds `submitted` read after it, and
