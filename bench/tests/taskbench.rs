@@ -1,7 +1,8 @@
 //! Proves `tessera taskbench` runs Task Bench's graphs as Task Bench defines
 //! them: every dependence pattern and kernel runs to the end with each task
-//! validating its inputs, at 1, 2 and 4 workers and under the three
-//! schedulers; an input corrupted on purpose fails the run naming the task
+//! validating its inputs, at 1, 2 and 4 workers, with both front-ends (STF
+//! and symbolic) and with output buffers reused (`-field`), and under the
+//! three schedulers; an input corrupted on purpose fails the run naming the task
 //! that read it; the counts it prints are Task Bench's; a simulated run has
 //! the real run's tasks; bad flags are refused by name.
 
@@ -33,16 +34,30 @@ const PATTERNS: [&[&str]; 11] = [
 
 #[test]
 fn every_pattern_validates_at_1_2_4_workers() {
-    for workers in ["1", "2", "4"] {
+    for (workers, frontend, fields) in [
+        ("1", "stf", "20"),
+        ("2", "stf", "20"),
+        ("4", "stf", "20"),
+        ("2", "stf", "2"),
+        ("1", "symbolic", "20"),
+        ("2", "symbolic", "20"),
+        ("4", "symbolic", "20"),
+        ("2", "symbolic", "2"),
+        ("4", "symbolic", "3"),
+    ] {
         for pattern in PATTERNS {
             let mut args = vec![
                 "taskbench",
                 "--workers",
                 workers,
+                "--frontend",
+                frontend,
                 "-steps",
                 "20",
                 "-width",
                 "7",
+                "-field",
+                fields,
             ];
             args.extend_from_slice(pattern);
             args.extend_from_slice(&["-kernel", "compute_bound", "-iter", "16", "-output", "48"]);
@@ -180,11 +195,13 @@ fn counts_are_task_bench_s() {
 fn a_corrupted_input_fails_naming_the_task() {
     // Task (timestep 4, point 2) writes a wrong timestep: its readers at
     // timestep 5 (points 1, 2, 3 in a stencil) find it.
-    for workers in ["1", "2"] {
+    for (workers, frontend) in [("1", "stf"), ("2", "stf"), ("2", "symbolic")] {
         let out = tessera(&[
             "taskbench",
             "--workers",
             workers,
+            "--frontend",
+            frontend,
             "--corrupt",
             "1:4:2",
             "-steps",

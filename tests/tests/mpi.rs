@@ -771,16 +771,27 @@ fn distributed_spmv_refuses_different_files_at_one_path() {
 /// Env var naming the case of `tessera taskbench` under mpirun.
 const TASKBENCH_ENV: &str = "TESSERA_TEST_TASKBENCH";
 
-/// Issue 41: `tessera taskbench` on `DistRuntime`, points dealt to ranks in
-/// blocks and outputs carried by remote edges: every pattern (as graphs of
-/// one run, `-and`) validates its inputs at 1, 2 and 3 ranks; a corrupted
-/// output ends every rank with the reader's error.
+/// Issue 41: `tessera taskbench` under mpirun, points dealt to ranks in
+/// blocks and outputs carried by remote edges, with both front-ends (STF on
+/// `DistRuntime`, and the symbolic one): every pattern (as graphs of one
+/// run, `-and`; every other one reusing 3 output buffers per point, so
+/// write-after-read edges cross ranks too) validates its inputs at 1, 2 and
+/// 3 ranks; a corrupted output ends every rank with the reader's error.
 #[test]
 fn tessera_taskbench_validates_under_mpirun() {
     if is_rank() {
-        let corrupt = std::env::var(TASKBENCH_ENV).as_deref() == Ok("corrupt");
-        let mut args = vec!["tessera", "taskbench", "--workers", "1", "--no-bind"];
-        if corrupt {
+        let case = std::env::var(TASKBENCH_ENV).unwrap_or_default();
+        let (what, frontend) = case.split_once(':').expect("CASE:FRONTEND");
+        let mut args = vec![
+            "tessera",
+            "taskbench",
+            "--workers",
+            "1",
+            "--no-bind",
+            "--frontend",
+            frontend,
+        ];
+        if what == "corrupt" {
             args.extend_from_slice(&["--corrupt", "1:3:3"]);
         }
         for (i, graph) in [
@@ -803,42 +814,50 @@ fn tessera_taskbench_validates_under_mpirun() {
                 args.push("-and");
             }
             args.extend_from_slice(&["-steps", "12", "-width", "7", "-output", "32"]);
+            if i % 2 == 1 {
+                args.extend_from_slice(&["-field", "3"]);
+            }
             args.extend_from_slice(graph);
             args.extend_from_slice(&["-kernel", "busy_wait", "-iter", "50"]);
         }
         std::process::exit(i32::from(tessera_bench::cli::main(args)));
     }
-    for np in 1..=3 {
+    for frontend in ["stf", "symbolic"] {
+        for np in 1..=3 {
+            let case = format!("ok:{frontend}");
+            let out = mpirun(
+                np,
+                "tessera_taskbench_validates_under_mpirun",
+                &[(TASKBENCH_ENV, case.as_str())],
+                LIMIT,
+            );
+            assert!(out.success, "{frontend} np {np}: {}", out.output);
+            assert!(out.output.contains("Total Tasks "), "{}", out.output);
+            assert!(
+                out.output.contains(&format!(
+                    "tessera: {np} rank(s) x 1 worker(s), scheduler ws, front-end {frontend}"
+                )),
+                "{}",
+                out.output
+            );
+        }
+        let case = format!("corrupt:{frontend}");
         let out = mpirun(
-            np,
+            2,
             "tessera_taskbench_validates_under_mpirun",
-            &[(TASKBENCH_ENV, "ok")],
+            &[(TASKBENCH_ENV, case.as_str())],
             LIMIT,
         );
-        assert!(out.success, "np {np}: {}", out.output);
-        assert!(out.output.contains("Total Tasks "), "{}", out.output);
+        assert!(!out.success, "{frontend}: {}", out.output);
         assert!(
-            out.output
-                .contains(&format!("tessera: {np} rank(s) x 1 worker(s)")),
-            "{}",
+            out.output.contains("corrupted input")
+                && out
+                    .output
+                    .contains("holds (timestep 4, point 3), expected (timestep 3, point 3)"),
+            "{frontend}: {}",
             out.output
         );
     }
-    let out = mpirun(
-        2,
-        "tessera_taskbench_validates_under_mpirun",
-        &[(TASKBENCH_ENV, "corrupt")],
-        LIMIT,
-    );
-    assert!(!out.success, "{}", out.output);
-    assert!(
-        out.output.contains("corrupted input")
-            && out
-                .output
-                .contains("holds (timestep 4, point 3), expected (timestep 3, point 3)"),
-        "{}",
-        out.output
-    );
 }
 
 /// Issue 42: `overhead-mpi` under `-np 3` left a rank idle and reported as

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_engine::dist::stf::DistRuntime;
-use tessera_engine::dist::Submit;
-use tessera_engine::{Runtime, Scheduler};
+use tessera_engine::dist::{self, Submit};
+use tessera_engine::{symbolic, Runtime, Scheduler};
 
 use crate::ranks::Ranks;
 use crate::taskbench::app::{help, App};
 use crate::taskbench::report::{display, timing, totals};
 use crate::taskbench::run::{prepare, Point};
+use crate::taskbench::symbolic::Classes;
 
 /// Options of `tessera taskbench`.
 #[derive(clap::Args, Debug)]
@@ -27,6 +28,12 @@ pub struct TaskbenchArgs {
     /// Scheduler: ws, prio or dmda.
     #[arg(long, default_value = "ws")]
     pub sched: String,
+    /// How the tasks reach the runtime: `stf`, submitted one by one with
+    /// their data accesses (StarPU's way), or `symbolic`, described by their
+    /// dependence functions and made by the worker that finished their last
+    /// predecessor (PaRSEC's PTG way).
+    #[arg(long, value_enum, default_value_t = Frontend::Stf)]
+    pub frontend: Frontend,
     /// Predict the run on the platform described by this file instead of
     /// running it (simulated time; the kernels' flops at the platform's CPU
     /// rate).
@@ -44,6 +51,13 @@ pub struct TaskbenchArgs {
     /// ..., `-and`): see below.
     #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0.., value_name = "TASK BENCH FLAGS")]
     pub flags: Vec<String>,
+}
+
+/// `--frontend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Frontend {
+    Stf,
+    Symbolic,
 }
 
 /// `--corrupt G:T:P`, checked against the graphs.
@@ -105,6 +119,9 @@ pub fn run(args: TaskbenchArgs) -> Result<(), String> {
         .map(|c| corrupt_point(c, &app))
         .transpose()?;
     if let Some(path) = &args.simulate {
+        if args.frontend != Frontend::Stf {
+            return Err("--simulate runs the STF front-end only (drop --frontend symbolic)".into());
+        }
         return simulate(&args, &app, path);
     }
     let ranks = Ranks::join()?;
@@ -130,13 +147,34 @@ fn run_ranks(
     if ranks.is_root() {
         print!("{}", display(app));
     }
-    let elapsed = match &ranks.net {
-        None => {
+    let elapsed = match (&ranks.net, args.frontend) {
+        (None, Frontend::Symbolic) => {
+            let classes = Arc::new(Classes::new(&rt, app, 0, 1, corrupt));
+            let t0 = Instant::now();
+            symbolic::run(&rt, classes).map_err(|e| e.to_string())?;
+            let elapsed = t0.elapsed().as_secs_f64();
+            crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
+            elapsed
+        }
+        (Some((net, coll)), Frontend::Symbolic) => {
+            let classes = Arc::new(Classes::new(&rt, app, ranks.rank, ranks.size, corrupt));
+            coll.barrier()?;
+            let t0 = Instant::now();
+            let run = dist::symbolic::run(&rt, net, classes).map_err(|e| e.to_string());
+            let elapsed = t0.elapsed().as_secs_f64();
+            run?;
+            if let Some(path) = &args.trace {
+                let mine = crate::ranks::rank_trace_path(path, ranks.rank);
+                crate::save_rank_trace(&rt, &mine, &ranks.run_id)?;
+            }
+            f64::from_bits(coll.allreduce_max(elapsed.to_bits())?)
+        }
+        (None, Frontend::Stf) => {
             let elapsed = time_run(&rt, app, corrupt, || Ok(()))?;
             crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
             elapsed
         }
-        Some((net, coll)) => {
+        (Some((net, coll)), Frontend::Stf) => {
             let dist = DistRuntime::new(rt, Arc::clone(net));
             let elapsed = time_run(&dist, app, corrupt, || coll.barrier())?;
             if let Some(path) = &args.trace {
@@ -150,8 +188,12 @@ fn run_ranks(
     if ranks.is_root() {
         print!("{}", timing(app, &totals(app), elapsed));
         println!(
-            "tessera: {} rank(s) x {workers} worker(s), scheduler {sched}",
-            ranks.size
+            "tessera: {} rank(s) x {workers} worker(s), scheduler {sched}, front-end {}",
+            ranks.size,
+            match args.frontend {
+                Frontend::Stf => "stf",
+                Frontend::Symbolic => "symbolic",
+            }
         );
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! Task Bench (Slaughter et al., SC20) in Tessera: its task graphs
 //! ([`graph`]), kernels ([`kernel`]) and command line ([`app`]), run as
-//! Tessera tasks ([`run`]) and reported with Task Bench's output lines
+//! Tessera tasks, submitted one by one ([`run`]) or described by their
+//! dependence functions ([`symbolic`]), and reported with Task Bench's output lines
 //! ([`report`]), so that `tessera taskbench` compares line for line with
 //! Task Bench's own implementations (MPI, OpenMP, StarPU, ...) run with the
 //! same flags (`bench/peers/taskbench.sh`).
@@ -11,3 +12,4 @@ pub mod kernel;
 pub mod random;
 pub mod report;
 pub mod run;
+pub mod symbolic;

@@ -34,7 +34,7 @@ pub struct Point {
 
 /// A task's data: its inputs (the previous timestep's outputs it reads),
 /// then its output.
-type Data = (Vec<Read<Vec<u8>>>, Write<Vec<u8>>);
+pub type Data = (Vec<Read<Vec<u8>>>, Write<Vec<u8>>);
 
 /// What the bodies share.
 struct Shared {
@@ -157,12 +157,12 @@ impl Shared {
 /// Registers every output buffer (each rank: every buffer, owned by the
 /// rank that runs its point) and this rank's scratch.
 pub fn prepare<S: Submit>(s: &S, app: &App, corrupt: Option<Point>) -> Prepared {
-    let (rank, ranks) = (s.rank(), s.size());
-    let mut outputs = Vec::with_capacity(app.graphs.len());
-    let mut scratch = Vec::with_capacity(app.graphs.len());
-    for g in &app.graphs {
-        let fields = g.fields.min(g.steps) as usize;
-        outputs.push(
+    let ranks = s.size();
+    let outputs = app
+        .graphs
+        .iter()
+        .map(|g| {
+            let fields = g.fields.min(g.steps) as usize;
             (0..g.width)
                 .map(|p| {
                     let owner = rank_of(p, g.width, ranks);
@@ -172,24 +172,42 @@ pub fn prepare<S: Submit>(s: &S, app: &App, corrupt: Option<Point>) -> Prepared 
                         .map(|_| s.register_with(owner, move || vec![0u8; bytes]))
                         .collect()
                 })
-                .collect(),
-        );
-        scratch.push(
+                .collect()
+        })
+        .collect();
+    Prepared {
+        outputs,
+        codelet: codelet(app, s.rank(), ranks, corrupt),
+    }
+}
+
+/// The codelet every task of `app` runs, with the scratch of the points
+/// `rank` (of `ranks`) runs: the same for every front-end.
+pub fn codelet(
+    app: &App,
+    rank: usize,
+    ranks: usize,
+    corrupt: Option<Point>,
+) -> Codelet<Data, Point> {
+    let scratch = app
+        .graphs
+        .iter()
+        .map(|g| {
             (0..g.width)
                 .map(|p| {
                     (g.scratch_bytes > 0 && rank_of(p, g.width, ranks) == rank)
                         .then(|| Mutex::new(prepare_scratch(g.scratch_bytes)))
                 })
-                .collect(),
-        );
-    }
+                .collect()
+        })
+        .collect();
     let shared = Arc::new(Shared {
         graphs: app.graphs.clone(),
         scratch,
         corrupt,
     });
     let (flops, label) = (Arc::clone(&shared), Arc::clone(&shared));
-    let codelet = Codelet::<Data, Point>::with_args("taskbench")
+    Codelet::<Data, Point>::with_args("taskbench")
         .flops(move |at| {
             let g = &flops.graphs[at.graph];
             g.kernel.flops(g.scratch_bytes, at.graph, at.t, at.p) as f64
@@ -198,8 +216,7 @@ pub fn prepare<S: Submit>(s: &S, app: &App, corrupt: Option<Point>) -> Prepared 
             let name = label.graphs[at.graph].pattern.name();
             format!("{name}({},{})", at.t, at.p)
         })
-        .cpu(move |_, &at, (inputs, out)| shared.body(at, inputs, out));
-    Prepared { outputs, codelet }
+        .cpu(move |_, &at, (inputs, out)| shared.body(at, inputs, out))
 }
 
 impl Prepared {

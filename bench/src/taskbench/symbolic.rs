@@ -1,0 +1,276 @@
+//! A run's graphs as a symbolic task graph (`--frontend symbolic`): the
+//! same tasks, data and bodies as [`super::run`], described by their
+//! dependence functions instead of being submitted one by one, as PaRSEC's
+//! Task Bench implementation describes them (PTG). Nothing submits: a task
+//! is made on the worker that finished its last predecessor, and lands in
+//! that worker's queue. Under mpirun each rank makes only its points' tasks
+//! (dealt as [`rank_of`] deals them), and an output read on another rank
+//! travels with the edge's message ([`tessera_engine::dist::symbolic`]).
+//!
+//! The edges are Task Bench's, plus, when points reuse output buffers
+//! (`-field` below the step count), the write-after-read ones: task
+//! `(t, p)` overwrites the buffer that the readers of `(t − F, p)` read
+//! (`F` the buffers per point), so those readers, tasks of step
+//! `t − F + 1`, are its predecessors too. The STF front-end finds them from
+//! the accesses in submission order; a symbolic description must name them,
+//! since a task may be made before an older reader of the same buffer is.
+
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+use tessera_engine::dist::symbolic::DistClasses;
+use tessera_engine::dist::DataRef;
+use tessera_engine::symbolic::TaskClasses;
+use tessera_engine::{Codelet, DataHandle, Registrar, Runtime, Task, TaskBuilder};
+
+use super::app::App;
+use super::graph::{Graph, Span};
+use super::run::{codelet, rank_of, Data, Point};
+
+/// A task: (graph, timestep, point).
+pub type Key = (u32, i64, i64);
+
+/// The run's graphs as task classes, with this rank's output buffers and
+/// its copies of other ranks' (registered when first used).
+pub struct Classes {
+    graphs: Vec<Graph>,
+    /// Per graph: its buffers per point (`F`), and the index of its first
+    /// buffer in `buffers`.
+    fields: Vec<i64>,
+    base: Vec<usize>,
+    buffers: Vec<OnceLock<DataHandle<Vec<u8>>>>,
+    registrar: Registrar,
+    codelet: Codelet<Data, Point>,
+    ranks: usize,
+    roots: Vec<Key>,
+    /// Tasks per rank.
+    owned: Vec<usize>,
+}
+
+thread_local! {
+    /// Scratch for the dependence functions (no allocation per call).
+    static SCRATCH: RefCell<(Vec<Span>, Vec<i64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Runs `f` with the points of `g`'s timestep `t` task `p` reads.
+fn with_inputs<R>(g: &Graph, t: i64, p: i64, f: impl FnOnce(&[i64]) -> R) -> R {
+    SCRATCH.with_borrow_mut(|(spans, out)| {
+        g.inputs(t, p, spans, out);
+        f(out)
+    })
+}
+
+/// Runs `f` with the points of `g`'s timestep `t + 1` that read `(t, p)`.
+fn with_outputs<R>(g: &Graph, t: i64, p: i64, f: impl FnOnce(&[i64]) -> R) -> R {
+    SCRATCH.with_borrow_mut(|(spans, out)| {
+        g.outputs(t, p, spans, out);
+        f(out)
+    })
+}
+
+fn active(g: &Graph, t: i64, p: i64) -> bool {
+    (0..g.steps).contains(&t) && (g.offset_at(t)..g.offset_at(t) + g.width_at(t)).contains(&p)
+}
+
+impl Classes {
+    /// The classes of `app` for `rank` of `ranks`: registers this rank's
+    /// output buffers on `rt` (before the clock starts, as the STF
+    /// front-end does).
+    pub fn new(
+        rt: &Runtime,
+        app: &App,
+        rank: usize,
+        ranks: usize,
+        corrupt: Option<Point>,
+    ) -> Classes {
+        let graphs = app.graphs.clone();
+        let fields: Vec<i64> = graphs
+            .iter()
+            .map(|g| g.fields.min(g.steps).max(1))
+            .collect();
+        let mut base = Vec::with_capacity(graphs.len());
+        let mut total = 0;
+        for (g, f) in graphs.iter().zip(&fields) {
+            base.push(total);
+            total += (g.width * f) as usize;
+        }
+        let mut roots = Vec::new();
+        let mut owned = vec![0; ranks];
+        for (gi, g) in graphs.iter().enumerate() {
+            for t in 0..g.steps {
+                let lo = g.offset_at(t);
+                for p in lo..lo + g.width_at(t) {
+                    owned[rank_of(p, g.width, ranks)] += 1;
+                    if with_inputs(g, t, p, |i| i.is_empty()) {
+                        roots.push((gi as u32, t, p));
+                    }
+                }
+            }
+        }
+        let classes = Classes {
+            graphs,
+            fields,
+            base,
+            buffers: (0..total).map(|_| OnceLock::new()).collect(),
+            registrar: rt.registrar(),
+            codelet: codelet(app, rank, ranks, corrupt),
+            ranks,
+            roots,
+            owned,
+        };
+        for (gi, g) in classes.graphs.iter().enumerate() {
+            for p in (0..g.width).filter(|&p| rank_of(p, g.width, ranks) == rank) {
+                for field in 0..classes.fields[gi] {
+                    classes.handle(classes.data_key(gi, p, field));
+                }
+            }
+        }
+        classes
+    }
+
+    /// The data key of graph `gi`'s point `p`'s buffer `field`.
+    fn data_key(&self, gi: usize, p: i64, field: i64) -> u64 {
+        (self.base[gi] + (p * self.fields[gi] + field) as usize) as u64
+    }
+
+    /// This rank's handle for data `key`, registered on first use.
+    fn handle(&self, key: u64) -> &DataHandle<Vec<u8>> {
+        self.buffers[key as usize].get_or_init(|| {
+            let gi = self.base.partition_point(|&b| b as u64 <= key) - 1;
+            let bytes = self.graphs[gi].output_bytes;
+            self.registrar
+                .register_replicable_named(vec![0u8; bytes], format!("taskbench{key}"))
+                .expect("the runtime outlives its run")
+        })
+    }
+
+    /// How many readers of `(t − F, p)`'s output `(t, p)` must wait for
+    /// besides its own inputs (when its buffer is reused).
+    fn war_predecessor_count(&self, gi: usize, t: i64, p: i64) -> usize {
+        let (g, f) = (&self.graphs[gi], self.fields[gi]);
+        let older = t - f;
+        if older < 0 || !active(g, older, p) {
+            return 0;
+        }
+        let readers: Vec<i64> = with_outputs(g, older, p, |r| r.to_vec());
+        if older + 1 < t - 1 {
+            return readers.len();
+        }
+        // F = 2: the readers are tasks of step t − 1, like its inputs.
+        with_inputs(g, t, p, |inputs| {
+            readers.iter().filter(|q| !inputs.contains(q)).count()
+        })
+    }
+}
+
+impl TaskClasses for Classes {
+    type Key = Key;
+
+    fn roots(&self) -> Vec<Key> {
+        self.roots.clone()
+    }
+
+    fn predecessor_count(&self, &(gi, t, p): &Key) -> usize {
+        let g = &self.graphs[gi as usize];
+        with_inputs(g, t, p, |i| i.len()) + self.war_predecessor_count(gi as usize, t, p)
+    }
+
+    fn successors(&self, &(gi, t, p): &Key, out: &mut Vec<Key>) {
+        let (g, f) = (&self.graphs[gi as usize], self.fields[gi as usize]);
+        with_outputs(g, t, p, |o| out.extend(o.iter().map(|&q| (gi, t + 1, q))));
+        // Write-after-read: the task that next overwrites each buffer this
+        // one reads, unless it is already a successor.
+        let next = t - 1 + f;
+        if t >= 1 && next < g.steps {
+            let first = out.len();
+            let deps: Vec<i64> = with_inputs(g, t, p, |i| i.to_vec());
+            for d in deps {
+                let k = (gi, next, d);
+                if active(g, next, d) && !out[..first].contains(&k) {
+                    out.push(k);
+                }
+            }
+        }
+    }
+
+    fn task(&self, &(gi, t, p): &Key) -> TaskBuilder {
+        let (g, f) = (&self.graphs[gi as usize], self.fields[gi as usize]);
+        let gu = gi as usize;
+        let reads = with_inputs(g, t, p, |deps| {
+            deps.iter()
+                .map(|&d| self.handle(self.data_key(gu, d, (t - 1).rem_euclid(f))).r())
+                .collect()
+        });
+        let out = self.handle(self.data_key(gu, p, t % f)).w();
+        Task::new(&self.codelet, (reads, out))
+            .args(Point { graph: gu, t, p })
+            .into()
+    }
+
+    fn owner(&self, &(gi, _, p): &Key) -> usize {
+        rank_of(p, self.graphs[gi as usize].width, self.ranks)
+    }
+}
+
+impl DistClasses for Classes {
+    fn flows(&self, &(gi, t, p): &Key, &(_, to_t, to_p): &Key, out: &mut Vec<u64>) {
+        // A write-after-read edge carries no data.
+        let g = &self.graphs[gi as usize];
+        if to_t == t + 1 && with_inputs(g, to_t, to_p, |i| i.contains(&p)) {
+            out.push(self.data_key(gi as usize, p, t % self.fields[gi as usize]));
+        }
+    }
+
+    fn data(&self, key: u64) -> DataRef {
+        DataRef::of(self.handle(key))
+    }
+
+    fn owned(&self, rank: usize) -> usize {
+        self.owned.get(rank).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tessera_engine::Config;
+
+    /// Every pattern, with buffers reused or not: each task's predecessor
+    /// count equals its incoming edges (`unroll` checks it), every task is
+    /// reached, and a run in one process validates every input.
+    #[test]
+    fn edges_mirror_and_runs_validate() {
+        let rt = Runtime::new(Config::default().workers(2)).unwrap();
+        for ty in [
+            "trivial",
+            "no_comm",
+            "stencil_1d",
+            "stencil_1d_periodic",
+            "dom",
+            "tree",
+            "fft",
+            "all_to_all",
+            "nearest",
+            "spread",
+            "random_nearest",
+        ] {
+            for field in ["9", "2", "3"] {
+                let mut flags = vec![
+                    "-steps", "9", "-width", "5", "-type", ty, "-radix", "3", "-field", field,
+                ];
+                if matches!(ty, "spread" | "random_nearest") {
+                    flags.extend(["-period", "2"]);
+                }
+                let app = App::parse(&flags).unwrap();
+                let classes = Arc::new(Classes::new(&rt, &app, 0, 1, None));
+                let unrolled = tessera_engine::symbolic::unroll(&*classes)
+                    .unwrap_or_else(|e| panic!("{ty} -field {field}: {e}"));
+                let tasks: usize = classes.owned.iter().sum();
+                assert_eq!(unrolled.len(), tasks, "{ty} -field {field}");
+                tessera_engine::symbolic::run(&rt, classes)
+                    .unwrap_or_else(|e| panic!("{ty} -field {field}: {e}"));
+            }
+        }
+    }
+}
