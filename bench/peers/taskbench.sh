@@ -6,7 +6,10 @@
 #  Graphs (rows): stencil_1d at -width $cores -steps 10000; nearest -radix 5 at
 #    -width 4*$cores -steps 2000 (over-decomposed); kernel compute_bound.
 #  Systems (columns): tessera (1 process, --workers $cores), tessera-mpi
-#    (mpirun -np 2, --workers $cores/2), mpi (mpi/nonblock, 2 ranks), openmp
+#    (mpirun -np 2, --workers $cores/2), both with tasks submitted one by one
+#    (STF, as StarPU's driver); tessera-sym and tessera-sym-mpi the same with
+#    --frontend symbolic (tasks described by dependence functions, as
+#    PaRSEC's PTG driver); mpi (mpi/nonblock, 2 ranks), openmp
 #    ($cores threads), starpu (1 process, $cores CPU workers), starpu-mpi (2 ranks).
 #  Sweep: -iter 2^16, 2^15, ... 2^0; each point ROUNDS runs per system, systems
 #    alternated within each round, best (smallest) elapsed kept; a system stops
@@ -47,21 +50,24 @@ ITER_MIN=${ITER_MIN:-0}
 STARPU_MPI_ITER_MAX=${STARPU_MPI_ITER_MAX:-22}
 STARPU_MPI_TASKS=${STARPU_MPI_TASKS:-$(( 400 / div ))}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
-SYSTEMS=${SYSTEMS:-"tessera tessera-mpi mpi openmp starpu starpu-mpi"}
+SYSTEMS=${SYSTEMS:-"tessera tessera-sym tessera-mpi tessera-sym-mpi mpi openmp starpu starpu-mpi"}
 GRAPHS=${GRAPHS:-"stencil_1d nearest"}
 TB_ARGS=${TB_ARGS:-}
 read -r -a systems <<< "$SYSTEMS"
 read -r -a graphs <<< "$GRAPHS"
 for s in "${systems[@]}"; do
-  case $s in tessera|tessera-mpi|mpi|openmp|starpu|starpu-mpi) ;;
-    *) echo "unknown system '$s' (tessera tessera-mpi mpi openmp starpu starpu-mpi)" >&2; exit 2 ;;
+  case $s in tessera|tessera-sym|tessera-mpi|tessera-sym-mpi|mpi|openmp|starpu|starpu-mpi) ;;
+    *) echo "unknown system '$s' (tessera tessera-sym tessera-mpi tessera-sym-mpi mpi openmp starpu starpu-mpi)" >&2; exit 2 ;;
   esac
 done
 has() { local x; for x in "${systems[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
+# Whether any Tessera system, any on 1 process, any under mpirun is in the run.
+has_tessera() { has tessera || has tessera-sym || has tessera-mpi || has tessera-sym-mpi; }
+has_tessera_mpi() { has tessera-mpi || has tessera-sym-mpi; }
 need_peers=""
 for s in mpi openmp starpu starpu-mpi; do has "$s" && need_peers=1; done
 need_mpi=""
-for s in tessera-mpi mpi starpu-mpi; do has "$s" && need_mpi=1; done
+for s in tessera-mpi tessera-sym-mpi mpi starpu-mpi; do has "$s" && need_mpi=1; done
 
 # ---- 1. packages -----------------------------------------------------------
 missing=()
@@ -71,7 +77,7 @@ if [ -n "$need_peers$need_mpi" ]; then
   { command -v mpicxx && command -v mpirun; } > /dev/null || missing+=(libopenmpi-dev openmpi-bin)
   dpkg -s libopenmpi-dev > /dev/null 2>&1 || missing+=(libopenmpi-dev)
 fi
-if { has tessera || has tessera-mpi; } && [ -z "${NO_CARGO:-}" ]; then
+if has_tessera && [ -z "${NO_CARGO:-}" ]; then
   dpkg -s libclang-dev > /dev/null 2>&1 || missing+=(libclang-dev)   # tessera's mpi feature (bindgen)
 fi
 if has starpu || has starpu-mpi; then dpkg -s libstarpu-dev > /dev/null 2>&1 || missing+=(libstarpu-dev); fi
@@ -142,15 +148,17 @@ fi
 bin=./target/release/tessera
 tessera_na=""
 workers_flag=""
-if has tessera || has tessera-mpi; then
+sym_na=""
+if has_tessera; then
   if [ -z "${NO_CARGO:-}" ]; then
     cargo build --release -q -p tessera-bench --features mpi || tessera_na="n/a (cargo build failed)"
   fi
   if [ -z "$tessera_na" ]; then
     if ! "$bin" taskbench --help > "$work/tessera-help.txt" 2>&1; then
       tessera_na="n/a (tessera taskbench not built)"
-    elif grep -q -- "--workers" "$work/tessera-help.txt"; then
-      workers_flag=1
+    else
+      grep -q -- "--workers" "$work/tessera-help.txt" && workers_flag=1
+      grep -q -- "--frontend" "$work/tessera-help.txt" || sym_na="n/a (this tessera has no --frontend)"
     fi
   fi
 fi
@@ -158,7 +166,7 @@ fi
 mpi=(mpirun --oversubscribe --mca btl self,vader)
 [ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
 tessera_mpi_na=$tessera_na
-if has tessera-mpi && [ -z "$tessera_na" ]; then
+if has_tessera_mpi && [ -z "$tessera_na" ]; then
   probe=$(timeout 60 "${mpi[@]}" -np "$ranks" "$bin" taskbench -type trivial -width "$ranks" -steps 1 -kernel empty 2>&1 || true)
   if grep -q "built without MPI" <<< "$probe"; then tessera_mpi_na="n/a (tessera built without --features mpi)"; fi
 fi
@@ -172,6 +180,8 @@ cmd_of() {
     tessera)     if [ -n "$workers_flag" ]; then echo "$bin taskbench --workers $cores $*"; else echo "$bin taskbench $*"; fi ;;
     tessera-mpi) if [ -n "$workers_flag" ]; then echo "${mpi[*]} -np $ranks $bin taskbench --workers $rank_cores $*"
                  else echo "${mpi[*]} -np $ranks $bin taskbench $*"; fi ;;
+    tessera-sym) echo "$bin taskbench --frontend symbolic --workers $cores $*" ;;
+    tessera-sym-mpi) echo "${mpi[*]} -np $ranks $bin taskbench --frontend symbolic --workers $rank_cores $*" ;;
     mpi)         echo "${mpi[*]} -np $ranks $tb/mpi/nonblock $*" ;;
     openmp)      echo "env OMP_NUM_THREADS=$cores $tb/openmp/main $* -worker $cores" ;;
     # As Task Bench's experiments/*/metg_starpu.sh: -core N -p 1 -S (-S is a no-op in main.cc).
@@ -222,6 +232,8 @@ echo "== Task Bench METG sweep, compute_bound, $cores cores (nproc), $ROUNDS rou
 echo "   systems: ${systems[*]}"
 if has tessera && [ -n "$tessera_na" ]; then echo "   tessera: $tessera_na"; fi
 if has tessera-mpi && [ -n "$tessera_mpi_na" ]; then echo "   tessera-mpi: $tessera_mpi_na"; fi
+if has tessera-sym && [ -n "$tessera_na$sym_na" ]; then echo "   tessera-sym: ${tessera_na:-$sym_na}"; fi
+if has tessera-sym-mpi && [ -n "$tessera_mpi_na$sym_na" ]; then echo "   tessera-sym-mpi: ${tessera_mpi_na:-$sym_na}"; fi
 for g in "${graphs[@]}"; do
   echo "== $g: width $(width_of "$g"), steps $(steps_of "$g" mpi)$(has starpu-mpi && echo " (starpu-mpi: $(steps_of "$g" starpu-mpi) steps from iter 2^$STARPU_MPI_ITER_MAX, capped)")"
   declare -A active=() below=() bestf=()
@@ -229,6 +241,8 @@ for g in "${graphs[@]}"; do
   for s in "${systems[@]}"; do
     if [ "$s" = tessera ] && [ -n "$tessera_na" ]; then continue; fi
     if [ "$s" = tessera-mpi ] && [ -n "$tessera_mpi_na" ]; then continue; fi
+    if [ "$s" = tessera-sym ] && [ -n "$tessera_na$sym_na" ]; then continue; fi
+    if [ "$s" = tessera-sym-mpi ] && [ -n "$tessera_mpi_na$sym_na" ]; then continue; fi
     active[$s]=1; below[$s]=0; bestf[$s]=0
     m=$(itermax_of "$s"); [ "$m" -gt "$kmax" ] && kmax=$m
   done
@@ -265,17 +279,17 @@ for g in "${graphs[@]}"; do
         bestf[$s]=$bf
         echo "$g $s $k 1 $gran $f $best $t" >> "$work/points.tsv"
         awk -v s="$s" -v k="$k" -v b="$best" -v gr="$gran" -v f="$f" -v e="$eff" -v ok="$nok" -v n="$n" 'BEGIN {
-          printf "  %-11s iter 2^%-2d best %10.4f s  granularity %11.3f us  FLOP/s %.3e  eff %5.1f %%%s\n",
+          printf "  %-15s iter 2^%-2d best %10.4f s  granularity %11.3f us  FLOP/s %.3e  eff %5.1f %%%s\n",
                  s, k, b, gr, f, 100 * e, (ok < n ? sprintf("  (%d of %d runs ok)", ok, n) : "") }'
         if awk -v e="$eff" 'BEGIN {exit !(e < 0.5)}'; then below[$s]=$(( below[$s] + 1 )); else below[$s]=0; fi
       else
         echo "$g $s $k 0 - - - -" >> "$work/points.tsv"
-        echo "  $(printf '%-11s' "$s") iter 2^$k FAILED (all $n runs)"
+        echo "  $(printf '%-15s' "$s") iter 2^$k FAILED (all $n runs)"
         below[$s]=$(( below[$s] + 1 ))
       fi
       if [ "${below[$s]}" -ge 2 ]; then
         unset "active[$s]"
-        echo "  $(printf '%-11s' "$s") stops: 2 consecutive points under 50 % (or failed)"
+        echo "  $(printf '%-15s' "$s") stops: 2 consecutive points under 50 % (or failed)"
       fi
     done
   done
@@ -286,9 +300,11 @@ echo "== load at end: $(uptime)"
 # ---- table -------------------------------------------------------------------
 echo
 echo "== METG50 in us (granularity = elapsed x $cores cores / tasks; efficiency = FLOP/s / the system's best FLOP/s in this sweep)"
-echo "   tessera: 1 process x $cores workers; tessera-mpi: $ranks ranks x $rank_cores; mpi: Task Bench mpi/nonblock, $ranks ranks;"
+echo "   tessera: 1 process x $cores workers; tessera-mpi: $ranks ranks x $rank_cores (both STF); tessera-sym(-mpi): the same, --frontend symbolic;"
+echo "   mpi: Task Bench mpi/nonblock, $ranks ranks;"
 echo "   openmp: $cores threads; starpu: 1 process, $cores CPU workers (lws); starpu-mpi: $ranks ranks x $rank_cores"
-awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v na_tm="$tessera_mpi_na" -v smpi_k="$STARPU_MPI_ITER_MAX" '
+awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v na_tm="$tessera_mpi_na" \
+    -v na_ts="${tessera_na:-$sym_na}" -v na_tsm="${tessera_mpi_na:-$sym_na}" -v smpi_k="$STARPU_MPI_ITER_MAX" '
   function fmt(x) { return x >= 1000 ? sprintf("%.0f", x) : sprintf("%.3g", x) }
   { key = $1 SUBSEP $2; n[key]++; k[key, n[key]] = $3; ok[key, n[key]] = $4; gr[key, n[key]] = $5; f[key, n[key]] = $6
     if ($4 == 1 && $6 > ref[key]) ref[key] = $6
@@ -300,7 +316,8 @@ awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v
       g = G[i]; printf "%-12s", g
       for (j = 1; j <= ns; j++) {
         s = S[j]; key = g SUBSEP s; cell = ""
-        if ((s == "tessera" && na_t != "") || (s == "tessera-mpi" && na_tm != "")) cell = "n/a"
+        if ((s == "tessera" && na_t != "") || (s == "tessera-mpi" && na_tm != "") \
+            || (s == "tessera-sym" && na_ts != "") || (s == "tessera-sym-mpi" && na_tsm != "")) cell = "n/a"
         else if (!n[key]) cell = "no data"
         else if (!ref[key]) { cell = "failed"; note[key] = g " " s ": every run failed (see the FAILED lines above)" }
         else {
@@ -331,6 +348,8 @@ awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v
     for (i = 1; i <= ng; i++) for (j = 1; j <= ns; j++) if ((G[i] SUBSEP S[j]) in note) print "  " note[G[i] SUBSEP S[j]]
     if (index(" " systems " ", " tessera ") && na_t != "") print "  tessera: " na_t
     if (index(" " systems " ", " tessera-mpi ") && na_tm != "") print "  tessera-mpi: " na_tm
+    if (index(" " systems " ", " tessera-sym ") && na_ts != "") print "  tessera-sym: " na_ts
+    if (index(" " systems " ", " tessera-sym-mpi ") && na_tsm != "") print "  tessera-sym-mpi: " na_tsm
     if (index(" " systems " ", " starpu-mpi ")) printf "  starpu-mpi: capped sweep (from 2^%d, fewer tasks, run alone above the others'"'"' start)\n", smpi_k
     print "  <=X: still >= 50 % at the finest point swept, so METG50 is at most X"
   }' "$work/points.tsv"

@@ -19,12 +19,14 @@
 //! earlier task is a finished predecessor); with a wrong one it still orders
 //! conflicting tasks by instantiation order, so data races cannot result.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxBuildHasher;
+use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::runtime::{Runtime, Submitter};
@@ -56,6 +58,9 @@ pub trait TaskClasses: Send + Sync + 'static {
 
 const SHARDS: usize = 16;
 
+/// One shard of the partially satisfied tasks.
+type PendingMap<K> = HashMap<K, Pending, FxBuildHasher>;
+
 /// A partially satisfied task: predecessors still to finish, and the ids of
 /// those that did (kept only when tracing).
 struct Pending {
@@ -81,7 +86,7 @@ pub struct Unfolder<C: TaskClasses> {
     submitter: Submitter,
     /// Remaining predecessor counts of partially satisfied tasks, sharded by
     /// key hash so completions on different workers rarely share a lock.
-    pending: Vec<Mutex<HashMap<C::Key, Pending>>>,
+    pending: Vec<Mutex<PendingMap<C::Key>>>,
     /// Keep the ids of satisfied predecessors (when the runtime traces), so
     /// traces show the symbolic edges.
     keep_preds: bool,
@@ -125,7 +130,9 @@ impl<C: TaskClasses> Unfolder<C> {
             classes,
             rank,
             submitter: rt.submitter(),
-            pending: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            pending: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::with_hasher(FxBuildHasher)))
+                .collect(),
             keep_preds: rt.keeps_preds(),
             pending_len: AtomicUsize::new(0),
             peak_pending: AtomicUsize::new(0),
@@ -139,10 +146,10 @@ impl<C: TaskClasses> Unfolder<C> {
         })
     }
 
-    fn shard(&self, key: &C::Key) -> &Mutex<HashMap<C::Key, Pending>> {
-        let mut h = DefaultHasher::new();
-        key.hash(&mut h);
-        &self.pending[(h.finish() as usize) % SHARDS]
+    fn shard(&self, key: &C::Key) -> &Mutex<PendingMap<C::Key>> {
+        // The high bits: the map inside the shard uses the low ones.
+        let h = FxBuildHasher.hash_one(key);
+        &self.pending[(h >> 60) as usize % SHARDS]
     }
 
     /// One predecessor of `key` finished (locally, or on another rank);
@@ -209,7 +216,7 @@ impl<C: TaskClasses> Unfolder<C> {
         let mut succ = Vec::new();
         self.classes.successors(key, &mut succ);
         let mut remote: Vec<(usize, Vec<C::Key>)> = Vec::new();
-        let mut local = Vec::with_capacity(succ.len());
+        let mut local: SmallVec<[C::Key; 8]> = SmallVec::new();
         for s in succ {
             match self.classes.owner(&s) {
                 r if r == self.rank => local.push(s),
