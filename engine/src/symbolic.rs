@@ -200,7 +200,10 @@ impl<C: TaskClasses> Unfolder<C> {
 
     fn instantiate(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) {
         let mut task = self.classes.task(&key);
-        task.rare_mut().satisfied_preds = preds;
+        if !preds.is_empty() {
+            // Only traced runs keep them: no box for the others.
+            task.rare_mut().satisfied_preds = preds;
+        }
         // Whichever body succeeds (a device body, or the CPU body it falls
         // back to) is followed by the release of the successors, exactly once,
         // on the worker that ran it (so they land in its queue).
