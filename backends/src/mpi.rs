@@ -48,7 +48,7 @@
 //! finishes the sends in flight and closes the transport (no thread enters
 //! MPI after that), and MPI is finalised on the thread that initialised it.
 
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -93,6 +93,11 @@ const SPINS: u32 = 64;
 /// worker watching the network) for the communication thread to leave the
 /// polling to it and nap.
 const WATCHED: Duration = Duration::from_micros(100);
+/// A watching worker stamps the time of one poll in this many (a poll round
+/// is well under a microsecond, so the stamp is at most a few µs stale,
+/// far under [`WATCHED`]): each stamp is a clock read, and reading the
+/// clock at every round was the largest single cost of an idle poll.
+const STAMP_EVERY: u32 = 16;
 
 /// MPI for this process: initialised by [`init`], finalised on drop.
 pub struct Mpi {
@@ -145,6 +150,7 @@ pub fn init() -> Result<Mpi, String> {
             inbox: in_tx,
         }),
         outside_poll: AtomicU64::new(0),
+        outside_polls: AtomicU32::new(0),
         last_active: AtomicU64::new(0),
         epoch: Instant::now(),
         pending: AtomicUsize::new(0),
@@ -371,10 +377,13 @@ pub struct MpiTransport {
     /// Everything one round of progress touches (see [`MpiTransport::progress`]):
     /// held by the one thread in MPI at a time.
     progress: Mutex<Progress>,
-    /// When a thread other than the communication thread last polled
-    /// (`Transport::poll`), in nanoseconds since `epoch`: while recent, the
-    /// communication thread naps instead of polling beside it.
+    /// When a thread other than the communication thread polled
+    /// (`Transport::poll`; one poll in [`STAMP_EVERY`]), in nanoseconds since
+    /// `epoch`: while recent, the communication thread naps instead of
+    /// polling beside it.
     outside_poll: AtomicU64,
+    /// Polls by other threads so far (one in [`STAMP_EVERY`] is stamped).
+    outside_polls: AtomicU32,
     /// When a message was last sent or received, nanoseconds since `epoch`
     /// (`Transport::expecting`).
     last_active: AtomicU64,
@@ -443,7 +452,13 @@ impl Transport for MpiTransport {
     }
 
     fn poll(&self) -> bool {
-        self.outside_poll.store(self.now_ns(), Ordering::Relaxed);
+        if self
+            .outside_polls
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(STAMP_EVERY)
+        {
+            self.outside_poll.store(self.now_ns(), Ordering::Relaxed);
+        }
         match self.progress.try_lock() {
             Ok(mut p) => self.progress(&mut p),
             Err(_) => false,
