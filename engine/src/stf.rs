@@ -83,8 +83,8 @@ impl Shared {
         self.check_team(&task)?;
         let (node, explicit) = self.make_node(task);
         let mut locked = lock_handles(&node, &order)?;
-        self.submitted.fetch_add(1, Ordering::SeqCst);
-        let mut edges = Edges::new(&node, self.trace.is_some() || self.graph.is_some());
+        self.submitted().fetch_add(1, Ordering::SeqCst);
+        let mut edges = Edges::new(&node, self.trace().is_some() || self.graph().is_some());
         edges.link_explicit(explicit);
         for (i, deps) in locked.iter_mut() {
             edges.link_data(&node.accesses[*i], deps);
@@ -93,7 +93,7 @@ impl Shared {
         self.record_preds(&node, edges.preds);
         let handle = TaskHandle {
             node: Arc::clone(&node),
-            runtime: self.id,
+            runtime: self.id(),
         };
         let held_node = held.then(|| {
             // Relaxed: published by the AcqRel decrement in
@@ -109,7 +109,7 @@ impl Shared {
     /// a task whose builder found it invalid.
     #[inline]
     fn check_open(&self, task: &TaskBuilder) -> Result<(), Error> {
-        if self.sleep.is_shutdown() {
+        if self.sleep().is_shutdown() {
             return Err(submit_error(task, "the runtime is shutting down".into()));
         }
         if self.is_interrupted() {
@@ -138,7 +138,7 @@ impl Shared {
         }
         for (k, &i) in order.iter().enumerate() {
             let core = accesses[i].core();
-            if core.runtime_id != self.id {
+            if core.runtime_id != self.id() {
                 return Err(submit_error(
                     task,
                     format!("data '{}' belongs to another runtime", core.display_name()),
@@ -159,7 +159,7 @@ impl Shared {
             .as_deref()
             .into_iter()
             .flat_map(|r| &r.after)
-            .find(|t| t.runtime != self.id)
+            .find(|t| t.runtime != self.id())
         {
             return Err(submit_error(
                 task,
@@ -179,7 +179,7 @@ impl Shared {
     #[inline]
     fn check_runnable(&self, task: &TaskBuilder) -> Result<(), Error> {
         let bodies = &task.codelet.bodies;
-        if task.once.cpu.is_some() || bodies.cpu.is_some() || bodies.empty || self.sim.is_some() {
+        if task.once.cpu.is_some() || bodies.cpu.is_some() || bodies.empty || self.sim().is_some() {
             return Ok(());
         }
         self.check_device_bodies(task)
@@ -190,13 +190,13 @@ impl Shared {
     #[inline]
     fn check_team(&self, task: &TaskBuilder) -> Result<(), Error> {
         match team_of(task) {
-            Some(t) if t.min() > self.cpu_workers => Err(submit_error(
+            Some(t) if t.min() > self.cpu_workers() => Err(submit_error(
                 task,
                 format!(
                     "codelet '{}' needs a team of at least {} CPU workers; this runtime has {}",
                     task.codelet.name,
                     t.min(),
-                    self.cpu_workers
+                    self.cpu_workers()
                 ),
             )),
             _ => Ok(()),
@@ -226,7 +226,7 @@ impl Shared {
             };
             body && d.runs(&task.codelet.name)
         };
-        let devices = self.kinds.iter().filter_map(|k| k.device.as_ref());
+        let devices = self.kinds().iter().filter_map(|k| k.device.as_ref());
         let names: Vec<String> = devices.clone().map(|d| d.name()).collect();
         if !cpu_only && devices.clone().any(runs) {
             return Ok(());
@@ -278,8 +278,8 @@ impl Shared {
             .unwrap_or(0.0);
         let accesses = declared.accesses;
         let cpu_only = cpu_only || accesses.iter().any(|a| !a.handle.replicable());
-        let id = self.next_task.fetch_add(1, Ordering::Relaxed);
-        let node = self.nodes.make(TaskNode::new(
+        let id = self.next_task().fetch_add(1, Ordering::Relaxed);
+        let node = self.nodes().make(TaskNode::new(
             id,
             NodeParts {
                 codelet,
@@ -307,7 +307,7 @@ impl Shared {
             return;
         };
         let preds = PredList::from_ids(&mut preds);
-        if let Some(g) = &self.graph {
+        if let Some(g) = self.graph() {
             lock(g).push((node.id, node.display_name(), preds.as_slice().into()));
         }
         let _ = node.preds.set(Box::new(preds));
@@ -320,12 +320,12 @@ impl Shared {
     #[inline]
     fn release_submitters_count(&self, node: Arc<TaskNode>) {
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let pushed = match crate::worker::current(self.id) {
+            let pushed = match crate::worker::current(self.id()) {
                 Some(w) => match w.push(ReadyTask(node)) {
                     Pushed::Worker(t) if t == w.worker => Pushed::Local,
                     p => p,
                 },
-                None => self.policy.push_external(ReadyTask(node)),
+                None => self.policy().push_external(ReadyTask(node)),
             };
             self.wake(pushed);
         }
@@ -335,7 +335,7 @@ impl Shared {
     /// released).
     pub(crate) fn release_one(&self, node: Arc<TaskNode>) {
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let pushed = self.policy.push_external(ReadyTask(node));
+            let pushed = self.policy().push_external(ReadyTask(node));
             self.wake(pushed);
         }
     }
@@ -345,14 +345,14 @@ impl Shared {
     /// its idle path, it runs there at once (`Current::run_received`).
     pub(crate) fn release_received(&self, node: Arc<TaskNode>) {
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let task = match crate::worker::current(self.id) {
+            let task = match crate::worker::current(self.id()) {
                 Some(w) => match w.run_received(self, ReadyTask(node)) {
                     None => return,
                     Some(task) => task,
                 },
                 None => ReadyTask(node),
             };
-            let pushed = self.policy.push_external(task);
+            let pushed = self.policy().push_external(task);
             self.wake(pushed);
         }
     }
@@ -515,7 +515,7 @@ impl Shared {
         data: &Arc<dyn crate::data::AnyHandle>,
         write: impl FnOnce() -> Result<(), String>,
     ) -> Option<Result<(), String>> {
-        if !self.host_only() || self.trace.is_some() {
+        if !self.host_only() || self.trace().is_some() {
             return None;
         }
         let core = data.core();

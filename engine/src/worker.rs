@@ -71,7 +71,7 @@ impl Current {
     /// and the worker's loop between its message and the task it feeds.
     /// Gives the task back when it cannot run here.
     pub(crate) fn run_received(&self, shared: &Shared, task: ReadyTask) -> Option<ReadyTask> {
-        if !self.idle || shared.trace.is_some() || shared.multi_node || shared.sim.is_some() {
+        if !self.idle || shared.trace().is_some() || shared.multi_node() || shared.sim().is_some() {
             return Some(task);
         }
         // SAFETY: as `push`; the worker's own idle path is suspended in
@@ -174,26 +174,26 @@ impl Drop for Source<'_> {
 
 pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, index: usize) {
     let mut recorder = shared
-        .trace
+        .trace()
         .as_ref()
         .map(|log| Recorder::new(Arc::clone(log), index));
-    let is_device = shared.kinds[index].is_device();
-    let board = (!is_device).then_some(&shared.board);
+    let is_device = shared.kinds()[index].is_device();
+    let board = (!is_device).then_some(shared.board());
     loop {
-        if shared.sleep.is_shutdown() {
+        if shared.sleep().is_shutdown() {
             break;
         }
         let mut source = Source {
-            runtime: shared.id,
+            runtime: shared.id(),
             queue: &mut *queue,
             board,
             index,
-            watch: (!is_device).then_some(&shared.watch),
+            watch: (!is_device).then_some(shared.watch()),
             watching: None,
         };
         let work = source
             .pop()
-            .or_else(|| shared.sleep.idle(index, &mut source));
+            .or_else(|| shared.sleep().idle(index, &mut source));
         drop(source);
         let Some(work) = work else { break };
         let task = match work {
@@ -203,17 +203,21 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
                 continue;
             }
         };
-        if is_device && !task.0.can_run_on(&shared.memory, shared.kinds[index].node) {
+        if is_device
+            && !task
+                .0
+                .can_run_on(shared.memory(), shared.kinds()[index].node)
+        {
             // Host-only data, a CPU-only task, a working set larger than the
             // device's memory (admission control), or no body for a device
             // the host cannot address: the CPU workers take it.
-            let pushed = shared.policy.push_cpu_only(task);
+            let pushed = shared.policy().push_cpu_only(task);
             shared.wake(pushed);
             continue;
         }
         // Chain wake-up (sleep/README.md): more work is queued and someone sleeps.
-        if shared.sleep.has_sleepers() && queue.has_more() {
-            shared.sleep.notify_one();
+        if shared.sleep().has_sleepers() && queue.has_more() {
+            shared.sleep().notify_one();
         }
         match team_size(&shared, &task.0, is_device) {
             Some(size) if size > 1 => {
@@ -230,7 +234,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
 pub(crate) fn team_size(shared: &Shared, node: &TaskNode, is_device: bool) -> Option<usize> {
     let team = node.team().filter(|_| !is_device)?;
     match node.team_target.load(Ordering::Relaxed) {
-        0 => team.largest_within(shared.cpu_workers),
+        0 => team.largest_within(shared.cpu_workers()),
         chosen => Some(chosen),
     }
 }
@@ -246,13 +250,13 @@ fn lead(
     index: usize,
     recorder: Option<&mut Recorder>,
 ) {
-    let board = &shared.board;
+    let board = shared.board();
     // Another team recruits: back where any worker may find it.
     let give_back = |task| {
         let pushed = queue.push(task);
         shared.wake(pushed);
     };
-    let (job, task) = match board.post(task, size, index, shared.cpu_workers, give_back) {
+    let (job, task) = match board.post(task, size, index, shared.cpu_workers(), give_back) {
         Post::Recruiting(job, task) => (job, task),
         Post::Helping(joined) => {
             if let Some(joined) = joined {
@@ -261,10 +265,10 @@ fn lead(
             return;
         }
     };
-    for w in (0..shared.cpu_workers).filter(|&w| w != index) {
-        shared.sleep.notify_worker(w);
+    for w in (0..shared.cpu_workers()).filter(|&w| w != index) {
+        shared.sleep().notify_worker(w);
     }
-    if !board.wait_complete(&job, || shared.sleep.is_shutdown()) {
+    if !board.wait_complete(&job, || shared.sleep().is_shutdown()) {
         let node = task.0;
         // SAFETY: this worker popped the task from a ready queue.
         drop(unsafe { node.take_once() });
@@ -302,7 +306,7 @@ fn serve(joined: Joined, recorder: Option<&mut Recorder>) {
 /// wake-up and a pop later than the one before. Extra wake-ups are P2–P3 steps after P1, so the
 /// sleep protocol's proof is unchanged (`sleep/README.md`).
 fn wake_members(shared: &Shared, job: &TeamJob, offered: usize) {
-    let mut left = offered.saturating_sub(1).min(shared.cpu_workers);
+    let mut left = offered.saturating_sub(1).min(shared.cpu_workers());
     if left == 0 {
         return;
     }
@@ -310,11 +314,11 @@ fn wake_members(shared: &Shared, job: &TeamJob, offered: usize) {
         if left == 0 {
             return;
         }
-        shared.sleep.notify_worker(w);
+        shared.sleep().notify_worker(w);
         left -= 1;
     }
     for _ in 0..left {
-        shared.sleep.notify_one();
+        shared.sleep().notify_one();
     }
 }
 
@@ -340,9 +344,9 @@ fn execute(
     } else {
         let start = recorder.as_ref().map(|r| r.now());
         let outcome = {
-            let _current = CurrentGuard::set(shared.id, index, &mut *queue);
+            let _current = CurrentGuard::set(shared.id(), index, &mut *queue);
             let Once { cpu, device, then } = once;
-            let outcome = if shared.multi_node {
+            let outcome = if shared.multi_node() {
                 run_with_data(shared, &node, index, cpu, device, team)
             } else {
                 let host = crate::memory::HOST;
@@ -371,18 +375,18 @@ fn execute(
     if let Some(job) = team {
         job.release();
     }
-    let kind = &shared.kinds[index];
+    let kind = &shared.kinds()[index];
     if kind.is_device() && matches!(outcome, Outcome::Ok) && crate::sched::writes_through(&node) {
         shared
-            .policy
+            .policy()
             .write_back(&ReadyTask(Arc::clone(&node)), kind.node);
     }
-    shared.policy.finished(index, ReadyTask::of(&node));
+    shared.policy().finished(index, ReadyTask::of(&node));
     let offered = complete(shared, &node, outcome, queue);
     if let Some(job) = team {
         wake_members(shared, job, offered);
     }
-    shared.nodes.recycle(node);
+    shared.nodes().recycle(node);
 }
 
 /// Which body to run.
@@ -439,10 +443,10 @@ fn run_body(
     chosen: Chosen,
     team: Option<&TeamJob>,
 ) -> Outcome {
-    let kind = &shared.kinds[index];
+    let kind = &shared.kinds()[index];
     let device = kind.device.as_ref().filter(|_| mem_node == kind.node);
-    let ctx = TaskContext::new(node, index, mem_node, &shared.sleep, device).with_team(team);
-    let t0 = shared.calibrate.then(Instant::now);
+    let ctx = TaskContext::new(node, index, mem_node, shared.sleep(), device).with_team(team);
+    let t0 = shared.calibrate().then(Instant::now);
     let mut result = None;
     let mut once = Some(chosen);
     let dev: Option<&dyn Device> = device.map(|d| &**d);
@@ -482,12 +486,12 @@ fn run_body(
         (Some(Ok(Ok(()))), None) => Outcome::Ok,
         (None, None) => Outcome::Failed("the device never ran the body".into()),
     };
-    if let (true, Some(el), Outcome::Ok) = (shared.calibrate, elapsed, &outcome) {
+    if let (true, Some(el), Outcome::Ok) = (shared.calibrate(), elapsed, &outcome) {
         let arch = if device.is_none() { "cpu" } else { kind.arch };
         let size = team.map_or(1, |j| j.sync.size());
         let arch = crate::team::team_arch(arch, size);
         shared
-            .perf
+            .perf()
             .record(&node.codelet.name, &arch, node.size_key(), el.as_secs_f64());
     }
     outcome
@@ -518,7 +522,7 @@ fn run_with_data(
     device: Option<(DeviceMatch, Body)>,
     team: Option<&TeamJob>,
 ) -> Outcome {
-    let kind = &shared.kinds[index];
+    let kind = &shared.kinds()[index];
     let mem_node = kind.node;
     let host = crate::memory::HOST;
     let dev = match &kind.device {
@@ -658,12 +662,12 @@ pub(crate) fn complete(
             // worker's next pop; a push into another worker's private queue
             // wakes that worker.
             match queue.push(ReadyTask(succ)) {
-                Pushed::Worker(w) => shared.sleep.notify_worker(w),
+                Pushed::Worker(w) => shared.sleep().notify_worker(w),
                 Pushed::Local | Pushed::Shared => offered += 1,
             }
         } else if let Some(n) = succ
             .node_hint
-            .filter(|&n| !failed && !shared.memory.is_host(n))
+            .filter(|&n| !failed && !shared.memory().is_host(n))
         {
             // Not ready yet, but bound for a device: what this task just
             // produced for it can move there now, while its other
@@ -673,7 +677,7 @@ pub(crate) fn complete(
                 continue;
             }
             prefetched.push(Arc::as_ptr(&succ));
-            shared.policy.prefetch_produced(
+            shared.policy().prefetch_produced(
                 &ReadyTask(Arc::clone(node)),
                 &ReadyTask(Arc::clone(&succ)),
                 n,

@@ -37,12 +37,12 @@ pub(crate) type GraphEntry = (u64, String, Box<[u64]>);
 
 /// State shared by the runtime handle and its workers.
 pub(crate) struct Shared {
-    pub(crate) id: u64,
-    pub(crate) policy: Arc<dyn SchedulerPolicy>,
-    pub(crate) sleep: Sleep,
+    pub(super) id: u64,
+    pub(super) policy: Arc<dyn SchedulerPolicy>,
+    pub(super) sleep: Sleep,
     /// Written by submitters only (`stf`): on a line of its own, like
     /// `submitted`.
-    pub(crate) next_task: CachePadded<AtomicU64>,
+    pub(super) next_task: CachePadded<AtomicU64>,
     pub(super) next_handle: AtomicU64,
     /// Tasks submitted, and tasks finished, so far: in flight is the
     /// difference. Two counters on lines of their own, one written by
@@ -50,7 +50,7 @@ pub(crate) struct Shared {
     /// that line moved between the submitting core and the workers' at every
     /// task (the increment was a third of `submit`'s own time in
     /// `tessera overhead`).
-    pub(crate) submitted: CachePadded<AtomicU64>,
+    pub(super) submitted: CachePadded<AtomicU64>,
     pub(super) finished: CachePadded<AtomicU64>,
     /// Threads inside `wait_all`: a completer notifies them only when it
     /// brings `in_flight` to zero (a notification per task would cost every
@@ -64,36 +64,135 @@ pub(crate) struct Shared {
     /// Failures and cancellations since the last `wait_all`.
     pub(super) errors: Mutex<RunError>,
     pub(super) has_errors: AtomicBool,
-    pub(crate) trace: Option<Arc<TraceLog>>,
-    pub(crate) graph: Option<Mutex<Vec<GraphEntry>>>,
+    pub(super) trace: Option<Arc<TraceLog>>,
+    pub(super) graph: Option<Mutex<Vec<GraphEntry>>>,
     /// What each worker is (CPU workers first, then one per device).
-    pub(crate) kinds: Vec<WorkerKind>,
+    pub(super) kinds: Vec<WorkerKind>,
     /// CPU workers (the first `cpu_workers` of `kinds`): the most a team has.
-    pub(crate) cpu_workers: usize,
+    pub(super) cpu_workers: usize,
     /// Where a team task's leader recruits its members (`crate::team`).
-    pub(crate) board: crate::team::Board,
-    pub(crate) memory: Arc<Memory>,
+    pub(super) board: crate::team::Board,
+    pub(super) memory: Arc<Memory>,
     /// Whether there is more than one memory node (devices or NUMA nodes):
     /// then every task acquires its data on its worker's node.
-    pub(crate) multi_node: bool,
-    pub(crate) perf: Arc<PerfModels>,
+    pub(super) multi_node: bool,
+    pub(super) perf: Arc<PerfModels>,
     /// Time tasks into `perf`.
-    pub(crate) calibrate: bool,
+    pub(super) calibrate: bool,
     /// Flops of the tasks finished successfully (for progress reports).
     pub(super) flops_done: AtomicU64,
     /// Set by `Runtime::interrupt` (Ctrl-C): tasks not started are
     /// cancelled as workers pop them, and submissions are refused.
-    pub(crate) interrupted: AtomicBool,
+    pub(super) interrupted: AtomicBool,
     /// Device bodies that failed and fell back to the CPU body: how many,
     /// and the first one's message.
     pub(super) fallbacks: AtomicU64,
     pub(super) first_fallback: std::sync::OnceLock<String>,
     /// The virtual workers of a simulated runtime (`crate::simulate`).
-    pub(crate) sim: Option<crate::simulate::SimRt>,
+    pub(super) sim: Option<crate::simulate::SimRt>,
     /// Finished task nodes whose allocations submissions reuse.
-    pub(crate) nodes: crate::task::NodePool,
+    pub(super) nodes: crate::task::NodePool,
     /// The network this rank's idle workers watch, if any (`crate::watch`).
-    pub(crate) watch: crate::watch::Watch,
+    pub(super) watch: crate::watch::Watch,
+}
+
+/// What the rest of the engine reads of a runtime's shared state. The fields
+/// stay private to `runtime/` (as rayon's `Registry` and tokio's `Shared`
+/// keep theirs): every other room goes through these, so a field's users
+/// are found here, and what is only read outside cannot be replaced there.
+impl Shared {
+    /// The runtime's id (handles and task handles carry it to check they
+    /// are used with their own runtime).
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    #[inline]
+    pub(crate) fn policy(&self) -> &Arc<dyn SchedulerPolicy> {
+        &self.policy
+    }
+
+    #[inline]
+    pub(crate) fn sleep(&self) -> &Sleep {
+        &self.sleep
+    }
+
+    /// Task ids, taken by submitters only.
+    #[inline]
+    pub(crate) fn next_task(&self) -> &AtomicU64 {
+        &self.next_task
+    }
+
+    /// Tasks submitted so far (submitters write it, see the field).
+    #[inline]
+    pub(crate) fn submitted(&self) -> &AtomicU64 {
+        &self.submitted
+    }
+
+    #[inline]
+    pub(crate) fn trace(&self) -> &Option<Arc<TraceLog>> {
+        &self.trace
+    }
+
+    #[inline]
+    pub(crate) fn graph(&self) -> &Option<Mutex<Vec<GraphEntry>>> {
+        &self.graph
+    }
+
+    /// What each worker is (CPU workers first, then one per device).
+    #[inline]
+    pub(crate) fn kinds(&self) -> &[WorkerKind] {
+        &self.kinds
+    }
+
+    /// CPU workers: the most a team has.
+    #[inline]
+    pub(crate) fn cpu_workers(&self) -> usize {
+        self.cpu_workers
+    }
+
+    #[inline]
+    pub(crate) fn board(&self) -> &crate::team::Board {
+        &self.board
+    }
+
+    #[inline]
+    pub(crate) fn memory(&self) -> &Arc<Memory> {
+        &self.memory
+    }
+
+    /// Whether tasks acquire their data on their worker's memory node.
+    #[inline]
+    pub(crate) fn multi_node(&self) -> bool {
+        self.multi_node
+    }
+
+    #[inline]
+    pub(crate) fn perf(&self) -> &Arc<PerfModels> {
+        &self.perf
+    }
+
+    /// Whether tasks are timed into `perf`.
+    #[inline]
+    pub(crate) fn calibrate(&self) -> bool {
+        self.calibrate
+    }
+
+    #[inline]
+    pub(crate) fn sim(&self) -> &Option<crate::simulate::SimRt> {
+        &self.sim
+    }
+
+    #[inline]
+    pub(crate) fn nodes(&self) -> &crate::task::NodePool {
+        &self.nodes
+    }
+
+    #[inline]
+    pub(crate) fn watch(&self) -> &crate::watch::Watch {
+        &self.watch
+    }
 }
 
 impl Shared {

@@ -37,7 +37,7 @@ impl RtView<'_> {
         match self
             .sim
             .board
-            .post(task, size, w, self.shared.cpu_workers, give_back)
+            .post(task, size, w, self.shared.cpu_workers(), give_back)
         {
             // The board holds the task: the member that completes the
             // team starts it.
@@ -49,7 +49,7 @@ impl RtView<'_> {
                 return;
             }
         }
-        for m in 0..self.shared.cpu_workers {
+        for m in 0..self.shared.cpu_workers() {
             if m != w && !self.sim.busy(m) {
                 if let Some(joined) = self.sim.board.try_join(m) {
                     if joined.completes() {

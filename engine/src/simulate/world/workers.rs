@@ -101,7 +101,7 @@ impl SimRt {
     /// the loop reaches has it. Panics on a runtime with threads (a bug of
     /// the caller).
     pub(crate) fn of(shared: &Shared) -> &SimRt {
-        shared.sim.as_ref().expect("a simulated runtime")
+        shared.sim().as_ref().expect("a simulated runtime")
     }
 
     /// The link model this runtime's memory hands its transfers to.
@@ -193,19 +193,19 @@ impl<'a> RtView<'a> {
     pub(super) fn poll(&self) {
         let (shared, sim) = (self.shared, self.sim);
         sim.dirty.store(false, Ordering::Relaxed);
-        for w in 0..shared.kinds.len() {
+        for w in 0..shared.kinds().len() {
             loop {
                 if sim.busy(w) {
                     break;
                 }
-                if w < shared.cpu_workers && self.try_join(w) {
+                if w < shared.cpu_workers() && self.try_join(w) {
                     break;
                 }
                 let mut q = sim.take_queue(w);
                 let task = q.pop();
                 match task {
                     Some(t) => {
-                        let is_device = shared.kinds[w].is_device();
+                        let is_device = shared.kinds()[w].is_device();
                         match worker::team_size(shared, &t.0, is_device) {
                             Some(size) if size > 1 && !t.0.cancelled.load(Ordering::Acquire) => {
                                 self.recruit(w, t, size, &mut *q);
@@ -236,9 +236,9 @@ impl<'a> RtView<'a> {
         members: Vec<usize>,
     ) {
         let (world, shared, sim) = (self.world, self.shared, self.sim);
-        let kind = &shared.kinds[w];
-        if kind.is_device() && !task.0.can_run_on(&shared.memory, kind.node) {
-            let pushed = shared.policy.push_cpu_only(task);
+        let kind = &shared.kinds()[w];
+        if kind.is_device() && !task.0.can_run_on(shared.memory(), kind.node) {
+            let pushed = shared.policy().push_cpu_only(task);
             shared.wake(pushed);
             return;
         }
@@ -253,7 +253,7 @@ impl<'a> RtView<'a> {
         let mem_node = kind.node;
         let now = world.now_ns();
         let mut start = now;
-        if shared.multi_node {
+        if shared.multi_node() {
             for (i, a) in node.accesses.iter().enumerate() {
                 if let Err(e) = a.handle.acquire(&a.handle, mem_node, a.mode, true) {
                     for b in &node.accesses[..i] {
@@ -310,7 +310,7 @@ impl<'a> RtView<'a> {
 
     /// Finish a task that never ran (cancelled, or its data could not be had).
     fn complete(&self, w: usize, node: &Arc<TaskNode>, outcome: Outcome, q: &mut dyn WorkerQueue) {
-        self.shared.policy.finished(w, ReadyTask::of(node));
+        self.shared.policy().finished(w, ReadyTask::of(node));
         worker::complete(self.shared, node, outcome, q);
         self.world.mark_dirty(self.sim.slot);
     }
@@ -324,7 +324,7 @@ impl<'a> RtView<'a> {
         let Some(r) = lock(&sim.running)[w].take() else {
             return;
         };
-        if !shared.kinds[w].is_device() && !world.platform.node.cpu.slowdown.is_empty() {
+        if !shared.kinds()[w].is_device() && !world.platform.node.cpu.slowdown.is_empty() {
             lock(&world.busy_cpus)[sim.platform_node] -= 1 + r.members.len();
         }
         sim.release_members(&r.members);
@@ -338,9 +338,9 @@ impl<'a> RtView<'a> {
         let run_body = world.execute_bodies && !node.accesses.iter().any(|a| a.handle.is_virtual());
         let mut outcome = Outcome::Ok;
         {
-            let _current = CurrentGuard::set(shared.id, w, &mut *q);
+            let _current = CurrentGuard::set(shared.id(), w, &mut *q);
             if run_body {
-                let ctx = TaskContext::new(&node, w, r.mem_node, &shared.sleep, None);
+                let ctx = TaskContext::new(&node, w, r.mem_node, shared.sleep(), None);
                 outcome = match catch_unwind(AssertUnwindSafe(|| {
                     worker::call(&node, &ctx, Chosen::Cpu(cpu), None)
                 })) {
@@ -349,16 +349,16 @@ impl<'a> RtView<'a> {
                     Err(p) => Outcome::Failed(format!("panicked: {}", panic_message(&*p))),
                 };
             }
-            if shared.multi_node {
+            if shared.multi_node() {
                 worker::release_all(&node, r.mem_node);
                 let mut st = lock(&world.state);
                 for a in node.accesses.iter().filter(|a| a.mode.writes()) {
                     st.ready.remove(&(sim.slot, a.handle.core().id, r.mem_node));
                 }
                 drop(st);
-                if shared.kinds[w].is_device() && crate::sched::writes_through(&node) {
+                if shared.kinds()[w].is_device() && crate::sched::writes_through(&node) {
                     shared
-                        .policy
+                        .policy()
                         .write_back(&ReadyTask(Arc::clone(&node)), r.mem_node);
                 }
             }
@@ -394,8 +394,8 @@ impl<'a> RtView<'a> {
                 t.edges.extend(p.as_slice().iter().map(|&x| (x, node.id)));
             }
         }
-        if shared.calibrate && matches!(outcome, Outcome::Ok) {
-            let kind = &shared.kinds[w];
+        if shared.calibrate() && matches!(outcome, Outcome::Ok) {
+            let kind = &shared.kinds()[w];
             let overhead = self.processor(w).overhead;
             let arch = crate::team::team_arch(kind.arch, 1 + r.members.len());
             world.durations.perf().record(
@@ -410,7 +410,7 @@ impl<'a> RtView<'a> {
             st.stats.tasks += 1;
             st.stats.peak_in_flight = st.stats.peak_in_flight.max(shared.in_flight());
         }
-        shared.policy.finished(w, ReadyTask::of(&node));
+        shared.policy().finished(w, ReadyTask::of(&node));
         worker::complete(shared, &node, outcome, &mut *q);
         sim.put_queue(w, q);
         world.mark_dirty(sim.slot);
@@ -419,7 +419,7 @@ impl<'a> RtView<'a> {
     /// The processor worker `w` models: its virtual device's, else the
     /// platform's CPU core.
     fn processor(&self, w: usize) -> &'a Processor {
-        match &self.shared.kinds[w].device {
+        match &self.shared.kinds()[w].device {
             Some(d) => match d.as_any().downcast_ref::<VirtualDevice>() {
                 Some(v) => &v.spec.proc,
                 None => &self.world.platform.node.cpu,
@@ -433,6 +433,6 @@ impl<'a> RtView<'a> {
     fn task_seconds(&self, w: usize, node: &TaskNode, team: usize) -> f64 {
         self.world
             .durations
-            .seconds(self.processor(w), self.shared.kinds[w].arch, node, team)
+            .seconds(self.processor(w), self.shared.kinds()[w].arch, node, team)
     }
 }
