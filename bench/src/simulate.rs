@@ -105,14 +105,14 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         ));
     }
     checks::lu_size(args.n, args.nb, p.ranks())?;
-    let resident =
-        crate::lu_resident::options(args)?.or_else(|| crate::lu_resident::auto_simulated(args, &p));
-    crate::lu_resident::check_no_pin(args, resident)?;
+    let resident = crate::lu::resident::options(args)?
+        .or_else(|| crate::lu::resident::auto_simulated(args, &p));
+    crate::lu::resident::check_no_pin(args, resident)?;
     if let Some(resident) = resident {
         if args.grid.is_some() {
             return Err("--update resident runs on one device of one process (no --grid)".into());
         }
-        return crate::lu_resident::simulate(args, &p, path, resident);
+        return crate::lu::resident::simulate(args, &p, path, resident);
     }
     let front = args.front()?;
     if let Some(g) = &args.grid {
@@ -144,7 +144,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
     let shares = std::thread::scope(|s| {
         let (rt, finished) = (&rt, &finished);
         let bar = s.spawn(move || {
-            crate::lu_sizing::progress_bar(hpl_flops(n), || rt.flops_done(), finished)
+            crate::lu::plan::progress_bar(hpl_flops(n), || rt.flops_done(), finished)
         });
         let shares = lu_simulate(rt, n, nb, &opts);
         finished.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -219,7 +219,7 @@ fn lu_grid(
     use tessera_linalg::lu::dist::{DistLu, Grid};
     let p = sim.platform().clone();
     let grid = Grid::parse(grid).map_err(|e| format!("--grid: {e}"))?;
-    crate::lu_sizing::check_grid_ranks(grid.p, grid.q, p.ranks(), || {
+    crate::lu::plan::check_grid_ranks(grid.p, grid.q, p.ranks(), || {
         format!(
             "{} has {} (nodes {} x ranks_per_node {})",
             path.display(),
@@ -229,7 +229,7 @@ fn lu_grid(
         )
     })?;
     if front != Front::Symbolic {
-        return Err(crate::lu_sizing::DIST_FRONT_ONLY.into());
+        return Err(crate::lu::plan::DIST_FRONT_ONLY.into());
     }
     let (n, nb) = (args.n, args.nb);
     let ranks = grid.ranks();

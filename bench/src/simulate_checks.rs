@@ -25,7 +25,7 @@ const SLOW_SIM_TASKS: u128 = 10_000_000;
 /// has more.
 pub use tessera_engine::MIN_WORKER_CAP;
 
-use crate::lu_sizing::TILE_HANDLE_BYTES;
+use crate::lu::plan::TILE_HANDLE_BYTES;
 
 /// Address space one simulated rank's runtime takes besides its tiles.
 const RUNTIME_BYTES: u64 = 16 << 20;
@@ -85,7 +85,7 @@ pub fn codelet_names(p: &Platform, file: &Path) -> Result<(), String> {
         }
     }
     // Beside the codelets, the resident LU's operations take rates by name.
-    let resident = crate::lu_resident::RATE_NAMES;
+    let resident = crate::lu::resident::RATE_NAMES;
     for (key, name) in named {
         let rated_op = key.ends_with(".codelets") && resident.contains(&name);
         if !KNOWN_CODELETS.contains(&name) && !rated_op {
@@ -119,7 +119,7 @@ pub fn workers(workers: Option<usize>, p: &Platform) -> Result<(), String> {
 /// that it models the runtime's overhead (as a real run is).
 pub fn lu_size(n: usize, nb: usize, ranks: usize) -> Result<(), String> {
     let what = format!("lu --simulate --n {n} --nb {nb}");
-    let tasks = crate::lu_sizing::task_count(n, nb);
+    let tasks = crate::lu::plan::task_count(n, nb);
     if tasks > MAX_SIM_TASKS {
         return Err(format!(
             "{what}: {} tasks, more than the {MAX_SIM_TASKS} a simulation may run (some 10^5 to 10^6 a second: hours); use a larger --nb",
@@ -138,7 +138,7 @@ pub fn lu_size(n: usize, nb: usize, ranks: usize) -> Result<(), String> {
         ],
         1,
     )?;
-    crate::lu_sizing::warn_if_overhead_bound(n, nb);
+    crate::lu::plan::warn_if_overhead_bound(n, nb);
     if tasks > SLOW_SIM_TASKS {
         eprintln!(
             "tessera: simulate: {tasks} tasks to simulate: this takes minutes (the simulator runs some 10^5 to 10^6 tasks a second)"

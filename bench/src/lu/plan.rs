@@ -1,13 +1,83 @@
-//! Sizing facts of an LU run that the real, distributed and simulated runs
-//! share: the DAG's task count, the tile handle's bytes, the overhead-bound
-//! warning, and the progress bar. A module of its own so that `cmd::lu`,
-//! `simulate` and `simulate_checks` all depend on it and none on another
-//! (issue 44: the three formed an import circle).
+//! The checks and sizing of an LU run that the real, distributed and simulated runs
+//! share: the sizes' check, the DAG's task count, the tile handle's bytes, the
+//! buffers each memory check counts, the grid's rank count, the overhead-bound
+//! warning, and the progress bar. It imports no runner: `cmd::lu`, [`super::run`],
+//! [`super::dist`], `simulate` and `simulate_checks` depend on it and none on another.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tessera_linalg::lu::dist::{DistLu, Layout};
+
+/// Check the sizes before allocating anything.
+pub fn validate(n: usize, nb: usize) -> Result<(), String> {
+    if n == 0 {
+        return Err("--n must be at least 1".into());
+    }
+    if nb == 0 {
+        return Err("--nb must be at least 1".into());
+    }
+    if nb > n {
+        return Err(format!("--nb {nb} is larger than --n {n}; use nb <= n"));
+    }
+    Ok(())
+}
+
+/// Every big buffer of an LU run, for [`crate::budget::check`]: the tiled
+/// matrix, each tile's handle (with its dependency state: about 2 KiB, see
+/// `tests/tests/lu_memory.rs`), replicas on emulated devices (host memory, up to
+/// each device's limit), the solve's vectors, and the runtime itself.
+pub(crate) fn buffers(
+    n: usize,
+    nb: usize,
+    sim_devices: &[Option<u64>],
+) -> Vec<(&'static str, u64)> {
+    let matrix = (n as u64).saturating_mul(n as u64).saturating_mul(8);
+    let tiles = (n.div_ceil(nb) as u64).pow(2);
+    let replicas = sim_devices
+        .iter()
+        .map(|limit| limit.map_or(matrix, |l| l.min(matrix)))
+        .fold(0u64, u64::saturating_add);
+    vec![
+        ("the matrix", matrix),
+        ("tile handles", tiles.saturating_mul(TILE_HANDLE_BYTES)),
+        ("replicas on emulated devices", replicas),
+        ("vectors", 4 * 8 * n as u64),
+        ("the runtime", 64 << 20),
+    ]
+}
+
+/// Rank `me`'s big buffers in a distributed LU dealt by `layout`, for
+/// [`crate::budget::check`]: its tiles, the panels it factors and keeps (P > 1:
+/// the diagonal ranks keep their panels' L), its copies of other ranks' tiles
+/// (`DistLu::tile_copies`: with the column-first priorities a rank holds them
+/// until near the end, so they are all allocated at set-up, see
+/// `DistLu::copy_pool`), the messages in flight (two buffers of a tile column,
+/// also reserved at set-up) and the solve's vectors.
+pub(crate) fn rank_buffers(
+    n: usize,
+    nb: usize,
+    layout: &Layout,
+    me: usize,
+) -> Vec<(&'static str, u64)> {
+    let t = n.div_ceil(nb) as u64;
+    let tile = (nb * nb * 8) as u64;
+    let owned = (0..t)
+        .flat_map(|j| (0..t).map(move |i| (i, j)))
+        .filter(|&(i, j)| layout.owner(i as usize, j as usize) == me)
+        .count() as u64;
+    vec![
+        ("this rank's tiles", owned.saturating_mul(tile)),
+        (
+            "copies of other ranks' tiles (allocated at set-up)",
+            (DistLu::tile_copies(n, nb, layout.clone(), me) as u64).saturating_mul(tile),
+        ),
+        ("messages in flight (two panels)", 2 * t * tile),
+        ("vectors", 6 * 8 * n as u64),
+        ("the runtime", 64 << 20),
+    ]
+}
 
 /// Why a distributed LU (real or simulated) refuses another front-end.
 pub(crate) const DIST_FRONT_ONLY: &str =
