@@ -11,7 +11,6 @@ pub mod overhead_mpi;
 pub mod perfmodel;
 pub mod platform;
 pub mod spmv;
-pub mod spmv_dist;
 pub mod taskbench;
 pub mod topology;
 pub mod trace;

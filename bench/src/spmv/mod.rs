@@ -1,6 +1,9 @@
-//! The SpMV and solver runs' shared parts: [`plan`] (checks and sizing) and [`report`]
-//! (the printed lines), used by the one-process run (`cmd::spmv`) and the distributed one
-//! (`cmd::spmv_dist`), which import them and not each other.
+//! The SpMV and solver runs: [`plan`] (checks and sizing), [`report`] (the printed
+//! lines), [`run`] (one process) and [`dist`] (the ranks of mpirun). `cmd::spmv` and
+//! `cmd::spmv_dist` only dispatch to them; the runners import [`plan`] and [`report`]
+//! and not each other.
 
+pub mod dist;
 pub mod plan;
 pub mod report;
+pub mod run;

@@ -1,10 +1,76 @@
 //! What a SpMV or solver run checks and sizes before it runs, the same in one process
-//! (`cmd::spmv`) and across ranks (`cmd::spmv_dist`): the options refused together, the
-//! STREAM array length, the bytes a CG iteration streams. Pure functions of the options
-//! and the machine's cache size; nothing here runs a kernel.
+//! ([`super::run`]) and across ranks ([`super::dist`]): the options checked first, the
+//! options refused together, the big buffers of a run, the STREAM array length, the bytes
+//! a CG iteration streams. Pure functions of the options and the machine's cache size;
+//! nothing here runs a kernel.
 
 use tessera_linalg::solver::{CgVariant, Preconditioner};
 use tessera_tasks::kernels::blas1::{cg_vector_bytes, pipecg_vector_bytes};
+
+use crate::args::SpmvArgs;
+
+/// The options every run checks first, in this order and with these messages, before
+/// anything is built or measured: `--iters`, `--solver` (not when `any_solver`: one
+/// process's `--balance` runs its own power iteration), `--tol`, `--pc`, `--cg`. Returns
+/// the parsed preconditioner and CG variant.
+pub fn check_options(
+    args: &SpmvArgs,
+    any_solver: bool,
+) -> Result<(Preconditioner, CgVariant), String> {
+    if args.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    if !any_solver && !matches!(args.solver.as_str(), "spmv" | "power" | "cg") {
+        return Err(format!(
+            "unknown --solver '{}' (known: spmv, power, cg)",
+            args.solver
+        ));
+    }
+    tessera_linalg::solver::cg::check_rtol(args.tol)?;
+    let pc: Preconditioner = args.pc.parse()?;
+    let variant: CgVariant = args.cg.parse()?;
+    check_cg_options(&args.solver, pc, variant)?;
+    Ok((pc, variant))
+}
+
+/// Every big buffer of a one-process run on an `n × m` matrix of `csr` bytes with STREAM
+/// arrays of `stream` elements and emulated devices limited to `sims`, for
+/// [`crate::budget::check`].
+pub fn buffers(
+    args: &SpmvArgs,
+    n: u64,
+    m: u64,
+    csr: u64,
+    stream: u64,
+    sims: &[Option<u64>],
+) -> Vec<(&'static str, u64)> {
+    let vectors = 10u64.saturating_mul(n.max(m)).saturating_mul(8);
+    let replicas = sims
+        .iter()
+        .map(|l| l.map_or(csr, |l| l.min(csr)))
+        .fold(0u64, u64::saturating_add);
+    let faer = if args.no_faer || args.balance || args.solver != "spmv" {
+        0
+    } else {
+        n.saturating_mul(4) + (n + m).saturating_mul(8)
+    };
+    // At most 2 bytes per nonzero and 4 per row (`Csr::with_compact_columns`); a nonzero
+    // takes at least 12 of the matrix's bytes, so a sixth of them bounds it.
+    let compact = if args.no_compact { 0 } else { csr / 6 + n * 4 };
+    vec![
+        ("the matrix", csr),
+        ("its row blocks", csr),
+        ("their compact column indices", compact),
+        (
+            "a u32 copy of the blocks (--compare-compact)",
+            if args.compare_compact { csr } else { 0 },
+        ),
+        ("replicas on emulated devices", replicas),
+        ("vectors", vectors),
+        ("STREAM arrays", stream.saturating_mul(24)),
+        ("faer's copy", faer),
+    ]
+}
 
 /// Bytes of the last-level cache of CPU 0, from sysfs.
 pub fn last_level_cache() -> Option<u64> {
