@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tessera_engine::perfmodel::{PerfModelConfig, PerfModels};
 use tessera_engine::team::{team_arch, TeamSize};
-use tessera_engine::{Runtime, Scheduler};
+use tessera_engine::{Config, Runtime, Scheduler};
 use tessera_linalg::hpl::{generate_matrix, hpl_flops};
 use tessera_linalg::lu::{lu_factor, Front, LuOptions};
 use tessera_linalg::sparse::gen::parse_gen_spec;
@@ -249,6 +249,25 @@ fn timed_lu(
     Ok(t0.elapsed().as_secs_f64())
 }
 
+/// Task durations of the team-panel runs: (team size, flops) → seconds.
+type TeamSamples = std::collections::BTreeMap<(usize, u64), Vec<f64>>;
+
+/// (team size, n, seconds) of each team-panel LU run.
+type TeamTimes = Vec<(usize, usize, f64)>;
+
+/// What the measuring runs found, for the platform file's comments and figures.
+struct Measured {
+    /// (n, seconds) of each one-core-panel LU run.
+    lu_times: Vec<(usize, f64)>,
+    lu_team_times: TeamTimes,
+    /// Seconds of the SpMV run's products.
+    spmv_seconds: f64,
+    /// A core's time with all the workers busy over its time alone.
+    slowdown: f64,
+    /// The STREAM triad, bytes/s.
+    triad: f64,
+}
+
 pub fn run(args: CalibrateArgs) -> Result<(), String> {
     let out = check(&args)?;
     // Every sample kept, none rejected: the simulation wants each size's
@@ -266,22 +285,71 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         return Err("calibrate describes this machine's cores: drop --gpus/--emu".into());
     }
     let workers = base.workers;
-    let mut log = String::new();
-    // LU: every task timed (calibrate on), prio, symbolic, like `tessera lu`.
-    let mut lu_times = Vec::new();
-    let mut lu_team_times = Vec::new();
     let teams = panel_teams(args.panel_teams.as_deref(), workers)?;
+    let lu_times = measure_lu(&args, &base, &perf, &mut samples)?;
+    let (team_samples, lu_team_times) = measure_team_panels(&args, &base, &teams)?;
+    let spmv_seconds = measure_spmv(&args, &base, &perf, &mut samples)?;
+    // Warnings, also written into the platform file as comments.
+    let mut notes = String::new();
+    let slowdown = measure_slowdown(&args, &base, &samples, &mut notes)?;
+    let triad = stream_triad(stream_elems(args.stream_mi, workers), workers, 5);
+    let triad = tessera_linalg::sparse::stream::check_rate(triad, workers)?;
+    stop_if_interrupted()?;
+    eprintln!("calibrate: STREAM triad {:.1} GB/s", triad / 1e9);
+
+    let (perf, flop_keyed) = models(&samples, &team_samples, &perf, &mut notes);
+    let (rates, gemm_rate, gbs_default) = rates(&perf, &flop_keyed);
+    if gemm_rate <= 0.0 {
+        return Err("no GEMM was timed: is n larger than nb?".into());
+    }
+    warn_weak_fits(&perf, &mut notes);
+    let measured = Measured {
+        lu_times,
+        lu_team_times,
+        spmv_seconds,
+        slowdown,
+        triad,
+    };
+    let log = measured_log(&args, workers, &teams, &measured);
+    let text = platform_text(
+        &out.models_name,
+        &log,
+        &notes,
+        &measured,
+        workers,
+        (gemm_rate, median(gbs_default).max(0.1)),
+        &rates,
+    );
+    stop_if_interrupted()?;
+    out.save(&perf, &text)?;
+    println!(
+        "calibrate: wrote {} and {}",
+        args.out.display(),
+        out.models.display()
+    );
+    Ok(())
+}
+
+/// The LU runs with every task timed (calibrate on), prio, symbolic, like `tessera lu`:
+/// `--runs` of each `--n`, their tasks added to `samples`; returns (n, seconds) of each.
+fn measure_lu(
+    args: &CalibrateArgs,
+    base: &Config,
+    perf: &Arc<PerfModels>,
+    samples: &mut Samples,
+) -> Result<Vec<(usize, f64)>, String> {
+    let mut lu_times = Vec::new();
     for &n in &args.n {
         for r in 0..args.runs.max(1) {
             let rt = Runtime::new(
                 base.clone()
-                    .perf_models(Arc::clone(&perf))
+                    .perf_models(Arc::clone(perf))
                     .calibrate(true)
                     .trace(true),
             )
             .map_err(|e| e.to_string())?;
             let t = timed_lu(&rt, n, args.nb, 1 + r as u64, None)?;
-            collect(&rt, &mut samples);
+            collect(&rt, samples);
             eprintln!(
                 "calibrate: LU n={n} nb={} run {}: {t:.2} s ({:.1} GFLOP/s)",
                 args.nb,
@@ -291,11 +359,20 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             lu_times.push((n, t));
         }
     }
-    // Team panels: the same LU runs with the panel a team of each size;
-    // only the panels' times are kept (their leaders' records), the other
-    // tasks are the one-core models' again.
-    let mut team_samples: std::collections::BTreeMap<(usize, u64), Vec<f64>> = Default::default();
-    for &k in &teams {
+    Ok(lu_times)
+}
+
+/// Team panels: the same LU runs with the panel a team of each size in `teams`; only
+/// the panels' times are kept (their leaders' records), the other tasks are the
+/// one-core models' again. Returns the panels' samples and (k, n, seconds) of each run.
+fn measure_team_panels(
+    args: &CalibrateArgs,
+    base: &Config,
+    teams: &[usize],
+) -> Result<(TeamSamples, TeamTimes), String> {
+    let mut team_samples = TeamSamples::new();
+    let mut lu_team_times = Vec::new();
+    for &k in teams {
         let n = args.n.last().copied().unwrap_or(4096);
         for r in 0..args.runs.max(1) {
             let rt = Runtime::new(base.clone().trace(true)).map_err(|e| e.to_string())?;
@@ -318,78 +395,100 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             lu_team_times.push((k, n, t));
         }
     }
-    // SpMV under ws, as `tessera spmv` runs it.
+    Ok((team_samples, lu_team_times))
+}
+
+/// SpMV under ws, as `tessera spmv` runs it, its tasks added to `samples`; returns the
+/// products' seconds.
+fn measure_spmv(
+    args: &CalibrateArgs,
+    base: &Config,
+    perf: &Arc<PerfModels>,
+    samples: &mut Samples,
+) -> Result<f64, String> {
     let a = parse_gen_spec(&args.spmv)?;
     let rt = Runtime::new(
         base.clone()
             .scheduler(Scheduler::Ws)
-            .perf_models(Arc::clone(&perf))
+            .perf_models(Arc::clone(perf))
             .calibrate(true)
             .trace(true),
     )
     .map_err(|e| e.to_string())?;
-    let mat = SpmvMatrix::new(&rt, &a, workers * 16);
+    let mat = SpmvMatrix::new(&rt, &a, base.workers * 16);
     let x: Vec<f64> = (0..a.n_cols())
         .map(|i| 1.0 + (i % 7) as f64 * 0.125)
         .collect();
     let r = crate::interrupt::watch(&rt, || repeated_spmv(&rt, &mat, x, args.spmv_iters));
     stop_if_interrupted()?;
     let (_, st) = r.map_err(|e| e.to_string())?;
-    collect(&rt, &mut samples);
+    collect(&rt, samples);
     eprintln!(
         "calibrate: SpMV {} x {}: {:.3} s",
         args.spmv, args.spmv_iters, st.spmv_seconds
     );
-    drop(rt);
-    // How much slower a core runs when all of them work (memory bandwidth
-    // and caches shared): one LU run on one worker, its full-tile GEMM mean
-    // against the runs above.
+    Ok(st.spmv_seconds)
+}
+
+/// How much slower a core runs when all of them work (memory bandwidth and caches
+/// shared): one LU run on one worker, its full-tile GEMM mean against the runs in
+/// `samples`; 1 with one worker, and bounded by [`plausible_slowdown`].
+fn measure_slowdown(
+    args: &CalibrateArgs,
+    base: &Config,
+    samples: &Samples,
+    notes: &mut String,
+) -> Result<f64, String> {
+    let workers = base.workers;
+    if workers <= 1 {
+        return Ok(1.0);
+    }
     let gemm_key = |s: &Samples| {
         s.iter()
             .filter(|((c, _), _)| c == "gemm")
             .max_by_key(|(_, v)| v.len())
             .map(|((_, f), v)| (*f, robust_mean(v).0))
     };
-    // Warnings, also written into the platform file as comments.
-    let mut notes = String::new();
     let mut slowdown = 1.0;
-    if workers > 1 {
-        let n = args.n.last().copied().unwrap_or(4096);
-        let mut one = base.clone().workers(1).trace(true);
-        // The placement's per-worker lists are for all the workers.
-        one.steal_order = None;
-        one.worker_numa = None;
-        let rt = Runtime::new(one).map_err(|e| e.to_string())?;
-        let t = timed_lu(&rt, n, args.nb, 99, None)?;
-        eprintln!("calibrate: LU n={n} on one worker: {t:.2} s");
-        let mut one = Samples::new();
-        collect(&rt, &mut one);
-        if let (Some((f, all)), Some((g, alone))) = (gemm_key(&samples), gemm_key(&one)) {
-            if f == g && alone > 0.0 {
-                slowdown = all / alone;
-            }
+    let n = args.n.last().copied().unwrap_or(4096);
+    let mut one = base.clone().workers(1).trace(true);
+    // The placement's per-worker lists are for all the workers.
+    one.steal_order = None;
+    one.worker_numa = None;
+    let rt = Runtime::new(one).map_err(|e| e.to_string())?;
+    let t = timed_lu(&rt, n, args.nb, 99, None)?;
+    eprintln!("calibrate: LU n={n} on one worker: {t:.2} s");
+    let mut one = Samples::new();
+    collect(&rt, &mut one);
+    if let (Some((f, all)), Some((g, alone))) = (gemm_key(samples), gemm_key(&one)) {
+        if f == g && alone > 0.0 {
+            slowdown = all / alone;
         }
-        eprintln!("calibrate: a core is {slowdown:.3}x slower with {workers} busy");
-        slowdown = plausible_slowdown(slowdown, workers, &mut notes);
     }
-    let triad = stream_triad(stream_elems(args.stream_mi, workers), workers, 5);
-    let triad = tessera_linalg::sparse::stream::check_rate(triad, workers)?;
-    stop_if_interrupted()?;
-    eprintln!("calibrate: STREAM triad {:.1} GB/s", triad / 1e9);
+    eprintln!("calibrate: a core is {slowdown:.3}x slower with {workers} busy");
+    Ok(plausible_slowdown(slowdown, workers, notes))
+}
 
-    // The models saved: each (codelet, size) of the traces at its mean
-    // time (recorded min_samples times, so it is a history, not a guess);
-    // codelets without flops from the models measured above.
+/// The models saved: each (codelet, size) of the traces at its mean time (recorded
+/// min_samples times, so it is a history, not a guess), outliers left out and counted
+/// in `notes`; codelets without flops from the models measured (`perf`). Returns them
+/// and the flops-keyed codelets.
+fn models(
+    samples: &Samples,
+    team_samples: &TeamSamples,
+    perf: &PerfModels,
+    notes: &mut String,
+) -> (PerfModels, Vec<String>) {
     let saved = PerfModels::new(PerfModelConfig::default());
     let mut outliers = 0;
-    for ((c, f), v) in &samples {
+    for ((c, f), v) in samples {
         let (m, dropped) = robust_mean(v);
         outliers += dropped;
         for _ in 0..saved.config().min_samples {
             saved.record(c, "cpu", *f, m);
         }
     }
-    for ((k, f), v) in &team_samples {
+    for ((k, f), v) in team_samples {
         let (m, dropped) = robust_mean(v);
         outliers += dropped;
         for _ in 0..saved.config().min_samples {
@@ -411,12 +510,22 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             }
         }
     }
-    let perf = saved;
-    // Per-codelet rates from the models: flops-keyed codelets in GFLOP/s
-    // (median over sizes of size/time), the others in GB/s of their data.
-    let rows = perf.summary();
-    let mut codelets: Vec<String> = rows.iter().map(|r| r.codelet.clone()).collect();
+    (saved, flop_keyed)
+}
+
+/// The codelets of `perf`'s models, in its summary's order.
+fn codelets(perf: &PerfModels) -> Vec<String> {
+    let mut codelets: Vec<String> = perf.summary().iter().map(|r| r.codelet.clone()).collect();
     codelets.dedup();
+    codelets
+}
+
+/// Per-codelet rates from the models, as the platform file's `codelets` lines:
+/// flops-keyed codelets in GFLOP/s (median over sizes of size/time), the others in GB/s
+/// of their data. Returns the lines, the GEMM rate, and the GB/s rates.
+fn rates(perf: &PerfModels, flop_keyed: &[String]) -> (String, f64, Vec<f64>) {
+    let rows = perf.summary();
+    let codelets = codelets(perf);
     let mut rates = String::new();
     let mut gemm_rate = 0.0;
     let mut gbs_default = Vec::new();
@@ -437,10 +546,12 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             gbs_default.push(rate);
         }
     }
-    if gemm_rate <= 0.0 {
-        return Err("no GEMM was timed: is n larger than nb?".into());
-    }
-    for c in &codelets {
+    (rates, gemm_rate, gbs_default)
+}
+
+/// Warn (on stderr and in `notes`) of each codelet whose times fit its sizes poorly.
+fn warn_weak_fits(perf: &PerfModels, notes: &mut String) {
+    for c in &codelets(perf) {
         if let Some(fit) = perf
             .fit(c, "cpu")
             .filter(|f| f.sizes >= 3 && f.r2 < WEAK_FIT_R2)
@@ -453,25 +564,29 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
             let _ = writeln!(notes, "# warning: {text}");
         }
     }
-    let dir_name = out.models_name.clone();
+}
+
+/// The platform file's comment lines with the figures measured.
+fn measured_log(args: &CalibrateArgs, workers: usize, teams: &[usize], m: &Measured) -> String {
+    let mut log = String::new();
     let _ = writeln!(
         log,
         "# LU nb={} ({} workers, prio, symbolic), n: seconds: {}",
         args.nb,
         workers,
-        lu_times
+        m.lu_times
             .iter()
             .map(|(n, t)| format!("{n}: {t:.2}"))
             .collect::<Vec<_>>()
             .join(", ")
     );
-    for &k in &teams {
+    for &k in teams {
         let _ = writeln!(
             log,
             "# LU nb={} with panel teams of {k} (panels saved as {}), n: seconds: {}",
             args.nb,
             team_arch("cpu", k),
-            lu_team_times
+            m.lu_team_times
                 .iter()
                 .filter(|(j, _, _)| *j == k)
                 .map(|(_, n, t)| format!("{n}: {t:.2}"))
@@ -484,11 +599,28 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         "# SpMV {} x {} iterations (ws): {:.3} s; STREAM triad {:.1} GB/s",
         args.spmv,
         args.spmv_iters,
-        st.spmv_seconds,
-        triad / 1e9
+        m.spmv_seconds,
+        m.triad / 1e9
     );
+    log
+}
+
+/// The platform file: what wrote it, the `log` and `notes` comments, the node's cores,
+/// memory bandwidth, one core's GEMM rate and default GB/s (`cpu_rates`), the slowdown,
+/// and the codelets' `rates`.
+fn platform_text(
+    dir_name: &str,
+    log: &str,
+    notes: &str,
+    m: &Measured,
+    workers: usize,
+    cpu_rates: (f64, f64),
+    rates: &str,
+) -> String {
+    let (gemm_rate, gbs) = cpu_rates;
+    let slowdown = m.slowdown;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let text = format!(
+    format!(
         "# This machine, written by `tessera calibrate` from real runs measured here\n\
          # (per-codelet rates are medians over the perf models' sizes; the models\n\
          # themselves, in {dir_name}/, give each size's time and the regression).\n\
@@ -517,17 +649,8 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
         load = std::fs::read_to_string("/proc/loadavg")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
-        mem = triad / 1e9,
-        gbs = median(gbs_default).max(0.1),
-    );
-    stop_if_interrupted()?;
-    out.save(&perf, &text)?;
-    println!(
-        "calibrate: wrote {} and {}",
-        args.out.display(),
-        out.models.display()
-    );
-    Ok(())
+        mem = m.triad / 1e9,
+    )
 }
 
 #[cfg(test)]
