@@ -1,4 +1,6 @@
-//! The `tessera` command line's subcommands ([`cmd`]) and what they share: placement
+//! The `tessera` command line's subcommands ([`cmd`]), the LU's and the SpMV's runs
+//! ([`lu`], [`spmv`]: each a pure `plan` of the checks and sizing its runs share, and the
+//! runners the commands dispatch to), and what the commands share: placement
 //! options ([`placement`]), the options and report of the runs that can also be
 //! simulated ([`args`], [`report`], [`simulate`]), Gantt charts ([`gantt`]), trace
 //! files ([`save_trace`]), platform files with their models ([`platform_out`]) and

@@ -4,6 +4,27 @@
 
 use tessera_linalg::hpl::HPL_THRESHOLD;
 
+/// The line under a one-process LU's block: its workers, scheduler, front-end and
+/// tiles, and the update's shape where it is not the plain tiles'.
+pub fn print_lu_shape(
+    rt: &tessera_engine::Runtime,
+    n: usize,
+    nb: usize,
+    opts: &tessera_linalg::lu::LuOptions,
+) {
+    println!(
+        "workers {}  scheduler {}  front {:?}  tiles {}x{}",
+        rt.workers(),
+        rt.scheduler_name(),
+        opts.front,
+        n.div_ceil(nb),
+        n.div_ceil(nb)
+    );
+    if opts.panel_team.is_some() || opts.update != tessera_linalg::lu::Update::Tiles {
+        println!("{}", crate::args::describe(opts));
+    }
+}
+
 /// HPL's result block: the `T/V N NB P Q Time Gflops` table with one row,
 /// then `verdict` (the residual line, or what a simulated run says instead)
 /// between the rules. Shared by the real, distributed and simulated runs.

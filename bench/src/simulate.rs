@@ -13,7 +13,7 @@ use tessera_linalg::lu::{lu_simulate, Front};
 
 use crate::args::{LuArgs, SpmvArgs};
 use crate::placement::PlacementArgs;
-use crate::report::{print_hpl_block, print_split_shares};
+use crate::report::{print_hpl_block, print_lu_shape, print_split_shares};
 use crate::simulate_checks as checks;
 
 /// Load a platform file and make a simulation of it, once the options
@@ -169,17 +169,7 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
         path.display()
     );
     print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &verdict);
-    println!(
-        "workers {}  scheduler {}  front {:?}  tiles {}x{}",
-        rt.workers(),
-        rt.scheduler_name(),
-        opts.front,
-        n.div_ceil(nb),
-        n.div_ceil(nb)
-    );
-    if opts.panel_team.is_some() || opts.update != tessera_linalg::lu::Update::Tiles {
-        println!("{}", crate::args::describe(&opts));
-    }
+    print_lu_shape(&rt, n, nb, &opts);
     println!(
         "simulated: factorisation {factor:.3} s (the last {home:.3} s the factors' copies home) + solve {solve:.3} s (modelled); {}",
         of_peak(gflops, &p)

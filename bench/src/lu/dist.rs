@@ -146,7 +146,7 @@ fn deal(
     let (n, nb) = (args.n, args.nb);
     let t = n.div_ceil(nb);
     if args.balance == Balance::Speed {
-        return deal_by_speed(args, ranks, coll, grid, config);
+        return deal_by_speed((n, nb), ranks, coll, grid, config);
     }
     let layout = args.balance.layout(grid, n, nb);
     if ranks.is_root() && args.balance == Balance::Work && grid.q > 1 {
@@ -163,13 +163,12 @@ fn deal(
 /// as it will be in the run), with its own workers, then all deal the same
 /// columns from the same gathered rates.
 fn deal_by_speed(
-    args: &LuArgs,
+    (n, nb): (usize, usize),
     ranks: &Ranks,
     coll: &Collectives,
     grid: Grid,
     config: &Config,
 ) -> Result<Layout, String> {
-    let (n, nb) = (args.n, args.nb);
     let t = n.div_ceil(nb);
     let calib = Runtime::new(config.clone().trace(false)).map_err(|e| e.to_string())?;
     coll.barrier()?;

@@ -12,7 +12,7 @@ use tessera_linalg::lu::{lu_factor, solve_from_factors, LuOptions};
 
 use super::plan::{buffers, progress_bar, warn_if_overhead_bound};
 use crate::args::LuArgs;
-use crate::report::{passed, print_hpl_block, print_split_shares, residual_line};
+use crate::report::{passed, print_hpl_block, print_lu_shape, print_split_shares, residual_line};
 
 /// What a finished factorisation hands to the report: each device's share
 /// of the work, the right-hand side and the solution, and the seconds it took.
@@ -110,17 +110,7 @@ fn report(
 
     let tv = format!("TS{}{}", rt.scheduler_name().to_uppercase(), rt.workers());
     print_hpl_block(&tv, n, nb, (1, 1), time, gflops, &residual_line(resid));
-    println!(
-        "workers {}  scheduler {}  front {:?}  tiles {}x{}",
-        rt.workers(),
-        rt.scheduler_name(),
-        opts.front,
-        n.div_ceil(nb),
-        n.div_ceil(nb)
-    );
-    if opts.panel_team.is_some() || opts.update != tessera_linalg::lu::Update::Tiles {
-        println!("{}", crate::args::describe(opts));
-    }
+    print_lu_shape(rt, n, nb, opts);
 
     print_split_shares(&shares);
     if gpu_dgemm > 0.0 {

@@ -1,7 +1,6 @@
 //! The SpMV and solver runs: [`plan`] (checks and sizing), [`report`] (the printed
-//! lines), [`run`] (one process) and [`dist`] (the ranks of mpirun). `cmd::spmv` and
-//! `cmd::spmv_dist` only dispatch to them; the runners import [`plan`] and [`report`]
-//! and not each other.
+//! lines), [`run`] (one process) and [`dist`] (the ranks of mpirun). `cmd::spmv` only
+//! dispatches to them; the runners import [`plan`] and [`report`] and not each other.
 
 pub mod dist;
 pub mod plan;

@@ -1,5 +1,5 @@
-//! The lines a SpMV or solver run prints, the same in one process (`cmd::spmv`) and across
-//! ranks (`cmd::spmv_dist`): column-index layout, why CG stopped, its true residual, the
+//! The lines a SpMV or solver run prints, the same in one process ([`super::run`]) and
+//! across ranks ([`super::dist`]): column-index layout, why CG stopped, its true residual, the
 //! iteration's time split and rates against STREAM.
 
 use tessera_linalg::solver::CgOptions;

@@ -504,20 +504,19 @@ fn power(mut b: Built) -> Result<(), String> {
     for (i, l) in stats.history.iter().enumerate() {
         println!("power {:>4}: ||A x|| = {l:.12e}", i + 1);
     }
+    solver_report(&b, &stats, 24.0 * b.a.n_rows() as f64);
+    Ok(())
+}
+
+/// A solver's rates: against the STREAM triad measured again next to the run, and split
+/// between the SpMV and the vector work of `vector_bytes` per iteration.
+fn solver_report(b: &Built, stats: &tessera_linalg::spmv::IterStats, vector_bytes: f64) {
     let stream = stream_next_to_the_run(b.stream, b.stream_n, b.workers);
-    report_iter(
-        &stats,
-        b.per_iter_flops,
-        b.per_iter_bytes,
-        stream,
-        b.limit(),
-    );
-    let n = b.a.n_rows();
+    report_iter(stats, b.per_iter_flops, b.per_iter_bytes, stream, b.limit());
     print!(
         "{}",
-        solver_lines(&stats, b.per_iter_bytes, 24.0 * n as f64, stream, None)
+        solver_lines(stats, b.per_iter_bytes, vector_bytes, stream, None)
     );
-    Ok(())
 }
 
 /// `--solver cg` on `b = 1`: the residuals, why it stopped, the true residual and the
@@ -547,24 +546,7 @@ fn cg(b: &Built, pc: Preconditioner, variant: CgVariant) -> Result<(), String> {
         .sqrt()
         / (n as f64).sqrt();
     print!("{}", true_residual_lines(res, &stats, &opts));
-    let stream = stream_next_to_the_run(b.stream, b.stream_n, b.workers);
-    report_iter(
-        &stats,
-        b.per_iter_flops,
-        b.per_iter_bytes,
-        stream,
-        b.limit(),
-    );
-    print!(
-        "{}",
-        solver_lines(
-            &stats,
-            b.per_iter_bytes,
-            cg_bytes(n, pc, variant),
-            stream,
-            None
-        )
-    );
+    solver_report(b, &stats, cg_bytes(n, pc, variant));
     Ok(())
 }
 
