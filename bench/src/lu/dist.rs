@@ -240,6 +240,30 @@ fn factor(
     })
 }
 
+/// Rank `me`'s line: where it sits in `grid`, its factorisation and solve, its tasks,
+/// and its messages against the model.
+fn print_rank_line(me: usize, grid: Grid, done: &Factored) {
+    let Factored {
+        stats,
+        factor_time,
+        mine,
+        predicted,
+        sent,
+        ..
+    } = done;
+    println!(
+        "rank {me} ({},{}): factor {factor_time:.2} s, solve {:.3} s, {} tasks, {} messages with {} of data (model {}), {} sent in all",
+        me / grid.q,
+        me % grid.q,
+        mine - factor_time,
+        stats.unfold.instantiated,
+        stats.messages,
+        tessera_engine::fmt::bytes(stats.bytes),
+        tessera_engine::fmt::bytes(*predicted),
+        tessera_engine::fmt::bytes(*sent),
+    );
+}
+
 /// Every rank's line and trace; rank 0's HPL block; the residual check.
 fn report(
     args: &LuArgs,
@@ -250,27 +274,9 @@ fn report(
     done: Factored,
 ) -> Result<(), String> {
     let (n, nb, me, grid) = (args.n, args.nb, ranks.rank, plan.grid);
-    let Factored {
-        stats,
-        factor_time,
-        mine,
-        time,
-        resid,
-        predicted,
-        sent,
-    } = done;
+    print_rank_line(me, grid, &done);
+    let (time, resid) = (done.time, done.resid);
     let gflops = hpl_flops(n) / time / 1e9;
-    println!(
-        "rank {me} ({},{}): factor {factor_time:.2} s, solve {:.3} s, {} tasks, {} messages with {} of data (model {}), {} sent in all",
-        me / grid.q,
-        me % grid.q,
-        mine - factor_time,
-        stats.unfold.instantiated,
-        stats.messages,
-        tessera_engine::fmt::bytes(stats.bytes),
-        tessera_engine::fmt::bytes(predicted),
-        tessera_engine::fmt::bytes(sent),
-    );
     if let Some(path) = &args.trace {
         let path = crate::ranks::rank_path(path, me);
         crate::save_rank_trace(rt, &path, &ranks.run_id)?;
