@@ -94,20 +94,7 @@ impl Classes {
             base.push(total);
             total += (g.width * f) as usize;
         }
-        let mut roots = Vec::new();
-        let mut owned = vec![0; ranks];
-        for (gi, g) in graphs.iter().enumerate() {
-            for t in 0..g.steps {
-                let lo = g.offset_at(t);
-                for p in lo..lo + g.width_at(t) {
-                    owned[rank_of(p, g.width, ranks)] += 1;
-                    if with_inputs(g, t, p, |i| i.is_empty()) {
-                        roots.push((gi as u32, t, p));
-                    }
-                }
-            }
-        }
-        let classes = Classes {
+        let mut classes = Classes {
             graphs,
             fields,
             base,
@@ -115,9 +102,21 @@ impl Classes {
             registrar: rt.registrar(),
             codelet: codelet(app, rank, ranks, corrupt),
             ranks,
-            roots,
-            owned,
+            roots: Vec::new(),
+            owned: vec![0; ranks],
         };
+        // Every task, once: who owns it, and whether it waits for nothing.
+        for (gi, g) in classes.graphs.iter().enumerate() {
+            for t in 0..g.steps {
+                let lo = g.offset_at(t);
+                for p in lo..lo + g.width_at(t) {
+                    classes.owned[rank_of(p, g.width, ranks)] += 1;
+                    if classes.predecessor_count(&(gi as u32, t, p)) == 0 {
+                        classes.roots.push((gi as u32, t, p));
+                    }
+                }
+            }
+        }
         for (gi, g) in classes.graphs.iter().enumerate() {
             for p in (0..g.width).filter(|&p| rank_of(p, g.width, ranks) == rank) {
                 for field in 0..classes.fields[gi] {
