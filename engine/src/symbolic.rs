@@ -147,9 +147,12 @@ impl<C: TaskClasses> Unfolder<C> {
     }
 
     fn shard(&self, key: &C::Key) -> &Mutex<PendingMap<C::Key>> {
-        // The high bits: the map inside the shard uses the low ones.
+        // The map inside the shard uses both ends of the same hash (its
+        // bucket from the low bits, its tag from the top 7), so the shard is
+        // taken from the hash mixed once more, not from bits the map uses.
         let h = FxBuildHasher.hash_one(key);
-        &self.pending[(h >> 60) as usize % SHARDS]
+        let mixed = (h ^ (h >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        &self.pending[(mixed >> 60) as usize % SHARDS]
     }
 
     /// One predecessor of `key` finished (locally, or on another rank);
