@@ -443,22 +443,26 @@ impl Transport for MpiTransport {
         self.counters
             .bytes_sent
             .fetch_add(msg.len() as u64, Ordering::Relaxed);
-        if self.closed.load(Ordering::SeqCst) || lock(&self.outbox).send((to, msg)).is_err() {
+        if self.closed.load(Ordering::SeqCst) {
             // MPI is finalised (shutting down): nothing to do.
             self.pending.fetch_sub(1, Ordering::SeqCst);
             return;
         }
         // Post it from this thread when no other thread is in MPI: no
-        // hand-over to the communication thread on the way out. Sends only:
+        // hand-over to the communication thread on the way out, and not
+        // through the queue either (the messages queued before it are
+        // posted first, so each destination's order is kept). Sends only:
         // the caller may hold locks that a delivered message's callback takes.
-        let posted = match self.progress.try_lock() {
-            Ok(mut p) => self.post_queued(&mut p),
-            Err(_) => false,
-        };
-        if !posted {
-            if let Some(t) = lock(&self.thread).as_ref() {
-                t.unpark();
-            }
+        if let Ok(mut p) = self.progress.try_lock() {
+            self.post_now(&mut p, to, msg);
+            return;
+        }
+        if lock(&self.outbox).send((to, msg)).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        if let Some(t) = lock(&self.thread).as_ref() {
+            t.unpark();
         }
     }
 
@@ -471,7 +475,7 @@ impl Transport for MpiTransport {
             self.outside_poll.store(self.now_ns(), Ordering::Relaxed);
         }
         match self.progress.try_lock() {
-            Ok(mut p) => self.progress(&mut p),
+            Ok(mut p) => self.progress(&mut p, false),
             Err(_) => false,
         }
     }
@@ -565,13 +569,33 @@ impl MpiTransport {
         any
     }
 
+    /// Post `msg` to `to` at once, after the messages queued before it.
+    fn post_now(&self, p: &mut Progress, to: usize, msg: Vec<u8>) {
+        if self.closed.load(Ordering::SeqCst) {
+            // Finalised (shutting down): dropped, as `send` drops it.
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        self.post_queued(p);
+        let piece = self.max_piece.load(Ordering::Relaxed).max(1);
+        p.inflight
+            .push_back(post_send(&SimpleCommunicator::world(), to, msg, piece));
+        self.last_active.store(self.now_ns(), Ordering::Relaxed);
+    }
+
     /// One round of progress, on whichever thread holds `p` (the
     /// communication thread, an idle worker, or a sender): post queued
     /// sends, complete the sends in flight, and receive and deliver every
     /// message that has arrived. Returns whether anything happened. MPI is
     /// called by one thread at a time (the lock), which
     /// `MPI_THREAD_SERIALIZED` allows.
-    fn progress(&self, p: &mut Progress) -> bool {
+    ///
+    /// `drain`: receive every message that has arrived; otherwise (an idle
+    /// worker's poll) stop after the first one delivered, so the task it
+    /// released runs at once instead of after one more probe (a probe that
+    /// finds nothing costs a pass through Open MPI's progress engine, about
+    /// 0.1–0.2 µs); the next poll, or another idle worker, takes the rest.
+    fn progress(&self, p: &mut Progress, drain: bool) -> bool {
         if self.closed.load(Ordering::SeqCst) {
             return false;
         }
@@ -661,7 +685,12 @@ impl MpiTransport {
                 .fetch_add(n as u64, Ordering::Relaxed);
             let from = status.source_rank() as usize;
             match sink.get_or_insert_with(|| lock(&self.sink).clone()) {
-                Some(deliver) => deliver(from, buf),
+                Some(deliver) => {
+                    deliver(from, buf);
+                    if !drain {
+                        break;
+                    }
+                }
                 None => {
                     let _ = p.inbox.send((from, buf));
                 }
@@ -724,7 +753,7 @@ fn comm_loop(t: &MpiTransport) {
             } else {
                 lock(&t.progress)
             };
-            let busy = t.progress(&mut p);
+            let busy = t.progress(&mut p, true);
             if t.stop.load(Ordering::SeqCst)
                 && p.inflight.is_empty()
                 && t.pending.load(Ordering::SeqCst) == 0
