@@ -650,21 +650,7 @@ impl MpiTransport {
         // Any tag: a long message's header must be taken in its sender's
         // order among the short ones (MPI keeps the order of messages from
         // one sender that match the same probe); its pieces follow it.
-        // Open MPI's probe matches against the messages already taken off
-        // the transport, then, finding none, progresses the transport and
-        // reports none: a message that arrived since the last call is found
-        // by the next probe, not this one. So a probe that finds none is
-        // tried once more (2-rank `stencil_1d`: the second probe had come a
-        // whole idle-loop round later, 0.6 µs on the critical path).
-        let mut misses = 0;
-        loop {
-            let Some((msg, status)) = world.any_process().immediate_matched_probe() else {
-                misses += 1;
-                if misses < 2 {
-                    continue;
-                }
-                break;
-            };
+        while let Some((msg, status)) = world.any_process().immediate_matched_probe() {
             busy = true;
             let buf = match status.tag() {
                 TAG => {
