@@ -559,9 +559,7 @@ impl MpiTransport {
         let mut any = false;
         while let Ok((to, msg)) = p.queued.try_recv() {
             any = true;
-            let piece = self.max_piece.load(Ordering::Relaxed).max(1);
-            let f = post_send(&SimpleCommunicator::world(), to, msg, piece);
-            p.inflight.push_back(f);
+            self.post(p, to, msg);
         }
         if any {
             self.last_active.store(self.now_ns(), Ordering::Relaxed);
@@ -577,10 +575,15 @@ impl MpiTransport {
             return;
         }
         self.post_queued(p);
+        self.post(p, to, msg);
+        self.last_active.store(self.now_ns(), Ordering::Relaxed);
+    }
+
+    /// Post the sends of `msg` to `to` and keep them in flight.
+    fn post(&self, p: &mut Progress, to: usize, msg: Vec<u8>) {
         let piece = self.max_piece.load(Ordering::Relaxed).max(1);
         p.inflight
             .push_back(post_send(&SimpleCommunicator::world(), to, msg, piece));
-        self.last_active.store(self.now_ns(), Ordering::Relaxed);
     }
 
     /// One round of progress, on whichever thread holds `p` (the
