@@ -27,11 +27,20 @@ pub mod taskbench;
 
 /// Write the runtime's recorded trace to `path` as Chrome/Perfetto JSON and say so.
 pub fn save_trace(rt: &tessera_engine::Runtime, path: &std::path::Path) -> Result<(), String> {
-    let trace = rt.trace();
-    tessera_engine::trace::chrome::save(&trace, path, &Default::default())
+    write_trace(&rt.trace(), path, "tasks")
+}
+
+/// Write `trace` to `path` as Chrome/Perfetto JSON and say so, counting its
+/// records as `what` (tasks, or a device's operations).
+pub fn write_trace(
+    trace: &tessera_engine::trace::Trace,
+    path: &std::path::Path,
+    what: &str,
+) -> Result<(), String> {
+    tessera_engine::trace::chrome::save(trace, path, &Default::default())
         .map_err(|e| e.to_string())?;
     println!(
-        "trace: {} tasks written to {}",
+        "trace: {} {what} written to {}",
         trace.tasks.len(),
         path.display()
     );

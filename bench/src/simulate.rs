@@ -351,13 +351,7 @@ fn lu_grid(
             all.transfers.extend(t.transfers);
         }
         all.tasks.sort_by_key(|x| x.start);
-        tessera_engine::trace::chrome::save(&all, path, &Default::default())
-            .map_err(|e| e.to_string())?;
-        println!(
-            "trace: {} tasks written to {}",
-            all.tasks.len(),
-            path.display()
-        );
+        crate::write_trace(&all, path, "tasks")?;
     }
     Ok(())
 }

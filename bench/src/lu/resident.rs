@@ -269,14 +269,7 @@ fn save_trace(report: &ResidentReport, n: usize, nb: usize, path: &Path) -> Resu
             end: ns(t.end),
         });
     }
-    tessera_engine::trace::chrome::save(&trace, path, &Default::default())
-        .map_err(|e| e.to_string())?;
-    println!(
-        "trace: {} operations written to {}",
-        trace.tasks.len(),
-        path.display()
-    );
-    Ok(())
+    crate::write_trace(&trace, path, "operations")
 }
 
 /// The codelet rate `name` of the platform's first accelerator, in units
