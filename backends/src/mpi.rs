@@ -13,19 +13,21 @@
 //!
 //! A round of progress: post an `MPI_Isend` for every queued message (the
 //! buffer is owned by the transport until the send completes), test the
-//! sends in flight, and receive every message that has arrived
-//! (`MPI_Improbe`, a matched probe, so the size comes from the status
-//! before the buffer is made; then `MPI_Mrecv` of exactly that message),
-//! delivering each to the network's routing function on the same thread. A
-//! message longer than [`MAX_PIECE`] (MPI counts are `i32`) goes as a header
-//! with its length and pieces; the receiver takes the header in its
-//! sender's order (the probe matches any tag) and then the pieces, and
-//! delivers one message.
+//! sends in flight, and receive every message that has arrived, delivering
+//! each to the network's routing function on the same thread. Each rank
+//! keeps one receive posted (any source, any tag, [`SHORT`] = 8 KiB), which
+//! `MPI_Test` completes in the call that pulls the message in (a probe
+//! matched it one call later; see `Posted`). A message longer than
+//! [`SHORT`] goes as a header with its length and pieces of at most
+//! [`MAX_PIECE`] (MPI counts are `i32`); the posted receive takes the header
+//! in its sender's order, then the pieces are received, and one message is
+//! delivered.
 //!
 //! The communication thread backs off when a round finds nothing to do: a
 //! few spins (none while a worker watches: it polled less than `WATCHED`
 //! ago), then it sleeps, 20 µs doubling up to `MAX_NAP` (woken at once when
-//! a message is queued and its sender could not post it), with the thread's
+//! a message is queued and its sender could not post it; only a round that
+//! posts or completes sends starts the naps at 20 µs again), with the thread's
 //! timer slack set to 1 µs so a nap is not stretched to Linux's default
 //! 50 µs. While the rank awaits a reply (`Transport::awaiting`: a halo
 //! exchange, a task all-reduce, an STF receive, a symbolic run, a blocking
@@ -68,19 +70,26 @@ use mpi::Threading;
 use tessera_engine::dist::{Counters, Sink, Transport};
 use tessera_engine::util::lock;
 
-/// The tag of every message of at most [`MAX_PIECE`] bytes (messages are
-/// told apart by their content).
+/// The tag of every message of at most [`SHORT`] bytes (messages are told
+/// apart by their content).
 const TAG: i32 = 7;
 /// The tag of a longer message's header: its length, 8 bytes little-endian;
 /// its bytes follow in pieces tagged [`TAG_PIECE`].
 const TAG_LONG: i32 = 8;
+/// The largest message sent as one MPI message, into the receive each rank
+/// keeps posted (see [`Posted`]); a longer one goes as a header and pieces.
+/// 8 KiB: above Open MPI's shared-memory eager limit (4 KiB), so every
+/// message MPI delivers eagerly is short; copying one out of the posted
+/// buffer costs well under a microsecond.
+const SHORT: usize = 8 << 10;
 /// The tag of a piece of a longer message.
 const TAG_PIECE: i32 = 9;
 /// The largest MPI message the transport sends: MPI counts are `i32`, so one
 /// MPI message carries less than 2 GiB (a tile column of the distributed LU
-/// reaches that at N·NB·8 bytes, e.g. N = 600 000, NB = 448). Longer
-/// messages go as a header and pieces of at most this size, which the
-/// receiver reassembles before delivering the message (see `comm_loop`).
+/// reaches that at N·NB·8 bytes, e.g. N = 600 000, NB = 448). Messages
+/// longer than [`SHORT`] go as a header and pieces of at most this size,
+/// which the receiver reassembles before delivering the message (see
+/// `MpiTransport::progress`).
 pub const MAX_PIECE: usize = 1 << 30;
 /// Longest sleep of an idle communication thread (see the module doc).
 const MAX_NAP: Duration = Duration::from_millis(5);
@@ -159,6 +168,7 @@ pub fn init() -> Result<Mpi, String> {
             queued: out_rx,
             inflight: VecDeque::new(),
             inbox: in_tx,
+            posted: None,
         }),
         outside_poll: AtomicU64::new(0),
         outside_polls: AtomicU32::new(0),
@@ -475,7 +485,7 @@ impl Transport for MpiTransport {
             self.outside_poll.store(self.now_ns(), Ordering::Relaxed);
         }
         match self.progress.try_lock() {
-            Ok(mut p) => self.progress(&mut p, false),
+            Ok(mut p) => self.progress(&mut p, false).any(),
             Err(_) => false,
         }
     }
@@ -517,6 +527,21 @@ impl Transport for MpiTransport {
     }
 }
 
+/// What one round of progress did.
+#[derive(Clone, Copy)]
+struct Round {
+    /// Posted or completed sends.
+    sends: bool,
+    /// Delivered messages.
+    received: bool,
+}
+
+impl Round {
+    fn any(self) -> bool {
+        self.sends || self.received
+    }
+}
+
 /// A send in flight: its requests (one, or a header and the pieces of a
 /// long message) and the buffers MPI reads until they all complete. The
 /// buffers are neither touched nor dropped before then: the requests read
@@ -535,6 +560,82 @@ struct Progress {
     /// Oldest first.
     inflight: VecDeque<InFlight>,
     inbox: Sender<(usize, Vec<u8>)>,
+    /// The receive kept posted (made at the first round; cancelled when the
+    /// transport closes).
+    posted: Option<Posted>,
+}
+
+/// The one receive a rank keeps posted: any source, any tag, [`SHORT`]
+/// bytes. Chosen over probing (`MPI_Improbe`, then `MPI_Mrecv`) because
+/// Open MPI's probe pulls an arrived message off the shared-memory
+/// transport only after it has looked for a match and found none, so the
+/// message was matched one whole idle-loop round later, by the next probe
+/// (0.4 µs of each 8-byte remote edge); a posted receive is matched as the
+/// message is pulled in, by the same `MPI_Test`. Exactly one is posted, and
+/// it is posted again only after a long message's pieces are all received:
+/// a second posted receive, or one posted while pieces are on their way,
+/// could match a piece longer than its buffer. Messages from one sender
+/// match it in their sending order (MPI's non-overtaking rule), headers of
+/// long messages included.
+struct Posted {
+    request: Option<Request<'static, [u8], StaticScope>>,
+    /// The receive's buffer, [`SHORT`] bytes; MPI writes it while the
+    /// request is in flight, and nothing else touches it then.
+    buffer: Box<[u8]>,
+}
+
+impl Posted {
+    /// A buffer for the receive, not yet posted.
+    fn new() -> Posted {
+        Posted {
+            request: None,
+            buffer: vec![0u8; SHORT].into_boxed_slice(),
+        }
+    }
+
+    /// Post the receive (none may be in flight).
+    fn post(&mut self, world: &SimpleCommunicator) {
+        debug_assert!(self.request.is_none());
+        // SAFETY: MPI gets a 'static view of the boxed buffer, which is
+        // neither read, written nor dropped while the request is in flight:
+        // `test` reads it only once the request completed, and `Progress`'s
+        // drop forgets a request still in flight rather than free its buffer
+        // under it.
+        let view: &'static mut [u8] =
+            unsafe { std::slice::from_raw_parts_mut(self.buffer.as_mut_ptr(), self.buffer.len()) };
+        self.request = Some(world.any_process().immediate_receive_into(StaticScope, view));
+    }
+
+    /// Test the receive: the status of the message it received, if one has.
+    fn test(&mut self) -> Option<mpi::point_to_point::Status> {
+        match self.request.take()?.test() {
+            Ok(status) => Some(status),
+            Err(r) => {
+                self.request = Some(r);
+                None
+            }
+        }
+    }
+
+    /// Cancel the receive still in flight (the transport closes).
+    fn cancel(&mut self) {
+        if let Some(r) = self.request.take() {
+            r.cancel();
+            r.wait();
+        }
+    }
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        // A receive still in flight here (MPI aborted, or the process ends
+        // without closing the transport): leak its buffer rather than free
+        // memory MPI may still write, and leave the request to MPI.
+        if let Some(r) = self.request.take() {
+            std::mem::forget(r);
+            std::mem::forget(std::mem::take(&mut self.buffer));
+        }
+    }
 }
 
 // SAFETY: the MPI requests in `inflight` are raw library handles, not tied
@@ -589,7 +690,7 @@ impl MpiTransport {
     /// One round of progress, on whichever thread holds `p` (the
     /// communication thread, an idle worker, or a sender): post queued
     /// sends, complete the sends in flight, and receive and deliver every
-    /// message that has arrived. Returns whether anything happened. MPI is
+    /// message that has arrived. Returns what happened. MPI is
     /// called by one thread at a time (the lock), which
     /// `MPI_THREAD_SERIALIZED` allows.
     ///
@@ -598,13 +699,16 @@ impl MpiTransport {
     /// released runs at once instead of after one more probe (a probe that
     /// finds nothing costs a pass through Open MPI's progress engine, about
     /// 0.1–0.2 µs); the next poll, or another idle worker, takes the rest.
-    fn progress(&self, p: &mut Progress, drain: bool) -> bool {
+    fn progress(&self, p: &mut Progress, drain: bool) -> Round {
         if self.closed.load(Ordering::SeqCst) {
-            return false;
+            return Round {
+                sends: false,
+                received: false,
+            };
         }
         let world = SimpleCommunicator::world();
         // `pending` counts the queued and in-flight sends: none, no work.
-        let mut busy = self.pending.load(Ordering::SeqCst) > 0 && self.post_queued(p);
+        let mut sends = self.pending.load(Ordering::SeqCst) > 0 && self.post_queued(p);
         // Complete sends, oldest first, up to the first one still in
         // flight. Each `MPI_Test` enters Open MPI's progress engine (a lock
         // and a poll of every transport), so testing every send in flight
@@ -625,13 +729,14 @@ impl MpiTransport {
                 f.requests = pending;
                 break;
             }
-            busy = true;
+            sends = true;
             // The send has completed: MPI no longer reads the buffers.
             if let Some(f) = p.inflight.pop_front() {
                 tessera_engine::dist::buffers::give(f.buffer);
             }
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
+        let mut received = false;
         // Receive what has arrived. With a sink, messages queued before it
         // was set go first, so each sender's order is kept.
         if self.sink_set.swap(false, Ordering::AcqRel) {
@@ -639,7 +744,7 @@ impl MpiTransport {
                 match self.inbox.try_lock() {
                     Ok(queued) => {
                         while let Ok((from, buf)) = queued.try_recv() {
-                            busy = true;
+                            received = true;
                             deliver(from, buf);
                         }
                     }
@@ -650,37 +755,41 @@ impl MpiTransport {
         }
         // Looked up at the first message (most rounds find none).
         let mut sink: Option<Option<Sink>> = None;
-        // Any tag: a long message's header must be taken in its sender's
-        // order among the short ones (MPI keeps the order of messages from
-        // one sender that match the same probe); its pieces follow it.
-        while let Some((msg, status)) = world.any_process().immediate_matched_probe() {
-            busy = true;
+        let posted = p.posted.get_or_insert_with(|| {
+            let mut r = Posted::new();
+            r.post(&world);
+            r
+        });
+        // Any tag: a long message's header is taken in its sender's order
+        // among the short ones; its pieces follow it (see `Posted`).
+        while let Some(status) = posted.test() {
+            received = true;
+            let got = message_bytes(&status).min(SHORT);
             let buf = match status.tag() {
                 TAG => {
                     // Into a buffer with room for exactly the message: a
                     // reused one when one fits (`tessera_engine::dist::buffers`).
-                    let len = message_bytes(&status);
-                    let mut buf = tessera_engine::dist::buffers::take(len);
-                    receive_into_spare(&mut buf, len, |target| msg.matched_receive_into(target));
+                    let mut buf = tessera_engine::dist::buffers::take(got);
+                    buf.extend_from_slice(&posted.buffer[..got]);
                     buf
                 }
-                TAG_LONG => {
-                    let mut head = [0u8; 8];
-                    msg.matched_receive_into(&mut head[..]);
+                TAG_LONG if got == 8 => {
+                    let head: [u8; 8] = posted.buffer[..8].try_into().expect("8 bytes");
                     receive_pieces(&world, status.source_rank(), u64::from_le_bytes(head))
                 }
                 tag => {
-                    // Not a message of this transport: take it off the
-                    // queue (it would be probed forever) and say so.
-                    let mut sink = vec![0u8; message_bytes(&status)];
-                    msg.matched_receive_into(&mut sink[..]);
+                    // Not a message of this transport: say so, and drop it.
                     eprintln!(
-                        "tessera: MPI message with unknown tag {tag} from rank {} dropped",
+                        "tessera: MPI message with unknown tag {tag} ({got} bytes) from rank {} dropped",
                         status.source_rank()
                     );
+                    posted.post(&world);
                     continue;
                 }
             };
+            // Posted again before the message is delivered, and after a long
+            // message's pieces (see `Posted`).
+            posted.post(&world);
             let n = buf.len();
             self.counters.received.fetch_add(1, Ordering::Relaxed);
             self.counters
@@ -699,10 +808,10 @@ impl MpiTransport {
                 }
             }
         }
-        if busy {
+        if sends || received {
             self.last_active.store(self.now_ns(), Ordering::Relaxed);
         }
-        busy
+        Round { sends, received }
     }
 
     /// Whether the time stored in `stamp` (by `now_ns`) is less than `span` ago.
@@ -737,7 +846,7 @@ fn comm_loop(t: &MpiTransport) {
             }
         }
         let watched = t.watched();
-        let busy = {
+        let round = {
             // While a worker watches, that worker makes the progress: a
             // round here would wait for its lock, and the worker's unlock
             // would then wake this thread, a system call on the worker's
@@ -756,25 +865,36 @@ fn comm_loop(t: &MpiTransport) {
             } else {
                 lock(&t.progress)
             };
-            let busy = t.progress(&mut p, true);
+            let round = t.progress(&mut p, true);
             if t.stop.load(Ordering::SeqCst)
                 && p.inflight.is_empty()
                 && t.pending.load(Ordering::SeqCst) == 0
             {
                 // No thread enters MPI after this (each checks `closed`
                 // holding this lock), so `MPI_Finalize` may follow.
+                if let Some(posted) = p.posted.as_mut() {
+                    posted.cancel();
+                }
                 t.closed.store(true, Ordering::SeqCst);
                 break;
             }
-            busy
+            round
         };
         // Back off when idle (see the module doc). While a worker watches
         // the network, the worker makes the progress: this thread naps the
         // longest it may, even after a round that found work, since each of
-        // its wake-ups preempts a worker on an oversubscribed core.
+        // its wake-ups preempts a worker on an oversubscribed core. A round
+        // that only delivered messages does not shorten the naps either:
+        // what it delivered went to a worker, which watches the network as
+        // soon as it is idle; every worker is busy meanwhile, and the
+        // thread's early wake-ups would preempt them. Counted in a 2-rank
+        // Task Bench `stencil_1d` at `-iter 8192`, where the rank's worker
+        // computes when a message comes, resetting them tripled the naps
+        // (120 to 370 per rank, most under 100 µs) and slowed the run 12 %.
+        let busy = round.any();
         if busy {
             idle = 0;
-            if !watched {
+            if !watched && round.sends {
                 naps = 0;
             }
         } else {
@@ -810,8 +930,9 @@ fn nap(watched: bool, naps: &mut u32, t: &MpiTransport) {
 }
 
 /// Post the sends of `msg` to rank `to`: one MPI message when it has at most
-/// `piece` bytes, else a header with its length ([`TAG_LONG`]) and its
-/// bytes in pieces of at most `piece` ([`TAG_PIECE`]), all posted at once.
+/// [`SHORT`] bytes (and at most `piece`), else a header with its length
+/// ([`TAG_LONG`]) and its bytes in pieces of at most `piece`
+/// ([`TAG_PIECE`]), all posted at once.
 fn post_send(world: &SimpleCommunicator, to: usize, msg: Vec<u8>, piece: usize) -> InFlight {
     let dest = world.process_at_rank(to as i32);
     // SAFETY (both views): MPI gets 'static views of the message's and the
@@ -819,7 +940,7 @@ fn post_send(world: &SimpleCommunicator, to: usize, msg: Vec<u8>, piece: usize) 
     // every request completes (`comm_loop`), and moving a `Vec` does not
     // move its allocation.
     let view: &'static [u8] = unsafe { std::slice::from_raw_parts(msg.as_ptr(), msg.len()) };
-    if msg.len() <= piece {
+    if msg.len() <= piece.min(SHORT) {
         let request = dest.immediate_send_with_tag(StaticScope, view, TAG);
         return InFlight {
             requests: vec![request],
@@ -841,7 +962,7 @@ fn post_send(world: &SimpleCommunicator, to: usize, msg: Vec<u8>, piece: usize) 
     }
 }
 
-/// The bytes of the message a matched probe found.
+/// The bytes of the message a receive or a matched probe found.
 fn message_bytes(status: &mpi::point_to_point::Status) -> usize {
     usize::try_from(status.count(u8::equivalent_datatype())).unwrap_or(0)
 }

@@ -589,18 +589,25 @@ fn tessera_lu_refuses_a_matrix_no_rank_can_hold() {
 /// Messages longer than the transport's largest MPI message (MPI counts
 /// are `i32`: under 2 GiB) travel as a header and pieces and arrive whole,
 /// byte for byte, in their sender's order among the short ones. The piece
-/// size is cut to 1000 bytes here, so no test needs 2-GiB buffers.
+/// size is cut to 1000 bytes for the first half of the messages, so no test
+/// needs 2-GiB buffers; the second half goes with the default piece size,
+/// so a message longer than the posted receive's 8 KiB goes as a header and
+/// one piece.
 #[test]
 fn long_messages_arrive_whole_and_in_order_under_mpirun() {
     use tessera_engine::dist::Transport;
     if is_rank() {
         let m = mpi::init().unwrap();
-        m.set_max_piece(1000);
         let (rank, ranks) = (m.rank(), m.size());
         let t = m.transport();
-        let sizes = [10usize, 5000, 999, 1000, 1001, 250_000, 3, 0, 2999];
+        let sizes = [
+            10usize, 5000, 999, 1000, 1001, 250_000, 3, 0, 2999, 8191, 8192, 8193, 100_000,
+        ];
+        // Both halves: every size with pieces of 1000 bytes, then every
+        // size with the default pieces.
+        let count = 2 * sizes.len();
         let body = |from: usize, i: usize| -> Vec<u8> {
-            (0..sizes[i])
+            (0..sizes[i % sizes.len()])
                 .map(|b| (from * 131 + i * 17 + b * 7 % 251) as u8)
                 .collect()
         };
@@ -608,22 +615,26 @@ fn long_messages_arrive_whole_and_in_order_under_mpirun() {
         // still send to it.
         let bye = vec![0xBBu8];
         for to in (0..ranks).filter(|&r| r != rank) {
-            for i in 0..sizes.len() {
+            m.set_max_piece(1000);
+            for i in 0..count {
+                if i == sizes.len() {
+                    m.set_max_piece(mpi::MAX_PIECE);
+                }
                 t.send(to, body(rank, i));
             }
             t.send(to, bye.clone());
         }
         let check = || -> Result<(), String> {
             let mut next = vec![0usize; ranks];
-            next[rank] = sizes.len() + 1;
-            while next.iter().any(|&n| n <= sizes.len()) {
+            next[rank] = count + 1;
+            while next.iter().any(|&n| n <= count) {
                 let (from, msg) = t
                     .recv(Duration::from_secs(30))
                     .ok_or("no message within 30 s")?;
                 let i = next[from];
-                let want = if i < sizes.len() {
+                let want = if i < count {
                     body(from, i)
-                } else if i == sizes.len() {
+                } else if i == count {
                     bye.clone()
                 } else {
                     return Err(format!("a message from rank {from} after its last"));
