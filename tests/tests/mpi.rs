@@ -592,7 +592,8 @@ fn tessera_lu_refuses_a_matrix_no_rank_can_hold() {
 /// size is cut to 1000 bytes for the first half of the messages, so no test
 /// needs 2-GiB buffers; the second half goes with the default piece size,
 /// so a message longer than the posted receive's 8 KiB goes as a header and
-/// one piece.
+/// one piece. A burst of 300 short messages follows, more than a rank keeps
+/// in flight (64): the rest wait in order.
 #[test]
 fn long_messages_arrive_whole_and_in_order_under_mpirun() {
     use tessera_engine::dist::Transport;
@@ -604,9 +605,13 @@ fn long_messages_arrive_whole_and_in_order_under_mpirun() {
             10usize, 5000, 999, 1000, 1001, 250_000, 3, 0, 2999, 8191, 8192, 8193, 100_000,
         ];
         // Both halves: every size with pieces of 1000 bytes, then every
-        // size with the default pieces.
-        let count = 2 * sizes.len();
+        // size with the default pieces; then the burst.
+        let count = 2 * sizes.len() + 300;
         let body = |from: usize, i: usize| -> Vec<u8> {
+            if i >= 2 * sizes.len() {
+                // A burst message: its index and sender, so any reordering shows.
+                return [(i as u64).to_le_bytes(), (from as u64).to_le_bytes()].concat();
+            }
             (0..sizes[i % sizes.len()])
                 .map(|b| (from * 131 + i * 17 + b * 7 % 251) as u8)
                 .collect()
