@@ -11,9 +11,10 @@
 //!   a message reaches the task it releases on that worker, at once;
 //! - **the communication thread** runs the rounds when nobody else does.
 //!
-//! A round of progress: post an `MPI_Isend` for every queued message (the
-//! buffer is owned by the transport until the send completes), test the
-//! sends in flight, and receive every message that has arrived, delivering
+//! A round of progress: post an `MPI_Isend` for every queued message, up to
+//! [`MAX_IN_FLIGHT`] in flight (the buffer is owned by the transport until
+//! the send completes; the others wait, in order), test the sends in
+//! flight, and receive every message that has arrived, delivering
 //! each to the network's routing function on the same thread. Each rank
 //! keeps one receive posted (any source, any tag, [`SHORT`] = 8 KiB), which
 //! `MPI_Test` completes in the call that pulls the message in (a probe
