@@ -616,9 +616,9 @@ impl Posted {
         debug_assert!(self.request.is_none());
         // SAFETY: MPI gets a 'static view of the boxed buffer, which is
         // neither read, written nor dropped while the request is in flight:
-        // `test` reads it only once the request completed, and `Progress`'s
-        // drop forgets a request still in flight rather than free its buffer
-        // under it.
+        // `test` hands out the status only once the request completed (the
+        // buffer is read after that), and `Posted`'s drop leaks the buffer
+        // of a request still in flight rather than free it under MPI.
         let view: &'static mut [u8] =
             unsafe { std::slice::from_raw_parts_mut(self.buffer.as_mut_ptr(), self.buffer.len()) };
         self.request = Some(
@@ -816,6 +816,8 @@ impl MpiTransport {
                 }
                 tag => {
                     // Not a message of this transport: say so, and drop it.
+                    // (One longer than the posted buffer is truncated, which
+                    // MPI reports as an error that ends the job.)
                     eprintln!(
                         "tessera: MPI message with unknown tag {tag} ({got} bytes) from rank {} dropped",
                         status.source_rank()

@@ -106,11 +106,12 @@ pub struct Unfolder<C: TaskClasses> {
     /// See `wake`. `usize::MAX` (a run in one process, which waits with
     /// `wait_all`) never notifies: the notification was a `futex` system
     /// call per task (std's condition variable makes one whether anyone
-    /// waits or not), 4 % of a worker in a one-process `stencil_1d`. A
-    /// distributed run sets it to the number of tasks its rank owns, so its
-    /// waiting thread is woken once, not after every task: chosen because that wake-up measured ~9
-    /// µs of each remote edge's 38 µs between two ranks sharing a core with
-    /// their threads (`tessera overhead-mpi --trace`).
+    /// waits or not), 4 % of all samples of a one-process `stencil_1d`
+    /// run. A distributed run sets it to the number of tasks its rank owns,
+    /// so its waiting thread is woken once, not after every task: chosen
+    /// because that wake-up measured ~9 µs of each remote edge's 38 µs
+    /// between two ranks sharing a core with their threads (`tessera
+    /// overhead-mpi --trace`).
     pub(crate) wake_at: AtomicUsize,
 }
 
