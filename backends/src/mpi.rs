@@ -12,14 +12,14 @@
 //! - **the communication thread** runs the rounds when nobody else does.
 //!
 //! A round of progress: post an `MPI_Isend` for every queued message, up to
-//! [`MAX_IN_FLIGHT`] in flight (the buffer is owned by the transport until
+//! `MAX_IN_FLIGHT` in flight (the buffer is owned by the transport until
 //! the send completes; the others wait, in order), test the sends in
 //! flight, and receive every message that has arrived, delivering
 //! each to the network's routing function on the same thread. Each rank
-//! keeps one receive posted (any source, any tag, [`SHORT`] = 8 KiB), which
+//! keeps one receive posted (any source, any tag, `SHORT` = 8 KiB), which
 //! `MPI_Test` completes in the call that pulls the message in (a probe
 //! matched it one call later; see `Posted`). A message longer than
-//! [`SHORT`] goes as a header with its length and pieces of at most
+//! `SHORT` goes as a header with its length and pieces of at most
 //! [`MAX_PIECE`] (MPI counts are `i32`); the posted receive takes the header
 //! in its sender's order, then the pieces are received, and one message is
 //! delivered.
@@ -97,7 +97,7 @@ const TAG_PIECE: i32 = 9;
 /// The largest MPI message the transport sends: MPI counts are `i32`, so one
 /// MPI message carries less than 2 GiB (a tile column of the distributed LU
 /// reaches that at N·NB·8 bytes, e.g. N = 600 000, NB = 448). Messages
-/// longer than [`SHORT`] go as a header and pieces of at most this size,
+/// longer than `SHORT` (8 KiB) go as a header and pieces of at most this size,
 /// which the receiver reassembles before delivering the message (see
 /// `MpiTransport::progress`).
 pub const MAX_PIECE: usize = 1 << 30;
