@@ -32,8 +32,11 @@
 //! timer slack set to 1 µs so a nap is not stretched to Linux's default
 //! 50 µs. While the rank awaits a reply (`Transport::awaiting`: a halo
 //! exchange, a task all-reduce, an STF receive, a symbolic run, a blocking
-//! collective), the naps stop growing at `AWAIT_NAP`, 250 µs. While a
-//! worker watches, it naps at least `WATCHED_NAP`, 1 ms, and skips a round
+//! collective), the naps stop growing at `AWAIT_NAP`, 1 ms: a busy worker
+//! polls the network between two tasks (at most every 50 µs, engine
+//! `watch::BETWEEN_TASKS`), so the thread only covers tasks longer than
+//! that. While a worker watches, it naps at least `WATCHED_NAP`, 1 ms, and
+//! skips a round
 //! whose lock that worker holds (it would only wait for the lock, and the
 //! worker's unlock would wake it). It never polls
 //! between naps: on oversubscribed cores a polling thread takes the core
@@ -103,14 +106,18 @@ const TAG_PIECE: i32 = 9;
 pub const MAX_PIECE: usize = 1 << 30;
 /// Longest sleep of an idle communication thread (see the module doc).
 const MAX_NAP: Duration = Duration::from_millis(5);
-/// Longest sleep of the communication thread while this rank awaits a reply (see the
-/// module doc).
-const AWAIT_NAP: Duration = Duration::from_micros(250);
+/// Longest sleep of the communication thread while this rank awaits a reply
+/// or messages wait for room in flight (see the module doc). 1 ms, not the
+/// 250 µs it was before busy workers polled between their tasks: the
+/// thread's wake-ups preempt a computing worker, and 2-rank Task Bench
+/// `stencil_1d` at `-iter 65536` (tasks of about 200 µs) ran 4–6 % faster
+/// with the longer nap (5 alternated runs each front-end).
+const AWAIT_NAP: Duration = Duration::from_millis(1);
 /// Shortest sleep of the communication thread while a worker watches the
 /// network, a reply awaited or not. The thread is then only the fallback
 /// for when every worker is busy, and a busy worker could not run what a
 /// message releases anyway (an idle one takes the watch). At
-/// [`AWAIT_NAP`], its wake-ups preempted the rank's computing worker 680
+/// 250 µs, its wake-ups preempted the rank's computing worker 680
 /// times in a 0.12 s Task Bench run (`stencil_1d`, 2 ranks, `-iter 4096`).
 const WATCHED_NAP: Duration = Duration::from_millis(1);
 /// How long after the last message a watching worker keeps polling although

@@ -14,6 +14,10 @@
 //! - a worker stops watching as soon as it takes a task, or when nothing is
 //!   expected ([`Transport::expecting`]); then it parks as usual, and the
 //!   transport's thread is the one that makes progress.
+//!
+//! A busy worker also polls, between two of its tasks, at most every
+//! [`BETWEEN_TASKS`], without taking the role ([`Watch::poll_between`]),
+//! so the transport's thread is needed only under tasks longer than that.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
@@ -30,6 +34,12 @@ pub(crate) enum Activity {
     /// Nothing expected (or another worker watches): sleep as usual.
     Idle,
 }
+
+/// How often, at most, a busy worker polls a watched network between two
+/// of its tasks (`Watch::poll_between`): a poll costs a pass through the
+/// transport (an `MPI_Test`, a few tenths of a microsecond), so tasks
+/// shorter than this are not each followed by one.
+pub(crate) const BETWEEN_TASKS: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Polls of a watched network between two yields of the polling thread.
 const WATCH_SPINS: u32 = 32;
@@ -114,6 +124,28 @@ impl Watch {
             self.leave(watching);
         }
         activity
+    }
+
+    /// One poll by a busy worker between two of its tasks, without taking
+    /// the watcher role (an idle worker may claim it meanwhile): nothing
+    /// when no network is set or a worker watches (that one polls).
+    /// Returns whether messages moved.
+    pub(crate) fn poll_between(&self) -> bool {
+        if !self.set.load(Ordering::Acquire) || self.watcher.load(Ordering::Relaxed) {
+            return false;
+        }
+        let transport = self
+            .transport
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(Weak::upgrade);
+        transport.is_some_and(|t| t.poll())
+    }
+
+    /// Whether a network is set (a cheap check before [`poll_between`](Self::poll_between)).
+    pub(crate) fn is_set(&self) -> bool {
+        self.set.load(Ordering::Relaxed)
     }
 
     /// Give the role up if `watching` says the caller holds it.

@@ -164,6 +164,20 @@ impl Pop for Source<'_> {
     }
 }
 
+impl Source<'_> {
+    /// Between two tasks: poll the watched network, without the watcher
+    /// role (`Watch::poll_between`), so a message that came while this
+    /// worker computed releases its tasks before the worker picks its next
+    /// one, instead of waiting for the communication thread's next round.
+    fn poll_between(&mut self) {
+        if let Some(w) = self.watch {
+            // A receive the poll releases may run here, as in an idle poll.
+            let _current = CurrentGuard::idle(self.runtime, self.index, &mut *self.queue);
+            w.poll_between();
+        }
+    }
+}
+
 impl Drop for Source<'_> {
     fn drop(&mut self) {
         if let Some(w) = self.watch {
@@ -179,6 +193,8 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
         .map(|log| Recorder::new(Arc::clone(log), index));
     let is_device = shared.kinds()[index].is_device();
     let board = (!is_device).then_some(shared.board());
+    // When this worker last polled a watched network between two tasks.
+    let mut polled = std::time::Instant::now();
     loop {
         if shared.sleep().is_shutdown() {
             break;
@@ -191,6 +207,11 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
             watch: (!is_device).then_some(shared.watch()),
             watching: None,
         };
+        if !is_device && shared.watch().is_set() && polled.elapsed() >= crate::watch::BETWEEN_TASKS
+        {
+            polled = std::time::Instant::now();
+            source.poll_between();
+        }
         let work = source
             .pop()
             .or_else(|| shared.sleep().idle(index, &mut source));
