@@ -581,8 +581,10 @@ struct Progress {
     /// Oldest first; at most [`MAX_IN_FLIGHT`].
     inflight: VecDeque<InFlight>,
     /// Messages taken from `queued` (or sent while the lock was free) and
-    /// held back while [`MAX_IN_FLIGHT`] were in flight, oldest first:
-    /// posted before anything queued after them.
+    /// held back while [`MAX_IN_FLIGHT`] were in flight, oldest first.
+    /// Invariant: each is older than every message still in `queued`
+    /// (`post_now` moves the queue in before it adds one), so posting the
+    /// backlog first keeps every destination's order.
     backlog: VecDeque<(usize, Vec<u8>)>,
     inbox: Sender<(usize, Vec<u8>)>,
     /// The receive kept posted (made at the first round; cancelled when the
@@ -712,6 +714,12 @@ impl MpiTransport {
         self.post_queued(p);
         // Room in flight means nothing is held back or queued any more.
         if p.inflight.len() >= MAX_IN_FLIGHT {
+            // Behind every message queued before it: the backlog only ever
+            // holds messages older than the queue's (`post_queued` takes the
+            // backlog first), so the queue moves into it first.
+            while let Ok(queued) = p.queued.try_recv() {
+                p.backlog.push_back(queued);
+            }
             p.backlog.push_back((to, msg));
             return;
         }
