@@ -101,13 +101,7 @@ impl Watch {
             {
                 return Activity::Idle;
             }
-            let transport = self
-                .transport
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .and_then(Weak::upgrade);
-            match transport {
+            match self.transport() {
                 Some(t) => *watching = Some(t),
                 None => {
                     self.watcher.store(false, Ordering::Release);
@@ -134,13 +128,16 @@ impl Watch {
         if !self.set.load(Ordering::Acquire) || self.watcher.load(Ordering::Relaxed) {
             return false;
         }
-        let transport = self
-            .transport
+        self.transport().is_some_and(|t| t.poll())
+    }
+
+    /// The watched transport, while it is alive.
+    fn transport(&self) -> Option<Arc<dyn Transport>> {
+        self.transport
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .and_then(Weak::upgrade);
-        transport.is_some_and(|t| t.poll())
+            .and_then(Weak::upgrade)
     }
 
     /// Whether a network is set (a cheap check before [`poll_between`](Self::poll_between)).
