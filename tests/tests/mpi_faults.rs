@@ -59,6 +59,11 @@ fn one_process_subcommands_end_the_job_under_mpirun() {
 /// Item 7: SIGINT to one rank of a distributed LU let every rank run to the
 /// end, then claimed the run had finished. Now the interrupted rank says so
 /// and ends the job on every rank at once (exit 130).
+///
+/// The LU must still be running when the signal comes 2.5 s after the start:
+/// at N = 6144 a fast CI machine finished it in 1.8 s and the test failed
+/// (mpirun reported success). N = 12288 is 8× the work: 14 s there, longer
+/// here, and Ctrl-C ends it within a second either way.
 #[test]
 fn ctrl_c_on_one_rank_ends_the_job_on_every_rank() {
     if is_rank() {
@@ -74,7 +79,7 @@ fn ctrl_c_on_one_rank_ends_the_job_on_every_rank() {
         tessera(&[
             "lu",
             "--n",
-            "6144",
+            "12288",
             "--nb",
             "128",
             "--grid",
