@@ -22,7 +22,10 @@
 //! `SHORT` goes as a header with its length and pieces of at most
 //! [`MAX_PIECE`] (MPI counts are `i32`); the posted receive takes the header
 //! in its sender's order, then the pieces are received, and one message is
-//! delivered.
+//! delivered. A message sent head first (`Transport::send_split`) goes as
+//! a header carrying its head (`TAG_SPLIT`) and its tail in pieces; the
+//! receiving thread delivers the head with an `MpiTail`, which the
+//! receiver reads straight into the data the tail belongs to.
 //!
 //! The communication thread backs off when a round finds nothing to do: a
 //! few spins (none while a worker watches: it polled less than `WATCHED`
@@ -71,7 +74,7 @@ use mpi::point_to_point::{Destination, Source};
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
-use tessera_engine::dist::{Counters, Sink, Transport};
+use tessera_engine::dist::{Counters, Sink, Tail, Transport};
 use tessera_engine::util::lock;
 
 /// The tag of every message of at most [`SHORT`] bytes (messages are told
@@ -97,6 +100,12 @@ const SHORT: usize = 8 << 10;
 const MAX_IN_FLIGHT: usize = 64;
 /// The tag of a piece of a longer message.
 const TAG_PIECE: i32 = 9;
+/// The tag of a long message's header when it goes head first
+/// (`Transport::send_split`): the length of its tail, 8 bytes
+/// little-endian, then its head; the tail follows in pieces tagged
+/// [`TAG_PIECE`], which the receiver reads where it wants them (see
+/// [`MpiTail`]).
+const TAG_SPLIT: i32 = 10;
 /// The largest MPI message the transport sends: MPI counts are `i32`, so one
 /// MPI message carries less than 2 GiB (a tile column of the distributed LU
 /// reaches that at N·NB·8 bytes, e.g. N = 600 000, NB = 448). Messages
@@ -174,7 +183,7 @@ pub fn init() -> Result<Mpi, String> {
     }
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
-    let (out_tx, out_rx) = channel::<(usize, Vec<u8>)>();
+    let (out_tx, out_rx) = channel::<Outgoing>();
     let (in_tx, in_rx) = channel::<(usize, Vec<u8>)>();
     let transport = Arc::new(MpiTransport {
         rank,
@@ -411,7 +420,7 @@ struct Traffic {
 pub struct MpiTransport {
     rank: usize,
     size: usize,
-    outbox: Mutex<Sender<(usize, Vec<u8>)>>,
+    outbox: Mutex<Sender<Outgoing>>,
     inbox: Mutex<Receiver<(usize, Vec<u8>)>>,
     /// Everything one round of progress touches (see [`MpiTransport::progress`]):
     /// held by the one thread in MPI at a time.
@@ -466,6 +475,12 @@ impl Transport for MpiTransport {
     }
 
     fn send(&self, to: usize, msg: Vec<u8>) {
+        self.send_split(to, msg, 0);
+    }
+
+    fn send_split(&self, to: usize, msg: Vec<u8>, head: usize) {
+        let out = Outgoing { to, msg, head };
+        let msg = &out.msg;
         self.pending.fetch_add(1, Ordering::SeqCst);
         self.counters.sent.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -482,10 +497,10 @@ impl Transport for MpiTransport {
         // posted first, so each destination's order is kept). Sends only:
         // the caller may hold locks that a delivered message's callback takes.
         if let Ok(mut p) = self.progress.try_lock() {
-            self.post_now(&mut p, to, msg);
+            self.post_now(&mut p, out);
             return;
         }
-        if lock(&self.outbox).send((to, msg)).is_err() {
+        if lock(&self.outbox).send(out).is_err() {
             self.pending.fetch_sub(1, Ordering::SeqCst);
             return;
         }
@@ -574,10 +589,19 @@ struct InFlight {
     _header: Vec<u8>,
 }
 
+/// A message to send: to rank `to`; `head` > 0 when it may go head first
+/// (`Transport::send_split`: its bytes after the first `head` are one data
+/// item's, see [`post_send`]).
+struct Outgoing {
+    to: usize,
+    msg: Vec<u8>,
+    head: usize,
+}
+
 /// What one round of progress works on: the queue of messages to send, the
 /// sends in flight, and where received messages go without a sink.
 struct Progress {
-    queued: Receiver<(usize, Vec<u8>)>,
+    queued: Receiver<Outgoing>,
     /// Oldest first; at most [`MAX_IN_FLIGHT`].
     inflight: VecDeque<InFlight>,
     /// Messages taken from `queued` (or sent while the lock was free) and
@@ -585,7 +609,7 @@ struct Progress {
     /// Invariant: each is older than every message still in `queued`
     /// (`post_now` moves the queue in before it adds one), so posting the
     /// backlog first keeps every destination's order.
-    backlog: VecDeque<(usize, Vec<u8>)>,
+    backlog: VecDeque<Outgoing>,
     inbox: Sender<(usize, Vec<u8>)>,
     /// The receive kept posted (made at the first round; cancelled when the
     /// transport closes).
@@ -599,7 +623,8 @@ struct Progress {
 /// message was matched one whole idle-loop round later, by the next probe
 /// (0.4 µs of each 8-byte remote edge); a posted receive is matched as the
 /// message is pulled in, by the same `MPI_Test`. Exactly one is posted, and
-/// it is posted again only after a long message's pieces are all received:
+/// it is posted again only after a long message's pieces are all received
+/// (a head-first message's tail too: read by its receiver or dropped):
 /// a second posted receive, or one posted while pieces are on their way,
 /// could match a piece longer than its buffer. Messages from one sender
 /// match it in their sending order (MPI's non-overtaking rule), headers of
@@ -691,11 +716,11 @@ impl MpiTransport {
         }
         let mut any = false;
         while p.inflight.len() < MAX_IN_FLIGHT {
-            let Some((to, msg)) = p.backlog.pop_front().or_else(|| p.queued.try_recv().ok()) else {
+            let Some(out) = p.backlog.pop_front().or_else(|| p.queued.try_recv().ok()) else {
                 break;
             };
             any = true;
-            self.post(p, to, msg);
+            self.post(p, out);
         }
         if any {
             self.last_active.store(self.now_ns(), Ordering::Relaxed);
@@ -705,7 +730,7 @@ impl MpiTransport {
 
     /// Post `msg` to `to` at once, after the messages queued before it (or
     /// hold it back behind them, when [`MAX_IN_FLIGHT`] are in flight).
-    fn post_now(&self, p: &mut Progress, to: usize, msg: Vec<u8>) {
+    fn post_now(&self, p: &mut Progress, out: Outgoing) {
         if self.closed.load(Ordering::SeqCst) {
             // Finalised (shutting down): dropped, as `send` drops it.
             self.pending.fetch_sub(1, Ordering::SeqCst);
@@ -720,18 +745,18 @@ impl MpiTransport {
             while let Ok(queued) = p.queued.try_recv() {
                 p.backlog.push_back(queued);
             }
-            p.backlog.push_back((to, msg));
+            p.backlog.push_back(out);
             return;
         }
-        self.post(p, to, msg);
+        self.post(p, out);
         self.last_active.store(self.now_ns(), Ordering::Relaxed);
     }
 
-    /// Post the sends of `msg` to `to` and keep them in flight.
-    fn post(&self, p: &mut Progress, to: usize, msg: Vec<u8>) {
+    /// Post the sends of `out` and keep them in flight.
+    fn post(&self, p: &mut Progress, out: Outgoing) {
         let piece = self.max_piece.load(Ordering::Relaxed).max(1);
         p.inflight
-            .push_back(post_send(&SimpleCommunicator::world(), to, msg, piece));
+            .push_back(post_send(&SimpleCommunicator::world(), out, piece));
     }
 
     /// One round of progress, on whichever thread holds `p` (the
@@ -797,7 +822,7 @@ impl MpiTransport {
                     Ok(queued) => {
                         while let Ok((from, buf)) = queued.try_recv() {
                             received = true;
-                            deliver(from, buf);
+                            deliver(from, buf, None);
                         }
                     }
                     // A reader holds the queue: the next round delivers it.
@@ -817,6 +842,41 @@ impl MpiTransport {
         while let Some(status) = posted.test() {
             received = true;
             let got = message_bytes(&status).min(SHORT);
+            let from = status.source_rank() as usize;
+            if status.tag() == TAG_SPLIT && got >= 8 {
+                // Head first: the receiver reads the tail where it belongs.
+                let len = u64::from_le_bytes(posted.buffer[..8].try_into().expect("8 bytes"));
+                let mut head = tessera_engine::dist::buffers::take(got - 8);
+                head.extend_from_slice(&posted.buffer[8..got]);
+                let mut tail = MpiTail {
+                    world: &world,
+                    from: from as i32,
+                    len: usize::try_from(len).expect("a message the sender could hold"),
+                    read: false,
+                };
+                self.counters.received.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .bytes_received
+                    .fetch_add(head.len() as u64 + len, Ordering::Relaxed);
+                match sink.get_or_insert_with(|| lock(&self.sink).clone()) {
+                    Some(deliver) => deliver(from, head, Some(&mut tail)),
+                    None => {
+                        let whole = tail.read_all(head);
+                        let _ = p.inbox.send((from, whole));
+                    }
+                }
+                if !tail.read {
+                    // Unread by the receiver: read and dropped, so the
+                    // pieces are not left for the posted receive.
+                    tessera_engine::dist::buffers::give(tail.read_all(Vec::new()));
+                }
+                // Posted again after the tail's pieces (see `Posted`).
+                posted.post(&world);
+                if !drain && sink.as_ref().is_some_and(Option::is_some) {
+                    break;
+                }
+                continue;
+            }
             let buf = match status.tag() {
                 TAG => {
                     // Into a buffer with room for exactly the message: a
@@ -849,10 +909,9 @@ impl MpiTransport {
             self.counters
                 .bytes_received
                 .fetch_add(n as u64, Ordering::Relaxed);
-            let from = status.source_rank() as usize;
             match sink.get_or_insert_with(|| lock(&self.sink).clone()) {
                 Some(deliver) => {
-                    deliver(from, buf);
+                    deliver(from, buf, None);
                     if !drain {
                         break;
                     }
@@ -987,11 +1046,15 @@ fn nap(watched: bool, naps: &mut u32, t: &MpiTransport, held_back: bool) {
     std::thread::park_timeout(nap);
 }
 
-/// Post the sends of `msg` to rank `to`: one MPI message when it has at most
-/// [`SHORT`] bytes (and at most `piece`), else a header with its length
-/// ([`TAG_LONG`]) and its bytes in pieces of at most `piece`
-/// ([`TAG_PIECE`]), all posted at once.
-fn post_send(world: &SimpleCommunicator, to: usize, msg: Vec<u8>, piece: usize) -> InFlight {
+/// Post the sends of `out.msg` to rank `out.to`: one MPI message when it
+/// has at most [`SHORT`] bytes (and at most `piece`), else a header and its
+/// bytes in pieces of at most `piece` ([`TAG_PIECE`]), all posted at once.
+/// The header is the message's length ([`TAG_LONG`]), or, for a message
+/// that may go head first whose head fits the receiver's posted receive,
+/// the tail's length and the head ([`TAG_SPLIT`]; the pieces then carry the
+/// tail only).
+fn post_send(world: &SimpleCommunicator, out: Outgoing, piece: usize) -> InFlight {
+    let Outgoing { to, msg, head } = out;
     let dest = world.process_at_rank(to as i32);
     // SAFETY (both views): MPI gets 'static views of the message's and the
     // header's heap buffers; `InFlight` keeps both `Vec`s unchanged until
@@ -1006,11 +1069,20 @@ fn post_send(world: &SimpleCommunicator, to: usize, msg: Vec<u8>, piece: usize) 
             _header: Vec::new(),
         };
     }
-    let header = (msg.len() as u64).to_le_bytes().to_vec();
+    let split = head > 0 && head < msg.len() && head + 8 <= SHORT;
+    let (header, tag, rest) = if split {
+        let mut h = Vec::with_capacity(8 + head);
+        h.extend_from_slice(&((msg.len() - head) as u64).to_le_bytes());
+        h.extend_from_slice(&msg[..head]);
+        (h, TAG_SPLIT, &view[head..])
+    } else {
+        let h = (msg.len() as u64).to_le_bytes().to_vec();
+        (h, TAG_LONG, view)
+    };
     let head: &'static [u8] = unsafe { std::slice::from_raw_parts(header.as_ptr(), header.len()) };
-    let mut requests = vec![dest.immediate_send_with_tag(StaticScope, head, TAG_LONG)];
+    let mut requests = vec![dest.immediate_send_with_tag(StaticScope, head, tag)];
     requests.extend(
-        view.chunks(piece)
+        rest.chunks(piece)
             .map(|p| dest.immediate_send_with_tag(StaticScope, p, TAG_PIECE)),
     );
     InFlight {
@@ -1032,7 +1104,18 @@ fn message_bytes(status: &mpi::point_to_point::Status) -> usize {
 /// is then short, and its reader says which field ran out.
 fn receive_pieces(world: &SimpleCommunicator, from: i32, len: u64) -> Vec<u8> {
     let len = usize::try_from(len).expect("a message the sender could hold");
-    let mut buf = tessera_engine::dist::buffers::take(len);
+    receive_pieces_after(world, from, tessera_engine::dist::buffers::take(len), len)
+}
+
+/// [`receive_pieces`] appended to `buf` (its spare capacity holds `len`
+/// more bytes).
+fn receive_pieces_after(
+    world: &SimpleCommunicator,
+    from: i32,
+    mut buf: Vec<u8>,
+    len: usize,
+) -> Vec<u8> {
+    let len = buf.len() + len;
     while buf.len() < len {
         let (msg, status) = world
             .process_at_rank(from)
@@ -1044,6 +1127,97 @@ fn receive_pieces(world: &SimpleCommunicator, from: i32, len: u64) -> Vec<u8> {
             break;
         }
     }
+    buf
+}
+
+/// The tail of a message delivered head first ([`TAG_SPLIT`]): its pieces
+/// are posted by the sender, in order, and received on the thread that
+/// delivers the head, before the posted receive is posted again.
+struct MpiTail<'a> {
+    world: &'a SimpleCommunicator,
+    from: i32,
+    len: usize,
+    /// Whether it was read (else the transport reads and drops it).
+    read: bool,
+}
+
+impl Tail for MpiTail<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read_into(&mut self, parts: &mut [&mut [u8]]) -> Result<(), String> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if self.read || total != self.len {
+            return Err(format!(
+                "a message's {} remaining bytes cannot be read into {total}",
+                self.len
+            ));
+        }
+        self.read = true;
+        let mut left = self.len;
+        // Where the next byte goes: part `at`, offset `off`.
+        let (mut at, mut off) = (0, 0);
+        while left > 0 {
+            let (msg, status) = self
+                .world
+                .process_at_rank(self.from)
+                .matched_probe_with_tag(TAG_PIECE);
+            let piece = message_bytes(&status).min(left);
+            if piece == 0 {
+                // A sender of this transport sends no empty piece.
+                msg.matched_receive_into(&mut [0u8; 0][..]);
+                return Err(format!("a message ended {left} bytes early"));
+            }
+            while parts[at].len() == off {
+                (at, off) = (at + 1, 0);
+            }
+            if parts[at].len() - off >= piece {
+                // Straight into the data: the common case, one part.
+                let status = msg.matched_receive_into(&mut parts[at][off..off + piece]);
+                if message_bytes(&status) != piece {
+                    return Err("a message ended early".into());
+                }
+                off += piece;
+            } else {
+                // A piece across parts: through a buffer.
+                let mut buf = receive_pieces_after_one(msg, piece);
+                if buf.len() != piece {
+                    return Err("a message ended early".into());
+                }
+                let mut from = &buf[..];
+                while !from.is_empty() {
+                    while parts[at].len() == off {
+                        (at, off) = (at + 1, 0);
+                    }
+                    let n = (parts[at].len() - off).min(from.len());
+                    parts[at][off..off + n].copy_from_slice(&from[..n]);
+                    (from, off) = (&from[n..], off + n);
+                }
+                buf.clear();
+                tessera_engine::dist::buffers::give(buf);
+            }
+            left -= piece;
+        }
+        Ok(())
+    }
+
+    fn read_all(&mut self, head: Vec<u8>) -> Vec<u8> {
+        if self.read {
+            return head;
+        }
+        self.read = true;
+        let mut buf = tessera_engine::dist::buffers::take(head.len() + self.len);
+        buf.extend_from_slice(&head);
+        tessera_engine::dist::buffers::give(head);
+        receive_pieces_after(self.world, self.from, buf, self.len)
+    }
+}
+
+/// Receive one matched piece of `len` bytes into a buffer of its own.
+fn receive_pieces_after_one(msg: mpi::point_to_point::Message, len: usize) -> Vec<u8> {
+    let mut buf = tessera_engine::dist::buffers::take(len);
+    receive_into_spare(&mut buf, len, |target| msg.matched_receive_into(target));
     buf
 }
 

@@ -625,7 +625,13 @@ fn long_messages_arrive_whole_and_in_order_under_mpirun() {
                 if i == sizes.len() {
                     m.set_max_piece(mpi::MAX_PIECE);
                 }
-                t.send(to, body(rank, i));
+                // A third go head first (`send_split`): with no sink, the
+                // transport reads each tail after its head, whole.
+                let b = body(rank, i);
+                match i % 3 {
+                    1 => t.send_split(to, b.clone(), (b.len() / 3).min(4000)),
+                    _ => t.send(to, b),
+                }
             }
             t.send(to, bye.clone());
         }
@@ -673,6 +679,199 @@ fn long_messages_arrive_whole_and_in_order_under_mpirun() {
         Duration::from_secs(120),
     );
     out.assert_every_rank_said(3, "long messages whole", "long messages");
+}
+
+/// A value of two parts (a [`Replicate`](tessera_engine::memory::Replicate)
+/// type whose parts a message carries in turn), for
+/// `long_edges_are_read_into_their_data_under_mpirun`.
+#[derive(Clone)]
+struct TwoParts(Vec<u8>, Vec<u8>);
+
+impl tessera_engine::memory::Replicate for TwoParts {
+    fn bytes(&self) -> usize {
+        self.0.len() + self.1.len()
+    }
+    fn replicate(&self) -> Self {
+        self.clone()
+    }
+    fn copy_from(&mut self, src: &Self) {
+        self.0.copy_from_slice(&src.0);
+        self.1.copy_from_slice(&src.1);
+    }
+    fn parts(&self) -> Option<Vec<&[u8]>> {
+        Some(vec![&self.0, &self.1])
+    }
+    fn parts_mut(&mut self) -> Option<Vec<&mut [u8]>> {
+        Some(vec![&mut self.0, &mut self.1])
+    }
+}
+
+/// The edges of `long_edges_are_read_into_their_data_under_mpirun`: task
+/// `(0, k)` on rank 0 writes a small value `g` and one of four two-part
+/// values (`k % 4`, from 16 bytes to about 1 MB), after task `(0, k - 1)`;
+/// task `(1, k)` on rank `1 + k % (ranks - 1)` reads both and checks every
+/// byte. One message per edge carries both items, the large one last, so
+/// the MPI transport sends it head first and the receiver reads the large
+/// one straight into its copy; one reader in three is slow, so a later
+/// version often finds the copy still being read and goes the whole-message
+/// way (a receive task after the reader).
+struct LongEdges {
+    steps: u64,
+    ranks: usize,
+    g: tessera_engine::DataHandle<Vec<u8>>,
+    h: Vec<tessera_engine::DataHandle<TwoParts>>,
+}
+
+/// The parts' lengths of `LongEdges`' values.
+const LONG_EDGE_SIZES: [(usize, usize); 4] =
+    [(10, 6), (1500, 7000), (20000, 5), (600_000, 424_288)];
+
+fn long_edge_byte(k: u64, part: usize, i: usize) -> u8 {
+    (k as usize * 31 + part * 101 + i * 7 + i / 251) as u8
+}
+
+fn long_edge_value(k: u64) -> TwoParts {
+    let (a, b) = LONG_EDGE_SIZES[(k % 4) as usize];
+    TwoParts(
+        (0..a).map(|i| long_edge_byte(k, 0, i)).collect(),
+        (0..b).map(|i| long_edge_byte(k, 1, i)).collect(),
+    )
+}
+
+type LongWrite = (
+    tessera_engine::Write<Vec<u8>>,
+    tessera_engine::Write<TwoParts>,
+);
+type LongRead = (
+    tessera_engine::Read<Vec<u8>>,
+    tessera_engine::Read<TwoParts>,
+);
+
+static LONG_WRITE: std::sync::LazyLock<tessera_engine::Codelet<LongWrite, u64>> =
+    std::sync::LazyLock::new(|| {
+        tessera_engine::Codelet::<LongWrite, u64>::with_args("write").cpu(|_, &k, (g, h)| {
+            *g = k.to_le_bytes().repeat(2);
+            *h = long_edge_value(k);
+            Ok(())
+        })
+    });
+
+static LONG_READ: std::sync::LazyLock<tessera_engine::Codelet<LongRead, u64>> =
+    std::sync::LazyLock::new(|| {
+        tessera_engine::Codelet::<LongRead, u64>::with_args("read").cpu(|_, &k, (g, h)| {
+            if k % 3 == 0 {
+                std::thread::sleep(Duration::from_millis(3));
+            }
+            let want = long_edge_value(k);
+            if **g != k.to_le_bytes().repeat(2) {
+                return Err(format!("step {k}: the small item is {g:?}").into());
+            }
+            for (part, (got, want)) in [(&h.0, &want.0), (&h.1, &want.1)].into_iter().enumerate() {
+                if let Some(i) = (0..want.len()).find(|&i| got.get(i) != want.get(i)) {
+                    return Err(format!("step {k}: part {part} differs at byte {i}").into());
+                }
+            }
+            Ok(())
+        })
+    });
+
+impl tessera_engine::symbolic::TaskClasses for LongEdges {
+    type Key = (u8, u64);
+
+    fn roots(&self) -> Vec<(u8, u64)> {
+        vec![(0, 0)]
+    }
+    fn predecessor_count(&self, key: &(u8, u64)) -> usize {
+        usize::from(*key != (0, 0))
+    }
+    fn successors(&self, &(side, k): &(u8, u64), out: &mut Vec<(u8, u64)>) {
+        if side == 0 {
+            out.push((1, k));
+            if k + 1 < self.steps {
+                out.push((0, k + 1));
+            }
+        }
+    }
+    fn task(&self, &(side, k): &(u8, u64)) -> tessera_engine::TaskBuilder {
+        let h = &self.h[(k % 4) as usize];
+        match side {
+            0 => tessera_engine::Task::new(&LONG_WRITE, (self.g.w(), h.w()))
+                .args(k)
+                .into(),
+            _ => tessera_engine::Task::new(&LONG_READ, (self.g.r(), h.r()))
+                .args(k)
+                .into(),
+        }
+    }
+    fn owner(&self, &(side, k): &(u8, u64)) -> usize {
+        match side {
+            0 => 0,
+            _ => 1 + (k as usize) % (self.ranks - 1),
+        }
+    }
+}
+
+impl symbolic::DistClasses for LongEdges {
+    fn flows(&self, &(_, k): &(u8, u64), _to: &(u8, u64), out: &mut Vec<u64>) {
+        // The small item first: the large one is last, read in place.
+        out.extend([0, 1 + k % 4]);
+    }
+    fn data(&self, key: u64) -> tessera_engine::dist::DataRef {
+        match key {
+            0 => tessera_engine::dist::DataRef::of(&self.g),
+            m => tessera_engine::dist::DataRef::of(&self.h[m as usize - 1]),
+        }
+    }
+    fn owned(&self, rank: usize) -> usize {
+        let steps = self.steps as usize;
+        match rank {
+            0 => steps,
+            r => (0..steps).filter(|k| 1 + k % (self.ranks - 1) == r).count(),
+        }
+    }
+}
+
+/// Issue 41 (1 MiB remote edges at MPI's bandwidth): a remote edge's large
+/// last data item goes head first and is received straight into the
+/// receiver's copy of the data, or, when a task still reads that copy, as a
+/// whole message copied by a receive task. Every byte arrives, in both ways,
+/// at 2 and 3 ranks, with MPI pieces of the default size and of 1000 bytes
+/// (pieces that cross the two parts of a value).
+#[test]
+fn long_edges_are_read_into_their_data_under_mpirun() {
+    if is_rank() {
+        let m = mpi::init().unwrap();
+        let (rank, ranks) = (m.rank(), m.size());
+        let net = Net::new(m.transport());
+        for piece in [mpi::MAX_PIECE, 1000] {
+            m.set_max_piece(piece);
+            let rt = Runtime::new(Config::with_workers(2)).unwrap();
+            let edges = Arc::new(LongEdges {
+                steps: 40,
+                ranks,
+                g: rt.register_replicable(vec![0u8; 16]),
+                h: (0..4)
+                    .map(|k| rt.register_replicable(long_edge_value(k + 100)))
+                    .collect(),
+            });
+            if let Err(e) = symbolic::run(&rt, &net, Arc::clone(&edges)) {
+                println!("rank {rank}: {e}");
+                m.abort(1);
+            }
+        }
+        Collectives::new(&net).barrier().unwrap();
+        println!("rank {rank}: long edges read");
+        return;
+    }
+    for ranks in [2, 3] {
+        let out = mpirun(
+            ranks,
+            "long_edges_are_read_into_their_data_under_mpirun",
+            &[],
+            Duration::from_secs(120),
+        );
+        out.assert_every_rank_said(ranks, "long edges read", "long edges");
+    }
 }
 
 /// Env var naming the case of `distributed_spmv_refuses_what_one_process_refuses`.

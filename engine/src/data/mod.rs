@@ -208,7 +208,19 @@ pub(crate) trait AnyHandle: Send + Sync {
     /// The caller runs inside a task that declared this handle W or RW and
     /// runs on the host.
     unsafe fn write_parts(&self, bytes: &[u8]) -> Result<(), String>;
+
+    /// Hand the host value's parts, writable, to `fill`, once they are
+    /// checked to hold `len` bytes in all (`Err` naming the data
+    /// otherwise, `fill` not called): a received version is written into
+    /// them in place.
+    ///
+    /// # Safety
+    /// As for [`write_parts`](Self::write_parts).
+    unsafe fn fill_parts(&self, len: usize, fill: &mut FillParts<'_>) -> Result<(), String>;
 }
+
+/// What writes a value's parts in place (`AnyHandle::fill_parts`).
+pub(crate) type FillParts<'a> = dyn FnMut(&mut [&mut [u8]]) -> Result<(), String> + 'a;
 
 pub(crate) struct HandleInner<T> {
     pub(crate) core: HandleCore,
@@ -356,6 +368,19 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
     }
 
     unsafe fn write_parts(&self, bytes: &[u8]) -> Result<(), String> {
+        let mut copy = |parts: &mut [&mut [u8]]| {
+            let mut at = 0;
+            for p in parts.iter_mut() {
+                p.copy_from_slice(&bytes[at..at + p.len()]);
+                at += p.len();
+            }
+            Ok(())
+        };
+        // SAFETY: forwarded to the caller.
+        unsafe { self.fill_parts(bytes.len(), &mut copy) }
+    }
+
+    unsafe fn fill_parts(&self, len: usize, fill: &mut FillParts<'_>) -> Result<(), String> {
         let r = self.replicas.as_ref().ok_or_else(|| self.not_sendable())?;
         self.materialize()?;
         if r.is_virtual {
@@ -365,19 +390,13 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
         let v = unsafe { (*self.value.get()).as_mut() }.expect("registered");
         let mut parts = r.parts_mut(v).ok_or_else(|| self.not_sendable())?;
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        if total != bytes.len() {
+        if total != len {
             return Err(format!(
-                "data '{}' holds {total} bytes, but {} arrived",
+                "data '{}' holds {total} bytes, but {len} arrived",
                 self.core.display_name(),
-                bytes.len()
             ));
         }
-        let mut at = 0;
-        for p in parts.iter_mut() {
-            p.copy_from_slice(&bytes[at..at + p.len()]);
-            at += p.len();
-        }
-        Ok(())
+        fill(&mut parts)
     }
 }
 

@@ -66,6 +66,16 @@ pub trait Transport: Send + Sync {
     /// the transport sends it in the background.
     fn send(&self, to: usize, msg: Vec<u8>);
 
+    /// Like `send`, for a message whose first `head` bytes say where the
+    /// rest goes (a data item's header; the rest is its bytes): a transport
+    /// may deliver the head first, with the rest as a [`Tail`] that the
+    /// receiver reads straight into the data's memory (no copy out of a
+    /// message buffer). The default sends the message whole.
+    fn send_split(&self, to: usize, msg: Vec<u8>, head: usize) {
+        let _ = head;
+        self.send(to, msg)
+    }
+
     /// Like `send`, for a message that also stands for `virtual_bytes` of
     /// virtual data it does not carry (simulated time: the network model
     /// charges them). Real transports never see virtual data.
@@ -173,8 +183,31 @@ pub(crate) fn one_worker() -> crate::Config {
     crate::Config::with_workers(1)
 }
 
-/// Where a transport delivers received messages (see [`Transport::deliver_to`]).
-pub type Sink = std::sync::Arc<dyn Fn(usize, Vec<u8>) + Send + Sync>;
+/// Where a transport delivers received messages (see [`Transport::deliver_to`]):
+/// `(from, message, tail)`. `tail` is `Some` for a message sent with
+/// [`Transport::send_split`] whose rest the transport has not read yet:
+/// `message` is then only its head.
+pub type Sink = std::sync::Arc<dyn Fn(usize, Vec<u8>, Option<&mut dyn Tail>) + Send + Sync>;
+
+/// The rest of a message delivered head first ([`Transport::send_split`]),
+/// still in the transport: the receiver reads it once, either into the
+/// memory it belongs in ([`read_into`](Self::read_into)) or appended to the
+/// head ([`read_all`](Self::read_all)). A transport reads and drops a tail
+/// its receiver did not read, so the messages after it stay in order.
+pub trait Tail {
+    /// Bytes of the rest.
+    fn len(&self) -> usize;
+    /// Whether there are none (never, for a tail a transport hands over).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Receive the rest into `parts`, in order; their lengths must sum to
+    /// [`len`](Self::len) (`Err`, nothing read, when they do not, or when
+    /// the tail was read already).
+    fn read_into(&mut self, parts: &mut [&mut [u8]]) -> Result<(), String>;
+    /// Receive the rest after `head`: the whole message.
+    fn read_all(&mut self, head: Vec<u8>) -> Vec<u8>;
+}
 
 /// Traffic of one rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

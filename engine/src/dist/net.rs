@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use super::log::{MessageLog, Tick};
 use super::wire::{Reader, Writer};
-use super::Transport;
+use super::{Tail, Transport};
 use crate::util::lock;
 
 /// Channel 0 carries control messages (aborts).
@@ -31,12 +31,16 @@ const CONTROL: u32 = 0;
 const POLL: Duration = Duration::from_millis(20);
 
 type Callback = Arc<dyn Fn(usize, Message) + Send + Sync>;
+/// A channel's handler of messages delivered head first: `(from, head, tail)`.
+type SplitCallback = Arc<dyn Fn(usize, Message, &mut dyn Tail) + Send + Sync>;
 /// Messages `(from, whole message)` kept per channel until it is routed.
 type Early = HashMap<u32, Vec<(usize, Vec<u8>)>>;
 
 enum Route {
-    /// Run on the routing thread for each message.
-    Callback(Callback),
+    /// Run on the routing thread for each message; a message delivered
+    /// head first goes to the second callback if there is one, else it is
+    /// read whole and goes to the first.
+    Callback(Callback, Option<SplitCallback>),
     /// Queued for a thread that waits for them.
     Mailbox(Sender<(usize, Vec<u8>)>),
 }
@@ -64,12 +68,16 @@ pub struct Message {
     buf: Vec<u8>,
 }
 
-#[cfg(test)]
 impl Message {
     /// A message as the network would hand it over: `buf` holds the channel
     /// header (4 bytes), then the body.
-    pub(crate) fn from_bytes(buf: Vec<u8>) -> Message {
+    pub(crate) fn whole(buf: Vec<u8>) -> Message {
         Message { buf }
+    }
+
+    /// The bytes as they arrived, channel header included.
+    pub(crate) fn into_bytes(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 }
 
@@ -114,7 +122,9 @@ impl Net {
         let s = Arc::clone(&shared);
         let direct = shared
             .transport
-            .deliver_to(Some(Arc::new(move |from, msg| s.route(from, msg))));
+            .deliver_to(Some(Arc::new(move |from, msg, tail| {
+                s.route(from, msg, tail)
+            })));
         let dispatcher = if direct {
             None
         } else {
@@ -125,7 +135,7 @@ impl Net {
                     .spawn(move || {
                         while !s.stop.load(Ordering::Relaxed) {
                             if let Some((from, msg)) = s.transport.recv(POLL) {
-                                s.route(from, msg);
+                                s.route(from, msg, None);
                             }
                         }
                     })
@@ -150,7 +160,14 @@ impl Net {
 
     /// Route a message that arrived from rank `from`, on this thread.
     pub(crate) fn deliver(&self, from: usize, msg: Vec<u8>) {
-        self.shared.route(from, msg);
+        self.shared.route(from, msg, None);
+    }
+
+    /// Route a message delivered head first (`head`, then `tail`), as a
+    /// transport with a thread of its own does (tests).
+    #[cfg(test)]
+    pub(crate) fn deliver_split(&self, from: usize, head: Vec<u8>, tail: &mut dyn Tail) {
+        self.shared.route(from, head, Some(tail));
     }
 
     /// This rank.
@@ -309,7 +326,26 @@ impl Shared {
         self.abort_cond.notify_all();
     }
 
-    fn route(&self, from: usize, msg: Vec<u8>) {
+    /// Route `msg` from rank `from` to its channel; with a `tail`, `msg` is
+    /// its head (see [`Transport::send_split`]), and the tail goes to the
+    /// channel's split callback, or is read into the message when the
+    /// channel has none (or is not open yet).
+    fn route(&self, from: usize, msg: Vec<u8>, tail: Option<&mut dyn Tail>) {
+        let msg = match tail {
+            None => msg,
+            Some(tail) => {
+                let split = (msg.len() >= 4)
+                    .then(|| u32::from_le_bytes(msg[..4].try_into().expect("4 bytes")))
+                    .and_then(|id| match lock(&self.routes).get(&id) {
+                        Some(Route::Callback(_, Some(g))) => Some(Arc::clone(g)),
+                        _ => None,
+                    });
+                match split {
+                    Some(g) => return g(from, Message { buf: msg }, tail),
+                    None => tail.read_all(msg),
+                }
+            }
+        };
         let mut r = Reader::new(&msg);
         let Ok(id) = r.u32() else {
             self.set_abort(format!(
@@ -329,7 +365,7 @@ impl Shared {
         }
         let routes = lock(&self.routes);
         match routes.get(&id) {
-            Some(Route::Callback(f)) => {
+            Some(Route::Callback(f, _)) => {
                 let f = Arc::clone(f);
                 drop(routes);
                 f(from, Message { buf: msg });
@@ -353,10 +389,24 @@ impl Channel {
     /// [`on_message`](Self::on_message), the body handed over owned (to keep
     /// it without a copy).
     pub fn on_message_owned(&self, f: impl Fn(usize, Message) + Send + Sync + 'static) {
-        let f: Callback = Arc::new(f);
+        self.route_to(Arc::new(f), None);
+    }
+
+    /// [`on_message_owned`](Self::on_message_owned), with the messages a
+    /// transport delivers head first ([`Channel::send_split_since`]) handed
+    /// to `split(from, head, tail)`, which reads the tail where it belongs.
+    pub(crate) fn on_message_split(
+        &self,
+        f: impl Fn(usize, Message) + Send + Sync + 'static,
+        split: impl Fn(usize, Message, &mut dyn Tail) + Send + Sync + 'static,
+    ) {
+        self.route_to(Arc::new(f), Some(Arc::new(split)));
+    }
+
+    fn route_to(&self, f: Callback, split: Option<SplitCallback>) {
         let early = {
             let mut routes = lock(&self.shared.routes);
-            routes.insert(self.id, Route::Callback(Arc::clone(&f)));
+            routes.insert(self.id, Route::Callback(Arc::clone(&f), split));
             lock(&self.shared.early).remove(&self.id)
         };
         for (from, msg) in early.unwrap_or_default() {
@@ -410,16 +460,30 @@ impl Channel {
 
     /// [`send`](Self::send), recorded as packed since `start`.
     pub(crate) fn send_since(&self, to: usize, w: Writer, start: Option<Tick>) {
+        self.send_split_since(to, w, None, start);
+    }
+
+    /// [`send_since`](Self::send_since); with `head`, the message's bytes
+    /// after its first `head` (counted from the writer's start, channel
+    /// header included) are one data item's, which the receiving channel's
+    /// split callback may read in place ([`Transport::send_split`]).
+    pub(crate) fn send_split_since(
+        &self,
+        to: usize,
+        w: Writer,
+        head: Option<usize>,
+        start: Option<Tick>,
+    ) {
         // Virtual bytes the message stands for (simulated time only).
         let charged = w.1;
         let msg = w.finish();
         let log = self.shared.message_log();
         let start = log.as_ref().map(|l| start.unwrap_or_else(|| l.now()));
         let bytes = msg.len() + charged as usize;
-        if charged > 0 {
-            self.shared.transport.send_charged(to, msg, charged);
-        } else {
-            self.shared.transport.send(to, msg);
+        match head {
+            _ if charged > 0 => self.shared.transport.send_charged(to, msg, charged),
+            Some(head) if head < msg.len() => self.shared.transport.send_split(to, msg, head),
+            _ => self.shared.transport.send(to, msg),
         }
         if let (Some(log), Some(start)) = (log, start) {
             log.send(to, self.kind, bytes, start);
@@ -453,5 +517,80 @@ impl Channel {
         if let Some(log) = self.shared.message_log() {
             log.recv(from, self.kind, bytes, waited_since);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tail held in memory, as a transport would hold the rest of a message.
+    struct HeldTail(Vec<u8>);
+
+    impl Tail for HeldTail {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn read_into(&mut self, parts: &mut [&mut [u8]]) -> Result<(), String> {
+            let mut at = 0;
+            for p in parts.iter_mut() {
+                p.copy_from_slice(&self.0[at..at + p.len()]);
+                at += p.len();
+            }
+            Ok(())
+        }
+        fn read_all(&mut self, mut head: Vec<u8>) -> Vec<u8> {
+            head.extend_from_slice(&self.0);
+            head
+        }
+    }
+
+    /// A message of channel `ch`: its header, then `body`.
+    fn message(ch: &Channel, body: &[u8]) -> Vec<u8> {
+        [&ch.id.to_le_bytes()[..], body].concat()
+    }
+
+    /// A message delivered head first goes to its channel's split callback,
+    /// which reads the tail where it wants; a channel with no split
+    /// callback, or not open yet, gets it whole, head and tail in order.
+    #[test]
+    fn a_message_delivered_head_first_is_split_or_whole_by_channel() {
+        let net = Net::manual(super::super::local::world(1).remove(0));
+        let (split, plain, later) = (net.channel(), net.channel(), net.channel());
+        let got = Arc::new(Mutex::new(Vec::<(&str, Vec<u8>, Vec<u8>)>::new()));
+        let (g1, g2, g3) = (Arc::clone(&got), Arc::clone(&got), Arc::clone(&got));
+        split.on_message_split(
+            move |_, m| lock(&g1).push(("whole", m.to_vec(), vec![])),
+            move |_, head, tail| {
+                // Into two parts of its own, 3 bytes and the rest.
+                let mut a = vec![0u8; 3];
+                let mut b = vec![0u8; tail.len() - 3];
+                tail.read_into(&mut [&mut a[..], &mut b[..]]).unwrap();
+                lock(&g2).push(("split", head.to_vec(), [a, b].concat()));
+            },
+        );
+        plain.on_message(move |_, m| lock(&g3).push(("plain", m.to_vec(), vec![])));
+        net.deliver_split(
+            0,
+            message(&split, b"head"),
+            &mut HeldTail(b"tail bytes".to_vec()),
+        );
+        net.deliver(0, message(&split, b"short"));
+        net.deliver_split(0, message(&plain, b"head"), &mut HeldTail(b"tail".to_vec()));
+        net.deliver_split(
+            0,
+            message(&later, b"early "),
+            &mut HeldTail(b"tail".to_vec()),
+        );
+        let g4 = Arc::clone(&got);
+        later.on_message(move |_, m| lock(&g4).push(("later", m.to_vec(), vec![])));
+        let got = lock(&got).clone();
+        let want: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+            ("split", b"head".to_vec(), b"tail bytes".to_vec()),
+            ("whole", b"short".to_vec(), vec![]),
+            ("plain", b"headtail".to_vec(), vec![]),
+            ("later", b"early tail".to_vec(), vec![]),
+        ];
+        assert_eq!(got, want);
     }
 }

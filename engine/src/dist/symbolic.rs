@@ -86,21 +86,79 @@ const DONE: u32 = 1;
 /// per item its data key and bytes. Written straight into the channel's
 /// message (`ch.writer`), sized beforehand: the data is copied once, not
 /// packed into a buffer that is then copied again behind the header.
+///
+/// Returns the message, the bytes of data it carries, and where the last
+/// item's bytes start (when there are any): the message may go head first
+/// (`Channel::send_split_since`), and the receiver read that item straight
+/// into its copy (`read_in_place`).
 fn encode_items<K: Serialize>(
     ch: &super::net::Channel,
     key: &K,
     id: u64,
     items: &[(u64, DataRef)],
-) -> Result<(Writer, u64), String> {
+) -> Result<(Writer, u64, Option<usize>), String> {
     let k = postcard::to_allocvec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
     let bytes: u64 = items.iter().map(|(_, d)| d.bytes()).sum();
     let mut w = ch.writer(k.len() + 32 + bytes as usize + 16 * items.len());
     w.u32(EDGE).bytes(&k).u64(id).u32(items.len() as u32);
+    let mut last = None;
     for (dk, d) in items {
         w.u64(*dk);
+        let at = w.0.len();
         d.pack(&mut w)?;
+        // The item's bytes follow its 8-byte length.
+        last = Some(at + 8).filter(|&b| b < w.0.len());
     }
-    Ok((w, bytes))
+    Ok((w, bytes, last))
+}
+
+/// Read the last data item of an edge message delivered head first (`head`,
+/// see [`encode_items`]) from `tail` straight into this rank's copy of the
+/// data, when no task uses the copy now (`Submitter::write_now`): no message
+/// buffer, no copy out of it, no receive task. `Ok(false)`: not done, the
+/// tail is still unread (a task uses the copy, or the head is not such a
+/// message: the whole message then goes the usual way, which reports what is
+/// wrong with it). `Err`: the copy is not of the size that arrived.
+fn read_in_place<C: DistClasses>(
+    classes: &C,
+    submitter: &crate::Submitter,
+    head: &[u8],
+    tail: &mut dyn super::Tail,
+) -> Result<bool, String>
+where
+    C::Key: Serialize + DeserializeOwned,
+{
+    let mut r = Reader::new(head);
+    let last = (|| -> Result<Option<(u64, usize)>, String> {
+        if r.u32()? != EDGE {
+            return Ok(None);
+        }
+        r.bytes()?;
+        r.u64()?;
+        let n = r.u32()?;
+        for _ in 1..n {
+            r.u64()?;
+            r.bytes()?;
+        }
+        let dk = r.u64()?;
+        let len = usize::try_from(r.u64()?).map_err(|_| "length overflows usize")?;
+        Ok((n > 0 && r.rest().is_empty() && len == tail.len()).then_some((dk, len)))
+    })();
+    let Ok(Some((dk, len))) = last else {
+        return Ok(false);
+    };
+    let data = classes.data(dk);
+    // SAFETY: `write_now` runs the closure only while no task uses the
+    // data, holding its dependency lock, as a receive task declaring it W
+    // would run.
+    let write = || unsafe {
+        data.handle
+            .fill_parts(len, &mut |parts| tail.read_into(parts))
+    };
+    match submitter.write_now(&data.handle, write) {
+        Some(written) => written.map(|()| true),
+        None => Ok(false),
+    }
 }
 
 /// The largest data item written into its copy by the routing callback
@@ -216,8 +274,8 @@ where
             let items: Vec<(u64, DataRef)> =
                 dks.iter().map(|&dk| (dk, classes3.data(dk))).collect();
             let start = ch.now();
-            let (msg, bytes) = encode_items(ch, key, id, &items)?;
-            ch.send_since(*rank, msg, start);
+            let (msg, bytes, head) = encode_items(ch, key, id, &items)?;
+            ch.send_split_since(*rank, msg, head, start);
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;
             c.items += items.len() as u64;
@@ -239,10 +297,10 @@ where
     let ch = net.channel().named("edge");
     let _ = send_slot.set(ch.clone());
     let ch2 = ch.clone();
-    ch.on_message_owned(move |from, body| {
+    // What a message does on arrival; `last_read`: its last data item was
+    // already read into its copy (`read_in_place`), the message is its head.
+    let handle = move |from: usize, body: Arc<super::net::Message>, last_read: bool| {
         let (done_peers, wake2) = (&peers2, &wake2);
-        // The items are read in place by their receive tasks (no copy).
-        let body = Arc::new(body);
         let result = (|| -> Result<(), String> {
             let mut r = Reader::new(&body);
             if r.u32()? == DONE {
@@ -257,8 +315,12 @@ where
                 .map_err(|e| format!("undecodable task key from rank {from}: {e}"))?;
             let pred = r.u64()?;
             let n = r.u32()?;
-            for _ in 0..n {
+            for i in 0..n {
                 let dk = r.u64()?;
+                if last_read && i + 1 == n {
+                    r.u64()?;
+                    break;
+                }
                 let bytes = r.bytes()?;
                 let data = classes2.data(dk);
                 if bytes.len() <= INLINE_MAX {
@@ -288,7 +350,26 @@ where
         if let Err(e) = result {
             net2.abort(&format!("remote edge from rank {from}: {e}"));
         }
-    });
+    };
+    let handle = Arc::new(handle);
+    let (whole, classes4, submitter2, net3) = (
+        Arc::clone(&handle),
+        Arc::clone(&classes),
+        rt.submitter(),
+        Arc::clone(net),
+    );
+    ch.on_message_split(
+        // The items are read in place by their receive tasks (no copy).
+        move |from, body| whole(from, Arc::new(body), false),
+        move |from, head, tail| match read_in_place(&*classes4, &submitter2, &head, tail) {
+            Ok(true) => handle(from, Arc::new(head), true),
+            Ok(false) => {
+                let body = super::net::Message::whole(tail.read_all(head.into_bytes()));
+                handle(from, Arc::new(body), false)
+            }
+            Err(e) => net3.abort(&format!("remote edge from rank {from}: {e}")),
+        },
+    );
     let owned = classes.owned(me);
     // Wake the waiting thread once, when the last owned task is done
     // (failures and aborts are polled by `wait_until`).
@@ -398,7 +479,7 @@ mod tests {
     fn receive_labels_are_built_only_when_asked() {
         let rt = Runtime::with_workers(1).unwrap();
         let h = rt.register_replicable(vec![0.0f64; 2]);
-        let msg = Arc::new(super::super::net::Message::from_bytes(vec![0; 4 + 16]));
+        let msg = Arc::new(super::super::net::Message::whole(vec![0; 4 + 16]));
         let recv = recv_task(&recv_codelet(), DataRef::of(&h), 5, 2, msg, 0..16);
         assert!(recv.label.is_none());
         assert_eq!(recv.display_name(), "recv(5 from 2)");
