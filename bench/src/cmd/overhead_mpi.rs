@@ -50,8 +50,18 @@ pub struct OverheadMpiArgs {
 
 const SMALL: usize = 8;
 const LARGE: usize = 1 << 20;
-/// Outputs in flight per rank in a stream: producers reuse `WINDOW` handles in turn.
+/// MPI's window in a stream (`osu_bw`'s): non-blocking sends posted before an
+/// acknowledgement.
 const WINDOW: usize = 64;
+/// Bytes of distinct outputs a stream registers at most per rank. Its
+/// producers write distinct handles, so they are independent: when they
+/// reused 64 handles in turn, each handle's producers ran back to back (a
+/// finished task's released successor runs next on its worker), their
+/// messages came back to back, and each found the copy on the receiver
+/// still to be read by the previous version's consumer, so it could not be
+/// read in place (70 % of the 1 MiB messages). Past this many bytes (a long
+/// 1 MiB stream) producers reuse handles in turn.
+const STREAM_BYTES: usize = 256 << 20;
 
 /// The two shapes (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +84,8 @@ static CONSUME: LazyLock<Codelet<Read<Vec<u8>>>> =
 struct EdgeBench {
     shape: Shape,
     n: u64,
+    /// Distinct outputs of a stream (handles written in turn).
+    outputs: u64,
     register: Box<dyn Fn(u64) -> DataHandle<Vec<u8>> + Send + Sync>,
     /// This rank's handle per data key: its outputs and its copies of the other rank's.
     handles: Mutex<HashMap<u64, DataHandle<Vec<u8>>>>,
@@ -85,9 +97,11 @@ impl EdgeBench {
     /// starts too, so neither measures first-touch page faults.
     fn new(rt: &Runtime, shape: Shape, n: usize, bytes: usize) -> EdgeBench {
         let reg = rt.registrar();
+        let outputs = n.min((STREAM_BYTES / bytes.max(1)).max(WINDOW)) as u64;
         let bench = EdgeBench {
             shape,
             n: n as u64,
+            outputs,
             register: Box::new(move |k| {
                 reg.register_replicable_named(vec![1u8; bytes], format!("out{k}"))
                     .expect("the runtime is alive during the run")
@@ -96,7 +110,7 @@ impl EdgeBench {
         };
         let keys = match shape {
             Shape::Chain => 2,
-            Shape::Stream => WINDOW.min(n) as u64,
+            Shape::Stream => outputs,
         };
         for k in 0..keys {
             bench.handle(k);
@@ -109,7 +123,7 @@ impl EdgeBench {
         match self.shape {
             // Two handles, one per rank, written in turn.
             Shape::Chain => key.1 % 2,
-            Shape::Stream => key.1 % WINDOW as u64,
+            Shape::Stream => key.1 % self.outputs,
         }
     }
 
@@ -166,7 +180,7 @@ impl TaskClasses for EdgeBench {
                 Task::new(&PRODUCE, (vec![], self.handle(self.output(key)).w())).into()
             }
             (Shape::Stream, (_, i)) => {
-                Task::new(&CONSUME, self.handle(i % WINDOW as u64).r()).into()
+                Task::new(&CONSUME, self.handle(i % self.outputs).r()).into()
             }
         }
     }
