@@ -117,6 +117,9 @@ impl RankSet {
 struct Received {
     msg: Message,
     at: std::ops::Range<usize>,
+    /// The bytes were read straight into the data when the message came
+    /// (`recv_in_place`): the receive task has nothing left to copy.
+    written: bool,
 }
 
 impl Received {
@@ -164,15 +167,26 @@ struct Flow {
 /// message callback (held briefly, never across a submission).
 #[derive(Default)]
 struct Inbox {
-    /// Receives posted and not matched yet: (gid, version) → (bytes slot,
-    /// hold, when it was posted on the trace clock).
-    waiting: HashMap<(u64, u64), (Slot, Hold, Option<Tick>)>,
+    /// Receives posted and not matched yet, by (gid, version).
+    waiting: HashMap<(u64, u64), Waiting>,
     /// Messages that came before their receive: (gid, version) → bytes.
     arrived: HashMap<(u64, u64), Received>,
     /// `DONE`s received from other ranks (all `wait_all` rounds).
     done_peers: u64,
     /// `wait_all` rounds this rank finished.
     rounds: u64,
+}
+
+/// A receive posted and not matched yet.
+struct Waiting {
+    /// Where its message goes.
+    slot: Slot,
+    /// Its task's hold, released when the message is in `slot`.
+    hold: Hold,
+    /// When it was posted, on the trace clock.
+    posted: Option<Tick>,
+    /// The copy its task writes.
+    data: DataRef,
 }
 
 /// Counters of a distributed STF run on this rank.
@@ -311,7 +325,7 @@ impl DistRuntime {
         let wake2 = Arc::clone(&wake);
         let net2 = Arc::clone(&net);
         let ch2 = ch.clone();
-        ch.on_message_owned(move |from, body: Message| {
+        let on_whole = move |from, body: Message| {
             let r = (|| -> Result<(), String> {
                 let mut r = Reader::new(&body);
                 if r.u32()? == DONE {
@@ -327,10 +341,13 @@ impl DistRuntime {
                 let bytes = Received {
                     msg: body,
                     at: end - len..end,
+                    written: false,
                 };
                 let mut s = lock(&st);
                 match s.waiting.remove(&(gid, version)) {
-                    Some((slot, hold, posted)) => {
+                    Some(Waiting {
+                        slot, hold, posted, ..
+                    }) => {
                         let _ = slot.set(bytes);
                         drop(s);
                         net2.transport().awaiting(-1);
@@ -349,7 +366,29 @@ impl DistRuntime {
             if let Err(e) = r {
                 net2.abort(&format!("data message from rank {from}: {e}"));
             }
-        });
+        };
+        let on_whole = Arc::new(on_whole);
+        let whole = Arc::clone(&on_whole);
+        let (st3, net3, ch3) = (Arc::clone(&inbox), Arc::clone(&net), ch.clone());
+        // As `Submitter::write_now`: no device copies to keep coherent, and
+        // no trace, whose receive task would be recorded as having run.
+        let in_place = !rt.is_simulated() && rt.host_only() && !rt.traced();
+        ch.on_message_split(
+            move |from, body| whole(from, body),
+            move |from, head, tail| {
+                if in_place {
+                    match recv_in_place(&st3, &net3, &ch3, from, head, tail) {
+                        Ok(None) => {}
+                        Ok(Some(head)) => {
+                            on_whole(from, Message::whole(tail.read_all(head.into_bytes())))
+                        }
+                        Err(e) => net3.abort(&format!("data message from rank {from}: {e}")),
+                    }
+                } else {
+                    on_whole(from, Message::whole(tail.read_all(head.into_bytes())));
+                }
+            },
+        );
         // Simulated: always (a simulation runs no body, so a send task
         // would send nothing; the hook runs in the event loop as the
         // writer's virtual end comes, and charges the message's bytes).
@@ -513,9 +552,13 @@ impl DistRuntime {
                 // Idle workers watch the network until it comes
                 // (`crate::watch`); counted before the callback can match it.
                 self.net.transport().awaiting(1);
-                inbox
-                    .waiting
-                    .insert((gid, version), (slot, hold, self.ch.now()));
+                let waiting = Waiting {
+                    slot,
+                    hold,
+                    posted: self.ch.now(),
+                    data: e.data.clone(),
+                };
+                inbox.waiting.insert((gid, version), waiting);
             }
         }
         Ok(())
@@ -619,8 +662,10 @@ impl DistRuntime {
             .cpu_only()
             .body(move |_| {
                 let got = slot.get().ok_or("released before its message came")?;
-                // SAFETY: this task declared the handle W, on a CPU worker.
-                unsafe { data.unpack(got.bytes()) }?;
+                if !got.written {
+                    // SAFETY: this task declared the handle W, on a CPU worker.
+                    unsafe { data.unpack(got.bytes()) }?;
+                }
                 Ok(())
             })
     }
@@ -678,7 +723,9 @@ impl DistRuntime {
 }
 
 /// Pack version `version` of `gid`, which `data` holds (nobody writes it
-/// meanwhile), straight into a message to `to` (no second copy) and send it.
+/// meanwhile), straight into a message to `to` (no second copy) and send it,
+/// head first: the receiver may read the bytes straight into its copy
+/// (`recv_in_place`).
 fn send_version(
     ch: &Channel,
     data: &DataRef,
@@ -689,9 +736,79 @@ fn send_version(
     let start = ch.now();
     let mut w = ch.writer(28 + data.bytes() as usize);
     w.u32(DATA).u64(gid).u64(version);
+    // The bytes follow their 8-byte length.
+    let head = w.0.len() + 8;
     data.pack(&mut w)?;
-    ch.send_since(to, w, start);
+    let head = Some(head).filter(|&h| h < w.0.len());
+    ch.send_split_since(to, w, head, start);
     Ok(())
+}
+
+/// A data message delivered head first (`head`, see [`send_version`]): when
+/// its receive task waits only for it (every task before it on the copy has
+/// finished), read the bytes from `tail` straight into the copy, and let the
+/// receive task run with nothing left to copy. `Ok(Some(head))`: not done,
+/// the tail still unread (the receive is not posted yet or waits for a
+/// reader of the copy, or the head is not such a message), for the
+/// whole-message way. `Err`: the copy is not of the size that arrived.
+fn recv_in_place(
+    inbox: &Mutex<Inbox>,
+    net: &Net,
+    ch: &Channel,
+    from: usize,
+    head: Message,
+    tail: &mut dyn super::Tail,
+) -> Result<Option<Message>, String> {
+    let key = (|| -> Result<Option<(u64, u64)>, String> {
+        let mut r = Reader::new(&head);
+        if r.u32()? != DATA {
+            return Ok(None);
+        }
+        let (gid, version) = (r.u64()?, r.u64()?);
+        let len = r.u64()?;
+        Ok((r.rest().is_empty() && len == tail.len() as u64).then_some((gid, version)))
+    })();
+    let Ok(Some(key)) = key else {
+        return Ok(Some(head));
+    };
+    let Waiting {
+        slot,
+        hold,
+        posted,
+        data,
+    } = {
+        let mut s = lock(inbox);
+        match s.waiting.get(&key) {
+            // Its pending count is the hold alone: every task it waits for
+            // (the copy's earlier readers and writer) has finished, and no
+            // task can use the copy before it (later ones wait for it).
+            Some(w) if w.hold.only_hold_left() => s.waiting.remove(&key).expect("just found"),
+            _ => return Ok(Some(head)),
+        }
+    };
+    let size = head.len() + 4 + tail.len();
+    let h = &data.handle;
+    let written = h
+        .acquire(h, crate::memory::HOST, AccessMode::W, true)
+        .and_then(|()| {
+            // SAFETY: the receive task that declared the copy W is not run yet
+            // and nothing else uses the copy (above); it is acquired for writing
+            // on the host.
+            let r = unsafe { h.fill_parts(tail.len(), &mut |parts| tail.read_into(parts)) };
+            h.release(crate::memory::HOST, AccessMode::W);
+            r
+        });
+    // The receive runs either way: with nothing to copy, or, after a
+    // failure, to fail on the empty bytes once the abort below is sent.
+    let _ = slot.set(Received {
+        msg: head,
+        at: 0..0,
+        written: written.is_ok(),
+    });
+    net.transport().awaiting(-1);
+    ch.record_recv(from, size, posted);
+    hold.release_received();
+    written.map(|()| None)
 }
 
 /// A typed task of a [`DistRuntime`], submitted on every rank.

@@ -98,6 +98,17 @@ impl Hold {
         }
     }
 
+    /// Whether the task waits for this hold alone (every predecessor has
+    /// finished, none failed): what it declared is used by no other task
+    /// until it runs.
+    pub(crate) fn only_hold_left(&self) -> bool {
+        self.node.pending.load(std::sync::atomic::Ordering::Acquire) == 1
+            && !self
+                .node
+                .cancelled
+                .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Let a receive run, its message having come: at once on this thread
     /// if it is a worker polling the network and the receive is ready (see
     /// `Shared::release_received`). Only for a task whose body is short
