@@ -1181,18 +1181,18 @@ impl Tail for MpiTail<'_> {
                 off += piece;
             } else {
                 // A piece across parts: through a buffer.
-                let mut buf = receive_pieces_after_one(msg, piece);
+                let mut buf = receive_piece(msg, piece);
                 if buf.len() != piece {
                     return Err("a message ended early".into());
                 }
-                let mut from = &buf[..];
-                while !from.is_empty() {
+                let mut rest = &buf[..];
+                while !rest.is_empty() {
                     while parts[at].len() == off {
                         (at, off) = (at + 1, 0);
                     }
-                    let n = (parts[at].len() - off).min(from.len());
-                    parts[at][off..off + n].copy_from_slice(&from[..n]);
-                    (from, off) = (&from[n..], off + n);
+                    let n = (parts[at].len() - off).min(rest.len());
+                    parts[at][off..off + n].copy_from_slice(&rest[..n]);
+                    (rest, off) = (&rest[n..], off + n);
                 }
                 buf.clear();
                 tessera_engine::dist::buffers::give(buf);
@@ -1215,7 +1215,7 @@ impl Tail for MpiTail<'_> {
 }
 
 /// Receive one matched piece of `len` bytes into a buffer of its own.
-fn receive_pieces_after_one(msg: mpi::point_to_point::Message, len: usize) -> Vec<u8> {
+fn receive_piece(msg: mpi::point_to_point::Message, len: usize) -> Vec<u8> {
     let mut buf = tessera_engine::dist::buffers::take(len);
     receive_into_spare(&mut buf, len, |target| msg.matched_receive_into(target));
     buf
