@@ -189,6 +189,18 @@ struct Waiting {
     data: DataRef,
 }
 
+impl Waiting {
+    /// Hand the receive its message (`size` bytes from `from`) and let it
+    /// run: the receive only unpacks, so it may run right here, on a worker
+    /// polling the network.
+    fn matched(self, got: Received, net: &Net, ch: &Channel, from: usize, size: usize) {
+        let _ = self.slot.set(got);
+        net.transport().awaiting(-1);
+        ch.record_recv(from, size, self.posted);
+        self.hold.release_received();
+    }
+}
+
 /// Counters of a distributed STF run on this rank.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StfStats {
@@ -345,15 +357,9 @@ impl DistRuntime {
                 };
                 let mut s = lock(&st);
                 match s.waiting.remove(&(gid, version)) {
-                    Some(Waiting {
-                        slot, hold, posted, ..
-                    }) => {
-                        let _ = slot.set(bytes);
+                    Some(w) => {
                         drop(s);
-                        net2.transport().awaiting(-1);
-                        ch2.record_recv(from, size, posted);
-                        // The receive only unpacks: it may run right here.
-                        hold.release_received();
+                        w.matched(bytes, &net2, &ch2, from, size);
                     }
                     None => {
                         s.arrived.insert((gid, version), bytes);
@@ -771,12 +777,7 @@ fn recv_in_place(
     let Ok(Some(key)) = key else {
         return Ok(Some(head));
     };
-    let Waiting {
-        slot,
-        hold,
-        posted,
-        data,
-    } = {
+    let w = {
         let mut s = lock(inbox);
         match s.waiting.get(&key) {
             // Its pending count is the hold alone: every task it waits for
@@ -787,7 +788,7 @@ fn recv_in_place(
         }
     };
     let size = head.len() + 4 + tail.len();
-    let h = &data.handle;
+    let h = &w.data.handle;
     let written = h
         .acquire(h, crate::memory::HOST, AccessMode::W, true)
         .and_then(|()| {
@@ -800,14 +801,12 @@ fn recv_in_place(
         });
     // The receive runs either way: with nothing to copy, or, after a
     // failure, to fail on the empty bytes once the abort below is sent.
-    let _ = slot.set(Received {
+    let got = Received {
         msg: head,
         at: 0..0,
         written: written.is_ok(),
-    });
-    net.transport().awaiting(-1);
-    ch.record_recv(from, size, posted);
-    hold.release_received();
+    };
+    w.matched(got, net, ch, from, size);
     written.map(|()| None)
 }
 
