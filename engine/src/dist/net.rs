@@ -403,14 +403,31 @@ impl Channel {
         self.route_to(Arc::new(f), Some(Arc::new(split)));
     }
 
+    /// Route this channel's messages to `f` (and `split`), the early ones
+    /// first, in order. The route is installed only once no early message
+    /// is left, in the same critical section as that check (`route` keeps a
+    /// message as early under the same lock): installed first, a message
+    /// routed live by the transport's thread was handled while this thread
+    /// still handled the early ones, concurrently and out of order (a
+    /// symbolic run's version 2 of a copy was written before the reader of
+    /// version 1 was submitted: `a_version_arriving_while_its_copy_is_read_
+    /// waits_for_the_reader`, once in CI).
     fn route_to(&self, f: Callback, split: Option<SplitCallback>) {
-        let early = {
-            let mut routes = lock(&self.shared.routes);
-            routes.insert(self.id, Route::Callback(Arc::clone(&f), split));
-            lock(&self.shared.early).remove(&self.id)
-        };
-        for (from, msg) in early.unwrap_or_default() {
-            f(from, Message { buf: msg });
+        loop {
+            let early = {
+                let mut routes = lock(&self.shared.routes);
+                match lock(&self.shared.early).remove(&self.id) {
+                    Some(early) => early,
+                    None => {
+                        routes.insert(self.id, Route::Callback(f, split));
+                        return;
+                    }
+                }
+            };
+            // Messages that come meanwhile are kept as early, for the next turn.
+            for (from, msg) in early {
+                f(from, Message { buf: msg });
+            }
         }
     }
 
@@ -548,6 +565,31 @@ mod tests {
     /// A message of channel `ch`: its header, then `body`.
     fn message(ch: &Channel, body: &[u8]) -> Vec<u8> {
         [&ch.id.to_le_bytes()[..], body].concat()
+    }
+
+    /// A channel opened after some of its messages came gets them first, in
+    /// order, and one that comes while it takes them (here: routed from
+    /// inside the callback, as the transport's thread could route it
+    /// meanwhile) after them, not in between.
+    #[test]
+    fn early_messages_come_first_and_in_order() {
+        let net = Net::manual(super::super::local::world(1).remove(0));
+        let ch = net.channel();
+        net.deliver(0, message(&ch, b"a"));
+        net.deliver(0, message(&ch, b"b"));
+        let got = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
+        let (g, weak, c) = (Arc::clone(&got), Arc::downgrade(&net), ch.clone());
+        ch.on_message(move |_, m| {
+            lock(&g).push(m.to_vec());
+            if m == b"a" {
+                if let Some(net) = weak.upgrade() {
+                    net.deliver(0, message(&c, b"c"));
+                }
+            }
+        });
+        net.deliver(0, message(&ch, b"d"));
+        let want: Vec<Vec<u8>> = ["a", "b", "c", "d"].map(|x| x.as_bytes().to_vec()).into();
+        assert_eq!(*lock(&got), want);
     }
 
     /// A message delivered head first goes to its channel's split callback,
