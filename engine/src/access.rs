@@ -214,7 +214,7 @@ macro_rules! single {
 
             fn declare(self, out: &mut Declared) {
                 out.accesses.push(Access {
-                    handle: self.0.erased(),
+                    handle: self.0.into_erased(),
                     mode: AccessMode::$mode,
                 });
             }

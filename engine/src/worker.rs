@@ -31,6 +31,11 @@ pub(crate) enum Outcome {
 #[derive(Clone, Copy)]
 pub(crate) struct Current {
     pub(crate) runtime: u64,
+    /// The worker's runtime, which the thread that set this value holds
+    /// (an `Arc`: a worker's thread for its whole life, a simulation's
+    /// thread while it runs its virtual worker's task) for as long as
+    /// `CURRENT` holds it.
+    shared: *const Shared,
     pub(crate) worker: usize,
     /// The worker's queue. Valid while `CURRENT` holds this value: set from
     /// the worker's `&mut` queue right before a body runs (or the worker
@@ -50,6 +55,22 @@ thread_local! {
 /// The worker of `runtime` this thread is running a body for, if any.
 pub(crate) fn current(runtime: u64) -> Option<Current> {
     CURRENT.with(|c| c.get()).filter(|c| c.runtime == runtime)
+}
+
+/// `f` on the runtime `shared` points to, if this thread is one of its
+/// workers running a body or polling the network (see [`Current`]); else
+/// `f(None)`. No reference count is taken: the worker holds the runtime.
+/// (`Submitter` and `Hold` hold it weakly, and each `upgrade` wrote the
+/// count's line, shared by every thread that submits: two atomic writes
+/// on a line that moved between the workers, per task a symbolic
+/// front-end makes and per message that releases a receive.)
+pub(crate) fn on_own_runtime<R>(shared: *const Shared, f: impl FnOnce(Option<&Shared>) -> R) -> R {
+    let own = CURRENT
+        .with(|c| c.get())
+        .filter(|c| std::ptr::eq(c.shared, shared));
+    // SAFETY: a `Current` is set only while its worker's thread holds its
+    // runtime (`Current::shared`), so the pointer is valid for this call.
+    f(own.map(|c| unsafe { &*c.shared }))
 }
 
 impl Current {
@@ -88,23 +109,30 @@ impl Current {
 pub(crate) struct CurrentGuard(Option<Current>);
 
 impl CurrentGuard {
-    pub(crate) fn set(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
-        Self::with(runtime, worker, queue, false)
+    pub(crate) fn set(shared: &Shared, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
+        Self::with(shared, worker, queue, false)
     }
 
     /// For a worker polling the network from its idle path.
-    fn idle(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
-        Self::with(runtime, worker, queue, true)
+    fn idle(shared: &Shared, worker: usize, queue: &mut dyn WorkerQueue) -> CurrentGuard {
+        Self::with(shared, worker, queue, true)
     }
 
-    fn with(runtime: u64, worker: usize, queue: &mut dyn WorkerQueue, idle: bool) -> CurrentGuard {
+    /// `shared`: the runtime the calling thread holds until the guard drops.
+    fn with(
+        shared: &Shared,
+        worker: usize,
+        queue: &mut dyn WorkerQueue,
+        idle: bool,
+    ) -> CurrentGuard {
         let queue: *mut (dyn WorkerQueue + '_) = queue;
         // SAFETY: only the lifetime is erased; the pointer is cleared by the
         // guard's drop before the borrow it came from ends.
         let queue: *mut dyn WorkerQueue = unsafe { std::mem::transmute(queue) };
         let before = CURRENT.with(|c| {
             c.replace(Some(Current {
-                runtime,
+                runtime: shared.id(),
+                shared,
                 worker,
                 queue,
                 idle,
@@ -130,7 +158,7 @@ enum Work {
 /// then its policy queue. The sleep protocol's re-check after announcing
 /// (W3) thereby sees a posted team as it sees a pushed task.
 struct Source<'a> {
-    runtime: u64,
+    shared: &'a Shared,
     queue: &'a mut dyn WorkerQueue,
     board: Option<&'a Board>,
     index: usize,
@@ -156,7 +184,7 @@ impl Pop for Source<'_> {
         match self.watch {
             Some(w) => {
                 // A receive the poll releases may run here (`run_received`).
-                let _current = CurrentGuard::idle(self.runtime, self.index, &mut *self.queue);
+                let _current = CurrentGuard::idle(self.shared, self.index, &mut *self.queue);
                 w.poll(&mut self.watching)
             }
             None => Activity::Idle,
@@ -172,7 +200,7 @@ impl Source<'_> {
     fn poll_between(&mut self) {
         if let Some(w) = self.watch {
             // A receive the poll releases may run here, as in an idle poll.
-            let _current = CurrentGuard::idle(self.runtime, self.index, &mut *self.queue);
+            let _current = CurrentGuard::idle(self.shared, self.index, &mut *self.queue);
             w.poll_between();
         }
     }
@@ -200,7 +228,7 @@ pub(crate) fn run_worker(shared: Arc<Shared>, mut queue: Box<dyn WorkerQueue>, i
             break;
         }
         let mut source = Source {
-            runtime: shared.id(),
+            shared: &shared,
             queue: &mut *queue,
             board,
             index,
@@ -365,7 +393,7 @@ fn execute(
     } else {
         let start = recorder.as_ref().map(|r| r.now());
         let outcome = {
-            let _current = CurrentGuard::set(shared.id(), index, &mut *queue);
+            let _current = CurrentGuard::set(shared, index, &mut *queue);
             let Once { cpu, device, then } = once;
             let outcome = if shared.multi_node() {
                 run_with_data(shared, &node, index, cpu, device, team)

@@ -53,13 +53,13 @@ impl Submitter {
     /// Like [`Runtime::submit`]; `Err` if the runtime is gone.
     pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
         let task = task.into();
-        match self.0.upgrade() {
+        with_runtime(&self.0, |shared| match shared {
             Some(shared) => shared.submit(task),
             None => Err(Error::Submit {
                 task: task.display_name(),
                 reason: "the runtime was dropped".into(),
             }),
-        }
+        })
     }
 }
 
@@ -71,8 +71,18 @@ impl Submitter {
         data: &Arc<dyn crate::data::AnyHandle>,
         write: impl FnOnce() -> Result<(), String>,
     ) -> Option<Result<(), String>> {
-        self.0.upgrade()?.write_now(data, write)
+        with_runtime(&self.0, |shared| shared?.write_now(data, write))
     }
+}
+
+/// `f` on the runtime `weak` refers to, `None` if it is gone: through this
+/// thread's worker when the thread is one of that runtime's (no count
+/// taken, see `worker::on_own_runtime`), else upgraded.
+fn with_runtime<R>(weak: &Weak<Shared>, f: impl FnOnce(Option<&Shared>) -> R) -> R {
+    crate::worker::on_own_runtime(Weak::as_ptr(weak), |own| match own {
+        Some(shared) => f(Some(shared)),
+        None => f(weak.upgrade().as_deref()),
+    })
 }
 
 /// The extra pending count of a task submitted held (see
@@ -93,9 +103,12 @@ impl Hold {
 
     /// Let the task run (once its dependencies are met).
     pub(crate) fn release(self) {
-        if let Some(s) = self.shared.upgrade() {
-            s.release_one(self.node);
-        }
+        let Hold { node, shared } = self;
+        with_runtime(&shared, |s| {
+            if let Some(s) = s {
+                s.release_one(node);
+            }
+        });
     }
 
     /// Whether the task waits for this hold alone (every predecessor has
@@ -114,9 +127,12 @@ impl Hold {
     /// `Shared::release_received`). Only for a task whose body is short
     /// and never waits (it runs inside the network's poll).
     pub(crate) fn release_received(self) {
-        if let Some(s) = self.shared.upgrade() {
-            s.release_received(self.node);
-        }
+        let Hold { node, shared } = self;
+        with_runtime(&shared, |s| {
+            if let Some(s) = s {
+                s.release_received(node);
+            }
+        });
     }
 }
 
@@ -150,5 +166,55 @@ impl Runtime {
     /// (it does not keep the runtime alive).
     pub fn submitter(&self) -> Submitter {
         Submitter(Arc::downgrade(&self.shared))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Proves that a `Submitter` reaches its own runtime whichever thread
+    //! calls it: a worker of that runtime (no count taken), a worker of
+    //! another runtime, or a thread that is no worker; and that it fails,
+    //! naming the task, once the runtime is gone.
+    use crate::{Codelet, Error, ReadWrite, Runtime};
+
+    #[test]
+    fn a_submitter_reaches_its_own_runtime_from_any_thread() {
+        let (a, b) = (
+            Runtime::with_workers(1).unwrap(),
+            Runtime::with_workers(1).unwrap(),
+        );
+        let (ha, hb) = (a.register(0u64), b.register(0u64));
+        let add: Codelet<ReadWrite<u64>, u64> =
+            Codelet::with_args("add").cpu(|_, &n, v: &mut u64| {
+                *v += n;
+                Ok(())
+            });
+        let (sub_a, sub_b) = (a.submitter(), b.submitter());
+        let (ha2, hb2, add2) = (ha.clone(), hb.clone(), add.clone());
+        // A body of `a` submits to `a` (its own worker) and to `b`.
+        let parent: Codelet<()> = Codelet::new("parent").cpu(move |_, _, ()| {
+            sub_a.submit(crate::Task::new(&add2, ha2.rw()).args(1))?;
+            sub_b.submit(crate::Task::new(&add2, hb2.rw()).args(10))?;
+            Ok(())
+        });
+        a.task(&parent, ()).submit().unwrap();
+        a.wait_all().unwrap();
+        b.wait_all().unwrap();
+        // From this thread, no worker of either.
+        b.submitter()
+            .submit(crate::Task::new(&add, hb.rw()).args(100))
+            .unwrap();
+        b.wait_all().unwrap();
+        assert_eq!(a.unregister(ha).unwrap(), 1);
+        assert_eq!(b.unregister(hb).unwrap(), 110);
+        let gone = b.submitter();
+        drop(b);
+        let e = gone
+            .submit(crate::Task::new(&add, a.register(0u64).rw()).args(1))
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::Submit { reason, .. } if reason.contains("dropped")),
+            "{e}"
+        );
     }
 }

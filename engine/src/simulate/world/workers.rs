@@ -338,7 +338,7 @@ impl<'a> RtView<'a> {
         let run_body = world.execute_bodies && !node.accesses.iter().any(|a| a.handle.is_virtual());
         let mut outcome = Outcome::Ok;
         {
-            let _current = CurrentGuard::set(shared.id(), w, &mut *q);
+            let _current = CurrentGuard::set(shared, w, &mut *q);
             if run_body {
                 let ctx = TaskContext::new(&node, w, r.mem_node, shared.sleep(), None);
                 outcome = match catch_unwind(AssertUnwindSafe(|| {
