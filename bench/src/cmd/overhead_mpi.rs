@@ -13,15 +13,12 @@
 //!
 //! Rounds alternate MPI and Tessera measurements; medians are printed with the ratios.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
-
-use std::collections::HashMap;
 
 use tessera_engine::dist::symbolic::{self, DistClasses};
 use tessera_engine::dist::{Collectives, DataRef, Net};
 use tessera_engine::symbolic::TaskClasses;
-use tessera_engine::util::lock;
 use tessera_engine::{Codelet, Config, DataHandle, Read, Runtime, Task, TaskBuilder, Write};
 
 use crate::ranks::Ranks;
@@ -86,9 +83,12 @@ struct EdgeBench {
     n: u64,
     /// Distinct outputs of a stream (handles written in turn).
     outputs: u64,
-    register: Box<dyn Fn(u64) -> DataHandle<Vec<u8>> + Send + Sync>,
-    /// This rank's handle per data key: its outputs and its copies of the other rank's.
-    handles: Mutex<HashMap<u64, DataHandle<Vec<u8>>>>,
+    /// This rank's handle per data key (0, 1, ...): its outputs and its
+    /// copies of the other rank's, all registered before the clock starts.
+    /// Indexed, not looked up in a locked map: the map's lock and hash,
+    /// four times per remote edge, were the benchmark's cost, not the
+    /// runtime's.
+    handles: Vec<DataHandle<Vec<u8>>>,
 }
 
 impl EdgeBench {
@@ -98,24 +98,22 @@ impl EdgeBench {
     fn new(rt: &Runtime, shape: Shape, n: usize, bytes: usize) -> EdgeBench {
         let reg = rt.registrar();
         let outputs = n.min((STREAM_BYTES / bytes.max(1)).max(WINDOW)) as u64;
-        let bench = EdgeBench {
-            shape,
-            n: n as u64,
-            outputs,
-            register: Box::new(move |k| {
-                reg.register_replicable_named(vec![1u8; bytes], format!("out{k}"))
-                    .expect("the runtime is alive during the run")
-            }),
-            handles: Mutex::new(HashMap::new()),
-        };
         let keys = match shape {
             Shape::Chain => 2,
             Shape::Stream => outputs,
         };
-        for k in 0..keys {
-            bench.handle(k);
+        let handles = (0..keys)
+            .map(|k| {
+                reg.register_replicable_named(vec![1u8; bytes], format!("out{k}"))
+                    .expect("the runtime is alive during the run")
+            })
+            .collect();
+        EdgeBench {
+            shape,
+            n: n as u64,
+            outputs,
+            handles,
         }
-        bench
     }
 
     /// The data key task `key` writes.
@@ -128,14 +126,12 @@ impl EdgeBench {
     }
 
     fn handle(&self, k: u64) -> DataHandle<Vec<u8>> {
-        let mut h = lock(&self.handles);
-        h.entry(k).or_insert_with(|| (self.register)(k)).clone()
+        self.handles[k as usize].clone()
     }
 
     fn release(&self, rt: &Runtime) -> Result<(), String> {
-        let h = std::mem::take(&mut *lock(&self.handles));
-        for (_, d) in h {
-            rt.unregister(d).map_err(|e| e.to_string())?;
+        for d in &self.handles {
+            rt.unregister(d.clone()).map_err(|e| e.to_string())?;
         }
         Ok(())
     }
