@@ -70,11 +70,13 @@ pub mod kernels;
 pub mod resident;
 pub mod solver;
 pub mod views;
+pub mod warm;
 
 pub use blas::{dgemm_minus, dtrsm_unit_lower_left};
 pub use check::{self_check, CheckLine};
 pub use device::CudaDevice;
 pub use kernels::{d2d_bandwidth, laswp, spmv_csr};
+pub use warm::warm_up_lu;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;

@@ -27,6 +27,7 @@ struct Factored {
 /// given (else chosen once the devices are known).
 pub fn run(args: &LuArgs, resident: Option<ResidentOptions>) -> Result<(), String> {
     let (config, gpu_dgemm) = plan(args)?;
+    let devices = config.devices.clone();
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let resident = resident.or_else(|| super::resident::auto(args, &rt));
     super::resident::check_no_pin(args, resident)?;
@@ -34,6 +35,7 @@ pub fn run(args: &LuArgs, resident: Option<ResidentOptions>) -> Result<(), Strin
         return super::resident::run(args, &rt, resident, gpu_dgemm);
     }
     let opts = args.lu_options(&rt)?;
+    warm_up_gpus(&devices, args.nb.min(args.n))?;
     let done = match factor(args, &rt, &opts) {
         Ok(done) => done,
         Err(_) if rt.is_interrupted() => {
@@ -68,6 +70,40 @@ fn plan(args: &LuArgs) -> Result<(Config, f64), String> {
         .map(|d| d.peak_flops())
         .sum();
     Ok((config, gpu_dgemm))
+}
+
+/// Runs the tile LU's operations once on each GPU, before the clock (see
+/// `tessera_backends::cuda::warm`: their libraries and kernels load at first
+/// use, seconds on a freshly started node, while dmda gives the waiting
+/// GPU's work to the CPU workers).
+#[cfg(feature = "cuda")]
+fn warm_up_gpus(
+    devices: &[std::sync::Arc<dyn tessera_engine::device::Device>],
+    nb: usize,
+) -> Result<(), String> {
+    for dev in devices {
+        if let Some(gpu) = dev
+            .as_any()
+            .downcast_ref::<tessera_backends::cuda::CudaDevice>()
+        {
+            let t = Instant::now();
+            tessera_backends::cuda::warm_up_lu(gpu, nb)?;
+            eprintln!(
+                "tessera: {}: the tile operations warmed up in {:.2} s, before the clock",
+                dev.name(),
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn warm_up_gpus(
+    _devices: &[std::sync::Arc<dyn tessera_engine::device::Device>],
+    _nb: usize,
+) -> Result<(), String> {
+    Ok(())
 }
 
 /// Generate the matrix, factor it and solve, timed, with a progress bar.
