@@ -28,7 +28,9 @@
 #   ITER_MAX/ITER_MIN (16/0, powers of two), STARPU_MPI_ITER_MAX, STARPU_MPI_TASKS,
 #   RUN_TIMEOUT (120 s per run), TB_ARGS (extra Task Bench flags for every run),
 #   TASKBENCH_BUILD (build cache, default ~/.cache/tessera-taskbench),
-#   NO_CARGO=1 (use ./target/release/tessera as it is, do not build it).
+#   NO_CARGO=1 (use ./target/release/tessera as it is, do not build it),
+#   TESSERA_BIN (a tessera binary to run instead, not built: a machine with no
+#   Rust toolchain, e.g. bench/results/h200-stop57/r4).
 # Task Bench source: TASKBENCH_DIR must hold an unpacked copy of the public
 #   repository https://github.com/StanfordLegion/task-bench (git clone it, or
 #   download and unpack its archive); it is only read, builds go to the cache.
@@ -41,6 +43,7 @@ cores=$(nproc)
 ranks=2
 rank_cores=$(( cores / ranks > 0 ? cores / ranks : 1 ))
 QUICK=${QUICK:-}
+[ -n "${TESSERA_BIN:-}" ] && NO_CARGO=1
 ROUNDS=${ROUNDS:-$([ -n "$QUICK" ] && echo 2 || echo 3)}
 div=$([ -n "$QUICK" ] && echo 10 || echo 1)
 STENCIL_STEPS=${STEPS:-$(( 10000 / div ))}
@@ -73,7 +76,8 @@ for s in tessera-mpi tessera-sym-mpi mpi starpu-mpi; do has "$s" && need_mpi=1; 
 missing=()
 command -v g++ > /dev/null || missing+=(build-essential)
 command -v make > /dev/null || missing+=(build-essential)
-if [ -n "$need_peers$need_mpi" ]; then
+# OpenMP alone needs no MPI; StarPU's driver calls MPI_Init (StarPU-MPI).
+if [ -n "$need_mpi" ] || has starpu; then
   { command -v mpicxx && command -v mpirun; } > /dev/null || missing+=(libopenmpi-dev openmpi-bin)
   dpkg -s libopenmpi-dev > /dev/null 2>&1 || missing+=(libopenmpi-dev)
 fi
@@ -145,7 +149,7 @@ EOF
 fi
 
 # ---- 3. Tessera ------------------------------------------------------------
-bin=./target/release/tessera
+bin=${TESSERA_BIN:-./target/release/tessera}
 tessera_na=""
 workers_flag=""
 sym_na=""

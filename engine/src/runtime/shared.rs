@@ -205,6 +205,10 @@ impl Shared {
         }
         match pushed {
             Pushed::Worker(w) => self.sleep.notify_worker(w),
+            // Every worker of a host-only runtime may take the task.
+            Pushed::Local | Pushed::Shared if self.host_only() => {
+                self.sleep.notify_one_unless_searching()
+            }
             Pushed::Local | Pushed::Shared => self.sleep.notify_one(),
         }
     }

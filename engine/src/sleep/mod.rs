@@ -66,6 +66,11 @@ pub(crate) struct Sleep {
     /// Written by pushers: on a line of its own, away from `shutdown`, which
     /// every worker reads at every task.
     next: CachePadded<AtomicUsize>,
+    /// Workers in W1 (searching: spinning or yielding, not announced).
+    /// Written by idle workers as they enter and leave W1, read by
+    /// [`notify_one_unless_searching`](Self::notify_one_unless_searching):
+    /// a line of its own.
+    searching: CachePadded<AtomicUsize>,
 }
 
 impl Sleep {
@@ -83,6 +88,7 @@ impl Sleep {
             sleepers: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             next: CachePadded::new(AtomicUsize::new(0)),
+            searching: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 
@@ -127,6 +133,22 @@ impl Sleep {
         }
     }
 
+    /// [`notify_one`](Self::notify_one), unless a worker is searching (in
+    /// W1): that worker pops the task, or pops another and stays awake, or
+    /// leaves W1 and re-checks the queues in W3 (P2' of the README). Only
+    /// for tasks every worker may take (a host-only runtime's `Local` and
+    /// `Shared` pushes): a searching worker that cannot run the task would
+    /// park without it. Saves the pusher a lock and a futex wake-up per
+    /// task while workers starve for work it alone makes (one thread
+    /// submitting small tasks to many workers).
+    pub(crate) fn notify_one_unless_searching(&self) {
+        fence(Ordering::SeqCst);
+        if self.searching.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        self.notify_one();
+    }
+
     /// Workers parked or about to park (a hint; may be stale).
     pub(crate) fn sleepers(&self) -> usize {
         self.sleepers.load(Ordering::Relaxed)
@@ -155,13 +177,21 @@ impl Sleep {
     /// runtime shuts down. Steps W1–W4 of the README.
     pub(crate) fn idle<Q: Pop + ?Sized>(&self, w: usize, queue: &mut Q) -> Option<Q::Item> {
         // W1: spin, then yield. A worker watching the network polls it at
-        // every round, and stays in W1 while a message is expected.
+        // every round, and stays in W1 while a message is expected. It
+        // counts as searching until it leaves W1 (the count drops before
+        // W2's fence, which P2' relies on).
         let (mut round, mut watched) = (0, 0u32);
+        self.searching.fetch_add(1, Ordering::SeqCst);
+        let stop_searching = || {
+            self.searching.fetch_sub(1, Ordering::SeqCst);
+        };
         while round < SPIN_ROUNDS + YIELD_ROUNDS {
             if self.is_shutdown() {
+                stop_searching();
                 return None;
             }
             if let Some(t) = queue.pop() {
+                stop_searching();
                 return Some(t);
             }
             match queue.poll() {
@@ -182,6 +212,7 @@ impl Sleep {
             }
             round += 1;
         }
+        stop_searching();
         // W2: announce, holding this worker's lock.
         let slot = &self.slots[w];
         let mut parked = lock(&slot.parked);
@@ -241,7 +272,17 @@ mod loom_tests {
         }
     }
 
-    fn model(workers: usize, targeted: bool) {
+    /// How the pusher wakes after each push.
+    #[derive(Clone, Copy)]
+    enum Wake {
+        /// `notify_worker(w)` on worker `w`'s private queue.
+        Targeted,
+        /// `notify_one` on the shared queue.
+        One,
+    }
+
+    fn model(workers: usize, wake: Wake) {
+        let targeted = matches!(wake, Wake::Targeted);
         // Bounded preemptions (loom's recommended practice): exhaustive
         // exploration of two workers and a pusher takes hours; bugs of this
         // kind show up within two or three preemptions.
@@ -266,10 +307,9 @@ mod loom_tests {
             for w in 0..workers {
                 let q = &queues[if targeted { w } else { 0 }];
                 q.fetch_add(1, Ordering::SeqCst);
-                if targeted {
-                    sleep.notify_worker(w);
-                } else {
-                    sleep.notify_one();
+                match wake {
+                    Wake::Targeted => sleep.notify_worker(w),
+                    Wake::One => sleep.notify_one(),
                 }
             }
             for h in handles {
@@ -280,16 +320,71 @@ mod loom_tests {
 
     #[test]
     fn no_lost_wakeup_one_worker() {
-        model(1, false);
+        model(1, Wake::One);
     }
 
     #[test]
     fn no_lost_wakeup_two_workers_shared_queue() {
-        model(2, false);
+        model(2, Wake::One);
     }
 
     #[test]
     fn no_lost_wakeup_two_workers_targeted() {
-        model(2, true);
+        model(2, Wake::Targeted);
+    }
+
+    /// P2' (`notify_one_unless_searching`) guarantees less than a wake-up
+    /// per task: a searcher may take another task than the one whose wake
+    /// it saved, and the task is then offered by the worker loop's chain
+    /// wake-up, or taken when that searcher pops again. So here the workers
+    /// loop as the real ones do (pop, chain wake-up, pop again) until the
+    /// pusher, having seen all `tasks` taken, shuts the runtime down. A
+    /// task left in the queue while every worker parks is a deadlock.
+    fn model_unless_searching(workers: usize, tasks: usize) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(move || {
+            let sleep = Arc::new(Sleep::new(workers));
+            let queue = Arc::new(AtomicUsize::new(0));
+            let taken = Arc::new((Mutex::new(0usize), Condvar::new()));
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    let (s, q, taken) = (sleep.clone(), queue.clone(), taken.clone());
+                    loom::thread::spawn(move || {
+                        while s.idle(w, &mut Tokens(q.clone())).is_some() {
+                            // The chain wake-up of `worker::run_worker`.
+                            if s.has_sleepers() && q.load(Ordering::SeqCst) > 0 {
+                                s.notify_one();
+                            }
+                            *lock(&taken.0) += 1;
+                            taken.1.notify_all();
+                        }
+                    })
+                })
+                .collect();
+            for _ in 0..tasks {
+                queue.fetch_add(1, Ordering::SeqCst);
+                sleep.notify_one_unless_searching();
+            }
+            let mut n = lock(&taken.0);
+            while *n < tasks {
+                n = taken.1.wait(n).unwrap();
+            }
+            drop(n);
+            sleep.shut_down();
+            for h in handles {
+                h.join().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn no_lost_wakeup_one_worker_unless_searching() {
+        model_unless_searching(1, 2);
+    }
+
+    #[test]
+    fn no_lost_wakeup_two_workers_unless_searching() {
+        model_unless_searching(2, 2);
     }
 }
