@@ -205,8 +205,10 @@ impl Shared {
         }
         match pushed {
             Pushed::Worker(w) => self.sleep.notify_worker(w),
-            // Every worker of a host-only runtime may take the task.
-            Pushed::Local | Pushed::Shared if self.host_only() => {
+            // Every worker of a host-only runtime may take the task, and
+            // with no watched network none runs a received task while it
+            // counts as searching (the watcher's polls in W1 may).
+            Pushed::Local | Pushed::Shared if self.host_only() && !self.watch.is_set() => {
                 self.sleep.notify_one_unless_searching()
             }
             Pushed::Local | Pushed::Shared => self.sleep.notify_one(),

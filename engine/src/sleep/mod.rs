@@ -138,7 +138,9 @@ impl Sleep {
     /// leaves W1 and re-checks the queues in W3 (P2' of the README). Only
     /// for tasks every worker may take (a host-only runtime's `Local` and
     /// `Shared` pushes): a searching worker that cannot run the task would
-    /// park without it. Saves the pusher a lock and a futex wake-up per
+    /// park without it. And only where no worker watches a network: a
+    /// watcher's poll in W1 may run a received task, long, while it counts
+    /// as searching. Saves the pusher a lock and a futex wake-up per
     /// task while workers starve for work it alone makes (one thread
     /// submitting small tasks to many workers).
     pub(crate) fn notify_one_unless_searching(&self) {
