@@ -145,7 +145,11 @@ impl Sleep {
     /// submitting small tasks to many workers).
     pub(crate) fn notify_one_unless_searching(&self) {
         fence(Ordering::SeqCst);
-        if self.searching.load(Ordering::SeqCst) > 0 {
+        // P2 first: with nobody parked (the common case of a busy runtime)
+        // the pusher reads only `sleepers`, a line idle workers seldom
+        // write, and not `searching`, which they write at every visit to
+        // the idle path.
+        if self.sleepers.load(Ordering::SeqCst) == 0 || self.searching.load(Ordering::SeqCst) > 0 {
             return;
         }
         self.notify_one();
