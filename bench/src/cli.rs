@@ -3,8 +3,8 @@
 //! `main.rs` only calls [`main`]; tests under mpirun call it as a rank.
 
 use crate::cmd::{
-    calibrate, gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, platform, spmv,
-    taskbench, topology, trace,
+    calibrate, cholesky, gpu_check, lu, lu_kernels, overhead, overhead_mpi, perfmodel, platform,
+    spmv, taskbench, topology, trace,
 };
 
 use std::panic::AssertUnwindSafe;
@@ -29,6 +29,9 @@ enum Command {
     Lu(crate::args::LuArgs),
     /// The LU's CPU tile kernels alone (GEMM row blocks, panel kernels), for tuning nb.
     LuKernels(lu_kernels::LuKernelsArgs),
+    /// Tiled Cholesky (A = L·Lᵀ) written once against dist::Submit: in one process or as
+    /// one rank of several under mpirun, beside faer's whole-matrix factorisation.
+    Cholesky(cholesky::CholeskyArgs),
     /// SpMV (CSR, row blocks as tasks): repeated SpMV, power iteration or CG, with bandwidth figures.
     Spmv(crate::args::SpmvArgs),
     /// Runtime cost per task on three graph shapes (and StarPU's, if installed).
@@ -126,6 +129,7 @@ impl Command {
             Command::Lu(a) => a.simulate.is_none(),
             Command::Spmv(a) => a.simulate.is_none(),
             Command::OverheadMpi(_) => true,
+            Command::Cholesky(_) => true,
             Command::Taskbench(a) => a.simulate.is_none(),
             _ => false,
         }
@@ -137,6 +141,7 @@ impl Command {
             Command::Lu(_) => "lu --simulate",
             Command::Spmv(_) => "spmv --simulate",
             Command::LuKernels(_) => "lu-kernels",
+            Command::Cholesky(_) => "cholesky",
             Command::Overhead(_) => "overhead",
             Command::OverheadMpi(_) => "overhead-mpi",
             Command::Taskbench(_) => "taskbench --simulate",
@@ -155,6 +160,7 @@ fn run(command: Command) -> Result<(), String> {
     match command {
         Command::Lu(a) => lu::run(a),
         Command::LuKernels(a) => lu_kernels::run(a),
+        Command::Cholesky(a) => cholesky::run(a),
         Command::Overhead(a) => overhead::run(a),
         Command::OverheadMpi(a) => overhead_mpi::run(a),
         Command::Taskbench(a) => taskbench::run(a),

@@ -1128,6 +1128,64 @@ fn tessera_taskbench_validates_under_mpirun() {
     }
 }
 
+/// Env var naming the case of `tessera cholesky` under mpirun.
+const CHOLESKY_ENV: &str = "TESSERA_TEST_CHOLESKY";
+
+/// Issue 41's user program: `tessera cholesky`, written once against
+/// `dist::Submit`, factors on 1, 2 and 3 ranks (tiles dealt block-cyclic,
+/// read tiles carried by remote edges) to faer's factor on every rank's
+/// tiles; a matrix that is not positive definite ends every rank with the
+/// failing task's tile named.
+#[test]
+fn tessera_cholesky_matches_faer_under_mpirun() {
+    if is_rank() {
+        let case = std::env::var(CHOLESKY_ENV).unwrap_or_default();
+        let mut args = vec![
+            "tessera",
+            "cholesky",
+            "--workers",
+            "1",
+            "--no-bind",
+            "--n",
+            "160",
+            "--nb",
+            "32",
+            "--rounds",
+            "2",
+            "--no-peer",
+        ];
+        if case == "indefinite" {
+            args.extend_from_slice(&["--diagonal", "-1000"]);
+        }
+        std::process::exit(i32::from(tessera_bench::cli::main(args)));
+    }
+    for np in 1..=3 {
+        let out = mpirun(
+            np,
+            "tessera_cholesky_matches_faer_under_mpirun",
+            &[(CHOLESKY_ENV, "ok")],
+            LIMIT,
+        );
+        assert!(out.success, "np {np}: {}", out.output);
+        let grid = format!("{np} rank(s) on a 1x{np} grid x 1 worker(s)");
+        assert!(out.output.contains(&grid), "np {np}: {}", out.output);
+        assert!(out.output.contains("PASSED"), "np {np}: {}", out.output);
+    }
+    let out = mpirun(
+        2,
+        "tessera_cholesky_matches_faer_under_mpirun",
+        &[(CHOLESKY_ENV, "indefinite")],
+        LIMIT,
+    );
+    assert!(!out.success, "{}", out.output);
+    assert!(
+        out.output
+            .contains("diagonal tile (0, 0) is not positive definite"),
+        "{}",
+        out.output
+    );
+}
+
 /// Issue 42: `overhead-mpi` under `-np 3` left a rank idle and reported as
 /// if two ran; every rank now refuses, naming the count.
 #[test]

@@ -3,6 +3,7 @@
 //! simulation reads and prints too), the Gantt chart.
 
 pub mod calibrate;
+pub mod cholesky;
 pub mod gpu_check;
 pub mod lu;
 pub mod lu_kernels;

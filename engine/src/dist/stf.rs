@@ -444,7 +444,10 @@ impl DistRuntime {
     /// so a rank holds no memory for the data it never receives. `make` must
     /// make the same shape every time (it is called once at registration on
     /// every rank, for the shape, and that value is dropped at once); a
-    /// message of another size fails the receive naming the data.
+    /// message of another size fails the receive naming the data. On another
+    /// rank its contents are overwritten by the data's arrival: a `make`
+    /// that only allocates there (zeroes of the right size, as `tessera
+    /// cholesky` makes) saves computing them twice per copy.
     pub fn register_with<T: Replicate>(
         &self,
         owner: usize,
