@@ -378,6 +378,64 @@ fn dmda_prefers_the_faster_device() {
     });
 }
 
+/// A task with no flops hint and no measurement yet is estimated on a CPU
+/// worker by the data it streams, not at a fixed 10 µs: row interchanges
+/// over 16 MiB each go to a device whose link moves them in a third of a
+/// millisecond (the tile LU's first swaps all went to its one CPU worker,
+/// 56 ms each, on an H200 node), but one, the CPU's calibration sample.
+/// With a slow link they stay on the CPU.
+#[test]
+fn dmda_estimates_an_unmeasured_flopless_task_by_its_data() {
+    with_timeout(LIMIT, || {
+        let slow: Arc<dyn Device> = Arc::new(EmuDevice::new(
+            0,
+            EmuConfig {
+                link: Link {
+                    latency: Duration::from_millis(1),
+                    bandwidth: 1e8,
+                },
+                ..EmuConfig::default()
+            },
+        ));
+        for (device, to_device) in [(fast_sim(0, 1.0, None), true), (slow, false)] {
+            let mut cfg = config(1, "dmda", vec![device]);
+            cfg.trace = true;
+            let rt = Runtime::new(cfg).unwrap();
+            let cl = Codelet::new("swap-like");
+            let hs: Vec<_> = (0..4)
+                .map(|_| rt.register_replicable(vec![1.0f64; 2 << 20]))
+                .collect();
+            for h in &hs {
+                let h2 = h.clone();
+                rt.submit(TaskBuilder::new(&cl).rw(h).body(move |ctx| {
+                    ctx.write(&h2)?[0] += 1.0;
+                    Ok(())
+                }))
+                .unwrap();
+            }
+            rt.wait_all().unwrap();
+            let t = rt.trace();
+            let cpu = t.workers.iter().position(|w| w.name == "cpu0").unwrap() as u32;
+            let on_cpu = t.tasks.iter().filter(|x| x.worker == cpu).count();
+            if to_device {
+                // At most one: the CPU's calibration sample, taken once the
+                // device's queue makes it no more than twice as slow.
+                assert!(on_cpu <= 1, "fast link: {on_cpu} of 4 ran on the CPU");
+            } else {
+                assert_eq!(
+                    on_cpu,
+                    4,
+                    "slow link: {} of 4 ran on the device",
+                    4 - on_cpu
+                );
+            }
+            for h in hs {
+                assert_eq!(rt.unregister(h).unwrap()[0], 2.0);
+            }
+        }
+    });
+}
+
 #[test]
 fn dmda_skips_a_transfer_that_does_not_pay() {
     with_timeout(LIMIT, || {

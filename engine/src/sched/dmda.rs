@@ -37,6 +37,14 @@ const DEFAULT_CPU_FLOPS: f64 = 20e9;
 const PREFETCH_AHEAD: usize = 2;
 /// Assumed time of a task with no hint and no measurement.
 const DEFAULT_TASK: Duration = Duration::from_micros(10);
+/// Assumed rate at which a CPU worker streams the data of a task with no
+/// flops hint before any measurement: a core's share of STREAM is 6–25 GB/s
+/// on the machines of `PLATFORM.md`; the low end, as [`DEFAULT_CPU_FLOPS`]
+/// is for flops. Without it such a task was [`DEFAULT_TASK`] on a CPU
+/// whatever its data: the tile LU's first row interchanges (a column of
+/// 2048² tiles, 352 MiB, 56 ms each on the H200 node's host) all went to
+/// its one CPU worker, against a GPU whose estimate counted the transfer.
+const DEFAULT_CPU_BYTES_PER_S: f64 = 10e9;
 
 struct WorkerState {
     kind: WorkerKind,
@@ -204,7 +212,9 @@ impl Shared {
             None if task.flops > 0.0 => {
                 task.flops / DEFAULT_CPU_FLOPS / crate::team::default_speedup(team)
             }
-            None => DEFAULT_TASK.as_secs_f64(),
+            None => {
+                (task.footprint() as f64 / DEFAULT_CPU_BYTES_PER_S).max(DEFAULT_TASK.as_secs_f64())
+            }
         }
     }
 
