@@ -273,7 +273,8 @@ fn whole(n: usize, d: f64, threads: usize) -> Result<(Mat<f64>, f64), String> {
 }
 
 /// Largest |L − L_ref| over the lower part of the tiles this rank owns,
-/// relative to the largest |L_ref|.
+/// relative to the largest |L_ref|; infinite where an entry is not a
+/// number (`f64::max` would skip it).
 fn difference(tiles: &[Vec<Option<Tile>>], reference: &Mat<f64>, nb: usize) -> f64 {
     let scale = (0..reference.ncols())
         .map(|j| reference[(j, j)].abs())
@@ -286,7 +287,8 @@ fn difference(tiles: &[Vec<Option<Tile>>], reference: &Mat<f64>, nb: usize) -> f
                 for r in 0..nb {
                     let (gi, gj) = (i * nb + r, j * nb + c);
                     if gi >= gj {
-                        worst = worst.max((t[c * nb + r] - reference[(gi, gj)]).abs());
+                        let e = (t[c * nb + r] - reference[(gi, gj)]).abs();
+                        worst = worst.max(if e.is_nan() { f64::INFINITY } else { e });
                     }
                 }
             }
@@ -486,6 +488,31 @@ mod tests {
         assert_ne!(cli(&["--n", "100", "--nb", "32"]), 0);
         assert_ne!(cli(&["--n", "128", "--nb", "0"]), 0);
         assert_ne!(cli(&["--n", "128", "--nb", "32", "--rounds", "0"]), 0);
+    }
+
+    /// The check sees a wrong entry, and one that is not a number.
+    #[test]
+    fn the_check_sees_wrong_and_nan_entries() {
+        let nb = 2;
+        let reference = faer::Mat::from_fn(4, 4, |i, j| if i >= j { 1.0 + i as f64 } else { 0.0 });
+        let tile = |i: usize, j: usize| -> Vec<f64> {
+            (0..nb * nb)
+                .map(|x| reference[(i * nb + x % nb, j * nb + x / nb)])
+                .collect()
+        };
+        let mut tiles = vec![
+            vec![Some(tile(0, 0))],
+            vec![Some(tile(1, 0)), Some(tile(1, 1))],
+        ];
+        assert_eq!(super::difference(&tiles, &reference, nb), 0.0);
+        tiles[1][0].as_mut().unwrap()[3] += 0.5;
+        assert_eq!(super::difference(&tiles, &reference, nb), 0.5 / 4.0);
+        tiles[1][0].as_mut().unwrap()[3] = f64::NAN;
+        assert_eq!(super::difference(&tiles, &reference, nb), f64::INFINITY);
+        // The upper part of a diagonal tile is never read.
+        tiles[1][0] = Some(tile(1, 0));
+        tiles[0][0].as_mut().unwrap()[2] = f64::NAN;
+        assert_eq!(super::difference(&tiles, &reference, nb), 0.0);
     }
 
     /// The rank grid is as square as the count allows, and deals every
