@@ -297,7 +297,7 @@ fn difference(tiles: &[Vec<Option<Tile>>], reference: &Mat<f64>, nb: usize) -> f
     worst / scale
 }
 
-/// Each round: register a fresh matrix, then time its factorisation from
+/// Each round: register a fresh matrix (diagonal shift `d`), then time its factorisation from
 /// the first submission to the end of `wait_all` (after `barrier`, on every
 /// rank), and compare the tiles this rank owns with `reference` (none when
 /// faer refused the matrix). Returns (seconds, difference) per round.
@@ -306,11 +306,11 @@ fn rounds<S: Submit>(
     c: &Codelets,
     args: &CholeskyArgs,
     grid: Grid,
+    d: f64,
     reference: Option<&Mat<f64>>,
     barrier: impl Fn() -> Result<(), String>,
 ) -> Result<Vec<(f64, f64)>, String> {
     let (n, nb) = (args.n, args.nb);
-    let d = args.diagonal.unwrap_or(n as f64);
     let mut out = Vec::with_capacity(args.rounds);
     for _ in 0..args.rounds {
         let a = register(s, grid, n, nb, d);
@@ -389,13 +389,15 @@ fn run_ranks(args: &CholeskyArgs, ranks: &Ranks) -> Result<(), String> {
     let c = codelets(nb);
     let rounds = match &ranks.net {
         None => {
-            let r = rounds(&rt, &c, args, grid, reference.as_ref(), || Ok(()))?;
+            let r = rounds(&rt, &c, args, grid, d, reference.as_ref(), || Ok(()))?;
             crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
             r
         }
         Some((net, coll)) => {
             let dist = DistRuntime::new(rt, std::sync::Arc::clone(net));
-            let r = rounds(&dist, &c, args, grid, reference.as_ref(), || coll.barrier())?;
+            let r = rounds(&dist, &c, args, grid, d, reference.as_ref(), || {
+                coll.barrier()
+            })?;
             // The slowest rank's time is the round's; the worst difference is the run's.
             let mut out = Vec::with_capacity(r.len());
             for (secs, diff) in r {
