@@ -106,6 +106,16 @@ impl TaskClasses for RankDag {
     fn owner(&self, t: &usize) -> usize {
         self.shape.owner[*t]
     }
+
+    fn slots(&self) -> usize {
+        self.shape.preds.len()
+    }
+
+    /// Every other task numbered: one run counts predecessors both in the
+    /// engine's array of counters and in its map.
+    fn slot(&self, t: &usize) -> Option<usize> {
+        t.is_multiple_of(2).then_some(*t)
+    }
 }
 
 impl DistClasses for RankDag {

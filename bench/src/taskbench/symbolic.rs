@@ -45,7 +45,15 @@ pub struct Classes {
     roots: Vec<Key>,
     /// Tasks per rank.
     owned: Vec<usize>,
+    /// Per graph, the number of its first task (`TaskClasses::slot`), and
+    /// the numbers dealt in all (0 above `MAX_SLOTS`).
+    first_slot: Vec<usize>,
+    slots: usize,
 }
+
+/// At most this many tasks are numbered (4 bytes of counter each, for the
+/// whole run); a larger run counts in the engine's map of pending tasks.
+const MAX_SLOTS: usize = 1 << 26;
 
 thread_local! {
     /// Scratch for the dependence functions (no allocation per call).
@@ -97,7 +105,19 @@ impl Classes {
             base.push(total);
             total += (g.width * f) as usize;
         }
+        let mut first_slot = Vec::with_capacity(graphs.len());
+        let mut slots = 0usize;
+        for g in &graphs {
+            first_slot.push(slots);
+            slots = slots
+                .saturating_add((g.steps.max(0) as usize).saturating_mul(g.width.max(0) as usize));
+        }
+        if slots > MAX_SLOTS {
+            slots = 0;
+        }
         let mut classes = Classes {
+            first_slot,
+            slots,
             graphs,
             fields,
             base,
@@ -231,6 +251,15 @@ impl TaskClasses for Classes {
 
     fn owner(&self, &(gi, _, p): &Key) -> usize {
         rank_of(p, self.graphs[gi as usize].width, self.ranks)
+    }
+
+    fn slots(&self) -> usize {
+        self.slots
+    }
+
+    fn slot(&self, &(gi, t, p): &Key) -> Option<usize> {
+        let width = self.graphs[gi as usize].width;
+        (self.slots > 0).then(|| self.first_slot[gi as usize] + (t * width + p) as usize)
     }
 }
 
