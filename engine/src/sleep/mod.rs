@@ -11,17 +11,71 @@ use crate::watch::Activity;
 /// Pops attempted with a busy-wait hint before yielding the core.
 #[cfg(not(loom))]
 const SPIN_ROUNDS: u32 = 64;
-/// `yield_now` rounds before parking. Chosen so an idle worker gives up its
-/// core after roughly 10–50 µs: long enough to catch the next task of a
-/// pipelined submission, short enough not to starve device or MPI threads.
+/// How long an idle worker keeps yielding its core, round after round
+/// (after its spin rounds), before it parks: about what parking costs on
+/// the 2-core VMs, where a parked thread woken on an idle core returns from
+/// its wait 58–70 µs later (median; p90 78–130 µs;
+/// `bench/peers/wake_latency.c`). A task made within the window starts at
+/// once. With a count of 16 yields instead (0.25 µs each there) workers
+/// parked after 5–10 µs, and a one-process symbolic `stencil_1d` with 30 µs
+/// tasks ran a step's two tasks one after the other on one worker half the
+/// time. Medians of 8 alternated runs, a 5 µs window (about those 16
+/// yields) → this one: that
+/// stencil 0.57 → 0.40 s, its STF twin 0.41 → 0.33 s, `tessera overhead`'s
+/// independent tasks 462 → 422 ns each; but its chain, where a third
+/// thread submits while a worker searches, 661 → 723 ns (CHANGELOG, issue
+/// 41). Each round yields the core, so a device or MPI thread that needs
+/// it still runs.
 #[cfg(not(loom))]
-const YIELD_ROUNDS: u32 = 16;
+const YIELD_WINDOW: std::time::Duration = std::time::Duration::from_micros(50);
 // Under loom every spin round multiplies the explored interleavings; one
 // round of each keeps W1 in the model.
 #[cfg(loom)]
 const SPIN_ROUNDS: u32 = 0;
 #[cfg(loom)]
 const YIELD_ROUNDS: u32 = 1;
+
+/// When an idle worker stops searching (W1): after its spin rounds, once
+/// its yield rounds have lasted [`YIELD_WINDOW`].
+#[cfg(not(loom))]
+struct Searching {
+    /// When the first yield round began.
+    since: Option<std::time::Instant>,
+}
+
+#[cfg(not(loom))]
+impl Searching {
+    fn new() -> Searching {
+        Searching { since: None }
+    }
+
+    /// Whether round `round` (0 again after network progress) searches.
+    fn more(&mut self, round: u32) -> bool {
+        if round < SPIN_ROUNDS {
+            self.since = None;
+            return true;
+        }
+        self.since
+            .get_or_insert_with(std::time::Instant::now)
+            .elapsed()
+            < YIELD_WINDOW
+    }
+}
+
+/// Under loom, a count of rounds (no clock in the model).
+#[cfg(loom)]
+struct Searching;
+
+#[cfg(loom)]
+impl Searching {
+    fn new() -> Searching {
+        Searching
+    }
+
+    fn more(&mut self, round: u32) -> bool {
+        round < SPIN_ROUNDS + YIELD_ROUNDS
+    }
+}
 
 /// What an idle worker pops from: its policy queue (`dyn WorkerQueue`), or a
 /// stand-in in the loom model.
@@ -191,7 +245,8 @@ impl Sleep {
         let stop_searching = || {
             self.searching.fetch_sub(1, Ordering::SeqCst);
         };
-        while round < SPIN_ROUNDS + YIELD_ROUNDS {
+        let mut searching = Searching::new();
+        while searching.more(round) {
             if self.is_shutdown() {
                 stop_searching();
                 return None;
