@@ -13,9 +13,13 @@
 #    ($cores threads), starpu (1 process, $cores CPU workers), starpu-mpi (2 ranks).
 #  Sweep: -iter 2^16, 2^15, ... 2^0; each point ROUNDS runs per system, systems
 #    alternated within each round, best (smallest) elapsed kept; a system stops
-#    after two consecutive points under 50 % efficiency. Granularity = elapsed x
-#    cores / tasks; efficiency = FLOP/s / that system's best FLOP/s in the sweep;
-#    METG50 = smallest granularity with efficiency >= 50 %.
+#    after two consecutive points under 50 % of its own best FLOP/s so far.
+#    Granularity = elapsed x cores / tasks; efficiency = FLOP/s / the best
+#    FLOP/s of any system on that graph in this run (one peak for all, as Task
+#    Bench's scripts/chart_metg.py takes one per machine; until stop 59 it was
+#    each system's own best, which rated a system with a low peak better: the
+#    notes still print that figure); METG50 = smallest granularity with
+#    efficiency >= 50 %.
 #  StarPU-MPI is ~1000x coarser here (METG ~4.4 ms idle, PLATFORM.md; tens of
 #    ms while other work loads the 2 cores), so its sweep is capped: it
 #    starts at 2^STARPU_MPI_ITER_MAX (default 2^22, tasks of ~60 ms), runs
@@ -30,7 +34,10 @@
 #   TASKBENCH_BUILD (build cache, default ~/.cache/tessera-taskbench),
 #   NO_CARGO=1 (use ./target/release/tessera as it is, do not build it),
 #   TESSERA_BIN (a tessera binary to run instead, not built: a machine with no
-#   Rust toolchain, e.g. bench/results/h200-stop57/r4).
+#   Rust toolchain, e.g. bench/results/h200-stop57/r4),
+#   TESSERA_BASE_BIN (another tessera binary, e.g. a build of main before a change:
+#   systems base-tessera, base-tessera-sym, base-tessera-mpi, base-tessera-sym-mpi
+#   run it, alternated with the others in every round, for a same-run comparison).
 # Task Bench source: TASKBENCH_DIR must hold an unpacked copy of the public
 #   repository https://github.com/StanfordLegion/task-bench (git clone it, or
 #   download and unpack its archive); it is only read, builds go to the cache.
@@ -59,7 +66,10 @@ TB_ARGS=${TB_ARGS:-}
 read -r -a systems <<< "$SYSTEMS"
 read -r -a graphs <<< "$GRAPHS"
 for s in "${systems[@]}"; do
-  case $s in tessera|tessera-sym|tessera-mpi|tessera-sym-mpi|mpi|openmp|starpu|starpu-mpi) ;;
+  case $s in
+    base-tessera|base-tessera-sym|base-tessera-mpi|base-tessera-sym-mpi)
+      [ -x "${TESSERA_BASE_BIN:-}" ] || { echo "system '$s' needs TESSERA_BASE_BIN, an executable tessera binary" >&2; exit 2; } ;;
+    tessera|tessera-sym|tessera-mpi|tessera-sym-mpi|mpi|openmp|starpu|starpu-mpi) ;;
     *) echo "unknown system '$s' (tessera tessera-sym tessera-mpi tessera-sym-mpi mpi openmp starpu starpu-mpi)" >&2; exit 2 ;;
   esac
 done
@@ -70,7 +80,7 @@ has_tessera_mpi() { has tessera-mpi || has tessera-sym-mpi; }
 need_peers=""
 for s in mpi openmp starpu starpu-mpi; do has "$s" && need_peers=1; done
 need_mpi=""
-for s in tessera-mpi tessera-sym-mpi mpi starpu-mpi; do has "$s" && need_mpi=1; done
+for s in tessera-mpi tessera-sym-mpi base-tessera-mpi base-tessera-sym-mpi mpi starpu-mpi; do has "$s" && need_mpi=1; done
 
 # ---- 1. packages -----------------------------------------------------------
 missing=()
@@ -181,6 +191,8 @@ export STARPU_HOME="$work/starpu-home"   # no calibration files left behind
 cmd_of() {
   local s=$1; shift
   case $s in
+    # The same command line with the base binary (seen by the call below).
+    base-*)      local bin=$TESSERA_BASE_BIN; cmd_of "${s#base-}" "$@" ;;
     tessera)     if [ -n "$workers_flag" ]; then echo "$bin taskbench --workers $cores $*"; else echo "$bin taskbench $*"; fi ;;
     tessera-mpi) if [ -n "$workers_flag" ]; then echo "${mpi[*]} -np $ranks $bin taskbench --workers $rank_cores $*"
                  else echo "${mpi[*]} -np $ranks $bin taskbench $*"; fi ;;
@@ -303,13 +315,21 @@ echo "== load at end: $(uptime)"
 
 # ---- table -------------------------------------------------------------------
 echo
-echo "== METG50 in us (granularity = elapsed x $cores cores / tasks; efficiency = FLOP/s / the system's best FLOP/s in this sweep)"
+echo "== METG50 in us (granularity = elapsed x $cores cores / tasks; efficiency = FLOP/s / the best FLOP/s of any system on the graph in this run)"
 echo "   tessera: 1 process x $cores workers; tessera-mpi: $ranks ranks x $rank_cores (both STF); tessera-sym(-mpi): the same, --frontend symbolic;"
 echo "   mpi: Task Bench mpi/nonblock, $ranks ranks;"
 echo "   openmp: $cores threads; starpu: 1 process, $cores CPU workers (lws); starpu-mpi: $ranks ranks x $rank_cores"
 awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v na_tm="$tessera_mpi_na" \
     -v na_ts="${tessera_na:-$sym_na}" -v na_tsm="${tessera_mpi_na:-$sym_na}" -v smpi_k="$STARPU_MPI_ITER_MAX" '
   function fmt(x) { return x >= 1000 ? sprintf("%.0f", x) : sprintf("%.3g", x) }
+  # The point of `key` with the smallest granularity at >= 50 % of `peak`
+  # (0: none).
+  function metg(key, peak,    p, m) {
+    m = 0
+    for (p = 1; p <= n[key]; p++)
+      if (ok[key, p] && f[key, p] / peak >= 0.5 && (!m || gr[key, p] < gr[key, m])) m = p
+    return m
+  }
   { key = $1 SUBSEP $2; n[key]++; k[key, n[key]] = $3; ok[key, n[key]] = $4; gr[key, n[key]] = $5; f[key, n[key]] = $6
     if ($4 == 1 && $6 > ref[key]) ref[key] = $6
     if ($4 == 1 && $6 > gref[$1]) gref[$1] = $6 }
@@ -326,23 +346,25 @@ awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v
         else if (!ref[key]) { cell = "failed"; note[key] = g " " s ": every run failed (see the FAILED lines above)" }
         else {
           # points are in sweep order (iter descending)
-          m = 0
-          for (p = 1; p <= n[key]; p++) if (ok[key, p]) {
-            e = f[key, p] / ref[key]
-            if (e >= 0.5 && (!m || gr[key, p] < gr[key, m])) m = p
-          }
+          # Efficiency against the best FLOP/s of any system on this graph
+          # in this run: one peak for all, as the Task Bench scripts take one
+          # per machine (scripts/chart_metg.py, --peak-compute-bandwidth).
+          m = metg(key, gref[g])
           nf = 0; for (p = 1; p <= n[key]; p++) if (!ok[key, p]) nf++
           # still >= 50 % at the sweep end: the true METG50 may be smaller
-          low = (f[key, n[key]] / ref[key] >= 0.5 && ok[key, n[key]]) ? "<=" : ""
-          cell = low fmt(gr[key, m]) (nf ? sprintf(" (%d pt failed)", nf) : "")
+          low = (f[key, n[key]] / gref[g] >= 0.5 && ok[key, n[key]]) ? "<=" : ""
+          cell = !m ? "none >= 50 %" : low fmt(gr[key, m]) (nf ? sprintf(" (%d pt failed)", nf) : "")
           # Task Bench scripts/chart_metg.py: interpolate toward the next (finer) point
-          if (m < n[key] && ok[key, m + 1] && gr[key, m + 1] < gr[key, m]) {
-            e1 = f[key, m] / ref[key]; e2 = f[key, m + 1] / ref[key]
+          if (m && m < n[key] && ok[key, m + 1] && gr[key, m + 1] < gr[key, m]) {
+            e1 = f[key, m] / gref[g]; e2 = f[key, m + 1] / gref[g]
             ip[key] = gr[key, m + 1] + (0.5 - e2) * (gr[key, m] - gr[key, m + 1]) / (e1 - e2)
           }
-          note[key] = sprintf("%s %s: best %.3e FLOP/s (%.0f %% of the best system on %s), swept 2^%d..2^%d%s",
+          # Against the best of the system itself (the table until stop 59).
+          own = metg(key, ref[key])
+          note[key] = sprintf("%s %s: best %.3e FLOP/s (%.0f %% of the best system on %s), swept 2^%d..2^%d%s; against its own best: %s us",
                               g, s, ref[key], 100 * ref[key] / gref[g], g, k[key, 1], k[key, n[key]],
-                              (key in ip) ? ", METG50 interpolated as Task Bench does: " fmt(ip[key]) " us" : "")
+                              (key in ip) ? ", METG50 interpolated as Task Bench does: " fmt(ip[key]) " us" : "",
+                              own ? fmt(gr[key, own]) : "none")
         }
         printf " %-20s", cell
       }
