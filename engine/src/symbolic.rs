@@ -391,7 +391,10 @@ pub type Unrolled<K> = Vec<(K, Vec<K>)>;
 
 /// The fully unrolled DAG (for small sizes): every task reachable from the
 /// roots, in breadth-first order, with its successors. Checks that each task's
-/// declared predecessor count equals its number of incoming edges.
+/// declared predecessor count equals its number of incoming edges, and that
+/// no two tasks share a number ([`TaskClasses::slot`]): two that did would
+/// share one counter, and one of them could be made before its
+/// predecessors finished.
 pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Unrolled<C::Key>, Error> {
     let mut seen: HashMap<C::Key, usize> = HashMap::new();
     let mut incoming: HashMap<C::Key, usize> = HashMap::new();
@@ -412,7 +415,15 @@ pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Unrolled<C::Key>, Error> {
         }
         out.push((k, succ));
     }
+    let mut numbered: HashMap<usize, &C::Key> = HashMap::new();
     for (k, _) in &out {
+        if let Some(i) = classes.slot(k).filter(|&i| i < classes.slots()) {
+            if let Some(other) = numbered.insert(i, k) {
+                return Err(Error::Config(format!(
+                    "symbolic DAG is inconsistent: {other:?} and {k:?} have the same number {i} (TaskClasses::slot)"
+                )));
+            }
+        }
         let declared = classes.predecessor_count(k);
         let actual = incoming.get(k).copied().unwrap_or(0);
         if declared != actual {
@@ -538,6 +549,35 @@ mod tests {
         Arc::new(d)
     }
 
+    /// Diamonds numbered by `number` (`None`: not), over `slots` numbers.
+    struct Renumbered {
+        d: Arc<Diamonds>,
+        number: fn(&(u32, u8)) -> Option<usize>,
+        slots: usize,
+    }
+
+    impl TaskClasses for Renumbered {
+        type Key = (u32, u8);
+        fn roots(&self) -> Vec<(u32, u8)> {
+            self.d.roots()
+        }
+        fn predecessor_count(&self, k: &(u32, u8)) -> usize {
+            self.d.predecessor_count(k)
+        }
+        fn successors(&self, k: &(u32, u8), out: &mut Vec<(u32, u8)>) {
+            self.d.successors(k, out)
+        }
+        fn task(&self, k: &(u32, u8)) -> TaskBuilder {
+            self.d.task(k)
+        }
+        fn slots(&self) -> usize {
+            self.slots
+        }
+        fn slot(&self, k: &(u32, u8)) -> Option<usize> {
+            (self.number)(k)
+        }
+    }
+
     #[test]
     fn runs_every_task_after_its_predecessors() {
         for (workers, make) in
@@ -594,6 +634,40 @@ mod tests {
             );
         }
         let _ = AtomicU64::new(0);
+    }
+
+    /// Numbers out of `0..slots()` fall back to the map (the run is still
+    /// right); two tasks with one number are refused by `unroll`.
+    #[test]
+    fn numbers_out_of_range_use_the_map_and_shared_numbers_are_refused() {
+        let rt = Runtime::new(Config::with_workers(2)).unwrap();
+        let d = diamonds(20, 2, 0);
+        // Every `d` numbered past the end (each waits in the map), the rest
+        // in range.
+        let past = Arc::new(Renumbered {
+            d: Arc::clone(&d),
+            number: |k| {
+                Some(if k.1 == b'd' {
+                    1000 + k.0 as usize
+                } else {
+                    4 * k.0 as usize + usize::from(k.1 - b'a')
+                })
+            },
+            slots: 80,
+        });
+        assert_eq!(unroll(&*past).unwrap().len(), 80);
+        let stats = run(&rt, past).unwrap();
+        assert_eq!(stats.instantiated, 80);
+        assert!(stats.peak_pending >= 1, "{stats:?}");
+        assert_eq!(lock(&d.log).len(), 80);
+        // `b` and `c` of a diamond share a number.
+        let shared = Renumbered {
+            d: diamonds(3, 2, 0),
+            number: |k| Some(4 * k.0 as usize + usize::from(k.1 == b'd')),
+            slots: 12,
+        };
+        let e = unroll(&shared).unwrap_err().to_string();
+        assert!(e.contains("have the same number"), "{e}");
     }
 
     /// A traced run keeps each task's satisfied predecessors, which only
