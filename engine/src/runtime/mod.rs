@@ -201,6 +201,7 @@ impl Runtime {
     /// expected (`crate::watch`); nothing if it cannot be polled.
     pub(crate) fn watch_network(&self, transport: &Arc<dyn crate::dist::Transport>) {
         self.shared.watch.set(transport);
+        self.shared.sleep.share_cores();
     }
 
     /// Whether this runtime records a trace.
