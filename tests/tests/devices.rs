@@ -405,18 +405,41 @@ fn dmda_estimates_an_unmeasured_flopless_task_by_its_data() {
             let hs: Vec<_> = (0..4)
                 .map(|_| rt.register_replicable(vec![1.0f64; 2 << 20]))
                 .collect();
+            // The four tasks become ready together, pushed one after the
+            // other by the CPU worker that ran the gate: no CPU task can end
+            // between two placements. Submitted one by one, a CPU task
+            // could end before the next submission (a slow or preempted
+            // submitter), leaving the CPU's queue empty again and the CPU
+            // within twice the device's end: a second calibration sample
+            // (CI, stop 58: "2 of 4 ran on the CPU").
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let gate = rt
+                .submit(
+                    TaskBuilder::new(&Codelet::new("gate"))
+                        .cpu_only()
+                        .body(move |_| {
+                            wait.recv().ok();
+                            Ok(())
+                        }),
+                )
+                .unwrap();
             for h in &hs {
                 let h2 = h.clone();
-                rt.submit(TaskBuilder::new(&cl).rw(h).body(move |ctx| {
+                rt.submit(TaskBuilder::new(&cl).rw(h).after(&gate).body(move |ctx| {
                     ctx.write(&h2)?[0] += 1.0;
                     Ok(())
                 }))
                 .unwrap();
             }
+            go.send(()).unwrap();
             rt.wait_all().unwrap();
             let t = rt.trace();
             let cpu = t.workers.iter().position(|w| w.name == "cpu0").unwrap() as u32;
-            let on_cpu = t.tasks.iter().filter(|x| x.worker == cpu).count();
+            let on_cpu = t
+                .tasks
+                .iter()
+                .filter(|x| x.worker == cpu && x.codelet == "swap-like")
+                .count();
             if to_device {
                 // At most one: the CPU's calibration sample, taken once the
                 // device's queue makes it no more than twice as slow.
