@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 use tessera_backends::cpu::{
-    apply_worker_map, current_thread_cpus, parse_cpu_list, plan, CpuSelection, PlacementConfig,
-    Topology, WorkerMap,
+    apply_worker_map, current_thread_cpus, format_cpu_list, parse_cpu_list, plan, share_cpus,
+    CpuSelection, PlacementConfig, Topology, WorkerMap,
 };
 
 use tessera_backends::emu::{EmuConfig, EmuDevice};
@@ -261,11 +261,45 @@ pub fn runtime_config_ranks(
     cpu_default: Scheduler,
     ranks: &crate::ranks::Ranks,
 ) -> Result<Config, String> {
+    let shared = share_node_cpus(args, ranks)?;
+    let args = shared.as_ref().unwrap_or(args);
     let (config, progress) = config_and_progress(args, sched, cpu_default, ranks.size > 1)?;
     if let Some(pus) = progress {
         ranks.bind_progress_thread(&pus)?;
     }
     Ok(config)
+}
+
+/// The options with `--cpus` set to this rank's share of its CPUs where
+/// other ranks of its node were given the same ones (`share_cpus`), said
+/// once per node on stderr; `None` where nothing changes: `--cpus` or
+/// `--no-bind` given, one rank, or a launcher that bound each rank to CPUs
+/// of its own. Collective over the ranks (the options are the same on
+/// every rank, `Ranks::check_same`'d by the drivers).
+fn share_node_cpus(
+    args: &PlacementArgs,
+    ranks: &crate::ranks::Ranks,
+) -> Result<Option<PlacementArgs>, String> {
+    if ranks.size <= 1 || args.cpus.is_some() || args.no_bind {
+        return Ok(None);
+    }
+    let cpus = current_thread_cpus().map_err(|e| e.to_string())?;
+    let Some((place, count)) = ranks.node_share(&cpus)? else {
+        return Ok(None);
+    };
+    let topo = Topology::detect().map_err(|e| e.to_string())?;
+    let mine = share_cpus(&topo, &cpus, place, count);
+    if place == 0 {
+        eprintln!(
+            "tessera: {count} ranks on this node were all given CPUs {} (the launcher did not bind them): each takes its share, whole cores (rank {}: {})",
+            format_cpu_list(&cpus),
+            ranks.rank,
+            format_cpu_list(&mine)
+        );
+    }
+    let mut args = args.clone();
+    args.cpus = Some(format_cpu_list(&mine));
+    Ok(Some(args))
 }
 
 /// The engine configuration (devices, scheduler, workers, perf models) and,

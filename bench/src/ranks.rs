@@ -157,6 +157,28 @@ impl Ranks {
         }
     }
 
+    /// Where this rank shares `cpus`, exactly, with other ranks of its node
+    /// (a launcher that did not bind them): its place among them and their
+    /// number, in rank order; `None` when no other rank of this node was
+    /// given the same CPUs. Collective. The node is the host name.
+    pub fn node_share(&self, cpus: &[usize]) -> Result<Option<(usize, usize)>, String> {
+        let Some(c) = self.collectives() else {
+            return Ok(None);
+        };
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let me = format!(
+            "{}|{}",
+            host.trim(),
+            tessera_backends::cpu::format_cpu_list(cpus)
+        );
+        let all = c.allgather(me.as_bytes())?;
+        let same: Vec<usize> = (0..all.len())
+            .filter(|&r| all[r] == me.as_bytes())
+            .collect();
+        let place = same.iter().position(|&r| r == self.rank);
+        Ok(place.filter(|_| same.len() > 1).map(|i| (i, same.len())))
+    }
+
     /// Every rank's `count` (its workers), in rank order; collective. A
     /// one-rank run gives `[count]`.
     pub fn gather_counts(&self, count: usize) -> Result<Vec<usize>, String> {

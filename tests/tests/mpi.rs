@@ -6,7 +6,8 @@
 //! mpirun end, not hang. Distributed SpMV, CG and power iteration on every
 //! generator and a Matrix Market file equal the single-process runs (1e-12
 //! relative) at 1..4 ranks; `tessera spmv` runs under mpirun end to end (per-rank
-//! traces that merge) and refuses ranks started with different parameters.
+//! traces that merge) and refuses ranks started with different parameters;
+//! ranks started without binding take CPUs of their own.
 #![cfg(feature = "mpi")]
 
 use std::sync::Arc;
@@ -1203,4 +1204,83 @@ fn overhead_mpi_refuses_more_than_two_ranks() {
         out.output
     );
     assert!(!out.output.contains("panicked"), "{}", out.output);
+}
+
+/// Ranks of one node started without binding (`--bind-to none`, here
+/// through Open MPI's environment) all see the same CPUs: each takes a
+/// share of whole cores of its own (`share_cpus`), so their workers no
+/// longer pile onto the first core (2 ranks ran Task Bench 2× slower).
+/// Checked on the workers themselves: a task reads the CPUs its worker is
+/// bound to, and the ranks' sets are disjoint (where the node has a core
+/// per rank).
+#[test]
+fn unbound_ranks_of_one_node_take_cpus_of_their_own() {
+    #[derive(clap::Parser)]
+    struct Opts {
+        #[command(flatten)]
+        placement: tessera_bench::placement::PlacementArgs,
+    }
+    if is_rank() {
+        let ranks = tessera_bench::ranks::Ranks::join().unwrap();
+        let given = tessera_backends::cpu::current_thread_cpus().unwrap();
+        let opts = <Opts as clap::Parser>::parse_from(["test", "--workers", "1"]);
+        let config = tessera_bench::placement::runtime_config_ranks(
+            &opts.placement,
+            "ws",
+            tessera_engine::Scheduler::Ws,
+            &ranks,
+        )
+        .unwrap();
+        let rt = Runtime::new(config).unwrap();
+        let seen = rt.register(Vec::<u64>::new());
+        let cl: tessera_engine::Codelet<tessera_engine::Write<Vec<u64>>> =
+            tessera_engine::Codelet::new("where").cpu(|_, _, out: &mut Vec<u64>| {
+                let cpus =
+                    tessera_backends::cpu::current_thread_cpus().map_err(|e| e.to_string())?;
+                *out = cpus.into_iter().map(|c| c as u64).collect();
+                Ok(())
+            });
+        rt.task(&cl, seen.w()).submit().unwrap();
+        rt.wait_all().unwrap();
+        let mine = rt.unregister(seen).unwrap();
+        let coll = ranks.collectives().unwrap();
+        let text = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        let all = coll.allgather(text(&mine).as_bytes()).unwrap();
+        let sets: Vec<std::collections::BTreeSet<&[u8]>> = all
+            .iter()
+            .map(|s| s.split(|&b| b == b',').collect())
+            .collect();
+        assert!(!mine.is_empty() && mine.iter().all(|c| given.contains(&(*c as usize))));
+        if given.len() >= ranks.size {
+            assert!(
+                sets[0].is_disjoint(&sets[1]),
+                "ranks 0 and 1 share CPUs: {:?}",
+                all.iter()
+                    .map(|s| String::from_utf8_lossy(s))
+                    .collect::<Vec<_>>()
+            );
+        } else {
+            println!(
+                "note: {} CPU(s) for {} ranks: shared",
+                given.len(),
+                ranks.size
+            );
+        }
+        println!("rank {}: workers on CPUs {}", ranks.rank, text(&mine));
+        drop(rt);
+        return;
+    }
+    let out = mpirun(
+        2,
+        "unbound_ranks_of_one_node_take_cpus_of_their_own",
+        &[("OMPI_MCA_hwloc_base_binding_policy", "none")],
+        LIMIT,
+    );
+    out.assert_every_rank_said(2, "workers on CPUs", "--bind-to none");
+    assert!(
+        out.output
+            .contains("(the launcher did not bind them): each takes its share"),
+        "{}",
+        out.output
+    );
 }

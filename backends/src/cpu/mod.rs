@@ -23,8 +23,8 @@ pub use engine_config::apply_worker_map;
 #[cfg(feature = "hwloc")]
 pub use hwloc::{alloc_on_numa_node, NumaBuffer};
 pub use placement::{
-    describe, home_numa_node, numa_nodes, plan, steal_order, CpuSelection, PlacementConfig,
-    PlacementError, WorkerMap, WorkerSlot,
+    describe, home_numa_node, numa_nodes, plan, share_cpus, steal_order, CpuSelection,
+    PlacementConfig, PlacementError, WorkerMap, WorkerSlot,
 };
 pub use topology::{
     format_cpu_list, parse_cpu_list, Core, CpuListError, NumaNode, Package, Pu, Topology,

@@ -508,6 +508,47 @@ pub fn describe(topo: &Topology, map: &WorkerMap) -> String {
 // Proves `plan` uses every selected core once, keeps reserved cores near
 // their device, honours and checks CPU lists, and that `steal_order` visits
 // NUMA siblings before same-package nodes before other packages.
+/// The share of `cpus` that falls to process `part` of `parts` processes
+/// given the same CPUs: the ranks of one node started by a launcher that
+/// did not bind them (`mpirun --bind-to none`, `srun` without
+/// `--cpu-bind`). Left as they are, each rank binds its first worker to the
+/// first of those CPUs, and every rank's workers pile onto the same cores
+/// (2 ranks of Task Bench `stencil_1d` ran 2× slower, their workers both
+/// on CPU 0). Whole cores, in logical order (package, NUMA node), are dealt
+/// in contiguous blocks as even as can be, so no two ranks share a core and
+/// a rank's block stays within one NUMA node where it can. With more
+/// processes than cores, process `part` gets core `part mod cores` (they
+/// must share). A CPU of no known core counts as a core of its own.
+///
+/// # Panics
+/// If `part >= parts`.
+pub fn share_cpus(topo: &Topology, cpus: &[usize], part: usize, parts: usize) -> Vec<usize> {
+    assert!(part < parts, "process {part} is not one of {parts}");
+    let wanted: BTreeSet<usize> = cpus.iter().copied().collect();
+    let mut cores: Vec<Vec<usize>> = topo
+        .cores
+        .iter()
+        .map(|c| {
+            c.pus
+                .iter()
+                .copied()
+                .filter(|p| wanted.contains(p))
+                .collect::<Vec<_>>()
+        })
+        .filter(|pus| !pus.is_empty())
+        .collect();
+    let known: BTreeSet<usize> = cores.iter().flatten().copied().collect();
+    cores.extend(wanted.difference(&known).map(|&p| vec![p]));
+    let m = cores.len();
+    if parts <= 1 || m == 0 {
+        return cpus.to_vec();
+    }
+    if m < parts {
+        return cores.swap_remove(part % m);
+    }
+    cores[part * m / parts..(part + 1) * m / parts].concat()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -800,6 +841,44 @@ mod tests {
     fn unknown_worker_panics() {
         let map = plan(&Topology::synthetic(1, 1, 2, 1), &cfg(0, 1, false)).unwrap();
         steal_order(&map, 2);
+    }
+
+    #[test]
+    fn ranks_given_the_same_cpus_share_them_by_whole_cores() {
+        // 2 packages × 1 NUMA node × 4 cores × 2 PUs: cores hold PUs 0-1,
+        // 2-3, ..., 14-15.
+        let topo = Topology::synthetic(2, 1, 4, 2);
+        let all: Vec<usize> = (0..16).collect();
+        let shares: Vec<Vec<usize>> = (0..2).map(|p| share_cpus(&topo, &all, p, 2)).collect();
+        assert_eq!(shares[0], (0..8).collect::<Vec<_>>(), "one package each");
+        assert_eq!(shares[1], (8..16).collect::<Vec<_>>());
+        // Three ranks over 8 cores: 2, 3 and 3 cores, disjoint, covering all.
+        let three: Vec<Vec<usize>> = (0..3).map(|p| share_cpus(&topo, &all, p, 3)).collect();
+        assert_eq!(three.iter().map(Vec::len).collect::<Vec<_>>(), [4, 6, 6]);
+        let union: BTreeSet<usize> = three.iter().flatten().copied().collect();
+        assert_eq!(union.len(), 16);
+        // Siblings never split: each share is whole cores.
+        for s in &three {
+            assert!(
+                s.chunks(2).all(|c| c[0] % 2 == 0 && c[1] == c[0] + 1),
+                "{s:?}"
+            );
+        }
+        // Only the CPUs given are dealt (here cores 1-3's first PUs).
+        assert_eq!(share_cpus(&topo, &[2, 4, 6], 0, 2), [2]);
+        assert_eq!(share_cpus(&topo, &[2, 4, 6], 1, 2), [4, 6]);
+        // More ranks than cores: they share, round robin.
+        let two_cores = [0, 1, 2, 3];
+        let many: Vec<Vec<usize>> = (0..5)
+            .map(|p| share_cpus(&topo, &two_cores, p, 5))
+            .collect();
+        assert_eq!(
+            many,
+            [vec![0, 1], vec![2, 3], vec![0, 1], vec![2, 3], vec![0, 1]]
+        );
+        // One process keeps everything; a CPU of no known core is a core.
+        assert_eq!(share_cpus(&topo, &all, 0, 1), all);
+        assert_eq!(share_cpus(&topo, &[0, 99], 1, 2), [99]);
     }
 
     #[test]
