@@ -274,17 +274,18 @@ pub fn runtime_config_ranks(
 /// other ranks of its node were given the same ones (`share_cpus`), said
 /// once per node on stderr; `None` where nothing changes: `--cpus` or
 /// `--no-bind` given, one rank, or a launcher that bound each rank to CPUs
-/// of its own. Collective over the ranks (the options are the same on
-/// every rank, `Ranks::check_same`'d by the drivers).
+/// of its own. Collective over the ranks whatever this rank's options, so
+/// that ranks started with different ones still meet.
 fn share_node_cpus(
     args: &PlacementArgs,
     ranks: &crate::ranks::Ranks,
 ) -> Result<Option<PlacementArgs>, String> {
-    if ranks.size <= 1 || args.cpus.is_some() || args.no_bind {
+    if ranks.size <= 1 {
         return Ok(None);
     }
     let cpus = current_thread_cpus().map_err(|e| e.to_string())?;
-    let Some((place, count)) = ranks.node_share(&cpus)? else {
+    let share = ranks.node_share(&cpus)?;
+    let Some((place, count)) = share.filter(|_| args.cpus.is_none() && !args.no_bind) else {
         return Ok(None);
     };
     let topo = Topology::detect().map_err(|e| e.to_string())?;

@@ -505,20 +505,18 @@ pub fn describe(topo: &Topology, map: &WorkerMap) -> String {
     out
 }
 
-// Proves `plan` uses every selected core once, keeps reserved cores near
-// their device, honours and checks CPU lists, and that `steal_order` visits
-// NUMA siblings before same-package nodes before other packages.
 /// The share of `cpus` that falls to process `part` of `parts` processes
 /// given the same CPUs: the ranks of one node started by a launcher that
 /// did not bind them (`mpirun --bind-to none`, `srun` without
 /// `--cpu-bind`). Left as they are, each rank binds its first worker to the
 /// first of those CPUs, and every rank's workers pile onto the same cores
-/// (2 ranks of Task Bench `stencil_1d` ran 2× slower, their workers both
-/// on CPU 0). Whole cores, in logical order (package, NUMA node), are dealt
-/// in contiguous blocks as even as can be, so no two ranks share a core and
-/// a rank's block stays within one NUMA node where it can. With more
-/// processes than cores, process `part` gets core `part mod cores` (they
-/// must share). A CPU of no known core counts as a core of its own.
+/// (2 ranks of Task Bench `stencil_1d` ran 64–76 ms instead of 34–42 ms,
+/// their workers both on CPU 0). Whole cores, in logical order (package,
+/// NUMA node), are dealt in contiguous blocks as even as can be, so no two
+/// ranks share a core and a rank's block stays within one NUMA node where
+/// it can. With more processes than cores, process `part` gets core
+/// `part mod cores` (they must share). A CPU of no known core counts as a
+/// core of its own.
 ///
 /// # Panics
 /// If `part >= parts`.
@@ -549,6 +547,9 @@ pub fn share_cpus(topo: &Topology, cpus: &[usize], part: usize, parts: usize) ->
     cores[part * m / parts..(part + 1) * m / parts].concat()
 }
 
+// Proves `plan` uses every selected core once, keeps reserved cores near
+// their device, honours and checks CPU lists, and that `steal_order` visits
+// NUMA siblings before same-package nodes before other packages.
 #[cfg(test)]
 mod tests {
     use super::*;
