@@ -20,11 +20,10 @@ const SPIN_ROUNDS: u32 = 64;
 /// parked after 5–10 µs, and a one-process symbolic `stencil_1d` with 30 µs
 /// tasks ran a step's two tasks one after the other on one worker half the
 /// time. Medians of 8 alternated runs, a 5 µs window (about those 16
-/// yields) → this one: that
-/// stencil 0.57 → 0.40 s, its STF twin 0.41 → 0.33 s, `tessera overhead`'s
-/// independent tasks 462 → 422 ns each; but its chain, where a third
-/// thread submits while a worker searches, 661 → 723 ns (CHANGELOG, issue
-/// 41). Each round yields the core, so a device or MPI thread that needs
+/// yields) → this one: that stencil 0.57 → 0.40 s, its STF twin 0.41 →
+/// 0.33 s, `tessera overhead`'s independent tasks 462 → 422 ns each; but
+/// its chain, where a third thread submits while a worker searches, 661 →
+/// 723 ns (CHANGELOG, issue 41). Each round yields the core, so a device or MPI thread that needs
 /// it still runs.
 #[cfg(not(loom))]
 const YIELD_WINDOW: std::time::Duration = std::time::Duration::from_micros(50);
