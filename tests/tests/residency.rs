@@ -221,8 +221,32 @@ fn wont_write_on_an_emulated_device_brings_the_final_value_home() {
     with_timeout(LIMIT, || {
         let (rt, node) = emu_runtime();
         let h = rt.register_replicable(vec![1.0f64; 1000]);
-        device_write(&rt, node, &h);
+        // The device's write waits behind a gate opened only after
+        // `wont_write`: `wont_write` names a writer still pending, as
+        // documented. Without the gate the write could end before the call
+        // (a slow or preempted test thread), and then nothing is asked
+        // home (CI, stop 60: "left: 0, right: 8000").
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let gate = rt
+            .submit(
+                TaskBuilder::new(&Codelet::new("gate"))
+                    .cpu_only()
+                    .body(move |_| {
+                        wait.recv().ok();
+                        Ok(())
+                    }),
+            )
+            .unwrap();
+        rt.submit(
+            TaskBuilder::new(&Codelet::new("write"))
+                .rw(&h)
+                .after(&gate)
+                .on_node(node)
+                .device_body(|_ctx| Ok(())),
+        )
+        .unwrap();
         h.wont_write();
+        go.send(()).unwrap();
         rt.wait_all().unwrap();
         wait_for_host_in(&rt, 8000);
         assert_eq!(host_in(&rt), 8000, "{}", rt.memory_stats());
