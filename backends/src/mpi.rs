@@ -583,7 +583,8 @@ impl Round {
 /// buffers are neither touched nor dropped before then: the requests read
 /// their heap allocations, which stay put when the `Vec`s move.
 struct InFlight {
-    requests: Vec<Request<'static, [u8], StaticScope>>,
+    /// One request for a short message (inline: no allocation per send).
+    requests: smallvec::SmallVec<[Request<'static, [u8], StaticScope>; 1]>,
     buffer: Vec<u8>,
     /// A long message's header (its length).
     _header: Vec<u8>,
@@ -792,14 +793,16 @@ impl MpiTransport {
         // (small ones at once, each destination's in order); one that
         // finishes before an older one is taken in the round after that one.
         while let Some(f) = p.inflight.front_mut() {
-            let mut pending = Vec::new();
-            for r in f.requests.drain(..) {
-                if let Err(r) = r.test() {
-                    pending.push(r);
+            // Each request tested once; those still in flight stay, in
+            // place (no allocation per round).
+            let mut i = 0;
+            while i < f.requests.len() {
+                if let Err(r) = f.requests.remove(i).test() {
+                    f.requests.insert(i, r);
+                    i += 1;
                 }
             }
-            if !pending.is_empty() {
-                f.requests = pending;
+            if !f.requests.is_empty() {
                 break;
             }
             sends = true;
@@ -1064,7 +1067,7 @@ fn post_send(world: &SimpleCommunicator, out: Outgoing, piece: usize) -> InFligh
     if msg.len() <= piece.min(SHORT) {
         let request = dest.immediate_send_with_tag(StaticScope, view, TAG);
         return InFlight {
-            requests: vec![request],
+            requests: smallvec::smallvec![request],
             buffer: msg,
             _header: Vec::new(),
         };
@@ -1080,7 +1083,8 @@ fn post_send(world: &SimpleCommunicator, out: Outgoing, piece: usize) -> InFligh
         (h, TAG_LONG, view)
     };
     let head: &'static [u8] = unsafe { std::slice::from_raw_parts(header.as_ptr(), header.len()) };
-    let mut requests = vec![dest.immediate_send_with_tag(StaticScope, head, tag)];
+    let mut requests: smallvec::SmallVec<[_; 1]> =
+        smallvec::smallvec![dest.immediate_send_with_tag(StaticScope, head, tag)];
     requests.extend(
         rest.chunks(piece)
             .map(|p| dest.immediate_send_with_tag(StaticScope, p, TAG_PIECE)),

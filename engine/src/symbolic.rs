@@ -155,7 +155,11 @@ pub struct Unfolder<C: TaskClasses> {
 /// the worker that ran the task, before its local successors are released;
 /// an `Err` fails the task.
 pub(crate) type RemoteEdges<K> =
-    Box<dyn Fn(&K, u64, &[(usize, Vec<K>)]) -> Result<(), String> + Send + Sync>;
+    Box<dyn Fn(&K, u64, &[(usize, RemoteGroup<K>)]) -> Result<(), String> + Send + Sync>;
+
+/// A finished task's successors owned by one other rank (inline: no
+/// allocation per remote edge for up to four).
+pub(crate) type RemoteGroup<K> = SmallVec<[K; 4]>;
 
 impl<C: TaskClasses> Unfolder<C> {
     /// The unfolding state of a run of `classes` on `rank` of `rt`.
@@ -284,7 +288,7 @@ impl<C: TaskClasses> Unfolder<C> {
     fn release_successors(self: &Arc<Self>, key: &C::Key, id: u64) -> Result<(), crate::BodyError> {
         let mut succ = Vec::new();
         self.classes.successors(key, &mut succ);
-        let mut remote: Vec<(usize, Vec<C::Key>)> = Vec::new();
+        let mut remote: SmallVec<[(usize, RemoteGroup<C::Key>); 2]> = SmallVec::new();
         let mut local: SmallVec<[C::Key; 8]> = SmallVec::new();
         for s in succ {
             match self.classes.owner(&s) {
@@ -293,7 +297,7 @@ impl<C: TaskClasses> Unfolder<C> {
                     self.remote_edges.fetch_add(1, Ordering::Relaxed);
                     match remote.iter_mut().find(|(q, _)| *q == r) {
                         Some((_, v)) => v.push(s),
-                        None => remote.push((r, vec![s])),
+                        None => remote.push((r, smallvec::smallvec![s])),
                     }
                 }
             }

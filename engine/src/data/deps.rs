@@ -27,8 +27,11 @@ pub(crate) struct DepState {
     /// The last task that declared W or RW (weak: a finished task may be freed,
     /// and a freed task can never be a dependency again).
     pub(crate) last_writer: Option<TaskRef>,
-    /// Readers submitted since the last writer.
-    pub(crate) readers: Vec<TaskRef>,
+    /// Readers submitted since the last writer: the first two inline, so
+    /// data written once and read by a task or two (Task Bench's default, a
+    /// buffer per timestep) allocates nothing and touches no second cache
+    /// line when its readers are submitted.
+    pub(crate) readers: smallvec::SmallVec<[TaskRef; 2]>,
     /// `readers` is pruned of finished tasks when it reaches this length, so a
     /// handle that is only ever read does not grow without bound.
     prune_at: usize,
@@ -43,7 +46,7 @@ impl DepState {
     pub(crate) fn new() -> DepState {
         DepState {
             last_writer: None,
-            readers: Vec::new(),
+            readers: smallvec::SmallVec::new(),
             prune_at: 64,
             poisoned_by: None,
             unregistered: false,

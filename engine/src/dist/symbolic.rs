@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use smallvec::SmallVec;
 
 use super::net::Net;
 use super::wire::{DataRef, Reader, Writer};
@@ -97,10 +98,22 @@ fn encode_items<K: Serialize>(
     id: u64,
     items: &[(u64, DataRef)],
 ) -> Result<(Writer, u64, Option<usize>), String> {
-    let k = postcard::to_allocvec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
+    // The key on the stack when it fits (a few integers do): no allocation
+    // per message for it.
+    let mut small = [0u8; 64];
+    let heap;
+    let k: &[u8] = match postcard::to_slice(key, &mut small) {
+        Ok(k) => k,
+        Err(postcard::Error::SerializeBufferFull) => {
+            heap =
+                postcard::to_allocvec(key).map_err(|e| format!("cannot encode task key: {e}"))?;
+            &heap
+        }
+        Err(e) => return Err(format!("cannot encode task key: {e}")),
+    };
     let bytes: u64 = items.iter().map(|(_, d)| d.bytes()).sum();
     let mut w = ch.writer(k.len() + 32 + bytes as usize + 16 * items.len());
-    w.u32(EDGE).bytes(&k).u64(id).u32(items.len() as u32);
+    w.u32(EDGE).bytes(k).u64(id).u32(items.len() as u32);
     let mut last = None;
     for (dk, d) in items {
         w.u64(*dk);
@@ -159,6 +172,12 @@ where
         Some(written) => written.map(|()| true),
         None => Ok(false),
     }
+}
+
+thread_local! {
+    /// The data keys of one finished task's message, reused by its thread
+    /// (an allocation per remote edge saved).
+    static FLOW_SCRATCH: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// The largest data item written into its copy by the routing callback
@@ -263,7 +282,9 @@ where
     );
     let remote: crate::symbolic::RemoteEdges<C::Key> = Box::new(move |key, id, groups| {
         let ch = send_ch.get().ok_or("the run's channel is not open")?;
-        let mut dks = Vec::new();
+        // This thread's data-key scratch, taken out while used (a nested
+        // call would find it empty and allocate its own).
+        let mut dks = FLOW_SCRATCH.with(std::cell::Cell::take);
         for (rank, succ) in groups {
             dks.clear();
             for s in succ {
@@ -271,7 +292,7 @@ where
             }
             dks.sort_unstable();
             dks.dedup();
-            let items: Vec<(u64, DataRef)> =
+            let items: SmallVec<[(u64, DataRef); 4]> =
                 dks.iter().map(|&dk| (dk, classes3.data(dk))).collect();
             let start = ch.now();
             let (msg, bytes, head) = encode_items(ch, key, id, &items)?;
@@ -281,6 +302,7 @@ where
             c.items += items.len() as u64;
             c.bytes += bytes;
         }
+        FLOW_SCRATCH.with(|s| s.set(dks));
         classes3.finished(key);
         Ok(())
     });
@@ -472,8 +494,26 @@ fn finish<C: TaskClasses>(
 mod tests {
     //! Proves that a remote edge's receive task carries no label string
     //! (nothing is formatted per item with tracing off), and that its label
-    //! is made from its numbers when asked.
+    //! is made from its numbers when asked; and that an edge's task key is
+    //! written whole whether it fits the stack buffer or not.
     use super::*;
+
+    #[test]
+    fn task_keys_small_and_large_are_encoded_whole() {
+        let net = Net::new(super::super::local::world(1).pop().expect("one rank"));
+        let ch = net.channel();
+        for key in ["k".to_string(), "long key ".repeat(20)] {
+            let (w, bytes, last) = encode_items(&ch, &key, 7, &[]).unwrap();
+            assert_eq!((bytes, last), (0, None));
+            let msg = w.finish();
+            // The channel's 4-byte number, then the body.
+            let mut r = Reader::new(&msg[4..]);
+            assert_eq!(r.u32().unwrap(), EDGE);
+            let back: String = postcard::from_bytes(r.bytes().unwrap()).unwrap();
+            assert_eq!(back, key);
+            assert_eq!((r.u64().unwrap(), r.u32().unwrap()), (7, 0));
+        }
+    }
 
     #[test]
     fn receive_labels_are_built_only_when_asked() {
