@@ -142,7 +142,8 @@ pub use error::{AccessError, BodyError, Error, RunError, TaskFailure, TaskInfo};
 pub use file_error::{FileError, FileErrorKind};
 pub use graph::{TaskGraph, Vertex};
 pub use runtime::{
-    interrupt_all, worker_cap, Config, Registrar, Runtime, Submitter, WorkerHook, MIN_WORKER_CAP,
+    interrupt_all, worker_cap, Config, Registrar, Runtime, Submitter, WorkerHook,
+    DEFAULT_SUBMIT_WINDOW, MIN_WORKER_CAP,
 };
 pub use sched::Scheduler;
 pub use task::{Bound, OnSubmit, Rendezvous, Task, TaskBuilder, TaskContext, TaskHandle, Unbound};

@@ -50,7 +50,17 @@ pub struct Config {
     ///
     /// [`Simulation`]: crate::simulate::Simulation
     pub simulate: Option<crate::simulate::SimNode>,
+    /// The submission window: a thread that is not one of the runtime's
+    /// workers and submits while this many tasks are in flight waits until
+    /// half of them have finished (0: never waits). Default
+    /// [`DEFAULT_SUBMIT_WINDOW`]. See [`Config::submit_window`].
+    pub submit_window: usize,
 }
+
+/// Tasks in flight at which a submitting thread waits (PaRSEC's DTD keeps
+/// a window of 8000 by default; StarPU's `STARPU_LIMIT_MAX_SUBMITTED_TASKS`
+/// is the same idea, unset by default).
+pub const DEFAULT_SUBMIT_WINDOW: usize = 8192;
 
 /// A function run on each worker thread at start-up, given the worker index.
 /// An `Err` is reported when the runtime starts (binding that failed).
@@ -78,6 +88,7 @@ impl Default for Config {
             perf_models: None,
             calibrate: None,
             simulate: None,
+            submit_window: DEFAULT_SUBMIT_WINDOW,
         }
     }
 }
@@ -90,6 +101,7 @@ impl std::fmt::Debug for Config {
             .field("custom_policy", &self.custom_policy.is_some())
             .field("trace", &self.trace)
             .field("record_graph", &self.record_graph)
+            .field("submit_window", &self.submit_window)
             .field(
                 "devices",
                 &self.devices.iter().map(|d| d.name()).collect::<Vec<_>>(),
@@ -111,6 +123,23 @@ impl Config {
             workers: n,
             ..Config::default()
         }
+    }
+
+    /// The submission window (0: none). A program that submits a long
+    /// flow of small tasks from its own thread (`Runtime::submit`) waits,
+    /// once `window` tasks are in flight, until half of them have finished:
+    /// the tasks it keeps ahead are bounded in memory, their nodes are
+    /// reused while still in cache instead of taken fresh from the kernel
+    /// (a page fault each 4 KiB), and on a core it shares with a worker it
+    /// sleeps instead of taking the core from the tasks. Task bodies and
+    /// the runtime's own threads never wait, nor does a simulated runtime
+    /// (its tasks run only while someone waits). A window never blocks a
+    /// program for good: when no task finishes for 20 ms while a
+    /// submitter waits (tasks waiting for something the program has yet to
+    /// do, such as a message or a channel send), it goes on.
+    pub fn submit_window(mut self, window: usize) -> Self {
+        self.submit_window = window;
+        self
     }
 
     /// Set the scheduling policy.

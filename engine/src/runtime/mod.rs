@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub use config::{Config, WorkerHook};
+pub use config::{Config, WorkerHook, DEFAULT_SUBMIT_WINDOW};
 pub use data::Registrar;
 pub use interrupt::interrupt_all;
 pub(crate) use interrupt::{all_interrupted, INTERRUPTED};

@@ -141,9 +141,12 @@ impl Runtime {
     /// [`TaskBuilder`]). Its dependencies are inferred from the data it
     /// declares and the tasks submitted before it (plus any explicit
     /// `after`). Callable from several threads, and from task bodies (the
-    /// task then goes to that worker's queue).
+    /// task then goes to that worker's queue). A thread that is not one of
+    /// the runtime's workers may wait here first, while the submission
+    /// window is full ([`Config::submit_window`](crate::Config::submit_window)).
     #[inline]
     pub fn submit(&self, task: impl Into<TaskBuilder>) -> Result<TaskHandle, Error> {
+        self.shared.throttle();
         self.shared.submit(task.into())
     }
 

@@ -111,12 +111,99 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     //! Proves the waits' own checks: deadlines that cannot overflow, and
-    //! calls from a body that would wait for the body itself.
+    //! calls from a body that would wait for the body itself; and the
+    //! submission window: it bounds the tasks a submitting thread keeps in
+    //! flight, never holds a body, and lets a submitter go on when the
+    //! tasks in flight cannot finish.
+    use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use super::*;
     use crate::codelet::Codelet;
+    use crate::{Config, TaskBuilder};
+
+    /// Check interval of the window, as a count of tasks.
+    const CHECK: usize = super::super::shared::WINDOW_CHECK as usize;
+
+    fn stalls(rt: &Runtime) -> u64 {
+        rt.shared.window_stalls.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn the_submission_window_bounds_the_tasks_in_flight() {
+        const WINDOW: usize = 256;
+        let rt = Runtime::new(Config::with_workers(1).submit_window(WINDOW)).unwrap();
+        let cl: Codelet<()> = Codelet::new("slow");
+        let mut most = 0;
+        // Each task sleeps 100 µs: the submitter gets ahead of the worker
+        // at once, and only the window holds it back.
+        for _ in 0..3000 {
+            rt.task(&cl, ())
+                .cpu(|()| {
+                    std::thread::sleep(Duration::from_micros(100));
+                    Ok(())
+                })
+                .submit()
+                .unwrap();
+            most = most.max(rt.tasks_in_flight());
+        }
+        rt.wait_all().unwrap();
+        assert!(
+            most >= WINDOW,
+            "the submitter never got ahead: {most} in flight at most"
+        );
+        // The window is checked every CHECK submissions; a wait that ended
+        // because nothing finished for 20 ms (a starved worker) lets one
+        // more batch in.
+        assert!(
+            most <= WINDOW + CHECK || stalls(&rt) > 0,
+            "{most} tasks in flight under a window of {WINDOW}"
+        );
+    }
+
+    #[test]
+    fn a_window_whose_tasks_cannot_finish_lets_the_submitter_go_on() {
+        let rt = Runtime::new(Config::with_workers(1).submit_window(64)).unwrap();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        // Every task waits for the gate, which opens only after the last
+        // submission: a window that waited for them would never return.
+        let gate = rt
+            .submit(TaskBuilder::new(&Codelet::new("gate")).body(move |_| {
+                wait.recv().ok();
+                Ok(())
+            }))
+            .unwrap();
+        let cl = Codelet::new("after");
+        for _ in 0..300 {
+            rt.submit(TaskBuilder::new(&cl).after(&gate).body(|_| Ok(())))
+                .unwrap();
+        }
+        assert!(stalls(&rt) > 0, "the submitter was never held");
+        go.send(()).unwrap();
+        rt.wait_all().unwrap();
+    }
+
+    #[test]
+    fn task_bodies_never_wait_for_the_window() {
+        let rt = Arc::new(Runtime::new(Config::with_workers(1).submit_window(64)).unwrap());
+        let weak = Arc::downgrade(&rt);
+        // The only worker runs the parent: had a submission from its body
+        // waited for the window, no child could finish, and each wait
+        // would have ended as a stall.
+        rt.submit(TaskBuilder::new(&Codelet::new("parent")).body(move |_| {
+            let rt = weak.upgrade().ok_or("runtime gone")?;
+            let cl = Codelet::new("child");
+            for _ in 0..500 {
+                rt.submit(TaskBuilder::new(&cl).body(|_| Ok(())))
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }))
+        .unwrap();
+        rt.wait_all().unwrap();
+        assert_eq!(stalls(&rt), 0);
+    }
 
     #[test]
     fn huge_timeouts_do_not_overflow() {
