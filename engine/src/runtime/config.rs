@@ -136,7 +136,8 @@ impl Config {
     /// (its tasks run only while someone waits). A window never blocks a
     /// program for good: when no task finishes for 20 ms while a
     /// submitter waits (tasks waiting for something the program has yet to
-    /// do, such as a message or a channel send), it goes on.
+    /// do, such as a message or a channel send), it goes on, and the window
+    /// holds nobody until a task finishes again.
     pub fn submit_window(mut self, window: usize) -> Self {
         self.submit_window = window;
         self

@@ -75,6 +75,9 @@ pub(crate) struct Shared {
     /// Waits for the window that ended because no task finished for
     /// [`WINDOW_STALL`] (the submitter then went on).
     pub(super) window_stalls: AtomicU64,
+    /// `finished` when the last such wait ended (`u64::MAX`: none): until a
+    /// task finishes again, the window holds nobody.
+    pub(super) stalled_at: AtomicU64,
     pub(super) wait_lock: Mutex<()>,
     pub(super) wait_cond: Condvar,
     /// Failures and cancellations since the last `wait_all`.
@@ -328,7 +331,10 @@ impl Shared {
     /// not one of this runtime's workers, submitting while `window` tasks
     /// are in flight, waits until half of them have finished, or until no
     /// task has finished for [`WINDOW_STALL`] (then it goes on: tasks that
-    /// wait for the submitter's own later actions never deadlock it).
+    /// wait for the submitter's own later actions never deadlock it, and
+    /// the window stays open until a task finishes again, so a program
+    /// that submits 200 000 tasks behind a gate it opens later loses one
+    /// stall, not one per check).
     /// Checked at every [`WINDOW_CHECK`]th submission: the count of
     /// finished tasks is on the workers' cache line.
     pub(super) fn throttle(&self) {
@@ -338,6 +344,7 @@ impl Shared {
                 .load(Ordering::Relaxed)
                 .is_multiple_of(WINDOW_CHECK)
             || (self.in_flight() as u64) < self.window
+            || self.finished.load(Ordering::SeqCst) == self.stalled_at.load(Ordering::Relaxed)
             || crate::worker::current(self.id).is_some()
         {
             return;
@@ -356,6 +363,7 @@ impl Shared {
             let now = self.finished.load(Ordering::SeqCst);
             if timeout.timed_out() && now == seen {
                 self.window_stalls.fetch_add(1, Ordering::Relaxed);
+                self.stalled_at.store(now, Ordering::Relaxed);
                 break;
             }
             seen = now;

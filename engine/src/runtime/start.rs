@@ -228,6 +228,7 @@ fn build_shared(config: &Config, layout: &Layout) -> (Arc<Shared>, Arc<dyn Sched
         task_waiters: AtomicUsize::new(0),
         window_waiters: AtomicUsize::new(0),
         window_stalls: AtomicU64::new(0),
+        stalled_at: AtomicU64::new(u64::MAX),
         window: if config.simulate.is_some() {
             0
         } else {
