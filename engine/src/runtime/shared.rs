@@ -325,8 +325,6 @@ impl Shared {
         self.has_errors.store(true, Ordering::SeqCst);
     }
 
-    /// Block until `done()` holds, or the deadline passes. `all`: `done` is
-    /// "nothing in flight" (see `all_waiters`), else it is about given tasks.
     /// The submission window (`Config::submit_window`): a thread that is
     /// not one of this runtime's workers, submitting while `window` tasks
     /// are in flight, waits until half of them have finished, or until no
@@ -372,6 +370,8 @@ impl Shared {
         self.window_waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Block until `done()` holds, or the deadline passes. `all`: `done` is
+    /// "nothing in flight" (see `all_waiters`), else it is about given tasks.
     pub(super) fn wait_until(
         &self,
         all: bool,
