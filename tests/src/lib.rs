@@ -49,6 +49,27 @@ pub fn with_timeout<F: FnOnce() + Send + 'static>(limit: Duration, f: F) {
     }
 }
 
+/// Submit a CPU-only task whose body blocks until the returned sender sends
+/// (or is dropped): tasks submitted `after` it wait until the test opens it,
+/// so they become ready together, or only once the test has done what it
+/// must do first.
+pub fn gate(
+    rt: &tessera_engine::Runtime,
+) -> (tessera_engine::TaskHandle, std::sync::mpsc::Sender<()>) {
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let gate = rt
+        .submit(
+            tessera_engine::TaskBuilder::new(&tessera_engine::Codelet::new("gate"))
+                .cpu_only()
+                .body(move |_| {
+                    wait.recv().ok();
+                    Ok(())
+                }),
+        )
+        .expect("a gate task is accepted");
+    (gate, go)
+}
+
 /// Task bodies that must run at the same time: each [`attend`](Self::attend)s,
 /// waiting (yielding its core) until `n` have arrived or `limit` has passed.
 /// [`met`](Self::met) counts the bodies that saw all `n`: `n` when they ran

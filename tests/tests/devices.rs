@@ -11,7 +11,7 @@ use tessera_backends::emu::{EmuConfig, EmuDevice};
 use tessera_engine::device::{Device, Link};
 use tessera_engine::{Codelet, Config, Runtime, TaskBuilder, TaskContext};
 use tessera_tests::random_dag::{Params, Program};
-use tessera_tests::with_timeout;
+use tessera_tests::{gate, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -412,17 +412,7 @@ fn dmda_estimates_an_unmeasured_flopless_task_by_its_data() {
             // submitter), leaving the CPU's queue empty again and the CPU
             // within twice the device's end: a second calibration sample
             // (CI, stop 58: "2 of 4 ran on the CPU").
-            let (go, wait) = std::sync::mpsc::channel::<()>();
-            let gate = rt
-                .submit(
-                    TaskBuilder::new(&Codelet::new("gate"))
-                        .cpu_only()
-                        .body(move |_| {
-                            wait.recv().ok();
-                            Ok(())
-                        }),
-                )
-                .unwrap();
+            let (gate, go) = gate(&rt);
             for h in &hs {
                 let h2 = h.clone();
                 rt.submit(TaskBuilder::new(&cl).rw(h).after(&gate).body(move |ctx| {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tessera_engine::simulate::{Platform, Simulation};
 use tessera_engine::{Codelet, Config, DataHandle, Runtime, Scheduler, TaskBuilder};
-use tessera_tests::with_timeout;
+use tessera_tests::{gate, with_timeout};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const KB: u64 = 1000;
@@ -226,17 +226,7 @@ fn wont_write_on_an_emulated_device_brings_the_final_value_home() {
         // documented. Without the gate the write could end before the call
         // (a slow or preempted test thread), and then nothing is asked
         // home (CI, stop 60: "left: 0, right: 8000").
-        let (go, wait) = std::sync::mpsc::channel::<()>();
-        let gate = rt
-            .submit(
-                TaskBuilder::new(&Codelet::new("gate"))
-                    .cpu_only()
-                    .body(move |_| {
-                        wait.recv().ok();
-                        Ok(())
-                    }),
-            )
-            .unwrap();
+        let (gate, go) = gate(&rt);
         rt.submit(
             TaskBuilder::new(&Codelet::new("write"))
                 .rw(&h)
