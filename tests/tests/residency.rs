@@ -64,16 +64,17 @@ fn emu_runtime() -> (Runtime, usize) {
     (rt, node)
 }
 
-/// Submit a task that writes `h` on device `node` (its body leaves it as it is).
+/// A task that writes `h` on device `node` (its body leaves it as it is).
+fn device_write_task(node: usize, h: &DataHandle<Vec<f64>>) -> TaskBuilder {
+    TaskBuilder::new(&Codelet::new("write"))
+        .rw(h)
+        .on_node(node)
+        .device_body(|_ctx| Ok(()))
+}
+
+/// Submit [`device_write_task`].
 fn device_write(rt: &Runtime, node: usize, h: &DataHandle<Vec<f64>>) {
-    let cl = Codelet::new("write");
-    rt.submit(
-        TaskBuilder::new(&cl)
-            .rw(h)
-            .on_node(node)
-            .device_body(|_ctx| Ok(())),
-    )
-    .unwrap();
+    rt.submit(device_write_task(node, h)).unwrap();
 }
 
 /// Copies back run on the device's copy thread: wait (10 s at most) until
@@ -227,14 +228,7 @@ fn wont_write_on_an_emulated_device_brings_the_final_value_home() {
         // (a slow or preempted test thread), and then nothing is asked
         // home (CI, stop 60: "left: 0, right: 8000").
         let (gate, go) = gate(&rt);
-        rt.submit(
-            TaskBuilder::new(&Codelet::new("write"))
-                .rw(&h)
-                .after(&gate)
-                .on_node(node)
-                .device_body(|_ctx| Ok(())),
-        )
-        .unwrap();
+        rt.submit(device_write_task(node, &h).after(&gate)).unwrap();
         h.wont_write();
         go.send(()).unwrap();
         rt.wait_all().unwrap();
