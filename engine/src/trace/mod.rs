@@ -25,4 +25,7 @@ pub use model::{
     WorkerInfo, RANK_ID_SHIFT, REMOTE_TASK,
 };
 pub use remote::{edge_latency, remote_edges, EdgeLatency, RemoteEdge};
-pub use stats::{stats, CodeletStats, RankStats, TraceStats, TransferStats, WorkerStats};
+pub use stats::{
+    stats, CodeletStats, LatencySplit, RankStats, ReleaseLatency, TraceStats, TransferStats,
+    WorkerStats,
+};

@@ -106,15 +106,17 @@ pub fn edge_latency(trace: &Trace, edges: &[RemoteEdge]) -> EdgeLatency {
         })
         .collect();
     v.sort_unstable();
-    let at = |q: f64| -> Option<i64> {
-        let rank = ((q * v.len() as f64).ceil() as usize).max(1);
-        v.get(rank - 1).copied()
-    };
     EdgeLatency {
         count: v.len(),
-        median: at(0.5),
-        p99: at(0.99),
+        median: nearest_rank(&v, 0.5),
+        p99: nearest_rank(&v, 0.99),
     }
+}
+
+/// The `q` quantile of `sorted` by nearest rank; `None` when it is empty.
+pub(crate) fn nearest_rank(sorted: &[i64], q: f64) -> Option<i64> {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+    sorted.get(rank - 1).copied()
 }
 
 /// The layers whose send and receive tasks name what they carry.

@@ -4,10 +4,12 @@
 //!
 //! This module holds the figures and the per-worker, per-codelet and transfer
 //! sums; the critical path is in `path`, the per-rank figures in `ranks`,
-//! the text report in `report`.
+//! the latency of local dependencies in `release`, the text report in
+//! `report`.
 
 mod path;
 mod ranks;
+mod release;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -18,6 +20,7 @@ use super::model::{Nanos, Trace};
 use super::remote::EdgeLatency;
 use path::critical_path;
 use ranks::rank_stats;
+pub use release::{LatencySplit, ReleaseLatency};
 
 /// Time one worker spent running tasks.
 #[derive(Clone, Debug, PartialEq)]
@@ -135,6 +138,9 @@ pub struct TraceStats {
     /// from the end of the sending task to the start of the receiving one
     /// ([`remote`](super::remote)); `None` for a trace of one rank.
     pub remote_edges: Option<EdgeLatency>,
+    /// How long tasks waited to start after their last predecessor on
+    /// their rank ended (`release`); `None` without such edges.
+    pub release: Option<ReleaseLatency>,
 }
 
 impl TraceStats {
@@ -213,6 +219,7 @@ pub fn stats(trace: &Trace) -> TraceStats {
         },
         remote_edges: (trace.ranks.len() > 1)
             .then(|| super::remote::edge_latency(trace, &super::remote::remote_edges(trace))),
+        release: release::release_latency(trace),
     };
     if makespan > 0 {
         s.efficiency = Some(s.lower_bound() / makespan as f64);

@@ -1,5 +1,5 @@
 //! The text report of [`TraceStats`]: a summary, then one table per kind of
-//! figure (workers, codelets, transfers, ranks, remote edges) and the
+//! figure (workers, codelets, transfers, ranks, local and remote edges) and the
 //! warnings; a table is left out when the trace has nothing for it.
 
 use std::fmt;
@@ -144,6 +144,31 @@ impl fmt::Display for TraceStats {
             writeln!(
                 f,
                 "  (network wait: time a receive was outstanding while none of the rank's workers ran a task)"
+            )?;
+        }
+
+        if let Some(r) = &self.release {
+            let d = |v: Option<i64>| v.map_or_else(|| "-".to_owned(), signed_duration);
+            writeln!(f)?;
+            writeln!(
+                f,
+                "Local edges: {} tasks started after their last predecessor on their rank, median {}, p90 {}, p99 {}",
+                r.count,
+                d(r.median),
+                d(r.p90),
+                d(r.p99)
+            )?;
+            writeln!(
+                f,
+                "  on that predecessor's worker: {}, median {}; on another worker: {}, median {}",
+                r.same_worker.count,
+                d(r.same_worker.median),
+                r.other_worker.count,
+                d(r.other_worker.median)
+            )?;
+            writeln!(
+                f,
+                "  (from the end of the task's last-ending predecessor to its start: completion, release, queue and wake-up, and any wait for a free worker)"
             )?;
         }
 

@@ -4,7 +4,7 @@
 
 use super::ranks::measure_minus;
 use super::*;
-use crate::trace::model::{MessageDir, TaskRecord, TransferRecord, WorkerInfo};
+use crate::trace::model::{MessageDir, RankInfo, TaskRecord, TransferRecord, WorkerInfo};
 
 fn task(id: u64, codelet: &str, worker: u32, start: Nanos, end: Nanos, flops: f64) -> TaskRecord {
     TaskRecord {
@@ -256,4 +256,69 @@ fn long_chain_is_linear() {
     let s = stats(&t);
     assert_eq!(s.critical_path, Some(10 * n));
     assert_eq!(s.efficiency, Some(1.0));
+}
+
+/// Two workers, five tasks, whose starts after their last-ending
+/// predecessor are known:
+///
+/// ```text
+/// cpu0: [a 0..100]      [c 130..200] [d 205..300]
+/// cpu1: [b 0..120] [e 125..150]
+/// edges: a→c, b→c, c→d, b→e, and one to an unknown id
+/// ```
+/// c waits for b (the later end) and runs on the other worker: 10 ns; d
+/// and e run on their predecessor's worker: 5 ns each.
+fn released() -> Trace {
+    let cpu = |name: &str| WorkerInfo {
+        name: name.into(),
+        memory_node: 0,
+    };
+    Trace {
+        workers: vec![cpu("cpu0"), cpu("cpu1")],
+        tasks: vec![
+            task(1, "a", 0, 0, 100, 0.0),
+            task(2, "b", 1, 0, 120, 0.0),
+            task(3, "c", 0, 130, 200, 0.0),
+            task(4, "d", 0, 205, 300, 0.0),
+            task(5, "e", 1, 125, 150, 0.0),
+        ],
+        edges: vec![(1, 3), (2, 3), (3, 4), (2, 5), (9, 4)],
+        ..Trace::default()
+    }
+}
+
+#[test]
+fn release_latency_is_measured_from_the_last_predecessor() {
+    let s = stats(&released());
+    let r = s.release.clone().expect("the trace has local edges");
+    assert_eq!(
+        (r.count, r.median, r.p90, r.p99),
+        (3, Some(5), Some(10), Some(10))
+    );
+    assert_eq!((r.same_worker.count, r.same_worker.median), (2, Some(5)));
+    assert_eq!((r.other_worker.count, r.other_worker.median), (1, Some(10)));
+    let text = s.to_string();
+    assert!(
+        text.contains(
+            "Local edges: 3 tasks started after their last predecessor on their rank, median 5 ns"
+        ),
+        "{text}"
+    );
+    // Without edges there is nothing to say.
+    let mut bare = released();
+    bare.edges.clear();
+    assert_eq!(stats(&bare).release, None);
+    assert!(!stats(&bare).to_string().contains("Local edges"));
+}
+
+#[test]
+fn release_latency_leaves_edges_across_ranks_out() {
+    // cpu0 is rank 0 and cpu1 rank 1: b→c crosses ranks, so c waits only
+    // for a (30 ns, on a's worker); d and e still wait 5 ns each.
+    let mut t = released();
+    t.ranks = vec![RankInfo::unstamped(0, 1, 0), RankInfo::unstamped(1, 1, 0)];
+    let r = stats(&t).release.expect("a→c, c→d and b→e are local");
+    assert_eq!((r.count, r.median, r.p99), (3, Some(5), Some(30)));
+    assert_eq!((r.same_worker.count, r.other_worker.count), (3, 0));
+    assert_eq!(r.other_worker.median, None);
 }
