@@ -392,7 +392,7 @@ fn execute(
         Outcome::Cancelled
     } else {
         let start = recorder.as_ref().map(|r| r.now());
-        let outcome = {
+        let (outcome, end) = {
             let _current = CurrentGuard::set(shared, index, &mut *queue);
             let Once { cpu, device, then } = once;
             let outcome = if shared.multi_node() {
@@ -401,7 +401,13 @@ fn execute(
                 let host = crate::memory::HOST;
                 run_body(shared, &node, index, host, Chosen::Cpu(cpu), team)
             };
-            match (outcome, then) {
+            // The span ends with the body, before `then` (a symbolic task
+            // makes its successors there): as StarPU's and PaRSEC's traces
+            // keep callbacks and dependency release out of a task's
+            // execution, so a trace shows what the body took and the making
+            // as the successors' release latency (`trace summary`).
+            let end = recorder.as_ref().map(|r| r.now());
+            let outcome = match (outcome, then) {
                 (Outcome::Ok, Some(then)) => {
                     match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
                         Ok(Ok(())) => Outcome::Ok,
@@ -410,10 +416,10 @@ fn execute(
                     }
                 }
                 (outcome, _) => outcome,
-            }
+            };
+            (outcome, end)
         };
-        if let (Some(rec), Some(start)) = (recorder, start) {
-            let end = rec.now();
+        if let (Some(rec), Some(start), Some(end)) = (recorder, start, end) {
             if let Some(job) = team {
                 job.set_span(start, end);
             }

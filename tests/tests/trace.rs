@@ -142,3 +142,52 @@ fn lu_trace_shows_every_kernel_and_symbolic_edges() {
         }
     });
 }
+
+/// A task's span is its body's: what it runs after the body (`then`, where
+/// a symbolic task makes its successors) counts in its successor's release
+/// latency, as StarPU's and PaRSEC's traces keep callbacks and dependency
+/// release out of a task's execution. The `then` sleeps 200 ms; the
+/// successor cannot start before it ends, so it starts at least 200 ms after
+/// its predecessor's span (the old span, which covered the `then`, gave
+/// about 0) and the predecessor's span is shorter than the sleep.
+#[test]
+fn a_span_ends_with_the_body_before_then() {
+    with_timeout(Duration::from_secs(60), || {
+        let rt = Runtime::new(Config::with_workers(2).trace(true)).unwrap();
+        let h = rt.register(0u64);
+        let cl = Codelet::new("step");
+        let sleep = Duration::from_millis(200);
+        let first = rt
+            .submit(
+                TaskBuilder::new(&cl)
+                    .rw(&h)
+                    .body(|_| Ok(()))
+                    .then(move |_| {
+                        std::thread::sleep(sleep);
+                        Ok(())
+                    }),
+            )
+            .unwrap();
+        let second = rt
+            .submit(TaskBuilder::new(&cl).rw(&h).body(|_| Ok(())))
+            .unwrap();
+        rt.wait_all().unwrap();
+        let t = rt.trace();
+        let at = |id: u64| t.tasks.iter().find(|x| x.id == id).expect("traced");
+        let (a, b) = (at(first.id()), at(second.id()));
+        let sleep_ns = sleep.as_nanos() as u64;
+        assert!(
+            b.start >= a.end + sleep_ns,
+            "the successor started {} ns after its predecessor's span ended, within the {sleep_ns} ns its `then` slept: the span covered the `then`",
+            b.start - a.end
+        );
+        assert!(
+            a.end - a.start < sleep_ns,
+            "the span ({} ns) covers the `then`'s {sleep_ns} ns sleep",
+            a.end - a.start
+        );
+        let r = stats(&t).release.expect("one local edge");
+        assert!(r.median.is_some_and(|m| m >= sleep_ns as i64), "{r:?}");
+        rt.unregister(h).unwrap();
+    });
+}

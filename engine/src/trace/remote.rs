@@ -25,8 +25,9 @@
 //!
 //! Latency of a remote edge: from the end of the sending task (for STF and
 //! halo sends, when the message was handed to the transport; for a symbolic
-//! edge, the end of the producing task, whose successors' messages leave as
-//! it finishes) to the start of the receiving task, on the merged clock.
+//! edge, the end of the producing task's body, whose successors' messages
+//! leave right after it, from its `then`) to the start of the receiving
+//! task, on the merged clock.
 //! Negative when the ranks' clocks disagree by more than the edge took.
 
 use std::collections::{HashMap, HashSet};
