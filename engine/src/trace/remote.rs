@@ -65,12 +65,11 @@ pub(crate) fn task_ranks(trace: &Trace) -> Vec<u32> {
         .collect()
 }
 
-/// The remote edges of `trace`: edges across ranks first (in the order of
-/// [`Trace::edges`]), then send/receive pairs matched by label (see the module
-/// doc), each once. Empty for a trace of one rank.
-pub fn remote_edges(trace: &Trace) -> Vec<RemoteEdge> {
-    let ranks = task_ranks(trace);
-    let mut index: HashMap<u64, usize> = HashMap::with_capacity(trace.tasks.len());
+/// Each task id's index in [`Trace::tasks`]: a team task once, by its
+/// leader's record (members share its id and times), and the first record
+/// of an id that repeats.
+pub(crate) fn task_index(trace: &Trace) -> HashMap<u64, usize> {
+    let mut index = HashMap::with_capacity(trace.tasks.len());
     for (i, t) in trace
         .tasks
         .iter()
@@ -79,6 +78,15 @@ pub fn remote_edges(trace: &Trace) -> Vec<RemoteEdge> {
     {
         index.entry(t.id).or_insert(i);
     }
+    index
+}
+
+/// The remote edges of `trace`: edges across ranks first (in the order of
+/// [`Trace::edges`]), then send/receive pairs matched by label (see the module
+/// doc), each once. Empty for a trace of one rank.
+pub fn remote_edges(trace: &Trace) -> Vec<RemoteEdge> {
+    let ranks = task_ranks(trace);
+    let index = task_index(trace);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for (a, b) in &trace.edges {

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use crate::trace::model::Trace;
-use crate::trace::remote::{nearest_rank, task_ranks};
+use crate::trace::remote::{nearest_rank, task_index, task_ranks};
 
 /// Latencies of the tasks that ran after one of the tasks on their rank
 /// (signed ns: negative only in a trace whose records disagree).
@@ -46,11 +46,7 @@ pub struct LatencySplit {
 pub(super) fn release_latency(trace: &Trace) -> Option<ReleaseLatency> {
     let tasks = &trace.tasks;
     let ranks = task_ranks(trace);
-    // A team task once: its leader's record (members share its id and times).
-    let mut index: HashMap<u64, usize> = HashMap::with_capacity(tasks.len());
-    for (i, t) in tasks.iter().enumerate().filter(|(_, t)| t.team_rank == 0) {
-        index.entry(t.id).or_insert(i);
-    }
+    let index = task_index(trace);
     // Each task's last-ending predecessor on its rank.
     let mut last: HashMap<usize, usize> = HashMap::new();
     for (a, b) in &trace.edges {

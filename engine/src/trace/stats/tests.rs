@@ -20,6 +20,14 @@ fn task(id: u64, codelet: &str, worker: u32, start: Nanos, end: Nanos, flops: f6
     }
 }
 
+/// A CPU worker named `name` (memory node 0).
+fn cpu(name: &str) -> WorkerInfo {
+    WorkerInfo {
+        name: name.into(),
+        memory_node: 0,
+    }
+}
+
 /// Two workers, five tasks:
 ///
 /// ```text
@@ -30,16 +38,7 @@ fn task(id: u64, codelet: &str, worker: u32, start: Nanos, end: Nanos, flops: f6
 /// Paths: a-b-e = 400+300+100 = 800, a-c-d-e = 400+200+300+100 = 1000.
 fn diamond() -> Trace {
     Trace {
-        workers: vec![
-            WorkerInfo {
-                name: "cpu0".into(),
-                memory_node: 0,
-            },
-            WorkerInfo {
-                name: "cpu1".into(),
-                memory_node: 0,
-            },
-        ],
+        workers: vec![cpu("cpu0"), cpu("cpu1")],
         tasks: vec![
             task(1, "getrf", 0, 0, 400, 800.0),
             task(2, "gemm", 0, 400, 700, 600.0),
@@ -172,10 +171,6 @@ fn empty_trace_and_report() {
 #[test]
 fn per_rank_bytes_and_network_wait() {
     use crate::trace::model::{MessageRecord, RankInfo};
-    let w = |name: &str| WorkerInfo {
-        name: name.into(),
-        memory_node: 0,
-    };
     let msg = |rank, peer, dir, bytes, start, end| MessageRecord {
         rank,
         peer,
@@ -186,7 +181,7 @@ fn per_rank_bytes_and_network_wait() {
         end,
     };
     let t = Trace {
-        workers: vec![w("cpu0"), w("cpu0")],
+        workers: vec![cpu("cpu0"), cpu("cpu0")],
         tasks: vec![
             task(0, "a", 0, 0, 100, 0.0),
             task(1, "a", 0, 300, 400, 0.0),
@@ -269,10 +264,6 @@ fn long_chain_is_linear() {
 /// c waits for b (the later end) and runs on the other worker: 10 ns; d
 /// and e run on their predecessor's worker: 5 ns each.
 fn released() -> Trace {
-    let cpu = |name: &str| WorkerInfo {
-        name: name.into(),
-        memory_node: 0,
-    };
     Trace {
         workers: vec![cpu("cpu0"), cpu("cpu1")],
         tasks: vec![
