@@ -52,8 +52,9 @@ pub struct Config {
     pub simulate: Option<crate::simulate::SimNode>,
     /// The submission window: a thread that is not one of the runtime's
     /// workers and submits while this many tasks are in flight waits until
-    /// half of them have finished (0: never waits). Default
-    /// [`DEFAULT_SUBMIT_WINDOW`]. See [`Config::submit_window`].
+    /// half of them have finished (0: never waits); fine-grained tasks wait
+    /// at a quarter of it. Default [`DEFAULT_SUBMIT_WINDOW`]. See
+    /// [`Config::submit_window`].
     pub submit_window: usize,
 }
 
@@ -131,13 +132,18 @@ impl Config {
     /// the tasks it keeps ahead are bounded in memory, their nodes are
     /// reused while still in cache instead of taken fresh from the kernel
     /// (a page fault each 4 KiB), and on a core it shares with a worker it
-    /// sleeps instead of taking the core from the tasks. Task bodies and
-    /// the runtime's own threads never wait, nor does a simulated runtime
-    /// (its tasks run only while someone waits). A window never blocks a
-    /// program for good: when no task finishes for 20 ms while a
-    /// submitter waits (tasks waiting for something the program has yet to
-    /// do, such as a message or a channel send), it goes on, and the window
-    /// holds nobody until a task finishes again.
+    /// sleeps instead of taking the core from the tasks. Fine-grained tasks
+    /// are held at a quarter of the window already (until a sixteenth
+    /// is left): when the tasks in flight would all finish within 20 ms at the
+    /// rate tasks finish, more depth finds no parallelism worth having and
+    /// costs cache misses (the runtime's `window.rs` has the rule and the
+    /// measurements). Task bodies and the runtime's own threads never wait,
+    /// nor does a simulated runtime (its tasks run only while someone
+    /// waits). A window never blocks a program for good: when no task
+    /// finishes for 20 ms while a submitter waits (tasks waiting for
+    /// something the program has yet to do, such as a message or a channel
+    /// send), it goes on, and the window holds nobody until a task finishes
+    /// again.
     pub fn submit_window(mut self, window: usize) -> Self {
         self.submit_window = window;
         self

@@ -2,9 +2,10 @@
 //! workers, memory, perf models, trace and graph). Its other rooms, one
 //! concern each: the state it shares with its workers and the completion
 //! protocol in `shared`, data registration in `data`, submission handles in
-//! `submit`, the waits in `wait`, interrupts in `interrupt`, [`Config`] in
-//! `config`, start-up in `start`, and task submission itself (sequential
-//! task flow, with the lock order) in [`crate::stf`].
+//! `submit`, the waits in `wait`, how far a submitter may run ahead in
+//! `window`, interrupts in `interrupt`, [`Config`] in `config`, start-up in
+//! `start`, and task submission itself (sequential task flow, with the lock
+//! order) in [`crate::stf`].
 //!
 //! Invariant kept here: dropping a `Runtime` shuts its workers down and
 //! joins every thread it started.
@@ -16,6 +17,7 @@ mod shared;
 mod start;
 mod submit;
 mod wait;
+mod window;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

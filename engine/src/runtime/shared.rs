@@ -35,13 +35,6 @@ use crate::worker::Outcome;
 /// One recorded task for DOT export: (id, name, predecessor ids).
 pub(crate) type GraphEntry = (u64, String, Box<[u64]>);
 
-/// A submitter waiting for the submission window goes on when no task has
-/// finished for this long (see `Shared::throttle`).
-const WINDOW_STALL: Duration = Duration::from_millis(20);
-
-/// The submission window is checked at every this many submissions.
-pub(super) const WINDOW_CHECK: u64 = 64;
-
 /// State shared by the runtime handle and its workers.
 pub(crate) struct Shared {
     pub(super) id: u64,
@@ -66,18 +59,8 @@ pub(crate) struct Shared {
     /// Threads waiting for given tasks (`wait`, `unregister`): notified by
     /// the completion of a task marked `awaited` while non-zero.
     pub(super) task_waiters: AtomicUsize,
-    /// Submitters waiting for the submission window to drain
-    /// (`Shared::throttle`): notified by the completion that brings the
-    /// tasks in flight down to half the window.
-    pub(super) window_waiters: AtomicUsize,
-    /// `Config::submit_window` (0: none).
-    pub(super) window: u64,
-    /// Waits for the window that ended because no task finished for
-    /// [`WINDOW_STALL`] (the submitter then went on).
-    pub(super) window_stalls: AtomicU64,
-    /// `finished` when the last such wait ended (`u64::MAX`: none): until a
-    /// task finishes again, the window holds nobody.
-    pub(super) stalled_at: AtomicU64,
+    /// The submission window and the submitters it holds (`window.rs`).
+    pub(super) window: super::window::Window,
     pub(super) wait_lock: Mutex<()>,
     pub(super) wait_cond: Condvar,
     /// Failures and cancellations since the last `wait_all`.
@@ -285,8 +268,9 @@ impl Shared {
         if (self.all_waiters.load(Ordering::SeqCst) > 0
             && self.submitted.load(Ordering::SeqCst) == finished)
             || (self.task_waiters.load(Ordering::SeqCst) > 0 && node.awaited.load(Ordering::SeqCst))
-            || (self.window_waiters.load(Ordering::SeqCst) > 0
-                && self.submitted.load(Ordering::SeqCst) - finished <= self.window / 2)
+            || self
+                .window
+                .wakes(|| self.submitted.load(Ordering::SeqCst) - finished)
         {
             let _g = lock(&self.wait_lock);
             self.wait_cond.notify_all();
@@ -323,51 +307,6 @@ impl Shared {
             Outcome::Ok => {}
         }
         self.has_errors.store(true, Ordering::SeqCst);
-    }
-
-    /// The submission window (`Config::submit_window`): a thread that is
-    /// not one of this runtime's workers, submitting while `window` tasks
-    /// are in flight, waits until half of them have finished, or until no
-    /// task has finished for [`WINDOW_STALL`] (then it goes on: tasks that
-    /// wait for the submitter's own later actions never deadlock it, and
-    /// the window stays open until a task finishes again, so a program
-    /// that submits 200 000 tasks behind a gate it opens later loses one
-    /// stall, not one per check).
-    /// Checked at every [`WINDOW_CHECK`]th submission: the count of
-    /// finished tasks is on the workers' cache line.
-    pub(super) fn throttle(&self) {
-        if self.window == 0
-            || !self
-                .submitted
-                .load(Ordering::Relaxed)
-                .is_multiple_of(WINDOW_CHECK)
-            || (self.in_flight() as u64) < self.window
-            || self.finished.load(Ordering::SeqCst) == self.stalled_at.load(Ordering::Relaxed)
-            || crate::worker::current(self.id).is_some()
-        {
-            return;
-        }
-        self.window_waiters.fetch_add(1, Ordering::SeqCst);
-        let mut guard = lock(&self.wait_lock);
-        let mut seen = self.finished.load(Ordering::SeqCst);
-        // SeqCst on both sides, as in `wait_until`: either this check sees
-        // the completions, or the completer sees this waiter.
-        while self.in_flight() as u64 > self.window / 2 {
-            let (g, timeout) = self
-                .wait_cond
-                .wait_timeout(guard, WINDOW_STALL)
-                .unwrap_or_else(|e| e.into_inner());
-            guard = g;
-            let now = self.finished.load(Ordering::SeqCst);
-            if timeout.timed_out() && now == seen {
-                self.window_stalls.fetch_add(1, Ordering::Relaxed);
-                self.stalled_at.store(now, Ordering::Relaxed);
-                break;
-            }
-            seen = now;
-        }
-        drop(guard);
-        self.window_waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Block until `done()` holds, or the deadline passes. `all`: `done` is

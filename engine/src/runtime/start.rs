@@ -226,14 +226,11 @@ fn build_shared(config: &Config, layout: &Layout) -> (Arc<Shared>, Arc<dyn Sched
         finished: CachePadded::new(AtomicU64::new(0)),
         all_waiters: AtomicUsize::new(0),
         task_waiters: AtomicUsize::new(0),
-        window_waiters: AtomicUsize::new(0),
-        window_stalls: AtomicU64::new(0),
-        stalled_at: AtomicU64::new(u64::MAX),
-        window: if config.simulate.is_some() {
+        window: super::window::Window::new(if config.simulate.is_some() {
             0
         } else {
             config.submit_window as u64
-        },
+        }),
         wait_lock: Mutex::new(()),
         wait_cond: Condvar::new(),
         errors: Mutex::new(RunError::default()),

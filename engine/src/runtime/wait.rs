@@ -112,10 +112,8 @@ impl Runtime {
 mod tests {
     //! Proves the waits' own checks: deadlines that cannot overflow, and
     //! calls from a body that would wait for the body itself; and the
-    //! submission window: it bounds the tasks a submitting thread keeps in
-    //! flight, never holds a body, and lets a submitter go on when the
-    //! tasks in flight cannot finish.
-    use std::sync::atomic::Ordering;
+    //! submission window: it never holds a body, and lets a submitter go on
+    //! when the tasks in flight cannot finish (its bounds: `window.rs`).
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -123,43 +121,8 @@ mod tests {
     use crate::codelet::Codelet;
     use crate::{Config, TaskBuilder};
 
-    /// Check interval of the window, as a count of tasks.
-    const CHECK: usize = super::super::shared::WINDOW_CHECK as usize;
-
     fn stalls(rt: &Runtime) -> u64 {
-        rt.shared.window_stalls.load(Ordering::Relaxed)
-    }
-
-    #[test]
-    fn the_submission_window_bounds_the_tasks_in_flight() {
-        const WINDOW: usize = 256;
-        let rt = Runtime::new(Config::with_workers(1).submit_window(WINDOW)).unwrap();
-        let cl: Codelet<()> = Codelet::new("slow");
-        let mut most = 0;
-        // Each task sleeps 100 µs: the submitter gets ahead of the worker
-        // at once, and only the window holds it back.
-        for _ in 0..3000 {
-            rt.task(&cl, ())
-                .cpu(|()| {
-                    std::thread::sleep(Duration::from_micros(100));
-                    Ok(())
-                })
-                .submit()
-                .unwrap();
-            most = most.max(rt.tasks_in_flight());
-        }
-        rt.wait_all().unwrap();
-        assert!(
-            most >= WINDOW,
-            "the submitter never got ahead: {most} in flight at most"
-        );
-        // The window is checked every CHECK submissions; a wait that ended
-        // because nothing finished for 20 ms (a starved worker) lets one
-        // more batch in.
-        assert!(
-            most <= WINDOW + CHECK || stalls(&rt) > 0,
-            "{most} tasks in flight under a window of {WINDOW}"
-        );
+        rt.shared.window.stalls()
     }
 
     #[test]
