@@ -20,6 +20,8 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use rustc_hash::FxBuildHasher;
+
 use super::log::{MessageLog, Tick};
 use super::wire::{Reader, Writer};
 use super::{Tail, Transport};
@@ -48,7 +50,9 @@ enum Route {
 struct Shared {
     transport: Arc<dyn Transport>,
     next_channel: AtomicU32,
-    routes: Mutex<HashMap<u32, Route>>,
+    /// Looked up for every message: Fx-hashed (channel numbers are this
+    /// run's own, and SipHash of one was most of the lookup).
+    routes: Mutex<HashMap<u32, Route, FxBuildHasher>>,
     /// Messages for channels not opened yet.
     early: Mutex<Early>,
     /// The first abort seen (from this rank or another), with its message.
@@ -299,7 +303,7 @@ impl Shared {
         Arc::new(Shared {
             transport,
             next_channel: AtomicU32::new(CONTROL + 1),
-            routes: Mutex::new(HashMap::new()),
+            routes: Mutex::new(HashMap::default()),
             early: Mutex::new(HashMap::new()),
             abort: Mutex::new(None),
             abort_cond: Condvar::new(),

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 
 use super::log::Tick;
@@ -167,10 +168,13 @@ struct Flow {
 /// message callback (held briefly, never across a submission).
 #[derive(Default)]
 struct Inbox {
-    /// Receives posted and not matched yet, by (gid, version).
-    waiting: HashMap<(u64, u64), Waiting>,
+    /// Receives posted and not matched yet, by (gid, version). Fx-hashed:
+    /// the keys are data ids and versions of this run's own ranks (no input
+    /// to defend against), and SipHash cost a hash per remote edge on each
+    /// side of it.
+    waiting: HashMap<(u64, u64), Waiting, FxBuildHasher>,
     /// Messages that came before their receive: (gid, version) → bytes.
-    arrived: HashMap<(u64, u64), Received>,
+    arrived: HashMap<(u64, u64), Received, FxBuildHasher>,
     /// `DONE`s received from other ranks (all `wait_all` rounds).
     done_peers: u64,
     /// `wait_all` rounds this rank finished.
