@@ -27,7 +27,7 @@
 //! distributed run on one core, or more threads than cores) gets the core
 //! back within [`WINDOW_CHECK`] submissions instead of a scheduler time
 //! slice, milliseconds during which the other ranks wait for this rank's
-//! messages. Task Bench's STF `stencil_1d` on 2 ranks ran 8–13 % faster per
+//! messages. Task Bench's STF `stencil_1d` on 2 ranks ran 8–18 % faster per
 //! run (medians of alternated runs, 11–15 each, `-iter` 1024 and 2048); in
 //! one process, where the submitter has fewer tasks ahead, it did not change
 //! (37.8 against 39.7 ms), while yielding at every check whatever the tasks
