@@ -133,10 +133,12 @@ impl Config {
     /// reused while still in cache instead of taken fresh from the kernel
     /// (a page fault each 4 KiB), and on a core it shares with a worker it
     /// sleeps instead of taking the core from the tasks. Fine-grained tasks
-    /// are held at a quarter of the window already (until a sixteenth
-    /// is left): when the tasks in flight would all finish within 20 ms at the
-    /// rate tasks finish, more depth finds no parallelism worth having and
-    /// costs cache misses (the runtime's `window.rs` has the rule and the
+    /// are held at a quarter of the window already (until a sixteenth is
+    /// left): when a worker takes under 20 µs per task (timed while a
+    /// submitter waits), more depth finds no parallelism worth having and
+    /// costs cache misses; and a submitter a sixteenth of the window ahead
+    /// yields its core every 64 submissions, so a worker sharing the core
+    /// gets it back (the runtime's `window.rs` has the rules and the
     /// measurements). Task bodies and the runtime's own threads never wait,
     /// nor does a simulated runtime (its tasks run only while someone
     /// waits). A window never blocks a program for good: when no task
