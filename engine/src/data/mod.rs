@@ -121,14 +121,20 @@ impl HandleCore {
         self.display().to_owned()
     }
 
-    /// The name errors and traces give it, made once (the replicas' hot
-    /// paths take it for their error messages; formatting it at every
-    /// acquire cost an allocation per task and access).
+    /// The name errors and traces give it, made once, at its first use (the
+    /// replicas' paths take the handle as a `Display`, `coherence::Name`, and
+    /// format it only into an error).
     pub(crate) fn display(&self) -> &str {
         self.display.get_or_init(|| match &self.name {
             Some(n) => n.as_str().into(),
             None => format!("data#{}", self.id).into(),
         })
+    }
+}
+
+impl std::fmt::Display for HandleCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.display())
     }
 }
 
@@ -310,7 +316,7 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
         match &self.replicas {
             Some(r) => r.acquire(
                 &self.value,
-                self.core.display(),
+                &self.core,
                 self.core.id,
                 me,
                 node,
@@ -347,7 +353,7 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
 
     fn try_evict(&self, node: NodeId) -> Option<u64> {
         let r = self.replicas.as_ref()?;
-        r.try_evict(&self.value, self.core.display(), self.core.id, node)
+        r.try_evict(&self.value, &self.core, self.core.id, node)
     }
 
     fn with_parts(&self, f: &mut dyn FnMut(&[&[u8]])) -> Result<(), String> {
