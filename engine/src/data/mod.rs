@@ -679,6 +679,8 @@ mod coherence_model {
         own: bool,
         /// Live allocations (address → words), to check frees.
         live: Mutex<Vec<usize>>,
+        /// Refuse every allocation (errors must name the data).
+        refuse: bool,
     }
 
     struct Buf {
@@ -754,6 +756,9 @@ mod coherence_model {
 
     impl DeviceMemory for ModelDevice {
         fn alloc(&self, bytes: usize) -> Result<Box<dyn DeviceBuffer>, String> {
+            if self.refuse {
+                return Err("refused".into());
+            }
             let words = bytes / 8;
             let ptr: *mut u64 = Box::into_raw(vec![0u64; words].into_boxed_slice()).cast();
             self.live.lock().unwrap().push(ptr as usize);
@@ -818,13 +823,36 @@ mod coherence_model {
         }
     }
 
+    /// The replicas' errors name the data as `HandleCore::display` does
+    /// (its name, else `data#id`), though they take it as a `Display`
+    /// formatted only into the error.
+    #[test]
+    fn a_refused_allocation_names_the_data() {
+        let device: Arc<dyn Device> = Arc::new(ModelDevice {
+            own: true,
+            live: Mutex::new(Vec::new()),
+            refuse: true,
+        });
+        let mem = Arc::new(Memory::new(1, vec![device], None));
+        for (name, want) in [
+            (Some("tile(3,4)".to_string()), "data 'tile(3,4)': allocation on "),
+            (None, "data 'data#5': allocation on "),
+        ] {
+            let h = DataHandle::new_replicable(vec![7u64; 4], 5, 0, name, Arc::clone(&mem));
+            let me: Arc<dyn AnyHandle> = h.erased();
+            let e = me.acquire(&me, 1, AccessMode::R, true).unwrap_err();
+            assert!(e.starts_with(want) && e.ends_with("failed: refused"), "{e}");
+            assert_eq!(me.valid_mask(), 1, "the host copy stays the valid one");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
         fn follows_msi(ops in proptest::collection::vec(op(), 1..40)) {
             let devices: Vec<Arc<dyn Device>> = vec![
-                Arc::new(ModelDevice { own: false, live: Mutex::new(Vec::new()) }),
-                Arc::new(ModelDevice { own: true, live: Mutex::new(Vec::new()) }),
+                Arc::new(ModelDevice { own: false, live: Mutex::new(Vec::new()), refuse: false }),
+                Arc::new(ModelDevice { own: true, live: Mutex::new(Vec::new()), refuse: false }),
             ];
             let mem = Arc::new(Memory::new(1, devices, None));
             let h = DataHandle::new_replicable(vec![7u64; 4], 0, 0, None, Arc::clone(&mem));
