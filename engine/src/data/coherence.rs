@@ -16,8 +16,9 @@ use crate::util::lock;
 /// The data's name as errors give it, formatted only when one is made: a
 /// handle's display name is built at its first use (`HandleCore::display`),
 /// and Task Bench's default graph writes a new handle at every task, whose
-/// every send acquired it and paid for the formatting (670 instructions a
-/// step on a rank of a 2-rank `stencil_1d`, callgrind) with no error to name.
+/// every send acquired it and paid for the formatting and the `String` (900
+/// instructions a step on a rank of a 2-rank `stencil_1d`, callgrind) with
+/// no error to name.
 pub(crate) type Name<'a> = &'a dyn std::fmt::Display;
 
 /// How to copy a `Replicate` type, captured at registration as plain
