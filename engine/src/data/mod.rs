@@ -835,7 +835,10 @@ mod coherence_model {
         });
         let mem = Arc::new(Memory::new(1, vec![device], None));
         for (name, want) in [
-            (Some("tile(3,4)".to_string()), "data 'tile(3,4)': allocation on "),
+            (
+                Some("tile(3,4)".to_string()),
+                "data 'tile(3,4)': allocation on ",
+            ),
             (None, "data 'data#5': allocation on "),
         ] {
             let h = DataHandle::new_replicable(vec![7u64; 4], 5, 0, name, Arc::clone(&mem));
