@@ -12,7 +12,8 @@
 #    PaRSEC's PTG driver); mpi (mpi/nonblock, 2 ranks), openmp
 #    ($cores threads), starpu (1 process, $cores CPU workers), starpu-mpi (2 ranks).
 #  Sweep: -iter 2^16, 2^15, ... 2^0; each point ROUNDS runs per system, systems
-#    alternated within each round, best (smallest) elapsed kept; a system stops
+#    alternated within each round (the order rotated from round to round), best
+#    (smallest) elapsed kept; a system stops
 #    after two consecutive points under 50 % of its own best FLOP/s so far.
 #    Granularity = elapsed x cores / tasks; efficiency = FLOP/s / the best
 #    FLOP/s of any system on that graph in this run (one peak for all, as Task
@@ -274,7 +275,12 @@ for g in "${graphs[@]}"; do
     fi
     declare -A hung=()   # a run that timed out is not retried at this point
     for r in $(seq "$ROUNDS"); do
-      for s in "${part[@]}"; do
+      # Rotated each round, so that no system always runs first or right
+      # after the same one: on the 2-core VM the same binary in both slots
+      # of a fixed pair read 7 % apart (`tessera overhead`'s chain, medians
+      # of 11).
+      for (( i = 0; i < ${#part[@]}; i++ )); do
+        s=${part[$(( (i + r - 1) % ${#part[@]} ))]}
         [ -n "${hung[$s]:-}" ] && continue
         run_one "$g" "$s" "$k" "$r"
         [ -n "$last_timed_out" ] && hung[$s]=1
