@@ -63,18 +63,11 @@ impl Shared {
         self: &Arc<Self>,
         task: TaskBuilder,
     ) -> Result<(TaskHandle, Hold), Error> {
-        let (h, node) = self.submit_holding(task)?;
-        Ok((h, Hold::new(node, self)))
-    }
-
-    /// [`submit_held`](Self::submit_held) without the [`Hold`]: the held
-    /// task's node, for a caller that makes the hold itself.
-    pub(crate) fn submit_holding(
-        &self,
-        task: TaskBuilder,
-    ) -> Result<(TaskHandle, Arc<TaskNode>), Error> {
         let (h, node) = self.submit_inner(task, true)?;
-        Ok((h, node.expect("a held task returns its node")))
+        Ok((
+            h,
+            Hold::new(node.expect("a held task returns its node"), self),
+        ))
     }
 
     /// Submit `task` (see the module doc for the steps); `held`: keep one
@@ -328,7 +321,7 @@ impl Shared {
     /// worker's own queue (its data is hot there); that worker is busy
     /// running the body, so the task is offered to a sleeper too.
     #[inline]
-    pub(crate) fn release_submitters_count(&self, node: Arc<TaskNode>) {
+    fn release_submitters_count(&self, node: Arc<TaskNode>) {
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             let pushed = match crate::worker::current(self.id()) {
                 Some(w) => match w.push(ReadyTask(node)) {

@@ -12,17 +12,6 @@
 //! atomic counter per task for the whole run, and no lock or hashing on the
 //! release path.
 //!
-//! Look-ahead: classes that also list each task's predecessors
-//! ([`TaskClasses::predecessors`]) let a one-process run make a numbered
-//! task early, on the worker that finished its *first* predecessor, once
-//! every one of its predecessors has been submitted; the task is submitted
-//! held and released by its last predecessor. The making (its `task` call
-//! and submission) then leaves the critical path: in a stencil whose
-//! workers end a step together, the worker that ends last made both tasks
-//! of the next step, one after the other, before either could start; with
-//! look-ahead the worker that ends first makes them while the other still
-//! runs (or each makes one), and the last one only releases them.
-//!
 //! Ownership: each task has an `owner` (an MPI rank later; 0 here). A run for
 //! rank `r` instantiates only the tasks `r` owns; a successor owned elsewhere
 //! is a *remote edge* (counted in [`UnfoldStats::remote_edges`]), and a
@@ -30,22 +19,13 @@
 //!
 //! Instantiated tasks still declare their data, so the STF inference runs on
 //! them too. With a correct description it adds no edge (every conflicting
-//! earlier task is a finished predecessor, or, made ahead, a submitted
-//! one); with a wrong one it still orders conflicting tasks by
-//! instantiation order, so data races cannot result.
-//!
-//! Invariant: tasks are submitted in a topological order of the symbolic
-//! DAG (a task after all its predecessors were submitted: made when they
-//! have finished, or ahead once they are submitted). So the inferred edges,
-//! which follow submission order, and the symbolic ones never form a cycle.
-//! A task made ahead that can never be released (a wrong description, or a
-//! predecessor that failed) is cancelled when nothing else is left to run
-//! ([`run_rank`]), never left waiting.
+//! earlier task is a finished predecessor); with a wrong one it still orders
+//! conflicting tasks by instantiation order, so data races cannot result.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::CachePadded;
@@ -53,7 +33,7 @@ use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 
 use crate::error::Error;
-use crate::runtime::{Hold, Runtime, Submitter};
+use crate::runtime::{Runtime, Submitter};
 use crate::task::TaskBuilder;
 use crate::util::lock;
 
@@ -79,16 +59,6 @@ pub trait TaskClasses: Send + Sync + 'static {
         0
     }
 
-    /// Append `key`'s predecessors to `out` and return `true`, if the
-    /// classes list them (default: `false`, they do not). A one-process
-    /// run then makes a numbered task ahead (see the module doc) when all
-    /// its listed predecessors are numbered and submitted, and the list is
-    /// as long as [`predecessor_count`](Self::predecessor_count) says.
-    /// [`unroll`] checks that the lists mirror [`successors`](Self::successors).
-    fn predecessors(&self, _key: &Self::Key, _out: &mut Vec<Self::Key>) -> bool {
-        false
-    }
-
     /// How many numbers [`slot`](Self::slot) deals (default 0: the classes
     /// number no task).
     fn slots(&self) -> usize {
@@ -107,41 +77,16 @@ pub trait TaskClasses: Send + Sync + 'static {
     }
 }
 
-/// A counter of [`Unfolder::counters`]: the task's satisfied predecessors
-/// (below the flags), and two flags.
-///
-/// A worker claimed the task to make it ahead (set with the count below its
-/// total: the last predecessor then releases the task instead of making it).
-const AHEAD: u32 = 1 << 31;
-/// The task was submitted (made, ahead or not): its successors may be made
-/// ahead. Set after its submission returned, so a successor made ahead is
-/// submitted after it.
-const SUBMITTED: u32 = 1 << 30;
-/// The count of satisfied predecessors.
-const COUNT: u32 = SUBMITTED - 1;
-/// A task made and released: every predecessor satisfied (both flags set).
+/// A counter of [`Unfolder::counters`]: 0 until one of the task's
+/// predecessors finishes; then `STARTED` and the predecessors still to
+/// finish (`COUNT`); [`MADE`] once the task is made.
+const STARTED: u32 = 1 << 31;
+/// See [`STARTED`].
+const COUNT: u32 = STARTED - 1;
+/// A counter whose task was made (all its predecessors satisfied).
 const MADE: u32 = u32::MAX;
 
-/// A task made ahead, by the number [`TaskClasses::slot`] gave it: held
-/// until its last predecessor finishes, or that predecessor came first
-/// (`Due`: the worker that made it releases it once submitted).
-enum Ahead {
-    Held(Hold),
-    Due,
-}
-
-type AheadMap = HashMap<usize, Ahead, FxBuildHasher>;
-
 const SHARDS: usize = 16;
-
-/// How often a run with look-ahead checks, while it waits, for tasks made
-/// ahead that can never run ([`Unfolder::cancel_stuck`]).
-#[cfg(not(test))]
-const STUCK_CHECK: std::time::Duration = std::time::Duration::from_millis(20);
-/// Often, in the tests: a check that cancels a task that could still run
-/// shows up as a run that hangs or fails.
-#[cfg(test)]
-const STUCK_CHECK: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// One shard of the partially satisfied tasks.
 type PendingMap<K> = HashMap<K, Pending, FxBuildHasher>;
@@ -163,8 +108,6 @@ pub struct UnfoldStats {
     pub peak_pending: usize,
     /// Edges whose successor is owned by another rank.
     pub remote_edges: usize,
-    /// Tasks made ahead (see the module doc), among `instantiated`.
-    pub made_ahead: usize,
 }
 
 /// The lazy unfolding state of one run on one rank.
@@ -179,22 +122,7 @@ pub struct Unfolder<C: TaskClasses> {
     /// [`MADE`] once made; used instead of `pending` for those tasks
     /// (empty when the classes number none, or when tracing: traces need
     /// the predecessors' ids, which only `pending` keeps).
-    counters: Box<[AtomicU32]>,
-    /// Whether numbered tasks may be made ahead (those whose classes list
-    /// their predecessors): only in a run in one process. With other
-    /// ranks, a task whose predecessors are all local could be submitted
-    /// before a receive of data it does not read, which looks harmless,
-    /// but the distributed layer's sends and receives were not checked
-    /// against it.
-    look_ahead: bool,
-    /// Tasks made ahead and not yet released, by number, sharded as
-    /// `pending` is.
-    ahead: Vec<Mutex<AheadMap>>,
-    /// Tasks made ahead whose hold is not released yet, and a count of
-    /// every change to it (see [`Unfolder::cancel_stuck`]).
-    held: CachePadded<AtomicUsize>,
-    held_changes: CachePadded<AtomicUsize>,
-    made_ahead: CachePadded<AtomicUsize>,
+    counters: Box<[std::sync::atomic::AtomicU32]>,
     /// Keep the ids of satisfied predecessors (when the runtime traces), so
     /// traces show the symbolic edges.
     keep_preds: bool,
@@ -248,16 +176,10 @@ impl<C: TaskClasses> Unfolder<C> {
     ) -> Arc<Self> {
         let keep_preds = rt.keeps_preds();
         let slots = if keep_preds { 0 } else { classes.slots() };
-        let look_ahead = slots > 0 && remote.is_none();
         Arc::new(Unfolder {
-            counters: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-            look_ahead,
-            ahead: (0..SHARDS)
-                .map(|_| Mutex::new(HashMap::with_hasher(FxBuildHasher)))
+            counters: (0..slots)
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
                 .collect(),
-            held: CachePadded::new(AtomicUsize::new(0)),
-            held_changes: CachePadded::new(AtomicUsize::new(0)),
-            made_ahead: CachePadded::new(AtomicUsize::new(0)),
             classes,
             rank,
             submitter: rt.submitter(),
@@ -290,32 +212,46 @@ impl<C: TaskClasses> Unfolder<C> {
     /// `pred` is its task id, if known. Instantiates `key` when it was the
     /// last one.
     pub fn satisfy(self: &Arc<Self>, key: C::Key, pred: Option<u64>) {
-        if let Some((slot, counter)) = self
-            .classes
-            .slot(&key)
-            .and_then(|i| self.counters.get(i).map(|c| (i, c)))
-        {
-            let total = self.classes.predecessor_count(&key);
-            assert!(
-                total > 0,
-                "{key:?} has a predecessor but predecessor_count says 0"
-            );
-            if total == 1 {
-                self.make(key, counter);
-                return;
-            }
-            // AcqRel: the last predecessor's increment reads every earlier
-            // one's (a release sequence), so the task it makes sees what
-            // all its predecessors wrote.
-            let now = counter.fetch_add(1, Ordering::AcqRel) + 1;
-            let count = (now & COUNT) as usize;
-            if count == total {
-                match now & AHEAD {
-                    0 => self.make(key, counter),
-                    _ => self.release_ahead(slot, counter),
+        if let Some(counter) = self.classes.slot(&key).and_then(|i| self.counters.get(i)) {
+            // The first predecessor to finish asks for the count and starts
+            // the counter at the predecessors left; the others count down
+            // without asking (`predecessor_count` is the classes' code, a
+            // few hundred instructions in Task Bench's: once per task
+            // instead of once per edge). AcqRel: the last predecessor's
+            // decrement reads every earlier change (a release sequence), so
+            // the task it makes sees what all its predecessors wrote.
+            let before = match counter.load(Ordering::Acquire) {
+                0 => {
+                    let total = self.classes.predecessor_count(&key);
+                    assert!(
+                        total > 0,
+                        "{key:?} has a predecessor but predecessor_count says 0"
+                    );
+                    assert!(
+                        total <= COUNT as usize,
+                        "{key:?} has {total} predecessors, more than the unfolding counts"
+                    );
+                    let start = STARTED | (total - 1) as u32;
+                    if total == 1 {
+                        STARTED | 1
+                    } else {
+                        match counter.compare_exchange(
+                            0,
+                            start,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        ) {
+                            Ok(_) => return,
+                            // Another predecessor started it meanwhile.
+                            Err(_) => counter.fetch_sub(1, Ordering::AcqRel),
+                        }
+                    }
                 }
-            } else if count == 1 && self.look_ahead {
-                self.make_ahead(key, slot, counter, total);
+                _ => counter.fetch_sub(1, Ordering::AcqRel),
+            };
+            if before & COUNT == 1 {
+                counter.store(MADE, Ordering::Relaxed);
+                self.instantiate(key, Vec::new());
             }
             return;
         }
@@ -361,22 +297,7 @@ impl<C: TaskClasses> Unfolder<C> {
         }
     }
 
-    /// Make numbered task `key`, all its predecessors satisfied, and mark
-    /// it made (after its submission: see [`SUBMITTED`]).
-    fn make(self: &Arc<Self>, key: C::Key, counter: &AtomicU32) {
-        self.instantiate(key, Vec::new());
-        counter.store(MADE, Ordering::Release);
-    }
-
     fn instantiate(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) {
-        let task = self.prepare(key, preds);
-        if let Err(e) = self.submitter.submit(task) {
-            lock(&self.error).get_or_insert(e);
-        }
-    }
-
-    /// `key`'s task, followed by the release of its successors.
-    fn prepare(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) -> TaskBuilder {
         let mut task = self.classes.task(&key);
         if !preds.is_empty() {
             // Only traced runs keep them: no box for the others.
@@ -386,156 +307,10 @@ impl<C: TaskClasses> Unfolder<C> {
         // back to) is followed by the release of the successors, exactly once,
         // on the worker that ran it (so they land in its queue).
         let me = Arc::clone(self);
+        task = task.then(move |id| me.release_successors(&key, id));
         self.instantiated.fetch_add(1, Ordering::Relaxed);
-        task.then(move |id| me.release_successors(&key, id))
-    }
-
-    /// Make numbered task `key` ahead, one of its `total` predecessors
-    /// having finished, if all of them are submitted (the order of the
-    /// module doc's invariant): submitted held, released by the last
-    /// predecessor ([`release_ahead`](Self::release_ahead)).
-    fn make_ahead(self: &Arc<Self>, key: C::Key, slot: usize, counter: &AtomicU32, total: usize) {
-        let mut preds = Vec::with_capacity(total);
-        if !self.classes.predecessors(&key, &mut preds) || preds.len() != total {
-            return;
-        }
-        let submitted = |p: &C::Key| {
-            let c = self.classes.slot(p).and_then(|i| self.counters.get(i));
-            // Acquire: pairs with the Release that marked it submitted, so
-            // this task's submission (its data's dependency states) comes
-            // after that one's.
-            c.is_some_and(|c| c.load(Ordering::Acquire) & SUBMITTED != 0)
-        };
-        if !preds.iter().all(submitted) {
-            return;
-        }
-        // Claim it, unless its last predecessor came meanwhile (which then
-        // makes it): that predecessor's increment sees the claim or not.
-        let mut cur = counter.load(Ordering::Relaxed);
-        loop {
-            if (cur & COUNT) as usize >= total {
-                return;
-            }
-            match counter.compare_exchange_weak(
-                cur,
-                cur | AHEAD,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(c) => cur = c,
-            }
-        }
-        self.made_ahead.fetch_add(1, Ordering::Relaxed);
-        let task = self.prepare(key, Vec::new());
-        match self.submitter.submit_held(task) {
-            Ok((_, hold)) => {
-                // Counted once in flight (see `cancel_stuck`).
-                self.held_changed(1);
-                counter.fetch_or(SUBMITTED, Ordering::Release);
-                let mut ahead = lock(&self.ahead[slot % SHARDS]);
-                match ahead.remove(&slot) {
-                    Some(Ahead::Due) => {
-                        drop(ahead);
-                        self.release(hold, counter);
-                    }
-                    None => {
-                        ahead.insert(slot, Ahead::Held(hold));
-                    }
-                    Some(Ahead::Held(_)) => unreachable!("task number {slot} made ahead twice"),
-                }
-            }
-            Err(e) => {
-                lock(&self.error).get_or_insert(e);
-            }
-        }
-    }
-
-    /// The last predecessor of numbered task `slot`, made ahead, finished:
-    /// release it, or leave that to the worker still submitting it.
-    fn release_ahead(&self, slot: usize, counter: &AtomicU32) {
-        let mut ahead = lock(&self.ahead[slot % SHARDS]);
-        match ahead.remove(&slot) {
-            Some(Ahead::Held(hold)) => {
-                drop(ahead);
-                self.release(hold, counter);
-            }
-            None => {
-                ahead.insert(slot, Ahead::Due);
-            }
-            Some(Ahead::Due) => unreachable!("task number {slot} released twice"),
-        }
-    }
-
-    /// Let a task made ahead run: all its predecessors are satisfied.
-    fn release(&self, hold: Hold, counter: &AtomicU32) {
-        counter.store(MADE, Ordering::Release);
-        // Uncounted before it is released (see `cancel_stuck`).
-        self.held_changed(-1);
-        hold.release_here();
-    }
-
-    /// Count held tasks made ahead: one more (`1`, once submitted) or one
-    /// less (`-1`, before its release); every change is counted too (see
-    /// [`cancel_stuck`](Self::cancel_stuck)).
-    fn held_changed(&self, by: isize) {
-        self.held_changes.fetch_add(1, Ordering::SeqCst);
-        match by {
-            1 => self.held.fetch_add(1, Ordering::SeqCst),
-            _ => self.held.fetch_sub(1, Ordering::SeqCst),
-        };
-    }
-
-    /// Cancel the tasks made ahead that nothing can release any more (a
-    /// predecessor failed, or the description is wrong), once every task in
-    /// flight is one of them: no task is left to finish and release them.
-    ///
-    /// Why the check below proves it: `held` counts only tasks in flight
-    /// (counted after their submission, uncounted before their release),
-    /// so the runtime's count of tasks in flight is at least `held` plus
-    /// every task running or ready. A hold is counted or uncounted only by
-    /// a running task (a predecessor's release of its successors), so if
-    /// the count of changes is the same before and after the runtime's
-    /// count is read, `held` was exact while it was read, and equality
-    /// means nothing but held tasks was in flight then, nor could be after.
-    /// Returns whether it cancelled any.
-    fn cancel_stuck(&self, rt: &Runtime) -> bool {
-        let changes = self.held_changes.load(Ordering::SeqCst);
-        let held = self.held.load(Ordering::SeqCst);
-        if held == 0
-            || rt.tasks_in_flight() != held
-            || self.held_changes.load(Ordering::SeqCst) != changes
-        {
-            return false;
-        }
-        for shard in &self.ahead {
-            let stuck: Vec<Ahead> = lock(shard).drain().map(|(_, a)| a).collect();
-            for a in stuck {
-                if let Ahead::Held(hold) = a {
-                    self.held_changed(-1);
-                    hold.cancel(
-                        "it was made ahead and never received all its predecessors (one failed, or the symbolic description is wrong)",
-                    );
-                }
-            }
-        }
-        true
-    }
-
-    /// Wait for every task of the run; with look-ahead, cancel the tasks
-    /// made ahead that can never run ([`cancel_stuck`](Self::cancel_stuck)),
-    /// checked every [`STUCK_CHECK`]. Returns the wait's result, and
-    /// whether tasks were cancelled so.
-    fn wait_all(&self, rt: &Runtime) -> (Result<(), Error>, bool) {
-        if !self.look_ahead {
-            return (rt.wait_all(), false);
-        }
-        let mut cancelled = false;
-        loop {
-            match rt.wait_all_timeout(STUCK_CHECK) {
-                Err(Error::Timeout(_)) => cancelled |= self.cancel_stuck(rt),
-                r => return (r, cancelled),
-            }
+        if let Err(e) = self.submitter.submit(task) {
+            lock(&self.error).get_or_insert(e);
         }
     }
 
@@ -582,10 +357,7 @@ impl<C: TaskClasses> Unfolder<C> {
     pub(crate) fn start(self: &Arc<Self>) {
         for root in self.classes.roots() {
             if self.classes.owner(&root) == self.rank {
-                match self.classes.slot(&root).and_then(|i| self.counters.get(i)) {
-                    Some(counter) => self.make(root, counter),
-                    None => self.instantiate(root, Vec::new()),
-                }
+                self.instantiate(root, Vec::new());
             }
         }
     }
@@ -614,7 +386,6 @@ impl<C: TaskClasses> Unfolder<C> {
             instantiated: self.instantiated.load(Ordering::Relaxed),
             peak_pending: self.peak_pending.load(Ordering::Relaxed),
             remote_edges: self.remote_edges.load(Ordering::Relaxed),
-            made_ahead: self.made_ahead.load(Ordering::Relaxed),
         }
     }
 }
@@ -632,17 +403,11 @@ pub fn run_rank<C: TaskClasses>(
 ) -> Result<UnfoldStats, Error> {
     let unfolder = Unfolder::new(rt, classes, rank, None);
     unfolder.start();
-    let (waited, cancelled) = unfolder.wait_all(rt);
-    let pending = unfolder.pending_len.load(Ordering::Relaxed) + unfolder.counted_pending();
-    match waited {
-        // Only tasks made ahead were cancelled, none failed: the
-        // description is wrong, said below.
-        Err(Error::Failed(e)) if cancelled && e.failures.is_empty() && pending != 0 => {}
-        r => r?,
-    }
+    rt.wait_all()?;
     if let Some(e) = unfolder.take_error() {
         return Err(e);
     }
+    let pending = unfolder.pending_len.load(Ordering::Relaxed) + unfolder.counted_pending();
     // With remote edges, tasks waiting for another rank's predecessors are
     // expected to stay pending here; without any, a leftover is a bug in the
     // description.
@@ -666,8 +431,6 @@ pub type Unrolled<K> = Vec<(K, Vec<K>)>;
 pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Unrolled<C::Key>, Error> {
     let mut seen: HashMap<C::Key, usize> = HashMap::new();
     let mut incoming: HashMap<C::Key, usize> = HashMap::new();
-    // Each task's predecessors, as the successor lists give them.
-    let mut from: HashMap<C::Key, Vec<C::Key>> = HashMap::new();
     let mut out: Unrolled<C::Key> = Vec::new();
     let mut queue: std::collections::VecDeque<C::Key> = classes.roots().into();
     for r in &queue {
@@ -678,7 +441,6 @@ pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Unrolled<C::Key>, Error> {
         classes.successors(&k, &mut succ);
         for s in &succ {
             *incoming.entry(s.clone()).or_insert(0) += 1;
-            from.entry(s.clone()).or_default().push(k.clone());
             if !seen.contains_key(s) {
                 seen.insert(s.clone(), 0);
                 queue.push_back(s.clone());
@@ -701,18 +463,6 @@ pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Unrolled<C::Key>, Error> {
             return Err(Error::Config(format!(
                 "symbolic DAG is inconsistent: {k:?} declares {declared} predecessor(s) but has {actual} incoming edge(s)"
             )));
-        }
-        let mut listed = Vec::new();
-        if classes.predecessors(k, &mut listed) {
-            let mut edges = from.remove(k).unwrap_or_default();
-            let key = |x: &C::Key| format!("{x:?}");
-            listed.sort_by_key(key);
-            edges.sort_by_key(key);
-            if listed != edges {
-                return Err(Error::Config(format!(
-                    "symbolic DAG is inconsistent: {k:?} lists the predecessors {listed:?} but the successor lists give {edges:?}"
-                )));
-            }
         }
     }
     Ok(out)
@@ -763,11 +513,6 @@ mod tests {
         /// Number the tasks (`slot`), so the unfolding counts in its array
         /// of counters instead of its map.
         numbered: bool,
-        /// List each task's predecessors (`d` lists `a` too when it
-        /// declares 3), so a run makes tasks ahead.
-        lists_preds: bool,
-        /// This task's body fails.
-        fail: Option<(u32, u8)>,
     }
 
     impl TaskClasses for Diamonds {
@@ -790,27 +535,10 @@ mod tests {
                 _ => {}
             }
         }
-        fn predecessors(&self, k: &(u32, u8), out: &mut Vec<(u32, u8)>) -> bool {
-            match k.1 {
-                b'a' if k.0 > 0 => out.push((k.0 - 1, b'd')),
-                b'a' => {}
-                b'b' | b'c' => out.push((k.0, b'a')),
-                _ => {
-                    out.extend([(k.0, b'b'), (k.0, b'c')]);
-                    if self.d_preds == 3 {
-                        out.push((k.0, b'a'));
-                    }
-                }
-            }
-            self.lists_preds
-        }
         fn task(&self, k: &(u32, u8)) -> TaskBuilder {
-            let (log, k, fail) = (Arc::clone(&self.log), *k, self.fail == Some(*k));
+            let (log, k) = (Arc::clone(&self.log), *k);
             Task::new(&self.cl, ())
                 .cpu(move |()| {
-                    if fail {
-                        return Err("fails on purpose".into());
-                    }
                     lock(&log).push(k);
                     Ok(())
                 })
@@ -844,8 +572,6 @@ mod tests {
             d_preds,
             owner_of_c,
             numbered: false,
-            lists_preds: false,
-            fail: None,
         })
     }
 
@@ -856,16 +582,8 @@ mod tests {
         Arc::new(d)
     }
 
-    /// `numbered` diamonds that list their predecessors, `fail` failing.
-    fn listed(n: u32, d_preds: usize, fail: Option<(u32, u8)>) -> Arc<Diamonds> {
-        let mut d = Arc::into_inner(numbered(n, d_preds, 0)).unwrap();
-        d.lists_preds = true;
-        d.fail = fail;
-        Arc::new(d)
-    }
-
     /// `f` on another thread, failing the test if it takes over a minute
-    /// (a task made ahead and never released would hang the run).
+    /// (a lost count would leave the run waiting).
     fn within_a_minute<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || tx.send(f()));
@@ -994,78 +712,6 @@ mod tests {
         assert!(e.contains("have the same number"), "{e}");
     }
 
-    /// Classes that list predecessors: tasks are made ahead (with one
-    /// worker always: `b` and `c` are queued together, and `d` is made
-    /// ahead when the first of them ends), held until their last
-    /// predecessor ends, and every task still runs after all its
-    /// predecessors (`d` waits for `b` and `c` through its hold alone: the
-    /// tasks declare no data). The lists are checked by `unroll`.
-    #[test]
-    fn tasks_made_ahead_run_after_their_predecessors() {
-        for workers in 1..=4 {
-            let d = listed(200, 2, None);
-            let rt = Runtime::new(Config::with_workers(workers)).unwrap();
-            let stats = within_a_minute({
-                let d = Arc::clone(&d);
-                move || run(&rt, d).unwrap()
-            });
-            assert_eq!(stats.instantiated, 800, "{stats:?}");
-            if workers == 1 {
-                assert_eq!(stats.made_ahead, 200, "{stats:?}");
-            }
-            let log = lock(&d.log);
-            assert_eq!(log.len(), 800);
-            let pos = |k: (u32, u8)| log.iter().position(|&x| x == k).unwrap();
-            for i in 0..200 {
-                let (a, b, c, dd) = (
-                    pos((i, b'a')),
-                    pos((i, b'b')),
-                    pos((i, b'c')),
-                    pos((i, b'd')),
-                );
-                assert!(
-                    a < b && a < c && b < dd && c < dd,
-                    "diamond {i} at {workers} workers"
-                );
-                if i > 0 {
-                    assert!(pos((i - 1, b'd')) < a);
-                }
-            }
-            assert_eq!(unroll(&*d).unwrap().len(), 800);
-        }
-        // A list that does not mirror the successors is refused.
-        let e = unroll(&WrongList(listed(2, 2, None)))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("lists the predecessors"), "{e}");
-    }
-
-    /// Diamonds whose `d` lists `a` instead of `c` among its predecessors.
-    struct WrongList(Arc<Diamonds>);
-
-    impl TaskClasses for WrongList {
-        type Key = (u32, u8);
-        fn roots(&self) -> Vec<(u32, u8)> {
-            self.0.roots()
-        }
-        fn predecessor_count(&self, k: &(u32, u8)) -> usize {
-            self.0.predecessor_count(k)
-        }
-        fn predecessors(&self, k: &(u32, u8), out: &mut Vec<(u32, u8)>) -> bool {
-            self.0.predecessors(k, out);
-            for p in out.iter_mut().filter(|p| p.1 == b'c' && k.1 == b'd') {
-                p.1 = b'a';
-            }
-            true
-        }
-        fn successors(&self, k: &(u32, u8), out: &mut Vec<(u32, u8)>) {
-            self.0.successors(k, out)
-        }
-        fn task(&self, k: &(u32, u8)) -> TaskBuilder {
-            self.0.task(k)
-        }
-    }
-
     /// A stencil of `width` points over `steps` steps: task `(t, p)` follows
     /// `(t − 1, p − 1..=p + 1)`; each body checks that its predecessors ran.
     struct Stencil {
@@ -1089,10 +735,6 @@ mod tests {
         }
         fn predecessor_count(&self, k: &(usize, usize)) -> usize {
             self.preds(k).count()
-        }
-        fn predecessors(&self, k: &(usize, usize), out: &mut Vec<(usize, usize)>) -> bool {
-            out.extend(self.preds(k));
-            true
         }
         fn successors(&self, &(t, p): &(usize, usize), out: &mut Vec<(usize, usize)>) {
             if t + 1 < self.steps {
@@ -1122,12 +764,12 @@ mod tests {
         }
     }
 
-    /// Long runs of small tasks made ahead, while the waiting thread looks
-    /// for stuck ones every 200 µs: none is cancelled while it can still
-    /// run (the run ends, with every task run once after its
-    /// predecessors).
+    /// Long runs of small numbered tasks, at more workers than points and
+    /// fewer: the first predecessor of each task to finish starts its
+    /// counter while the others count down, and every task runs once,
+    /// after all its predecessors (its body checks them).
     #[test]
-    fn no_task_made_ahead_is_taken_for_stuck_while_it_can_run() {
+    fn numbered_tasks_counted_down_run_once_after_their_predecessors() {
         for (workers, width) in [(2, 2), (2, 3), (3, 2), (4, 5)] {
             for _ in 0..3 {
                 let steps = 3000;
@@ -1145,23 +787,6 @@ mod tests {
                 assert_eq!(stats.instantiated, width * steps);
                 assert!(s.ran.iter().all(|r| r.load(Ordering::Relaxed)));
             }
-        }
-    }
-
-    /// A task made ahead whose predecessor fails is cancelled, not left
-    /// held: the run ends with the failure. One whose description is wrong
-    /// (it lists and counts a predecessor that never releases it) ends the
-    /// run with the inconsistency, as a task that was never made does.
-    #[test]
-    fn a_task_made_ahead_that_cannot_run_is_cancelled() {
-        for workers in 1..=2 {
-            let rt = Runtime::new(Config::with_workers(workers)).unwrap();
-            let d = listed(3, 2, Some((1, b'b')));
-            let e = within_a_minute(move || run(&rt, d).unwrap_err().to_string());
-            assert!(e.contains("fails on purpose"), "{e}");
-            let rt = Runtime::new(Config::with_workers(workers)).unwrap();
-            let e = within_a_minute(move || run(&rt, listed(3, 3, None)).unwrap_err().to_string());
-            assert!(e.contains("never received all their predecessors"), "{e}");
         }
     }
 

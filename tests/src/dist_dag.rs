@@ -88,13 +88,6 @@ impl TaskClasses for RankDag {
         out.extend_from_slice(&self.shape.succs[*t]);
     }
 
-    /// Listed: a run in one process makes tasks ahead (distributed runs
-    /// do not).
-    fn predecessors(&self, t: &usize, out: &mut Vec<usize>) -> bool {
-        out.extend_from_slice(&self.shape.preds[*t]);
-        true
-    }
-
     fn task(&self, t: &usize) -> TaskBuilder {
         let inputs: Vec<_> = self.shape.preds[*t]
             .iter()

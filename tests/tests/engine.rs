@@ -83,26 +83,22 @@ fn random_dags_match_sequential_replay() {
     });
 }
 
-/// Random symbolic DAGs in one process, whose classes list predecessors:
-/// tasks made ahead (held until their last predecessor ends, while the
-/// data they declare orders them after the predecessors already
-/// submitted) give the sequential result at 1..4 workers.
+/// Random symbolic DAGs in one process (every other task numbered, so
+/// predecessors are counted both in the unfolding's counters and in its
+/// map) give the sequential result at 1..4 workers.
 #[test]
-fn random_symbolic_dags_made_ahead_match_sequential() {
+fn random_symbolic_dags_match_sequential() {
     with_timeout(LIMIT, || {
-        let mut ahead = 0;
         for seed in 0..48u64 {
             let workers = WORKERS[seed as usize % WORKERS.len()];
             let n = 20 + (seed as usize * 37) % 200;
             let shape = Arc::new(Shape::random(seed, n, 1));
             let rt = rt(workers, "ws");
             let dag = Arc::new(RankDag::new(&rt, Arc::clone(&shape), 0, None));
-            let stats = tessera_engine::symbolic::run(&rt, Arc::clone(&dag)).unwrap();
-            ahead += stats.made_ahead;
+            tessera_engine::symbolic::run(&rt, Arc::clone(&dag)).unwrap();
             let got: Vec<Vec<u64>> = dag.outputs(&rt).into_iter().map(|(_, v)| v).collect();
             assert_eq!(got, shape.expected(), "seed {seed}, {workers} workers");
         }
-        assert!(ahead > 0, "no task was made ahead");
     });
 }
 

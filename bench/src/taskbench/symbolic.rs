@@ -235,27 +235,6 @@ impl TaskClasses for Classes {
         }
     }
 
-    /// Its inputs, and the readers of the output it overwrites (`(t − F,
-    /// p)`'s, see the module doc) that are not inputs: lets a run in one
-    /// process make a task ahead.
-    fn predecessors(&self, &(gi, t, p): &Key, out: &mut Vec<Key>) -> bool {
-        let (g, f) = (&self.graphs[gi as usize], self.fields[gi as usize]);
-        with_inputs(g, t, p, |i| out.extend(i.iter().map(|&d| (gi, t - 1, d))));
-        let older = t - f;
-        if older >= 0 && active(g, older, p) {
-            let inputs = out.len();
-            with_outputs(g, older, p, |readers| {
-                for &q in readers {
-                    let k = (gi, older + 1, q);
-                    if !out[..inputs].contains(&k) {
-                        out.push(k);
-                    }
-                }
-            });
-        }
-        true
-    }
-
     fn task(&self, &(gi, t, p): &Key) -> TaskBuilder {
         let (g, f) = (&self.graphs[gi as usize], self.fields[gi as usize]);
         let gu = gi as usize;

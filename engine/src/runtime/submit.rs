@@ -64,26 +64,6 @@ impl Submitter {
 }
 
 impl Submitter {
-    /// Like [`submit`](Self::submit), the task held back until the returned
-    /// [`Hold`] is released (see `Shared::submit_held`).
-    pub(crate) fn submit_held(&self, task: TaskBuilder) -> Result<(TaskHandle, Hold), Error> {
-        with_runtime(&self.0, |shared| match shared {
-            Some(shared) => shared.submit_holding(task).map(|(h, node)| {
-                (
-                    h,
-                    Hold {
-                        node,
-                        shared: Weak::clone(&self.0),
-                    },
-                )
-            }),
-            None => Err(Error::Submit {
-                task: task.display_name(),
-                reason: "the runtime was dropped".into(),
-            }),
-        })
-    }
-
     /// [`Shared::write_now`] on the runtime: `None` (nothing written) if it
     /// is gone or the data is in use.
     pub(crate) fn write_now(
@@ -129,25 +109,6 @@ impl Hold {
                 s.release_one(node);
             }
         });
-    }
-
-    /// Let the task run, releasing it on a worker of its runtime (a body, or
-    /// the release of a finished task's successors): once ready, it goes to
-    /// that worker's own queue, as a task a body submits does.
-    pub(crate) fn release_here(self) {
-        let Hold { node, shared } = self;
-        with_runtime(&shared, |s| {
-            if let Some(s) = s {
-                s.release_submitters_count(node);
-            }
-        });
-    }
-
-    /// Cancel the task (it will not run its body; it counts as cancelled,
-    /// because of `cause`) and release it.
-    pub(crate) fn cancel(self, cause: &str) {
-        self.node.cancel(|| cause.to_owned());
-        self.release();
     }
 
     /// Whether the task waits for this hold alone (every predecessor has
