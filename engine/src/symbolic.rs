@@ -231,13 +231,14 @@ impl<C: TaskClasses> Unfolder<C> {
                         total <= COUNT as usize,
                         "{key:?} has {total} predecessors, more than the unfolding counts"
                     );
-                    let start = STARTED | (total - 1) as u32;
                     if total == 1 {
+                        // Its only predecessor is its last: read as a
+                        // count of one left, so the branch below makes it.
                         STARTED | 1
                     } else {
                         match counter.compare_exchange(
                             0,
-                            start,
+                            STARTED | (total - 1) as u32,
                             Ordering::AcqRel,
                             Ordering::Acquire,
                         ) {
