@@ -74,7 +74,7 @@ use mpi::point_to_point::{Destination, Source};
 use mpi::request::{Request, StaticScope};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::Threading;
-use tessera_engine::dist::{Counters, Sink, Tail, Transport};
+use tessera_engine::dist::{Counters, Lent, Sink, Tail, Transport};
 use tessera_engine::util::lock;
 
 /// The tag of every message of at most [`SHORT`] bytes (messages are told
@@ -479,33 +479,33 @@ impl Transport for MpiTransport {
     }
 
     fn send_split(&self, to: usize, msg: Vec<u8>, head: usize) {
-        let out = Outgoing { to, msg, head };
-        let msg = &out.msg;
-        self.pending.fetch_add(1, Ordering::SeqCst);
-        self.counters.sent.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_sent
-            .fetch_add(msg.len() as u64, Ordering::Relaxed);
-        if self.closed.load(Ordering::SeqCst) {
-            // MPI is finalised (shutting down): nothing to do.
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-            return;
-        }
-        // Post it from this thread when no other thread is in MPI: no
-        // hand-over to the communication thread on the way out, and not
-        // through the queue either (the messages queued before it are
-        // posted first, so each destination's order is kept). Sends only:
-        // the caller may hold locks that a delivered message's callback takes.
+        self.hand_over(Outgoing {
+            to,
+            msg,
+            head,
+            lent: None,
+        });
+    }
+
+    fn send_lent(&self, to: usize, msg: Vec<u8>, tail: Lent) {
+        let head = msg.len();
+        self.hand_over(Outgoing {
+            to,
+            msg,
+            head,
+            lent: Some(tail),
+        });
+    }
+
+    fn sends_in_place(&self) -> bool {
+        true
+    }
+
+    fn progress_sends(&self) {
         if let Ok(mut p) = self.progress.try_lock() {
-            self.post_now(&mut p, out);
-            return;
-        }
-        if lock(&self.outbox).send(out).is_err() {
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-            return;
-        }
-        if let Some(t) = lock(&self.thread).as_ref() {
-            t.unpark();
+            if !self.closed.load(Ordering::SeqCst) {
+                self.complete_sends(&mut p);
+            }
         }
     }
 
@@ -588,6 +588,9 @@ struct InFlight {
     buffer: Vec<u8>,
     /// A long message's header (its length).
     _header: Vec<u8>,
+    /// The lent tail MPI reads, returned when the send completes (dropped
+    /// with this).
+    _lent: Option<Lent>,
 }
 
 /// A message to send: to rank `to`; `head` > 0 when it may go head first
@@ -597,6 +600,16 @@ struct Outgoing {
     to: usize,
     msg: Vec<u8>,
     head: usize,
+    /// The message's tail, lent (`Transport::send_lent`): sent from where
+    /// it lies, after `msg` (then its head, `head == msg.len()`).
+    lent: Option<Lent>,
+}
+
+impl Outgoing {
+    /// Bytes of the whole message.
+    fn len(&self) -> usize {
+        self.msg.len() + self.lent.as_ref().map_or(0, Lent::len)
+    }
 }
 
 /// What one round of progress works on: the queue of messages to send, the
@@ -708,6 +721,36 @@ impl MpiTransport {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// Count `out` and post it, or queue it for whoever makes progress.
+    fn hand_over(&self, out: Outgoing) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.counters.sent.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_sent
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
+        if self.closed.load(Ordering::SeqCst) {
+            // MPI is finalised (shutting down): nothing to do.
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        // Post it from this thread when no other thread is in MPI: no
+        // hand-over to the communication thread on the way out, and not
+        // through the queue either (the messages queued before it are
+        // posted first, so each destination's order is kept). Sends only:
+        // the caller may hold locks that a delivered message's callback takes.
+        if let Ok(mut p) = self.progress.try_lock() {
+            self.post_now(&mut p, out);
+            return;
+        }
+        if lock(&self.outbox).send(out).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        if let Some(t) = lock(&self.thread).as_ref() {
+            t.unpark();
+        }
+    }
+
     /// Post an `MPI_Isend` for every message held back or queued, in that
     /// order (so each destination's messages keep theirs), while fewer than
     /// [`MAX_IN_FLIGHT`] are in flight. Returns whether there was one.
@@ -760,27 +803,10 @@ impl MpiTransport {
             .push_back(post_send(&SimpleCommunicator::world(), out, piece));
     }
 
-    /// One round of progress, on whichever thread holds `p` (the
-    /// communication thread, an idle worker, or a sender): post queued
-    /// sends, complete the sends in flight, and receive and deliver every
-    /// message that has arrived. Returns what happened. MPI is
-    /// called by one thread at a time (the lock), which
-    /// `MPI_THREAD_SERIALIZED` allows.
-    ///
-    /// `drain`: receive every message that has arrived; otherwise (an idle
-    /// worker's poll) stop after the first one delivered, so the task it
-    /// released runs at once instead of after one more probe (a probe that
-    /// finds nothing costs a pass through Open MPI's progress engine, about
-    /// 0.1–0.2 µs); the next poll, or another idle worker, takes the rest.
-    fn progress(&self, p: &mut Progress, drain: bool) -> Round {
-        if self.closed.load(Ordering::SeqCst) {
-            return Round {
-                sends: false,
-                received: false,
-                held_back: false,
-            };
-        }
-        let world = SimpleCommunicator::world();
+    /// Post queued sends and complete those in flight (the sends' part of
+    /// a round of [`progress`](Self::progress)). Returns whether a send was
+    /// posted or completed.
+    fn complete_sends(&self, p: &mut Progress) -> bool {
         // `pending` counts the queued and in-flight sends: none, no work.
         let mut sends = self.pending.load(Ordering::SeqCst) > 0 && self.post_queued(p);
         // Complete sends, oldest first, up to the first one still in
@@ -816,6 +842,31 @@ impl MpiTransport {
         if sends && self.pending.load(Ordering::SeqCst) > p.inflight.len() {
             self.post_queued(p);
         }
+        sends
+    }
+
+    /// One round of progress, on whichever thread holds `p` (the
+    /// communication thread, an idle worker, or a sender): post queued
+    /// sends, complete the sends in flight, and receive and deliver every
+    /// message that has arrived. Returns what happened. MPI is
+    /// called by one thread at a time (the lock), which
+    /// `MPI_THREAD_SERIALIZED` allows.
+    ///
+    /// `drain`: receive every message that has arrived; otherwise (an idle
+    /// worker's poll) stop after the first one delivered, so the task it
+    /// released runs at once instead of after one more probe (a probe that
+    /// finds nothing costs a pass through Open MPI's progress engine, about
+    /// 0.1–0.2 µs); the next poll, or another idle worker, takes the rest.
+    fn progress(&self, p: &mut Progress, drain: bool) -> Round {
+        if self.closed.load(Ordering::SeqCst) {
+            return Round {
+                sends: false,
+                received: false,
+                held_back: false,
+            };
+        }
+        let world = SimpleCommunicator::world();
+        let sends = self.complete_sends(p);
         let mut received = false;
         // Receive what has arrived. With a sink, messages queued before it
         // was set go first, so each sender's order is kept.
@@ -1057,7 +1108,20 @@ fn nap(watched: bool, naps: &mut u32, t: &MpiTransport, held_back: bool) {
 /// the tail's length and the head ([`TAG_SPLIT`]; the pieces then carry the
 /// tail only).
 fn post_send(world: &SimpleCommunicator, out: Outgoing, piece: usize) -> InFlight {
-    let Outgoing { to, msg, head } = out;
+    let Outgoing {
+        to,
+        mut msg,
+        head,
+        lent,
+    } = out;
+    if let Some(tail) = lent {
+        if head > 0 && head + 8 <= SHORT {
+            return post_lent(world, to, msg, tail, piece);
+        }
+        // A head too long for the receiver's posted receive: the message
+        // goes whole (a copy of the tail, which then returns at once).
+        msg.extend_from_slice(tail.bytes());
+    }
     let dest = world.process_at_rank(to as i32);
     // SAFETY (both views): MPI gets 'static views of the message's and the
     // header's heap buffers; `InFlight` keeps both `Vec`s unchanged until
@@ -1070,6 +1134,7 @@ fn post_send(world: &SimpleCommunicator, out: Outgoing, piece: usize) -> InFligh
             requests: smallvec::smallvec![request],
             buffer: msg,
             _header: Vec::new(),
+            _lent: None,
         };
     }
     let split = head > 0 && head < msg.len() && head + 8 <= SHORT;
@@ -1093,6 +1158,43 @@ fn post_send(world: &SimpleCommunicator, out: Outgoing, piece: usize) -> InFligh
         requests,
         buffer: msg,
         _header: header,
+        _lent: None,
+    }
+}
+
+/// [`post_send`] of a message whose tail is lent: the header (tag
+/// [`TAG_SPLIT`]: the tail's length, then `head`, the whole message before
+/// the tail), then the tail's pieces read straight from where it lies.
+fn post_lent(
+    world: &SimpleCommunicator,
+    to: usize,
+    head: Vec<u8>,
+    tail: Lent,
+    piece: usize,
+) -> InFlight {
+    let dest = world.process_at_rank(to as i32);
+    let mut header = Vec::with_capacity(8 + head.len());
+    header.extend_from_slice(&(tail.len() as u64).to_le_bytes());
+    header.extend_from_slice(&head);
+    // SAFETY (both views): the header's heap buffer is kept unchanged in
+    // `InFlight` until every request completes, and the lent bytes stay
+    // valid and unchanged until the `Lent` it keeps is dropped
+    // (`tessera_engine::dist::Lent`).
+    let h: &'static [u8] = unsafe { std::slice::from_raw_parts(header.as_ptr(), header.len()) };
+    let rest: &'static [u8] =
+        unsafe { std::slice::from_raw_parts(tail.bytes().as_ptr(), tail.len()) };
+    let mut requests: smallvec::SmallVec<[_; 1]> =
+        smallvec::smallvec![dest.immediate_send_with_tag(StaticScope, h, TAG_SPLIT)];
+    requests.extend(
+        rest.chunks(piece)
+            .map(|p| dest.immediate_send_with_tag(StaticScope, p, TAG_PIECE)),
+    );
+    tessera_engine::dist::buffers::give(head);
+    InFlight {
+        requests,
+        buffer: Vec::new(),
+        _header: header,
+        _lent: Some(tail),
     }
 }
 

@@ -503,7 +503,8 @@ impl Shared {
     /// Write `data`'s host value at once with `write`, as a task declaring
     /// it W would if it were submitted and ran now, provided no task uses
     /// the data: its last writer has finished (its hooks too), so has every
-    /// reader since, no failure poisoned it, and it is still registered.
+    /// reader since, no failure poisoned it, it is still registered, and no
+    /// transport reads its bytes (`dist::lent`).
     /// Returns `None` (nothing written) when the data is in use, or when
     /// the runtime has devices or simulated time (a write is then a task:
     /// replicas move, virtual time passes) or is traced (a trace shows every
@@ -529,7 +530,13 @@ impl Shared {
             .last_writer
             .as_ref()
             .is_some_and(|w| w.node.strong_count() > 0);
-        if writer_busy || core.readers_running() || deps.poisoned_by.is_some() || deps.unregistered
+        // Bytes lent to a transport (`dist::lent`) count as in use: this
+        // thread (a routing one) must not wait for their send to complete.
+        if writer_busy
+            || core.readers_running()
+            || deps.poisoned_by.is_some()
+            || deps.unregistered
+            || crate::dist::lent::is_lent(core)
         {
             return None;
         }

@@ -395,6 +395,9 @@ fn execute(
         let (outcome, end) = {
             let _current = CurrentGuard::set(shared, index, &mut *queue);
             let Once { cpu, device, then } = once;
+            // Data this task writes may still be read by a transport
+            // (`dist::lent`).
+            crate::dist::lent::before_writes(&node.accesses);
             let outcome = if shared.multi_node() {
                 run_with_data(shared, &node, index, cpu, device, team)
             } else {

@@ -928,6 +928,159 @@ fn long_edges_are_read_into_their_data_under_mpirun() {
     }
 }
 
+/// Bytes of the value `lent_bytes_are_not_overwritten_before_they_arrive_under_mpirun`
+/// sends: one part, long enough to be lent (`dist::lent`, 64 KiB and up).
+const LENT_BYTES: usize = 300_000;
+
+/// Steps of that test: one write of the value each.
+const LENT_STEPS: u64 = 30;
+
+fn lent_byte(k: u64, i: usize) -> u8 {
+    (k as usize * 37 + i * 11 + i / 4093) as u8
+}
+
+static LENT_FILL: std::sync::LazyLock<
+    tessera_engine::Codelet<tessera_engine::Write<Vec<u8>>, u64>,
+> = std::sync::LazyLock::new(|| {
+    tessera_engine::Codelet::<tessera_engine::Write<Vec<u8>>, u64>::with_args("fill").cpu(
+        |_, &k, v| {
+            v.iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b = lent_byte(k, i));
+            Ok(())
+        },
+    )
+});
+
+static LENT_CHECK: std::sync::LazyLock<
+    tessera_engine::Codelet<tessera_engine::Read<Vec<u8>>, u64>,
+> = std::sync::LazyLock::new(|| {
+    tessera_engine::Codelet::<tessera_engine::Read<Vec<u8>>, u64>::with_args("check").cpu(
+        |_, &k, v| match (0..LENT_BYTES).find(|&i| v.get(i) != Some(&lent_byte(k, i))) {
+            Some(i) => Err(format!(
+                "step {k}: byte {i} is {:?}, step {k}'s is {}",
+                v.get(i),
+                lent_byte(k, i)
+            )
+            .into()),
+            None => Ok(()),
+        },
+    )
+});
+
+/// The symbolic graph of that test: task `(0, k)` on rank 0 fills the one
+/// value `v` with step `k`'s bytes, after `(0, k - 1)`; task `(r, k)` on
+/// every other rank `r` reads and checks it.
+struct LentChain {
+    ranks: usize,
+    v: tessera_engine::DataHandle<Vec<u8>>,
+}
+
+impl tessera_engine::symbolic::TaskClasses for LentChain {
+    type Key = (usize, u64);
+
+    fn roots(&self) -> Vec<(usize, u64)> {
+        vec![(0, 0)]
+    }
+    fn predecessor_count(&self, key: &(usize, u64)) -> usize {
+        usize::from(*key != (0, 0))
+    }
+    fn successors(&self, &(r, k): &(usize, u64), out: &mut Vec<(usize, u64)>) {
+        if r == 0 {
+            out.extend((1..self.ranks).map(|r| (r, k)));
+            if k + 1 < LENT_STEPS {
+                out.push((0, k + 1));
+            }
+        }
+    }
+    fn task(&self, &(r, k): &(usize, u64)) -> tessera_engine::TaskBuilder {
+        match r {
+            0 => tessera_engine::Task::new(&LENT_FILL, self.v.w())
+                .args(k)
+                .into(),
+            _ => tessera_engine::Task::new(&LENT_CHECK, self.v.r())
+                .args(k)
+                .into(),
+        }
+    }
+    fn owner(&self, &(r, _): &(usize, u64)) -> usize {
+        r
+    }
+}
+
+impl symbolic::DistClasses for LentChain {
+    fn flows(&self, _from: &(usize, u64), _to: &(usize, u64), out: &mut Vec<u64>) {
+        out.push(0);
+    }
+    fn data(&self, _key: u64) -> tessera_engine::dist::DataRef {
+        tessera_engine::dist::DataRef::of(&self.v)
+    }
+    fn owned(&self, rank: usize) -> usize {
+        LENT_STEPS as usize * usize::from(rank < self.ranks)
+    }
+}
+
+/// Issue 41 (1 MiB remote edges at MPI's speed): a long one-part value is
+/// sent from where it lies (MPI reads the data itself, no copy into a
+/// message), so its next writer must wait until MPI has read it. Here rank
+/// 0 rewrites one value at every step, at once (its next writer follows only
+/// its previous one), and every other rank checks each version it gets:
+/// a writer that did not wait would change bytes MPI was still sending.
+/// Through the symbolic and the STF layers, at 2 and 3 ranks (two loans of
+/// the value at a time), with MPI pieces of the default size and of 1000
+/// bytes (a slower send, many pieces in flight).
+#[test]
+fn lent_bytes_are_not_overwritten_before_they_arrive_under_mpirun() {
+    if is_rank() {
+        let m = mpi::init().unwrap();
+        let (rank, ranks) = (m.rank(), m.size());
+        let net = Net::new(m.transport());
+        for piece in [mpi::MAX_PIECE, 1000] {
+            m.set_max_piece(piece);
+            let rt = Runtime::new(Config::with_workers(2)).unwrap();
+            let chain = Arc::new(LentChain {
+                ranks,
+                v: rt.register_replicable(vec![0u8; LENT_BYTES]),
+            });
+            if let Err(e) = symbolic::run(&rt, &net, Arc::clone(&chain)) {
+                println!("rank {rank}: symbolic: {e}");
+                m.abort(1);
+            }
+            let dist = DistRuntime::new(
+                Runtime::new(Config::with_workers(2)).unwrap(),
+                Arc::clone(&net),
+            );
+            let stf = || -> Result<(), tessera_engine::Error> {
+                let v = dist.register(0, vec![0u8; LENT_BYTES]);
+                for k in 0..LENT_STEPS {
+                    dist.task(&LENT_FILL, v.w()).args(k).submit()?;
+                    for r in 1..ranks {
+                        dist.task(&LENT_CHECK, v.r()).args(k).on_rank(r).submit()?;
+                    }
+                }
+                dist.wait_all()?;
+                dist.unregister(v).map(drop)
+            };
+            if let Err(e) = stf() {
+                println!("rank {rank}: STF: {e}");
+                m.abort(1);
+            }
+        }
+        Collectives::new(&net).barrier().unwrap();
+        println!("rank {rank}: lent bytes arrived whole");
+        return;
+    }
+    for ranks in [2, 3] {
+        let out = mpirun(
+            ranks,
+            "lent_bytes_are_not_overwritten_before_they_arrive_under_mpirun",
+            &[],
+            Duration::from_secs(120),
+        );
+        out.assert_every_rank_said(ranks, "lent bytes arrived whole", "lent bytes");
+    }
+}
+
 /// Env var naming the case of `distributed_spmv_refuses_what_one_process_refuses`.
 const CASE_ENV: &str = "TESSERA_TEST_CASE";
 

@@ -48,6 +48,9 @@ pub(crate) struct HandleCore {
     /// copied back to the host once ([`NO_TASK`]: none; see
     /// `DataHandle::wont_write`).
     pub(crate) home_after: AtomicU64,
+    /// Loans of the host value's bytes to a transport in flight
+    /// (`dist::lent`): while above 0, nothing writes or frees the value.
+    pub(crate) lent: std::sync::atomic::AtomicU32,
     /// [`display`](Self::display), made at its first use.
     display: std::sync::OnceLock<Box<str>>,
 }
@@ -529,6 +532,7 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
                     live_readers: AtomicUsize::new(0),
                     write_through: std::sync::atomic::AtomicBool::new(false),
                     home_after: AtomicU64::new(NO_TASK),
+                    lent: std::sync::atomic::AtomicU32::new(0),
                     display: std::sync::OnceLock::new(),
                 },
                 value: UnsafeCell::new(value),
@@ -609,6 +613,8 @@ impl<T: Send + Sync + 'static> DataHandle<T> {
         // A deferred value never used is made now: `unregister` gives a
         // value back on every rank.
         self.inner.materialize()?;
+        // A transport may still read lent bytes (`dist::lent`).
+        crate::dist::lent::wait_returned(&self.inner.core);
         // SAFETY: exclusive access per the caller's contract.
         Ok(unsafe { (*self.inner.value.get()).take() })
     }

@@ -35,6 +35,7 @@ pub mod buffers;
 pub mod collective;
 mod gather;
 pub mod halo;
+pub(crate) mod lent;
 pub mod local;
 mod log;
 mod net;
@@ -44,6 +45,7 @@ pub mod symbolic;
 mod wire;
 
 pub use collective::Collectives;
+pub use lent::Lent;
 pub use log::{MessageLog, Tick};
 pub use net::{Channel, Message, Net};
 pub use submit::Submit;
@@ -75,6 +77,31 @@ pub trait Transport: Send + Sync {
         let _ = head;
         self.send(to, msg)
     }
+
+    /// Like [`send_split`](Self::send_split) with `head` the whole of
+    /// `head` and the tail not in the message but lent (`tail`: a data
+    /// item's bytes where they lie, see [`Lent`]): a transport that
+    /// [sends in place](Self::sends_in_place) sends them from there and
+    /// drops `tail` once it no longer reads them. The default copies them
+    /// behind the head.
+    fn send_lent(&self, to: usize, mut head: Vec<u8>, tail: Lent) {
+        let at = head.len();
+        head.extend_from_slice(tail.bytes());
+        drop(tail);
+        self.send_split(to, head, at)
+    }
+
+    /// Whether [`send_lent`](Self::send_lent) sends the lent bytes where
+    /// they lie (the default: no, it copies them; senders then copy them
+    /// into the message themselves).
+    fn sends_in_place(&self) -> bool {
+        false
+    }
+
+    /// Post queued sends and complete finished ones on the calling thread,
+    /// if no other thread makes progress now; deliver nothing (the caller
+    /// may be inside a task: `dist::lent`'s wait). The default does nothing.
+    fn progress_sends(&self) {}
 
     /// Like `send`, for a message that also stands for `virtual_bytes` of
     /// virtual data it does not carry (simulated time: the network model

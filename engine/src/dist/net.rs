@@ -64,6 +64,9 @@ struct Shared {
     /// says whether there is one, so an untraced send takes no lock.
     log: RwLock<Option<MessageLog>>,
     tracing: AtomicBool,
+    /// Whether this network is registered as a lender (`lent::register`,
+    /// at its first loan).
+    lends: AtomicBool,
 }
 
 /// A received message's body, owned (no copy out of the transport's buffer):
@@ -298,6 +301,16 @@ impl Drop for Net {
     }
 }
 
+impl super::lent::Lender for Shared {
+    fn progress_sends(&self) {
+        self.transport.progress_sends();
+    }
+
+    fn aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+}
+
 impl Shared {
     fn new(transport: Arc<dyn Transport>) -> Arc<Shared> {
         Arc::new(Shared {
@@ -311,6 +324,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             log: RwLock::new(None),
             tracing: AtomicBool::new(false),
+            lends: AtomicBool::new(false),
         })
     }
 
@@ -506,6 +520,43 @@ impl Channel {
             Some(head) if head < msg.len() => self.shared.transport.send_split(to, msg, head),
             _ => self.shared.transport.send(to, msg),
         }
+        if let (Some(log), Some(start)) = (log, start) {
+            log.send(to, self.kind, bytes, start);
+        }
+    }
+
+    /// `data`'s bytes lent for a message of this channel
+    /// ([`send_lent_since`](Self::send_lent_since)) when the transport
+    /// sends them in place and they are long enough (`dist::lent`); `None`:
+    /// copy them into the message. The caller makes sure no task writes
+    /// the data now (as for `DataRef::pack`).
+    pub(crate) fn lend(&self, data: &super::DataRef) -> Result<Option<super::Lent>, String> {
+        if !self.shared.transport.sends_in_place() {
+            return Ok(None);
+        }
+        if !self.shared.lends.swap(true, Ordering::Relaxed) {
+            let me: Arc<dyn super::lent::Lender> = self.shared.clone();
+            super::lent::register(Arc::downgrade(&me));
+        }
+        super::lent::lend(&data.handle)
+    }
+
+    /// Send the message `w` (its head) followed by the bytes `tail` lends,
+    /// which the receiving channel's split callback may read in place, as
+    /// [`send_split_since`](Self::send_split_since) with the tail in the
+    /// message would.
+    pub(crate) fn send_lent_since(
+        &self,
+        to: usize,
+        w: Writer,
+        tail: super::Lent,
+        start: Option<Tick>,
+    ) {
+        let msg = w.finish();
+        let log = self.shared.message_log();
+        let start = log.as_ref().map(|l| start.unwrap_or_else(|| l.now()));
+        let bytes = msg.len() + tail.len();
+        self.shared.transport.send_lent(to, msg, tail);
         if let (Some(log), Some(start)) = (log, start) {
             log.send(to, self.kind, bytes, start);
         }

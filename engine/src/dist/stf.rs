@@ -196,12 +196,20 @@ struct Waiting {
 impl Waiting {
     /// Hand the receive its message (`size` bytes from `from`) and let it
     /// run: the receive only unpacks, so it may run right here, on a worker
-    /// polling the network.
+    /// polling the network; unless its copy's bytes are lent (`dist::lent`):
+    /// its write would wait for a send this thread may be the one to
+    /// progress, so it is queued. (No loan of the copy can start meanwhile:
+    /// loans are made by the copy's earlier writer's completion or its
+    /// readers, which this receive follows.)
     fn matched(self, got: Received, net: &Net, ch: &Channel, from: usize, size: usize) {
         let _ = self.slot.set(got);
         net.transport().awaiting(-1);
         ch.record_recv(from, size, self.posted);
-        self.hold.release_received();
+        if super::lent::is_lent(self.data.handle.core()) {
+            self.hold.release();
+        } else {
+            self.hold.release_received();
+        }
     }
 }
 
@@ -738,7 +746,8 @@ impl DistRuntime {
 /// Pack version `version` of `gid`, which `data` holds (nobody writes it
 /// meanwhile), straight into a message to `to` (no second copy) and send it,
 /// head first: the receiver may read the bytes straight into its copy
-/// (`recv_in_place`).
+/// (`recv_in_place`). Long bytes are lent instead of packed (`dist::lent`:
+/// MPI reads them where they lie, and the data's next writer waits for it).
 fn send_version(
     ch: &Channel,
     data: &DataRef,
@@ -747,6 +756,14 @@ fn send_version(
     to: usize,
 ) -> Result<(), String> {
     let start = ch.now();
+    if let Some(tail) = ch.lend(data)? {
+        // The bytes stay where they are (`dist::lent`); the message ends
+        // with their length.
+        let mut w = ch.writer(28);
+        w.u32(DATA).u64(gid).u64(version).u64(tail.len() as u64);
+        ch.send_lent_since(to, w, tail, start);
+        return Ok(());
+    }
     let mut w = ch.writer(28 + data.bytes() as usize);
     w.u32(DATA).u64(gid).u64(version);
     // The bytes follow their 8-byte length.
@@ -790,7 +807,11 @@ fn recv_in_place(
             // Its pending count is the hold alone: every task it waits for
             // (the copy's earlier readers and writer) has finished, and no
             // task can use the copy before it (later ones wait for it).
-            Some(w) if w.hold.only_hold_left() => s.waiting.remove(&key).expect("just found"),
+            // And no transport reads the copy's bytes (lent by an earlier
+            // send of this rank): this thread must not wait for that.
+            Some(w) if w.hold.only_hold_left() && !super::lent::is_lent(w.data.handle.core()) => {
+                s.waiting.remove(&key).expect("just found")
+            }
             _ => return Ok(Some(head)),
         }
     };

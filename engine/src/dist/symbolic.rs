@@ -88,16 +88,18 @@ const DONE: u32 = 1;
 /// message (`ch.writer`), sized beforehand: the data is copied once, not
 /// packed into a buffer that is then copied again behind the header.
 ///
-/// Returns the message, the bytes of data it carries, and where the last
+/// Returns the message, the bytes of data it carries, where the last
 /// item's bytes start (when there are any): the message may go head first
 /// (`Channel::send_split_since`), and the receiver read that item straight
-/// into its copy (`read_in_place`).
+/// into its copy (`read_in_place`); and that item's bytes when they are
+/// lent instead (`dist::lent`: the message ends before them, and goes with
+/// `Channel::send_lent_since`).
 fn encode_items<K: Serialize>(
     ch: &super::net::Channel,
     key: &K,
     id: u64,
     items: &[(u64, DataRef)],
-) -> Result<(Writer, u64, Option<usize>), String> {
+) -> Result<(Writer, u64, Option<usize>, Option<super::Lent>), String> {
     // The key on the stack when it fits (a few integers do): no allocation
     // per message for it.
     let mut small = [0u8; 64];
@@ -112,17 +114,31 @@ fn encode_items<K: Serialize>(
         Err(e) => return Err(format!("cannot encode task key: {e}")),
     };
     let bytes: u64 = items.iter().map(|(_, d)| d.bytes()).sum();
-    let mut w = ch.writer(k.len() + 32 + bytes as usize + 16 * items.len());
+    let lent = match items.last() {
+        Some((_, d)) => ch.lend(d)?,
+        None => None,
+    };
+    let in_message = (bytes as usize).saturating_sub(lent.as_ref().map_or(0, |l| l.len()));
+    let mut w = ch.writer(k.len() + 32 + in_message + 16 * items.len());
     w.u32(EDGE).bytes(k).u64(id).u32(items.len() as u32);
     let mut last = None;
-    for (dk, d) in items {
+    for (i, (dk, d)) in items.iter().enumerate() {
         w.u64(*dk);
-        let at = w.0.len();
-        d.pack(&mut w)?;
-        // The item's bytes follow its 8-byte length.
-        last = Some(at + 8).filter(|&b| b < w.0.len());
+        match &lent {
+            // The last item's length ends the message; its bytes are lent.
+            Some(l) if i + 1 == items.len() => {
+                w.u64(l.len() as u64);
+                last = Some(w.0.len());
+            }
+            _ => {
+                let at = w.0.len();
+                d.pack(&mut w)?;
+                // The item's bytes follow its 8-byte length.
+                last = Some(at + 8).filter(|&b| b < w.0.len());
+            }
+        }
     }
-    Ok((w, bytes, last))
+    Ok((w, bytes, last, lent))
 }
 
 /// Read the last data item of an edge message delivered head first (`head`,
@@ -295,8 +311,11 @@ where
             let items: SmallVec<[(u64, DataRef); 4]> =
                 dks.iter().map(|&dk| (dk, classes3.data(dk))).collect();
             let start = ch.now();
-            let (msg, bytes, head) = encode_items(ch, key, id, &items)?;
-            ch.send_split_since(*rank, msg, head, start);
+            let (msg, bytes, head, lent) = encode_items(ch, key, id, &items)?;
+            match lent {
+                Some(tail) => ch.send_lent_since(*rank, msg, tail, start),
+                None => ch.send_split_since(*rank, msg, head, start),
+            }
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;
             c.items += items.len() as u64;
@@ -503,8 +522,8 @@ mod tests {
         let net = Net::new(super::super::local::world(1).pop().expect("one rank"));
         let ch = net.channel();
         for key in ["k".to_string(), "long key ".repeat(20)] {
-            let (w, bytes, last) = encode_items(&ch, &key, 7, &[]).unwrap();
-            assert_eq!((bytes, last), (0, None));
+            let (w, bytes, last, lent) = encode_items(&ch, &key, 7, &[]).unwrap();
+            assert_eq!((bytes, last, lent.is_none()), (0, None, true));
             let msg = w.finish();
             // The channel's 4-byte number, then the body.
             let mut r = Reader::new(&msg[4..]);
