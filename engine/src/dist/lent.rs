@@ -68,8 +68,7 @@ impl Lent {
         self.len
     }
 
-    /// Whether none are (never: only items of at least [`LEND_FROM`] bytes
-    /// are lent).
+    /// Whether none are (never: only items of at least 64 KiB are lent).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

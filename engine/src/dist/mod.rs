@@ -6,6 +6,8 @@
 //!   `tessera_backends::mpi`, threads of one process in [`local`]). It never
 //!   blocks a worker: `send` hands a message over and returns.
 //! - [`buffers`]: large message buffers, reused instead of freshly mapped.
+//! - `lent`: a long data item sent from where it lies ([`Lent`]), its next
+//!   writer held until the transport has read it.
 //! - `wire`: what a message is (kinds, keys, data items) as bytes.
 //! - [`collective`]: barrier, all-reduce, all-gather and the start-up
 //!   consistency check, over point-to-point messages.
