@@ -531,10 +531,13 @@ impl Channel {
     /// copy them into the message. The caller makes sure no task writes
     /// the data now (as for `DataRef::pack`).
     pub(crate) fn lend(&self, data: &super::DataRef) -> Result<Option<super::Lent>, String> {
-        if !self.shared.transport.sends_in_place() {
+        // Short data first: most edges are (one call, no atomic write).
+        if data.bytes() < super::lent::LEND_FROM as u64 || !self.shared.transport.sends_in_place() {
             return Ok(None);
         }
-        if !self.shared.lends.swap(true, Ordering::Relaxed) {
+        if !self.shared.lends.load(Ordering::Relaxed)
+            && !self.shared.lends.swap(true, Ordering::Relaxed)
+        {
             let me: Arc<dyn super::lent::Lender> = self.shared.clone();
             super::lent::register(Arc::downgrade(&me));
         }
