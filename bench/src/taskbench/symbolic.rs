@@ -55,24 +55,41 @@ pub struct Classes {
 /// whole run); a larger run counts in the engine's map of pending tasks.
 const MAX_SLOTS: usize = 1 << 26;
 
+/// Scratch for the dependence functions: spans and two lists of points.
+type Scratch = (Vec<Span>, Vec<i64>, Vec<i64>);
+
 thread_local! {
-    /// Scratch for the dependence functions (no allocation per call).
-    static SCRATCH: RefCell<(Vec<Span>, Vec<i64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Scratch for the dependence functions (no allocation per call: a
+    /// second list copied out of the first cost an allocation and a free
+    /// per task in `successors` and `predecessor_count`).
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// Runs `f` with the points of `g`'s timestep `t` task `p` reads.
 fn with_inputs<R>(g: &Graph, t: i64, p: i64, f: impl FnOnce(&[i64]) -> R) -> R {
-    SCRATCH.with_borrow_mut(|(spans, out)| {
+    SCRATCH.with_borrow_mut(|(spans, out, _)| {
         g.inputs(t, p, spans, out);
         f(out)
     })
 }
 
-/// Runs `f` with the points of `g`'s timestep `t + 1` that read `(t, p)`.
-fn with_outputs<R>(g: &Graph, t: i64, p: i64, f: impl FnOnce(&[i64]) -> R) -> R {
-    SCRATCH.with_borrow_mut(|(spans, out)| {
-        g.outputs(t, p, spans, out);
-        f(out)
+/// Runs `f` with the points of timestep `t_out + 1` that read `(t_out,
+/// p)`, and, when `t_in` is given, the points task `(t_in, p)` reads
+/// (else none).
+fn with_outputs_and_inputs<R>(
+    g: &Graph,
+    t_out: i64,
+    t_in: Option<i64>,
+    p: i64,
+    f: impl FnOnce(&[i64], &[i64]) -> R,
+) -> R {
+    SCRATCH.with_borrow_mut(|(spans, outs, ins)| {
+        g.outputs(t_out, p, spans, outs);
+        ins.clear();
+        if let Some(t) = t_in {
+            g.inputs(t, p, spans, ins);
+        }
+        f(outs, ins)
     })
 }
 
@@ -194,12 +211,10 @@ impl Classes {
         if older < 0 || !active(g, older, p) {
             return 0;
         }
-        let readers: Vec<i64> = with_outputs(g, older, p, |r| r.to_vec());
-        if older + 1 < t - 1 {
-            return readers.len();
-        }
-        // F = 2: the readers are tasks of step t − 1, like its inputs.
-        with_inputs(g, t, p, |inputs| {
+        // F ≤ 2: the readers are tasks of step t − 1 or later, and those
+        // among its inputs are its predecessors already.
+        let recent = older + 1 >= t - 1;
+        with_outputs_and_inputs(g, older, recent.then_some(t), p, |readers, inputs| {
             readers.iter().filter(|q| !inputs.contains(q)).count()
         })
     }
@@ -219,20 +234,20 @@ impl TaskClasses for Classes {
 
     fn successors(&self, &(gi, t, p): &Key, out: &mut Vec<Key>) {
         let (g, f) = (&self.graphs[gi as usize], self.fields[gi as usize]);
-        with_outputs(g, t, p, |o| out.extend(o.iter().map(|&q| (gi, t + 1, q))));
         // Write-after-read: the task that next overwrites each buffer this
         // one reads, unless it is already a successor.
         let next = t - 1 + f;
-        if t >= 1 && next < g.steps {
+        let war = t >= 1 && next < g.steps;
+        with_outputs_and_inputs(g, t, war.then_some(t), p, |outs, deps| {
+            out.extend(outs.iter().map(|&q| (gi, t + 1, q)));
             let first = out.len();
-            let deps: Vec<i64> = with_inputs(g, t, p, |i| i.to_vec());
-            for d in deps {
+            for &d in deps {
                 let k = (gi, next, d);
                 if active(g, next, d) && !out[..first].contains(&k) {
                     out.push(k);
                 }
             }
-        }
+        });
     }
 
     fn task(&self, &(gi, t, p): &Key) -> TaskBuilder {
