@@ -407,6 +407,14 @@ impl tessera_engine::memory::Replicate for Tile {
         Some(vec![bytemuck::cast_slice_mut(self.as_mut_slice())])
     }
 
+    fn one_part(&self) -> Option<&[u8]> {
+        Some(bytemuck::cast_slice(self.as_slice()))
+    }
+
+    fn one_part_mut(&mut self) -> Option<&mut [u8]> {
+        Some(bytemuck::cast_slice_mut(self.as_mut_slice()))
+    }
+
     /// Rows and columns.
     fn dims(&self) -> [usize; 4] {
         [self.rows, self.cols, 0, 0]
@@ -465,6 +473,16 @@ mod tests {
     //! including the empty and edge shapes.
 
     use super::*;
+
+    #[test]
+    fn a_tiles_one_part_is_its_only_part() {
+        use tessera_engine::memory::Replicate;
+        let mut t = Tile::zeros(3, 2);
+        t.as_mut_slice()[4] = 2.5;
+        let part = t.parts().unwrap()[0].to_vec();
+        assert_eq!(t.one_part(), Some(&part[..]));
+        assert_eq!(t.one_part_mut().map(|p| p.to_vec()), Some(part));
+    }
 
     #[test]
     fn a_pool_reuses_a_dropped_tiles_buffer_for_the_same_size_only() {

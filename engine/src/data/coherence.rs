@@ -28,6 +28,8 @@ pub(crate) struct ReplicaFns<T> {
     pub(crate) copy_from: fn(&mut T, &T),
     pub(crate) parts: fn(&T) -> Option<Vec<&[u8]>>,
     pub(crate) parts_mut: fn(&mut T) -> Option<Vec<&mut [u8]>>,
+    pub(crate) one_part: fn(&T) -> Option<&[u8]>,
+    pub(crate) one_part_mut: fn(&mut T) -> Option<&mut [u8]>,
 }
 
 impl<T: Replicate> ReplicaFns<T> {
@@ -37,6 +39,8 @@ impl<T: Replicate> ReplicaFns<T> {
             copy_from: T::copy_from,
             parts: T::parts,
             parts_mut: T::parts_mut,
+            one_part: T::one_part,
+            one_part_mut: T::one_part_mut,
         }
     }
 }
@@ -222,6 +226,17 @@ impl<T> Replicas<T> {
     /// The value's parts, writable.
     pub(crate) fn parts_mut<'v>(&self, v: &'v mut T) -> Option<Vec<&'v mut [u8]>> {
         (self.fns.parts_mut)(v)
+    }
+
+    /// The value's only part, if its type says it has one
+    /// (`Replicate::one_part`).
+    pub(crate) fn one_part<'v>(&self, v: &'v T) -> Option<&'v [u8]> {
+        (self.fns.one_part)(v)
+    }
+
+    /// The value's only part, writable.
+    pub(crate) fn one_part_mut<'v>(&self, v: &'v mut T) -> Option<&'v mut [u8]> {
+        (self.fns.one_part_mut)(v)
     }
 
     /// Pointer to the copy on non-host `node` (host-addressable nodes).

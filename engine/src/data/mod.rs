@@ -371,6 +371,10 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
         // SAFETY: the caller holds the host replica acquired for reading, so
         // no writer runs and the value is present.
         let v = unsafe { (*self.value.get()).as_ref() }.expect("registered");
+        if let Some(one) = r.one_part(v) {
+            f(&[one]);
+            return Ok(());
+        }
         let parts = r.parts(v).ok_or_else(|| self.not_sendable())?;
         f(&parts);
         Ok(())
@@ -397,13 +401,22 @@ impl<T: Send + Sync + 'static> AnyHandle for HandleInner<T> {
         }
         // SAFETY: the caller's task holds this handle for writing on the host.
         let v = unsafe { (*self.value.get()).as_mut() }.expect("registered");
+        let wrong = |total: usize| {
+            format!(
+                "data '{}' holds {total} bytes, but {len} arrived",
+                self.core.display_name(),
+            )
+        };
+        if let Some(one) = r.one_part_mut(v) {
+            if one.len() != len {
+                return Err(wrong(one.len()));
+            }
+            return fill(&mut [one]);
+        }
         let mut parts = r.parts_mut(v).ok_or_else(|| self.not_sendable())?;
         let total: usize = parts.iter().map(|p| p.len()).sum();
         if total != len {
-            return Err(format!(
-                "data '{}' holds {total} bytes, but {len} arrived",
-                self.core.display_name(),
-            ));
+            return Err(wrong(total));
         }
         fill(&mut parts)
     }
