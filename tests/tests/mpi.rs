@@ -886,45 +886,69 @@ impl symbolic::DistClasses for LongEdges {
 #[test]
 fn long_edges_are_read_into_their_data_under_mpirun() {
     if is_rank() {
-        let m = mpi::init().unwrap();
-        let (rank, ranks) = (m.rank(), m.size());
-        let net = Net::new(m.transport());
-        for piece in [mpi::MAX_PIECE, 1000] {
-            m.set_max_piece(piece);
-            let rt = Runtime::new(Config::with_workers(2)).unwrap();
-            let edges = Arc::new(LongEdges {
-                steps: 40,
-                ranks,
-                g: rt.register_replicable(vec![0u8; 16]),
-                h: (0..4)
-                    .map(|k| rt.register_replicable(long_edge_value(k + 100)))
-                    .collect(),
-            });
-            if let Err(e) = symbolic::run(&rt, &net, Arc::clone(&edges)) {
-                println!("rank {rank}: {e}");
-                m.abort(1);
-            }
-            let dist = DistRuntime::new(
-                Runtime::new(Config::with_workers(2)).unwrap(),
-                Arc::clone(&net),
-            );
-            if let Err(e) = stf_long_edges(&dist, ranks) {
-                println!("rank {rank}: STF: {e}");
-                m.abort(1);
-            }
-        }
-        Collectives::new(&net).barrier().unwrap();
-        println!("rank {rank}: long edges read");
+        both_layers_at_two_piece_sizes(
+            "long edges read",
+            |rt, net, ranks| {
+                let edges = Arc::new(LongEdges {
+                    steps: 40,
+                    ranks,
+                    g: rt.register_replicable(vec![0u8; 16]),
+                    h: (0..4)
+                        .map(|k| rt.register_replicable(long_edge_value(k + 100)))
+                        .collect(),
+                });
+                symbolic::run(rt, net, edges).map(drop)
+            },
+            stf_long_edges,
+        );
         return;
     }
-    for ranks in [2, 3] {
-        let out = mpirun(
-            ranks,
-            "long_edges_are_read_into_their_data_under_mpirun",
-            &[],
-            Duration::from_secs(120),
+    at_two_and_three_ranks(
+        "long_edges_are_read_into_their_data_under_mpirun",
+        "long edges read",
+    );
+}
+
+/// One rank of a test through both distributed layers: for MPI pieces of
+/// the default size and of 1000 bytes (pieces that cross a value's parts,
+/// many sends in flight), `symbolic(rt, net, ranks)` on a fresh runtime,
+/// then `stf(dist, ranks)` on a fresh `DistRuntime`, each with 2 workers.
+/// An error aborts every rank, naming its layer; at the end, every rank
+/// prints `rank R: said`.
+fn both_layers_at_two_piece_sizes(
+    said: &str,
+    symbolic: impl Fn(&Runtime, &Arc<Net>, usize) -> Result<(), tessera_engine::Error>,
+    stf: impl Fn(&DistRuntime, usize) -> Result<(), tessera_engine::Error>,
+) {
+    let m = mpi::init().unwrap();
+    let (rank, ranks) = (m.rank(), m.size());
+    let net = Net::new(m.transport());
+    for piece in [mpi::MAX_PIECE, 1000] {
+        m.set_max_piece(piece);
+        let rt = Runtime::new(Config::with_workers(2)).unwrap();
+        if let Err(e) = symbolic(&rt, &net, ranks) {
+            println!("rank {rank}: symbolic: {e}");
+            m.abort(1);
+        }
+        let dist = DistRuntime::new(
+            Runtime::new(Config::with_workers(2)).unwrap(),
+            Arc::clone(&net),
         );
-        out.assert_every_rank_said(ranks, "long edges read", "long edges");
+        if let Err(e) = stf(&dist, ranks) {
+            println!("rank {rank}: STF: {e}");
+            m.abort(1);
+        }
+    }
+    Collectives::new(&net).barrier().unwrap();
+    println!("rank {rank}: {said}");
+}
+
+/// Run test `name` under mpirun at 2 and at 3 ranks, each of which must
+/// say `said` (see [`both_layers_at_two_piece_sizes`]).
+fn at_two_and_three_ranks(name: &str, said: &str) {
+    for ranks in [2, 3] {
+        let out = mpirun(ranks, name, &[], Duration::from_secs(120));
+        out.assert_every_rank_said(ranks, said, name);
     }
 }
 
@@ -1032,25 +1056,13 @@ impl symbolic::DistClasses for LentChain {
 #[test]
 fn lent_bytes_are_not_overwritten_before_they_arrive_under_mpirun() {
     if is_rank() {
-        let m = mpi::init().unwrap();
-        let (rank, ranks) = (m.rank(), m.size());
-        let net = Net::new(m.transport());
-        for piece in [mpi::MAX_PIECE, 1000] {
-            m.set_max_piece(piece);
-            let rt = Runtime::new(Config::with_workers(2)).unwrap();
-            let chain = Arc::new(LentChain {
-                ranks,
-                v: rt.register_replicable(vec![0u8; LENT_BYTES]),
-            });
-            if let Err(e) = symbolic::run(&rt, &net, Arc::clone(&chain)) {
-                println!("rank {rank}: symbolic: {e}");
-                m.abort(1);
-            }
-            let dist = DistRuntime::new(
-                Runtime::new(Config::with_workers(2)).unwrap(),
-                Arc::clone(&net),
-            );
-            let stf = || -> Result<(), tessera_engine::Error> {
+        both_layers_at_two_piece_sizes(
+            "lent bytes arrived whole",
+            |rt, net, ranks| {
+                let v = rt.register_replicable(vec![0u8; LENT_BYTES]);
+                symbolic::run(rt, net, Arc::new(LentChain { ranks, v })).map(drop)
+            },
+            |dist, ranks| {
                 let v = dist.register(0, vec![0u8; LENT_BYTES]);
                 for k in 0..LENT_STEPS {
                     dist.task(&LENT_FILL, v.w()).args(k).submit()?;
@@ -1060,25 +1072,14 @@ fn lent_bytes_are_not_overwritten_before_they_arrive_under_mpirun() {
                 }
                 dist.wait_all()?;
                 dist.unregister(v).map(drop)
-            };
-            if let Err(e) = stf() {
-                println!("rank {rank}: STF: {e}");
-                m.abort(1);
-            }
-        }
-        Collectives::new(&net).barrier().unwrap();
-        println!("rank {rank}: lent bytes arrived whole");
+            },
+        );
         return;
     }
-    for ranks in [2, 3] {
-        let out = mpirun(
-            ranks,
-            "lent_bytes_are_not_overwritten_before_they_arrive_under_mpirun",
-            &[],
-            Duration::from_secs(120),
-        );
-        out.assert_every_rank_said(ranks, "lent bytes arrived whole", "lent bytes");
-    }
+    at_two_and_three_ranks(
+        "lent_bytes_are_not_overwritten_before_they_arrive_under_mpirun",
+        "lent bytes arrived whole",
+    );
 }
 
 /// Env var naming the case of `distributed_spmv_refuses_what_one_process_refuses`.
