@@ -1147,19 +1147,34 @@ fn post_send(world: &SimpleCommunicator, out: Outgoing, piece: usize) -> InFligh
         let h = (msg.len() as u64).to_le_bytes().to_vec();
         (h, TAG_LONG, view)
     };
-    let head: &'static [u8] = unsafe { std::slice::from_raw_parts(header.as_ptr(), header.len()) };
-    let mut requests: smallvec::SmallVec<[_; 1]> =
-        smallvec::smallvec![dest.immediate_send_with_tag(StaticScope, head, tag)];
-    requests.extend(
-        rest.chunks(piece)
-            .map(|p| dest.immediate_send_with_tag(StaticScope, p, TAG_PIECE)),
-    );
     InFlight {
-        requests,
+        requests: header_then_pieces(&dest, &header, tag, rest, piece),
         buffer: msg,
         _header: header,
         _lent: None,
     }
+}
+
+/// Post `header` with `tag`, then `rest` in pieces of at most `piece`
+/// bytes ([`TAG_PIECE`]): the requests of a long or head-first message.
+/// The caller keeps `header`'s heap buffer, and the bytes `rest` views,
+/// unchanged until every request completes (`InFlight`).
+fn header_then_pieces(
+    dest: &mpi::topology::Process<'_>,
+    header: &[u8],
+    tag: i32,
+    rest: &'static [u8],
+    piece: usize,
+) -> smallvec::SmallVec<[Request<'static, [u8], StaticScope>; 1]> {
+    // SAFETY: per the contract above.
+    let h: &'static [u8] = unsafe { std::slice::from_raw_parts(header.as_ptr(), header.len()) };
+    let mut requests: smallvec::SmallVec<[_; 1]> =
+        smallvec::smallvec![dest.immediate_send_with_tag(StaticScope, h, tag)];
+    requests.extend(
+        rest.chunks(piece)
+            .map(|p| dest.immediate_send_with_tag(StaticScope, p, TAG_PIECE)),
+    );
+    requests
 }
 
 /// [`post_send`] of a message whose tail is lent: the header (tag
@@ -1176,19 +1191,13 @@ fn post_lent(
     let mut header = Vec::with_capacity(8 + head.len());
     header.extend_from_slice(&(tail.len() as u64).to_le_bytes());
     header.extend_from_slice(&head);
-    // SAFETY (both views): the header's heap buffer is kept unchanged in
-    // `InFlight` until every request completes, and the lent bytes stay
-    // valid and unchanged until the `Lent` it keeps is dropped
+    // SAFETY: the header's heap buffer is kept unchanged in `InFlight`
+    // until every request completes, and the lent bytes stay valid and
+    // unchanged until the `Lent` it keeps is dropped
     // (`tessera_engine::dist::Lent`).
-    let h: &'static [u8] = unsafe { std::slice::from_raw_parts(header.as_ptr(), header.len()) };
     let rest: &'static [u8] =
         unsafe { std::slice::from_raw_parts(tail.bytes().as_ptr(), tail.len()) };
-    let mut requests: smallvec::SmallVec<[_; 1]> =
-        smallvec::smallvec![dest.immediate_send_with_tag(StaticScope, h, TAG_SPLIT)];
-    requests.extend(
-        rest.chunks(piece)
-            .map(|p| dest.immediate_send_with_tag(StaticScope, p, TAG_PIECE)),
-    );
+    let requests = header_then_pieces(&dest, &header, TAG_SPLIT, rest, piece);
     tessera_engine::dist::buffers::give(head);
     InFlight {
         requests,
