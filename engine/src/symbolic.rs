@@ -308,7 +308,7 @@ impl<C: TaskClasses> Unfolder<C> {
         // back to) is followed by the release of the successors, exactly once,
         // on the worker that ran it (so they land in its queue).
         let me = Arc::clone(self);
-        task = task.then(move |id| me.release_successors(&key, id));
+        task.add_then(move |id| me.release_successors(&key, id));
         self.instantiated.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.submitter.submit(task) {
             lock(&self.error).get_or_insert(e);

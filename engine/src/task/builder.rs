@@ -237,6 +237,16 @@ impl TaskBuilder {
         mut self,
         then: impl FnOnce(u64) -> Result<(), BodyError> + Send + 'static,
     ) -> Self {
+        self.add_then(then);
+        self
+    }
+
+    /// [`then`](Self::then) in place: the builder is not moved (a copy of
+    /// the whole builder per task the symbolic front-end makes).
+    pub(crate) fn add_then(
+        &mut self,
+        then: impl FnOnce(u64) -> Result<(), BodyError> + Send + 'static,
+    ) {
         self.once.then = Some(match self.once.then.take() {
             None => Box::new(then),
             Some(first) => Box::new(move |id| {
@@ -244,7 +254,6 @@ impl TaskBuilder {
                 then(id)
             }),
         });
-        self
     }
 
     /// Declare an access to an erased handle (the distributed layer's
