@@ -199,7 +199,9 @@ pub fn init() -> Result<Mpi, String> {
         }),
         outside_poll: AtomicU64::new(0),
         outside_polls: AtomicU32::new(0),
-        last_active: AtomicU64::new(0),
+        activity: AtomicU64::new(0),
+        activity_seen: AtomicU64::new(0),
+        activity_seen_at: AtomicU64::new(0),
         epoch: Instant::now(),
         pending: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
@@ -432,9 +434,19 @@ pub struct MpiTransport {
     outside_poll: AtomicU64,
     /// Polls by other threads so far (one in [`STAMP_EVERY`] is stamped).
     outside_polls: AtomicU32,
-    /// When a message was last sent or received, nanoseconds since `epoch`
-    /// (`Transport::expecting`).
-    last_active: AtomicU64,
+    /// Messages sent or received so far (`Transport::expecting`), counted
+    /// with no clock read: the readers, which read the clock anyway, note
+    /// when they first see it change (`recently_active`). A stamp of the
+    /// time at every send and receive cost two clock reads a remote edge
+    /// (`Instant::now` is about 35 ns on the VMs measured), both on the
+    /// edge's critical path.
+    activity: AtomicU64,
+    /// The `activity` count `recently_active` last saw, and when (ns since
+    /// `epoch`) it saw it change. Readers race benignly: one may take a
+    /// change for a little older or newer than it is, and the next poll
+    /// sets it right.
+    activity_seen: AtomicU64,
+    activity_seen_at: AtomicU64,
     epoch: Instant,
     /// Messages queued or in flight.
     pending: AtomicUsize,
@@ -767,7 +779,7 @@ impl MpiTransport {
             self.post(p, out);
         }
         if any {
-            self.last_active.store(self.now_ns(), Ordering::Relaxed);
+            self.touch();
         }
         any
     }
@@ -793,7 +805,7 @@ impl MpiTransport {
             return;
         }
         self.post(p, out);
-        self.last_active.store(self.now_ns(), Ordering::Relaxed);
+        self.touch();
     }
 
     /// Post the sends of `out` and keep them in flight.
@@ -976,7 +988,7 @@ impl MpiTransport {
             }
         }
         if sends || received {
-            self.last_active.store(self.now_ns(), Ordering::Relaxed);
+            self.touch();
         }
         Round {
             sends,
@@ -990,9 +1002,24 @@ impl MpiTransport {
         self.now_ns().saturating_sub(stamp.load(Ordering::Relaxed)) < span.as_nanos() as u64
     }
 
-    /// Whether a message was sent or received less than [`HOT`] ago.
+    /// A message was sent or received (see `activity`).
+    fn touch(&self) {
+        self.activity.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a message was sent or received less than [`HOT`] ago, as
+    /// far as the readers tell: a count that changed since the last look
+    /// is taken for activity now, which errs by the time between two looks
+    /// (microseconds while a worker watches the network; at worst the
+    /// network stays hot up to one [`HOT`] longer: a few more polls).
     fn recently_active(&self) -> bool {
-        self.within(&self.last_active, HOT)
+        let now = self.now_ns();
+        let count = self.activity.load(Ordering::Relaxed);
+        if self.activity_seen.swap(count, Ordering::Relaxed) != count {
+            self.activity_seen_at.store(now, Ordering::Relaxed);
+            return true;
+        }
+        now.saturating_sub(self.activity_seen_at.load(Ordering::Relaxed)) < HOT.as_nanos() as u64
     }
 
     /// Whether a thread other than the communication thread polled within
