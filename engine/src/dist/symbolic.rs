@@ -177,7 +177,10 @@ where
     let mut keys = SmallVec::new();
     for i in 0..n {
         let (key, rest) = postcard::take_from_bytes::<C::Key>(bytes).map_err(|e| {
-            format!("undecodable task key {} of {n} from rank {from}: {e}", i + 1)
+            format!(
+                "undecodable task key {} of {n} from rank {from}: {e}",
+                i + 1
+            )
         })?;
         let owner = classes.owner(&key);
         if owner != me {
