@@ -999,7 +999,12 @@ impl MpiTransport {
 
     /// Whether the time stored in `stamp` (by `now_ns`) is less than `span` ago.
     fn within(&self, stamp: &AtomicU64, span: Duration) -> bool {
-        self.now_ns().saturating_sub(stamp.load(Ordering::Relaxed)) < span.as_nanos() as u64
+        self.within_at(self.now_ns(), stamp, span)
+    }
+
+    /// [`within`](Self::within) at `now` (from `now_ns`), read by the caller.
+    fn within_at(&self, now: u64, stamp: &AtomicU64, span: Duration) -> bool {
+        now.saturating_sub(stamp.load(Ordering::Relaxed)) < span.as_nanos() as u64
     }
 
     /// A message was sent or received (see `activity`).
@@ -1019,7 +1024,7 @@ impl MpiTransport {
             self.activity_seen_at.store(now, Ordering::Relaxed);
             return true;
         }
-        now.saturating_sub(self.activity_seen_at.load(Ordering::Relaxed)) < HOT.as_nanos() as u64
+        self.within_at(now, &self.activity_seen_at, HOT)
     }
 
     /// Whether a thread other than the communication thread polled within

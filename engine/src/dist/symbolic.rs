@@ -90,9 +90,10 @@ const DONE: u32 = 1;
 /// (`TaskClasses::successors`), and the receiver, which used to find them
 /// again from the predecessor's key, saves that call and the owner of each
 /// on the remote edge's critical path (about 450 instructions of a 2-rank
-/// Task Bench `stencil_1d` step, `callgrind`). Written straight into the channel's
-/// message (`ch.writer`), sized beforehand: the data is copied once, not
-/// packed into a buffer that is then copied again behind the header.
+/// Task Bench `stencil_1d` step, `callgrind`). Written straight into the
+/// channel's message (`ch.writer`), sized beforehand: the data is copied
+/// once, not packed into a buffer that is then copied again behind the
+/// header.
 ///
 /// Returns the message, the bytes of data it carries, where the last
 /// item's bytes start (when there are any): the message may go head first
@@ -142,22 +143,21 @@ fn encode_items<K: Serialize>(
 /// key goes through the stack when it fits (a few integers do): no
 /// allocation per message for it.
 fn write_keys<K: Serialize>(w: &mut Writer, keys: &[K]) -> Result<(), String> {
-    let at = w.0.len();
-    w.u64(0);
     let mut small = [0u8; 64];
-    for key in keys {
-        match postcard::to_slice(key, &mut small) {
-            Ok(k) => w.0.extend_from_slice(k),
-            Err(postcard::Error::SerializeBufferFull) => {
-                let k = postcard::to_allocvec(key)
-                    .map_err(|e| format!("cannot encode task key: {e}"))?;
-                w.0.extend_from_slice(&k);
+    w.bytes_with(|out| {
+        for key in keys {
+            match postcard::to_slice(key, &mut small) {
+                Ok(k) => out.extend_from_slice(k),
+                Err(postcard::Error::SerializeBufferFull) => {
+                    let k = postcard::to_allocvec(key)
+                        .map_err(|e| format!("cannot encode task key: {e}"))?;
+                    out.extend_from_slice(&k);
+                }
+                Err(e) => return Err(format!("cannot encode task key: {e}")),
             }
-            Err(e) => return Err(format!("cannot encode task key: {e}")),
         }
-    }
-    let len = (w.0.len() - at - 8) as u64;
-    w.0[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    })?;
     Ok(())
 }
 

@@ -34,6 +34,19 @@ impl Writer {
         self.0.extend_from_slice(b);
         self
     }
+    /// A length-prefixed byte string that `fill` appends in place (no
+    /// buffer of its own); its length is written once `fill` is done.
+    pub(crate) fn bytes_with<E>(
+        &mut self,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<&mut Self, E> {
+        let at = self.0.len();
+        self.u64(0);
+        fill(&mut self.0)?;
+        let len = (self.0.len() - at - 8) as u64;
+        self.0[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        Ok(self)
+    }
     pub(crate) fn finish(self) -> Vec<u8> {
         self.0
     }
