@@ -688,15 +688,10 @@ mod tests {
             .submitter()
             .write_now(&dt.handle, || unsafe { dt.unpack(&[1, 1, 1, 1]) });
         assert_eq!(w, Some(Ok(())), "nothing uses the traced data");
-        let seen3 = std::sync::Arc::new(Mutex::new(Vec::new()));
-        let seen4 = std::sync::Arc::clone(&seen3);
-        let look: Codelet<Read<Vec<u8>>> = Codelet::new("look").cpu(move |_, _, v: &Vec<u8>| {
-            seen4.lock().unwrap().push(v.clone());
-            Ok(())
-        });
-        traced.task(&look, t.r()).submit().unwrap();
+        traced.task(&hold, t.r()).submit().unwrap();
+        go.send(()).unwrap();
         traced.wait_all().unwrap();
-        assert_eq!(*seen3.lock().unwrap(), [vec![1, 1, 1, 1]]);
+        assert_eq!(seen.lock().unwrap().pop(), Some(vec![1, 1, 1, 1]));
         assert_eq!(traced.trace().tasks.len(), 1, "the write is no task");
     }
 
