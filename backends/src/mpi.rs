@@ -643,14 +643,16 @@ struct Progress {
 }
 
 /// The one receive a rank keeps posted: any source, any tag, [`SHORT`]
-/// bytes. Chosen over probing (`MPI_Improbe`, then `MPI_Mrecv`) because
+/// bytes, posted by the round that tests it next ([`Posted::test`]).
+/// Chosen over probing (`MPI_Improbe`, then `MPI_Mrecv`) because
 /// Open MPI's probe pulls an arrived message off the shared-memory
 /// transport only after it has looked for a match and found none, so the
 /// message was matched one whole idle-loop round later, by the next probe
 /// (0.4 µs of each 8-byte remote edge); a posted receive is matched as the
 /// message is pulled in, by the same `MPI_Test`. Exactly one is posted, and
-/// it is posted again only after a long message's pieces are all received
-/// (a head-first message's tail too: read by its receiver or dropped):
+/// it is posted again only after the message it received was handled, a
+/// long message's pieces all received (a head-first message's tail too:
+/// read by its receiver or dropped):
 /// a second posted receive, or one posted while pieces are on their way,
 /// could match a piece longer than its buffer. Messages from one sender
 /// match it in their sending order (MPI's non-overtaking rule), headers of
@@ -688,8 +690,19 @@ impl Posted {
         );
     }
 
-    /// Test the receive: the status of the message it received, if one has.
-    fn test(&mut self) -> Option<mpi::point_to_point::Status> {
+    /// Test the receive, posting it first if it is not posted: the status
+    /// of the message it received, if one has. The receive is posted again
+    /// only here, when the next round looks for a message, not as soon as
+    /// one is received: the post (`MPI_Irecv`, about 300 instructions in
+    /// Open MPI) then comes after the message is delivered, off its
+    /// critical path (it sat between a remote edge's arrival and the
+    /// successor's start), while the worker that delivered it waits for
+    /// the next; a message coming meanwhile waits in Open MPI's unexpected
+    /// queue and matches the receive when it is posted.
+    fn test(&mut self, world: &SimpleCommunicator) -> Option<mpi::point_to_point::Status> {
+        if self.request.is_none() {
+            self.post(world);
+        }
         match self.request.take()?.test() {
             Ok(status) => Some(status),
             Err(r) => {
@@ -898,14 +911,10 @@ impl MpiTransport {
         }
         // Looked up at the first message (most rounds find none).
         let mut sink: Option<Option<Sink>> = None;
-        let posted = p.posted.get_or_insert_with(|| {
-            let mut r = Posted::new();
-            r.post(&world);
-            r
-        });
+        let posted = p.posted.get_or_insert_with(Posted::new);
         // Any tag: a long message's header is taken in its sender's order
         // among the short ones; its pieces follow it (see `Posted`).
-        while let Some(status) = posted.test() {
+        while let Some(status) = posted.test(&world) {
             received = true;
             let got = message_bytes(&status).min(SHORT);
             let from = status.source_rank() as usize;
@@ -936,8 +945,8 @@ impl MpiTransport {
                     // pieces are not left for the posted receive.
                     tessera_engine::dist::buffers::give(tail.read_all(Vec::new()));
                 }
-                // Posted again after the tail's pieces (see `Posted`).
-                posted.post(&world);
+                // Posted again by the next test, after the tail's pieces
+                // (see `Posted`).
                 if !drain && sink.as_ref().is_some_and(Option::is_some) {
                     break;
                 }
@@ -963,13 +972,11 @@ impl MpiTransport {
                         "tessera: MPI message with unknown tag {tag} ({got} bytes) from rank {} dropped",
                         status.source_rank()
                     );
-                    posted.post(&world);
                     continue;
                 }
             };
-            // Posted again before the message is delivered, and after a long
-            // message's pieces (see `Posted`).
-            posted.post(&world);
+            // Posted again by the next test: after the message is delivered
+            // (and after a long message's pieces, see `Posted`).
             let n = buf.len();
             self.counters.received.fetch_add(1, Ordering::Relaxed);
             self.counters
