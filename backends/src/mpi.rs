@@ -693,7 +693,7 @@ impl Posted {
     /// Test the receive, posting it first if it is not posted: the status
     /// of the message it received, if one has. The receive is posted again
     /// only here, when the next round looks for a message, not as soon as
-    /// one is received: the post (`MPI_Irecv`, about 300 instructions in
+    /// one is received: the post (`MPI_Irecv`, about 385 instructions in
     /// Open MPI) then comes after the message is delivered, off its
     /// critical path (it sat between a remote edge's arrival and the
     /// successor's start), while the worker that delivered it waits for
