@@ -110,6 +110,7 @@ pub struct ReadmeDoctests;
 pub mod access;
 mod clock;
 mod codelet;
+mod counter;
 mod data;
 pub mod device;
 pub mod dist;

@@ -83,7 +83,7 @@ impl Shared {
         self.check_team(&task)?;
         let (node, explicit) = self.make_node(task);
         let mut locked = lock_handles(&node, &order)?;
-        self.submitted().fetch_add(1, Ordering::SeqCst);
+        self.count_submitted();
         let mut edges = Edges::new(&node, self.trace().is_some() || self.graph().is_some());
         edges.link_explicit(explicit);
         for (i, deps) in locked.iter_mut() {
@@ -282,7 +282,7 @@ impl Shared {
             .unwrap_or(0.0);
         let accesses = declared.accesses;
         let cpu_only = cpu_only || accesses.iter().any(|a| !a.handle.replicable());
-        let id = self.next_task().fetch_add(1, Ordering::Relaxed);
+        let id = self.take_task_id();
         let node = self.nodes().make(TaskNode::new(
             id,
             NodeParts {

@@ -132,12 +132,18 @@ pub struct Unfolder<C: TaskClasses> {
     // counters; alone, its effect was within the runs' spread.)
     pending_len: CachePadded<AtomicUsize>,
     peak_pending: CachePadded<AtomicUsize>,
-    instantiated: CachePadded<AtomicUsize>,
+    /// Per worker (`crate::counter`): the workers make tasks at once.
+    instantiated: crate::counter::Sharded,
     remote_edges: CachePadded<AtomicUsize>,
     /// First submission error raised inside a body (reported by `run`).
     error: Mutex<Option<Error>>,
-    /// Owned tasks whose body succeeded (and whose successors were released).
+    /// Owned tasks whose body succeeded (and whose successors were released):
+    /// in `done` when a thread waits for a count (`wake_at`, a distributed
+    /// run), else per worker in `done_apart`, read only at the end (a run in
+    /// one process waits with `wait_all`). One counter both workers add to
+    /// moved its line between the cores at every task.
     done: CachePadded<AtomicUsize>,
+    done_apart: crate::counter::Sharded,
     /// Where successors owned by other ranks go (the distributed layer).
     remote: Option<RemoteEdges<C::Key>>,
     /// Notified after a task's successors are released, once `done` has
@@ -189,10 +195,11 @@ impl<C: TaskClasses> Unfolder<C> {
             keep_preds,
             pending_len: CachePadded::new(AtomicUsize::new(0)),
             peak_pending: CachePadded::new(AtomicUsize::new(0)),
-            instantiated: CachePadded::new(AtomicUsize::new(0)),
+            instantiated: crate::counter::Sharded::default(),
             remote_edges: CachePadded::new(AtomicUsize::new(0)),
             error: Mutex::new(None),
             done: CachePadded::new(AtomicUsize::new(0)),
+            done_apart: crate::counter::Sharded::default(),
             remote,
             wake: Arc::new((Mutex::new(()), std::sync::Condvar::new())),
             wake_at: AtomicUsize::new(usize::MAX),
@@ -309,7 +316,7 @@ impl<C: TaskClasses> Unfolder<C> {
         // on the worker that ran it (so they land in its queue).
         let me = Arc::clone(self);
         task.add_then(move |id| me.release_successors(&key, id));
-        self.instantiated.fetch_add(1, Ordering::Relaxed);
+        self.instantiated.add(1);
         if let Err(e) = self.submitter.submit(task) {
             lock(&self.error).get_or_insert(e);
         }
@@ -339,10 +346,16 @@ impl<C: TaskClasses> Unfolder<C> {
         for s in local {
             self.satisfy(s, Some(id));
         }
+        // `wake_at` is set before the first task is made, and never again.
+        let wake_at = self.wake_at.load(Ordering::Relaxed);
+        if wake_at == usize::MAX {
+            self.done_apart.add(1);
+            return Ok(());
+        }
         let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
         // The count goes up before the lock is taken: a waiter that checked
         // `done()` under the lock and found too few is waiting by then.
-        if done >= self.wake_at.load(Ordering::Relaxed) {
+        if done >= wake_at {
             let _g = lock(&self.wake.0);
             self.wake.1.notify_all();
         }
@@ -351,7 +364,7 @@ impl<C: TaskClasses> Unfolder<C> {
 
     /// Owned tasks finished so far.
     pub(crate) fn done(&self) -> usize {
-        self.done.load(Ordering::SeqCst)
+        self.done.load(Ordering::SeqCst) + self.done_apart.sum() as usize
     }
 
     /// Instantiate the roots this rank owns.
@@ -384,7 +397,7 @@ impl<C: TaskClasses> Unfolder<C> {
 
     pub(crate) fn stats(&self) -> UnfoldStats {
         UnfoldStats {
-            instantiated: self.instantiated.load(Ordering::Relaxed),
+            instantiated: self.instantiated.sum() as usize,
             peak_pending: self.peak_pending.load(Ordering::Relaxed),
             remote_edges: self.remote_edges.load(Ordering::Relaxed),
         }

@@ -190,6 +190,11 @@ impl Pop for Source<'_> {
             None => Activity::Idle,
         }
     }
+
+    fn settled(&mut self) {
+        // Every task may have finished (the last one here, perhaps).
+        self.shared.notify_drained();
+    }
 }
 
 impl Source<'_> {

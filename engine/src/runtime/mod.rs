@@ -148,7 +148,7 @@ impl Runtime {
 
     /// Flops of the tasks that finished successfully so far (progress).
     pub fn flops_done(&self) -> u64 {
-        self.shared.flops_done.load(Ordering::Relaxed)
+        self.shared.flops_done.sum()
     }
 
     /// Whether every task runs on the host with no body skipped (see
@@ -291,5 +291,62 @@ mod tests {
         }
         assert!(rt.wait_all().is_err());
         assert_eq!(rt.flops_done(), 9000);
+    }
+
+    /// `wait_all` learns that the last task finished from the worker that
+    /// goes idle after it (`Shared::notify_drained`), not from the
+    /// completion: proves it returns, with every task run, when the tasks
+    /// are submitted by the workers themselves (chains that bodies extend,
+    /// as a symbolic run's), ending on any worker, at 1 to 4 workers, many
+    /// rounds in a row; and with a window small enough that its waits
+    /// check at every completion. `wait_all` has no deadline of its own
+    /// here (a deadline would end a lost wake-up's wait as a success): a
+    /// waiting thread's answer that does not come within the test's
+    /// deadline fails the round.
+    #[test]
+    fn wait_all_returns_when_worker_made_chains_end() {
+        use std::sync::atomic::AtomicU64;
+        use std::sync::{mpsc, Arc};
+        use std::time::Duration;
+        fn extend(sub: crate::Submitter, ran: Arc<AtomicU64>, cl: Codelet<()>, left: u32) {
+            let (sub2, ran2, cl2) = (sub.clone(), Arc::clone(&ran), cl.clone());
+            let task = crate::Task::new(&cl, ()).cpu(move |()| {
+                ran2.fetch_add(1, Ordering::Relaxed);
+                if left > 0 {
+                    extend(sub2, ran2, cl2, left - 1);
+                }
+                Ok(())
+            });
+            sub.submit(task).unwrap();
+        }
+        for (workers, window) in [(1, 8192), (2, 8192), (3, 8192), (4, 8192), (2, 4)] {
+            let config = crate::Config::with_workers(workers).submit_window(window);
+            let rt = Arc::new(Runtime::new(config).unwrap());
+            let cl: Codelet<()> = Codelet::new("link");
+            let ran = Arc::new(AtomicU64::new(0));
+            for round in 0..50u32 {
+                ran.store(0, Ordering::Relaxed);
+                let chains = 1 + round % 5;
+                for c in 0..chains {
+                    extend(
+                        rt.submitter(),
+                        Arc::clone(&ran),
+                        cl.clone(),
+                        (c * 37 + round) % 60,
+                    );
+                }
+                let expected: u64 = (0..chains)
+                    .map(|c| u64::from((c * 37 + round) % 60) + 1)
+                    .sum();
+                let (tx, rx) = mpsc::channel();
+                let waiter = Arc::clone(&rt);
+                std::thread::spawn(move || tx.send(waiter.wait_all()));
+                rx.recv_timeout(Duration::from_secs(20))
+                    .unwrap_or_else(|_| panic!("{workers} workers, round {round}: wait_all hung"))
+                    .unwrap();
+                assert_eq!(ran.load(Ordering::Relaxed), expected, "round {round}");
+                assert_eq!(rt.tasks_in_flight(), 0);
+            }
+        }
     }
 }

@@ -4,11 +4,24 @@
 //!
 //! Invariants kept here:
 //! - `finished` never exceeds `submitted` read after it; in flight is their
-//!   difference (`in_flight`).
-//! - No lost wake-up: `finish_one` and `wait_until` both use SeqCst on the
-//!   counters, waiter counts and `TaskNode::awaited`, so either a waiter
-//!   sees the task done or the completer sees the waiter (and notifies under
-//!   `wait_lock`).
+//!   difference (`in_flight`). Both are per-thread sums
+//!   (`crate::counter::Sharded`, SeqCst): a task's submission is added
+//!   before it can run, so a finish seen is a submission seen, whichever
+//!   shards the two went to.
+//! - No lost wake-up for a task waiter: `finish_one` and `wait_until` both
+//!   use SeqCst on the counters, waiter counts and `TaskNode::awaited`, so
+//!   either a waiter sees the task done or the completer sees the waiter
+//!   (and notifies under `wait_lock`).
+//! - No lost wake-up for a `wait_all` waiter: a worker that runs out of
+//!   tasks checks, once its spin rounds have found none and before it
+//!   parks, whether all have finished and someone waits (`notify_drained`,
+//!   from `sleep`'s W1); the worker of the last finish does so after it (it
+//!   finds no task: none is left). SeqCst on both sides, as above: either
+//!   the waiter's count sees that finish, or that worker sees the waiter.
+//!   A completer does not check: the sum over every thread's counts, read
+//!   at every task, moved their lines between the cores as one shared
+//!   counter did; and a worker that gets a task during its spin rounds (the
+//!   next step of a fine-grained graph) does not read them either.
 //! - Failures are pushed to `errors` before `has_errors` is set, and taken
 //!   (with `has_errors` cleared) under the same lock.
 //!
@@ -19,8 +32,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-use crossbeam_utils::CachePadded;
 
 use crate::error::{Error, RunError, TaskFailure};
 use crate::memory::Memory;
@@ -40,21 +51,24 @@ pub(crate) struct Shared {
     pub(super) id: u64,
     pub(super) policy: Arc<dyn SchedulerPolicy>,
     pub(super) sleep: Sleep,
-    /// Written by submitters only (`stf`): on a line of its own, like
-    /// `submitted`.
-    pub(super) next_task: CachePadded<AtomicU64>,
+    /// Task ids, handed to submitters in blocks (`crate::counter::Ids`): a
+    /// symbolic run's workers submit too.
+    pub(super) next_task: crate::counter::Ids,
     pub(super) next_handle: AtomicU64,
     /// Tasks submitted, and tasks finished, so far: in flight is the
-    /// difference. Two counters on lines of their own, one written by
-    /// submitters and one by workers, rather than one counter both write:
-    /// that line moved between the submitting core and the workers' at every
-    /// task (the increment was a third of `submit`'s own time in
-    /// `tessera overhead`).
-    pub(super) submitted: CachePadded<AtomicU64>,
-    pub(super) finished: CachePadded<AtomicU64>,
-    /// Threads inside `wait_all`: a completer notifies them only when it
-    /// brings `in_flight` to zero (a notification per task would cost every
-    /// completion of a drain a system call, and the waiter a wake-up).
+    /// difference. Each thread adds to shards of its own
+    /// (`crate::counter::Sharded`): one counter that submitters and workers
+    /// all wrote moved its line between the submitting core and the
+    /// workers' at every task (the increment was a third of `submit`'s own
+    /// time in `tessera overhead`), and two counters, one per side, still
+    /// moved between the workers when they submit (a symbolic run), a fifth
+    /// of `submit_inner`'s samples (`perf annotate`).
+    pub(super) submitted: crate::counter::Sharded,
+    pub(super) finished: crate::counter::Sharded,
+    /// Threads inside `wait_all`: notified only when `in_flight` is zero
+    /// and a worker found no task (`notify_drained`; a notification per task
+    /// would cost every completion of a drain a system call, and the waiter
+    /// a wake-up).
     pub(super) all_waiters: AtomicUsize,
     /// Threads waiting for given tasks (`wait`, `unregister`): notified by
     /// the completion of a task marked `awaited` while non-zero.
@@ -81,8 +95,9 @@ pub(crate) struct Shared {
     pub(super) perf: Arc<PerfModels>,
     /// Time tasks into `perf`.
     pub(super) calibrate: bool,
-    /// Flops of the tasks finished successfully (for progress reports).
-    pub(super) flops_done: AtomicU64,
+    /// Flops of the tasks finished successfully (for progress reports),
+    /// per worker.
+    pub(super) flops_done: crate::counter::Sharded,
     /// Set by `Runtime::interrupt` (Ctrl-C): tasks not started are
     /// cancelled as workers pop them, and submissions are refused.
     pub(super) interrupted: AtomicBool,
@@ -120,16 +135,17 @@ impl Shared {
         &self.sleep
     }
 
-    /// Task ids, taken by submitters only.
+    /// A fresh task id: unique in the runtime, increasing along one
+    /// thread's submissions (not across threads).
     #[inline]
-    pub(crate) fn next_task(&self) -> &AtomicU64 {
-        &self.next_task
+    pub(crate) fn take_task_id(&self) -> u64 {
+        self.next_task.take()
     }
 
-    /// Tasks submitted so far (submitters write it, see the field).
+    /// Count one more task submitted (by the calling thread, see the field).
     #[inline]
-    pub(crate) fn submitted(&self) -> &AtomicU64 {
-        &self.submitted
+    pub(crate) fn count_submitted(&self) {
+        self.submitted.add_ordered(1);
     }
 
     #[inline]
@@ -226,8 +242,8 @@ impl Shared {
     /// A task of `flops` finished successfully.
     pub(crate) fn add_flops(&self, flops: f64) {
         if flops > 0.0 {
-            // Relaxed: a progress counter, read as a hint.
-            self.flops_done.fetch_add(flops as u64, Ordering::Relaxed);
+            // A progress counter, read as a hint.
+            self.flops_done.add(flops as u64);
         }
     }
 
@@ -242,9 +258,23 @@ impl Shared {
     pub(crate) fn in_flight(&self) -> usize {
         // `finished` first: it never exceeds `submitted` read after it, and
         // equality means nothing was in flight when `finished` was read.
-        let f = self.finished.load(Ordering::SeqCst);
-        let s = self.submitted.load(Ordering::SeqCst);
+        let f = self.finished.sum_ordered();
+        let s = self.submitted.sum_ordered();
         usize::try_from(s.saturating_sub(f)).unwrap_or(usize::MAX)
+    }
+
+    /// Called by a worker whose spin rounds found no task, before it
+    /// yields or parks: wake the `wait_all` waiters if every task has
+    /// finished (see the module doc).
+    #[inline]
+    pub(crate) fn notify_drained(&self) {
+        // A window waiter too: completions check it at one in `SAMPLE`.
+        if (self.all_waiters.load(Ordering::SeqCst) > 0 && self.in_flight() == 0)
+            || self.window.wakes(0, || self.in_flight() as u64)
+        {
+            let _g = lock(&self.wait_lock);
+            self.wait_cond.notify_all();
+        }
     }
 
     /// Task `node` finished: one less in flight; wake the waiters it may concern.
@@ -257,20 +287,16 @@ impl Shared {
     #[inline]
     pub(crate) fn finish_one(&self, node: &TaskNode) {
         // SeqCst on both sides (here and in `wait_until`): either the waiter
-        // sees the finished state, or this load sees the waiter. A `wait_all`
-        // waiter's condition can only turn true at the decrement to zero. A
-        // task waiter marks its tasks `awaited` (SeqCst) before it checks
-        // them, and this task's done state was stored (SeqCst) before: either
-        // the waiter sees it done, or this load sees the mark.
-        let finished = self.finished.fetch_add(1, Ordering::SeqCst) + 1;
-        // `submitted` is read only while someone waits for all: the line
-        // stays with the submitters otherwise.
-        if (self.all_waiters.load(Ordering::SeqCst) > 0
-            && self.submitted.load(Ordering::SeqCst) == finished)
-            || (self.task_waiters.load(Ordering::SeqCst) > 0 && node.awaited.load(Ordering::SeqCst))
+        // sees the finished state, or this load sees the waiter. A task
+        // waiter marks its tasks `awaited` (SeqCst) before it checks them,
+        // and this task's done state was stored (SeqCst) before: either the
+        // waiter sees it done, or this load sees the mark. `wait_all`
+        // waiters are woken by `notify_drained`.
+        self.finished.add_ordered(1);
+        if (self.task_waiters.load(Ordering::SeqCst) > 0 && node.awaited.load(Ordering::SeqCst))
             || self
                 .window
-                .wakes(|| self.submitted.load(Ordering::SeqCst) - finished)
+                .wakes(self.finished.here(), || self.in_flight() as u64)
         {
             let _g = lock(&self.wait_lock);
             self.wait_cond.notify_all();

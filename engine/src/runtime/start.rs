@@ -5,8 +5,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use crossbeam_utils::CachePadded;
-
 use super::{Config, Runtime, Shared};
 use crate::error::{Error, RunError};
 use crate::memory::{Memory, MAX_NODES};
@@ -214,16 +212,17 @@ fn build_shared(config: &Config, layout: &Layout) -> (Arc<Shared>, Arc<dyn Sched
     let calibrate = config
         .calibrate
         .unwrap_or(!config.devices.is_empty() || config.scheduler.is_data_aware());
+    let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
     let shared = Arc::new(Shared {
-        id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
+        id,
         policy: Arc::clone(&policy),
         sleep: Sleep::new(layout.kinds.len()),
         nodes: crate::task::NodePool::default(),
         watch: crate::watch::Watch::default(),
-        next_task: CachePadded::new(AtomicU64::new(0)),
+        next_task: crate::counter::Ids::new(id),
         next_handle: AtomicU64::new(0),
-        submitted: CachePadded::new(AtomicU64::new(0)),
-        finished: CachePadded::new(AtomicU64::new(0)),
+        submitted: crate::counter::Sharded::default(),
+        finished: crate::counter::Sharded::default(),
         all_waiters: AtomicUsize::new(0),
         task_waiters: AtomicUsize::new(0),
         window: super::window::Window::new(if config.simulate.is_some() {
@@ -250,7 +249,7 @@ fn build_shared(config: &Config, layout: &Layout) -> (Arc<Shared>, Arc<dyn Sched
         memory,
         perf,
         calibrate,
-        flops_done: AtomicU64::new(0),
+        flops_done: crate::counter::Sharded::default(),
         interrupted: AtomicBool::new(false),
         fallbacks: AtomicU64::new(0),
         first_fallback: std::sync::OnceLock::new(),

@@ -58,6 +58,12 @@ use crate::util::lock;
 
 /// A submitter waiting for the window goes on when no task has finished for
 /// this long.
+/// Completions per thread between two window checks, above
+/// `SAMPLED_ABOVE` (see `Window::wakes`).
+const SAMPLE: u64 = 16;
+/// Targets from which the window checks at one completion in `SAMPLE`.
+const SAMPLED_ABOVE: u64 = 256;
+
 const WINDOW_STALL: Duration = Duration::from_millis(20);
 
 /// The window is checked at every this many submissions.
@@ -126,11 +132,23 @@ impl Window {
         }
     }
 
-    /// Whether the completion that left `in_flight` tasks in flight must
-    /// wake the submitters waiting here. SeqCst, as the waiter's side.
+    /// Whether a completion must wake the submitters waiting here, with
+    /// `in_flight` the tasks left in flight; `finished_here` counts the
+    /// completing thread's completions. SeqCst, as the waiter's side.
+    ///
+    /// Above a target of `SAMPLED_ABOVE`, a thread checks at one completion
+    /// in `SAMPLE` only: reading the count in flight sums every thread's
+    /// counts (`crate::counter::Sharded`), whose lines then move between
+    /// the cores, and a waiter draining thousands of tasks is woken at most
+    /// `SAMPLE` completions per worker late. A worker that runs out of
+    /// tasks checks too (`Shared::notify_drained`).
     #[inline]
-    pub(super) fn wakes(&self, in_flight: impl FnOnce() -> u64) -> bool {
-        self.waiters.load(Ordering::SeqCst) > 0 && in_flight() <= self.target.load(Ordering::SeqCst)
+    pub(super) fn wakes(&self, finished_here: u64, in_flight: impl FnOnce() -> u64) -> bool {
+        if self.waiters.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let target = self.target.load(Ordering::SeqCst);
+        (target < SAMPLED_ABOVE || finished_here.is_multiple_of(SAMPLE)) && in_flight() <= target
     }
 
     /// Waits that ended because nothing finished for [`WINDOW_STALL`].
@@ -165,12 +183,9 @@ impl Shared {
     /// ahead (see the module doc).
     pub(super) fn throttle(&self) {
         let w = &self.window;
-        if w.limit == 0
-            || !self
-                .submitted
-                .load(Ordering::Relaxed)
-                .is_multiple_of(WINDOW_CHECK)
-        {
+        // This thread's count (`Sharded::here`): a submitter alone on its
+        // shard checks every WINDOW_CHECK submissions, as before.
+        if w.limit == 0 || !self.submitted.here().is_multiple_of(WINDOW_CHECK) {
             return;
         }
         let in_flight = self.in_flight() as u64;
@@ -182,7 +197,7 @@ impl Shared {
         w.yields.fetch_add(1, Ordering::Relaxed);
         crate::sync::yield_now();
         if in_flight < w.limit / FINE_SHARE
-            || self.finished.load(Ordering::SeqCst) == w.stalled_at.load(Ordering::Relaxed)
+            || self.finished.sum_ordered() == w.stalled_at.load(Ordering::Relaxed)
         {
             return;
         }
@@ -209,7 +224,7 @@ impl Shared {
         w.target.store(target, Ordering::SeqCst);
         w.waiters.fetch_add(1, Ordering::SeqCst);
         let start = Instant::now();
-        let first = self.finished.load(Ordering::SeqCst);
+        let first = self.finished.sum_ordered();
         let mut guard = lock(&self.wait_lock);
         let mut seen = first;
         // SeqCst on both sides, as in `wait_until`: either this check sees
@@ -220,7 +235,7 @@ impl Shared {
                 .wait_timeout(guard, WINDOW_STALL)
                 .unwrap_or_else(|e| e.into_inner());
             guard = g;
-            let now = self.finished.load(Ordering::SeqCst);
+            let now = self.finished.sum_ordered();
             if timeout.timed_out() && now == seen {
                 w.stalls.fetch_add(1, Ordering::Relaxed);
                 w.stalled_at.store(now, Ordering::Relaxed);
@@ -231,7 +246,7 @@ impl Shared {
         drop(guard);
         w.waiters.fetch_sub(1, Ordering::SeqCst);
         let took = start.elapsed();
-        let done = self.finished.load(Ordering::SeqCst).saturating_sub(first);
+        let done = self.finished.sum_ordered().saturating_sub(first);
         if took >= MEASURED_WAIT && done > 0 {
             let workers = self.kinds.len().max(1) as u128;
             let ns = took.as_nanos() * workers / u128::from(done);

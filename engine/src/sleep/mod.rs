@@ -105,6 +105,11 @@ pub(crate) trait Pop {
     fn poll(&mut self) -> Activity {
         Activity::Idle
     }
+    /// Called in W1 when the spin rounds find nothing (and before W2 if
+    /// W1 ends sooner): a worker checks there whether every task has
+    /// finished, for `wait_all` (`Shared::notify_drained`). The default
+    /// does nothing.
+    fn settled(&mut self) {}
 }
 
 impl Pop for dyn WorkerQueue + '_ {
@@ -271,7 +276,7 @@ impl Sleep {
         // every round, and stays in W1 while a message is expected. It
         // counts as searching until it leaves W1 (the count drops before
         // W2's fence, which P2' relies on).
-        let (mut round, mut watched) = (0, 0u32);
+        let (mut round, mut watched, mut settled) = (0, 0u32, false);
         self.searching.fetch_add(1, Ordering::SeqCst);
         let stop_searching = || {
             self.searching.fetch_sub(1, Ordering::SeqCst);
@@ -289,10 +294,18 @@ impl Sleep {
             }
             match queue.poll() {
                 Activity::Progress => {
-                    round = 0;
+                    // A task the poll released may have run here, and been
+                    // the last: check again.
+                    (round, settled) = (0, false);
                     continue;
                 }
                 Activity::Awaiting => {
+                    // Rounds do not count while a message is expected: the
+                    // check comes here, once per wait.
+                    if !settled {
+                        queue.settled();
+                        settled = true;
+                    }
                     crate::watch::pause(&mut watched);
                     continue;
                 }
@@ -301,11 +314,18 @@ impl Sleep {
             if round < SPIN_ROUNDS {
                 std::hint::spin_loop();
             } else {
+                if round == SPIN_ROUNDS {
+                    queue.settled();
+                    settled = true;
+                }
                 crate::sync::yield_now();
             }
             round += 1;
         }
         stop_searching();
+        if !settled {
+            queue.settled();
+        }
         // W2: announce, holding this worker's lock.
         let slot = &self.slots[w];
         let mut parked = lock(&slot.parked);
