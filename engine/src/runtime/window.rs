@@ -56,14 +56,14 @@ use std::time::{Duration, Instant};
 use super::Shared;
 use crate::util::lock;
 
-/// A submitter waiting for the window goes on when no task has finished for
-/// this long.
 /// Completions per thread between two window checks, above
 /// `SAMPLED_ABOVE` (see `Window::wakes`).
 const SAMPLE: u64 = 16;
 /// Targets from which the window checks at one completion in `SAMPLE`.
 const SAMPLED_ABOVE: u64 = 256;
 
+/// A submitter waiting for the window goes on when no task has finished for
+/// this long.
 const WINDOW_STALL: Duration = Duration::from_millis(20);
 
 /// The window is checked at every this many submissions.

@@ -301,11 +301,8 @@ impl Sleep {
                 }
                 Activity::Awaiting => {
                     // Rounds do not count while a message is expected: the
-                    // check comes here, once per wait.
-                    if !settled {
-                        queue.settled();
-                        settled = true;
-                    }
+                    // check comes here.
+                    settle_once(queue, &mut settled);
                     crate::watch::pause(&mut watched);
                     continue;
                 }
@@ -314,18 +311,13 @@ impl Sleep {
             if round < SPIN_ROUNDS {
                 std::hint::spin_loop();
             } else {
-                if round == SPIN_ROUNDS {
-                    queue.settled();
-                    settled = true;
-                }
+                settle_once(queue, &mut settled);
                 crate::sync::yield_now();
             }
             round += 1;
         }
         stop_searching();
-        if !settled {
-            queue.settled();
-        }
+        settle_once(queue, &mut settled);
         // W2: announce, holding this worker's lock.
         let slot = &self.slots[w];
         let mut parked = lock(&slot.parked);
@@ -352,6 +344,17 @@ impl Sleep {
                 parked = slot.cond.wait(parked).unwrap_or_else(|e| e.into_inner());
             }
         }
+    }
+}
+
+/// `queue.settled()` once per stretch of W1 in which no poll ran a task
+/// (`settled` is cleared at each `Activity::Progress`): only a task this
+/// worker runs can make it the worker of the last finish, so one check
+/// after its last task suffices.
+fn settle_once<Q: Pop + ?Sized>(queue: &mut Q, settled: &mut bool) {
+    if !*settled {
+        queue.settled();
+        *settled = true;
     }
 }
 

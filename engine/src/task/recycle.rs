@@ -10,9 +10,10 @@
 //! goes to a bounded pool instead, emptied of everything it referenced (data,
 //! arguments, label), and a submission takes its allocation from there.
 //!
-//! Each thread keeps the nodes it frees last in a small list of its own,
-//! and takes its next node from there first; the shared pool gets only
-//! what that list cannot hold, and serves the threads whose list is empty.
+//! A thread that makes nodes (submits) keeps the nodes it frees last in a
+//! small list of its own, and takes its next node from there first; the
+//! shared pool gets what that list cannot hold and what threads that make
+//! none free, and serves the threads whose list is empty.
 //! A worker that makes the tasks it releases (the symbolic front-end, a
 //! body that submits) then reuses a node its own cache holds, instead of
 //! one the other workers wrote last, through a queue every worker writes:
