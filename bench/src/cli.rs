@@ -100,14 +100,16 @@ where
 fn exit_status(result: Result<(), String>) -> u8 {
     if crate::interrupt::requested() {
         match result {
-            Err(e) if e.starts_with("interrupted (Ctrl-C)") => eprintln!("tessera: {e}"),
+            Err(e) if e.starts_with("interrupted (Ctrl-C)") => {
+                crate::output::say(&format!("tessera: {e}"))
+            }
             // A run stopped by the interrupted runtime's error.
-            Err(e) => eprintln!(
+            Err(e) => crate::output::say(&format!(
                 "tessera: interrupted (Ctrl-C): stopped before the end, nothing half-made saved ({})",
                 e.lines().next().unwrap_or_default()
-            ),
-            Ok(()) => eprintln!(
-                "tessera: interrupted (Ctrl-C) too late to stop the run: it finished, and what it printed and saved is complete"
+            )),
+            Ok(()) => crate::output::say(
+                "tessera: interrupted (Ctrl-C) too late to stop the run: it finished, and what it printed and saved is complete",
             ),
         }
         return crate::interrupt::EXIT_STATUS;
@@ -115,7 +117,7 @@ fn exit_status(result: Result<(), String>) -> u8 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("tessera: error: {e}");
+            crate::output::say(&format!("tessera: error: {e}"));
             1
         }
     }

@@ -225,7 +225,7 @@ mod tests {
                 "no huge-page advice on the block: {flags}"
             );
         } else {
-            eprintln!("this kernel refuses MADV_HUGEPAGE: not checked");
+            crate::say!("this kernel refuses MADV_HUGEPAGE: not checked");
         }
         // SAFETY: the block is 16 MiB long and zeroed.
         assert_eq!(unsafe { *p.add(10 << 20) }, 0, "contents unchanged");

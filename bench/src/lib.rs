@@ -6,6 +6,15 @@
 //! files ([`save_trace`]), platform files with their models ([`platform_out`]) and
 //! the binary's allocator ([`huge_pages`]).
 
+/// `eprintln!` in one write (see [`output::say`]): a line on stderr that
+/// another rank's line cannot cut in two under mpirun.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::output::say(&format!($($arg)*))
+    };
+}
+
 pub mod args;
 pub mod budget;
 pub mod cli;
@@ -73,7 +82,7 @@ pub fn save_rank_trace(
 /// measure.
 pub fn report_fallbacks(rt: &tessera_engine::Runtime) {
     if let (n @ 1.., first) = rt.device_fallbacks() {
-        eprintln!(
+        crate::say!(
             "tessera: warning: {n} device task(s) failed and ran their CPU body instead (first: {})",
             first.unwrap_or_default()
         );

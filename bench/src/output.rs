@@ -17,6 +17,22 @@
 use std::io::Write;
 use std::sync::OnceLock;
 
+/// Write `line` and a newline to stderr in one `write`. `eprintln!` writes
+/// a formatted line in pieces (`tessera: error: `, the message, the
+/// newline: three system calls, `strace`), and under mpirun the ranks'
+/// messages share one terminal: two ranks' errors came out interleaved
+/// mid-line (`tessera: error (rank tessera: error (rank 1 of 2): ...`). A
+/// failed write panics with `eprintln!`'s message, so [`install`]'s hook
+/// records it and the process ends as it did.
+pub fn say(line: &str) {
+    let mut whole = String::with_capacity(line.len() + 1);
+    whole.push_str(line);
+    whole.push('\n');
+    if let Err(e) = std::io::stderr().lock().write_all(whole.as_bytes()) {
+        panic!("failed printing to stderr: {e}");
+    }
+}
+
 /// The first failed write to stdout or stderr: (stream, the error's text).
 static FAILED: OnceLock<(&'static str, String)> = OnceLock::new();
 

@@ -53,7 +53,7 @@ impl PlacementArgs {
     /// under the old name `--sim` (said once on stderr).
     pub fn emu_specs(&self) -> Vec<String> {
         if !self.sim_renamed.is_empty() {
-            eprintln!(
+            crate::say!(
                 "tessera: warning: --sim was renamed --emu (an emulated device); --sim still works for now"
             );
         }
@@ -125,14 +125,14 @@ fn gpu_devices(spec: &str) -> Result<Vec<Arc<dyn Device>>, String> {
     }
     if let Err(reason) = cuda::detect() {
         if spec.trim() == "all" {
-            eprintln!("tessera: --gpus all: {reason}; running CPU-only");
+            crate::say!("tessera: --gpus all: {reason}; running CPU-only");
             return Ok(Vec::new());
         }
         return Err(format!("--gpus {spec}: {reason}"));
     }
     let gpus = cuda::open_spec(spec)?;
     for g in &gpus {
-        eprintln!(
+        crate::say!(
             "tessera: {} = {}: cuBLAS dgemm {:.0} GFLOP/s measured at start",
             g.name(),
             g.info(),
@@ -148,7 +148,7 @@ fn gpu_devices(spec: &str) -> Result<Vec<Arc<dyn Device>>, String> {
     match spec.trim() {
         "none" => Ok(Vec::new()),
         "all" => {
-            eprintln!("tessera: --gpus all: this tessera was built without the cuda feature; running CPU-only");
+            crate::say!("tessera: --gpus all: this tessera was built without the cuda feature; running CPU-only");
             Ok(Vec::new())
         }
         _ => Err(format!(
@@ -291,7 +291,7 @@ fn share_node_cpus(
     let topo = Topology::detect().map_err(|e| e.to_string())?;
     let mine = share_cpus(&topo, &cpus, place, count);
     if place == 0 {
-        eprintln!(
+        crate::say!(
             "tessera: {count} ranks on this node were all given CPUs {} (the launcher did not bind them): each takes its share, whole cores (rank {}: {})",
             format_cpu_list(&cpus),
             ranks.rank,
@@ -361,7 +361,7 @@ fn runtime_config_cpus(
     if args.workers.is_some_and(|w| w > map.cpu_workers.len()) {
         // More workers than cores: oversubscribed, so binding would only pile
         // threads onto cores; leave them to the OS.
-        eprintln!(
+        crate::say!(
             "tessera: {} workers on {} cores: workers are not bound",
             config.workers,
             map.cpu_workers.len()

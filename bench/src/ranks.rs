@@ -75,7 +75,7 @@ pub fn launched_ranks() -> Option<usize> {
         }
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| {
-            eprintln!(
+            crate::say!(
                 "tessera: warning: {size}={n} is set but {rank} is not: not started by a launcher (mpirun); running as one process"
             )
         });
@@ -208,16 +208,16 @@ impl Ranks {
         #[cfg(feature = "mpi")]
         if let (Some(m), true, true) = (&self.mpi, self.size > 1, crate::interrupt::requested()) {
             // The run failed because Ctrl-C stopped it: say that, not its error.
-            eprintln!(
+            crate::output::say(&format!(
                 "tessera: interrupted (Ctrl-C) on rank {} of {}: ending the job on every rank",
                 self.rank, self.size
-            );
+            ));
             m.abort(i32::from(crate::interrupt::EXIT_STATUS));
         }
-        eprintln!(
+        crate::output::say(&format!(
             "tessera: error (rank {} of {}): {error}",
             self.rank, self.size
-        );
+        ));
         #[cfg(feature = "mpi")]
         if let (Some(m), true) = (&self.mpi, self.size > 1) {
             // Let the other ranks print theirs (they were told through the
@@ -240,9 +240,9 @@ fn watch_ctrl_c(rank: usize, size: usize) {
         .name("ctrl-c".into())
         .spawn(move || loop {
             if crate::interrupt::requested() {
-                eprintln!(
+                crate::output::say(&format!(
                     "tessera: interrupted (Ctrl-C) on rank {rank} of {size}: ending the job on every rank"
-                );
+                ));
                 tessera_backends::mpi::abort_job(i32::from(crate::interrupt::EXIT_STATUS));
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -263,13 +263,13 @@ pub fn refuse_under_mpirun(what: &str) {
         let rank = std::env::var("OMPI_COMM_WORLD_RANK")
             .or_else(|_| std::env::var("PMI_RANK"))
             .unwrap_or_else(|_| "?".into());
-        eprintln!(
+        crate::output::say(&format!(
             "tessera: error (rank {rank} of {n}): `tessera {what}` runs in one process, not as one of {n} ranks: run it without mpirun (or with -np 1); ending the job"
-        );
+        ));
         match m {
             Ok(m) => m.abort(1),
             Err(e) => {
-                eprintln!("tessera: error: MPI could not start: {e}");
+                crate::output::say(&format!("tessera: error: MPI could not start: {e}"));
                 std::process::exit(1)
             }
         }
@@ -289,7 +289,7 @@ pub fn before_exit(status: u8) {
         match tessera_backends::mpi::init() {
             Ok(m) if status != 0 => m.abort(i32::from(status)),
             Ok(m) => drop(m),
-            Err(e) => eprintln!("tessera: error: under mpirun, MPI could not start: {e}"),
+            Err(e) => crate::say!("tessera: error: under mpirun, MPI could not start: {e}"),
         }
     }
     let _ = status;

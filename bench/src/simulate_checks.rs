@@ -140,7 +140,7 @@ pub fn lu_size(n: usize, nb: usize, ranks: usize) -> Result<(), String> {
     )?;
     crate::lu::plan::warn_if_overhead_bound(n, nb);
     if tasks > SLOW_SIM_TASKS {
-        eprintln!(
+        crate::say!(
             "tessera: simulate: {tasks} tasks to simulate: this takes minutes (the simulator runs some 10^5 to 10^6 tasks a second)"
         );
     }
@@ -159,7 +159,7 @@ pub fn spmv_tasks(iters: usize, workers: usize, blocks_per_worker: usize) -> Res
         ));
     }
     if tasks > SLOW_SIM_TASKS {
-        eprintln!(
+        crate::say!(
             "tessera: simulate: up to {tasks} tasks to simulate: this takes minutes (the simulator runs some 10^5 to 10^6 tasks a second)"
         );
     }

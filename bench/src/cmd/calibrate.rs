@@ -126,7 +126,7 @@ fn plausible_slowdown(slowdown: f64, workers: usize, notes: &mut String) -> f64 
     let text = format!(
         "a core measured {slowdown:.3}x slower with {workers} busy, outside 0.8 to {max}: noise, not the machine; stored {kept:.3} (calibrate again on a quiet machine)"
     );
-    eprintln!("tessera: warning: calibrate: {text}");
+    crate::say!("tessera: warning: calibrate: {text}");
     let _ = writeln!(notes, "# warning: {text}");
     kept
 }
@@ -143,7 +143,7 @@ fn check(args: &CalibrateArgs) -> Result<PlatformOut, String> {
         return Err("--runs 0: calibrate needs at least one LU run".into());
     }
     if args.runs < 3 {
-        eprintln!(
+        crate::say!(
             "tessera: warning: calibrate: --runs {}: each size's median needs 3 samples; with fewer, one noisy run sets the figures",
             args.runs
         );
@@ -179,14 +179,14 @@ fn stream_elems(mi: u32, threads: usize) -> usize {
     let fits = usize::try_from(headroom / 2 / per_elem).unwrap_or(usize::MAX);
     let elems = asked.min(fits).max(1 << 16);
     if elems < asked {
-        eprintln!(
+        crate::say!(
             "calibrate: STREAM arrays cut to 3 x {} to fit the memory limit",
             tessera_engine::fmt::bytes(elems as u64 * 8)
         );
     }
     if let Some(llc) = crate::spmv::plan::last_level_cache() {
         if (elems as u64 * per_elem) < 4 * llc {
-            eprintln!(
+            crate::say!(
                 "tessera: warning: the STREAM arrays ({}) are less than 4x the last-level cache ({}): memory_gbs will be the cache's rate, too high",
                 tessera_engine::fmt::bytes(elems as u64 * per_elem),
                 tessera_engine::fmt::bytes(llc)
@@ -295,7 +295,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), String> {
     let triad = stream_triad(stream_elems(args.stream_mi, workers), workers, 5);
     let triad = tessera_linalg::sparse::stream::check_rate(triad, workers)?;
     stop_if_interrupted()?;
-    eprintln!("calibrate: STREAM triad {:.1} GB/s", triad / 1e9);
+    crate::say!("calibrate: STREAM triad {:.1} GB/s", triad / 1e9);
 
     let (perf, flop_keyed) = models(&samples, &team_samples, &perf, &mut notes);
     let (rates, gemm_rate, gbs_default) = rates(&perf, &flop_keyed);
@@ -350,7 +350,7 @@ fn measure_lu(
             .map_err(|e| e.to_string())?;
             let t = timed_lu(&rt, n, args.nb, 1 + r as u64, None)?;
             collect(&rt, samples);
-            eprintln!(
+            crate::say!(
                 "calibrate: LU n={n} nb={} run {}: {t:.2} s ({:.1} GFLOP/s)",
                 args.nb,
                 r + 1,
@@ -386,7 +386,7 @@ fn measure_team_panels(
                         .push(secs);
                 }
             }
-            eprintln!(
+            crate::say!(
                 "calibrate: LU n={n} nb={} panel team of {k}, run {}: {t:.2} s ({:.1} GFLOP/s)",
                 args.nb,
                 r + 1,
@@ -423,9 +423,11 @@ fn measure_spmv(
     stop_if_interrupted()?;
     let (_, st) = r.map_err(|e| e.to_string())?;
     collect(&rt, samples);
-    eprintln!(
+    crate::say!(
         "calibrate: SpMV {} x {}: {:.3} s",
-        args.spmv, args.spmv_iters, st.spmv_seconds
+        args.spmv,
+        args.spmv_iters,
+        st.spmv_seconds
     );
     Ok(st.spmv_seconds)
 }
@@ -457,7 +459,7 @@ fn measure_slowdown(
     one.worker_numa = None;
     let rt = Runtime::new(one).map_err(|e| e.to_string())?;
     let t = timed_lu(&rt, n, args.nb, 99, None)?;
-    eprintln!("calibrate: LU n={n} on one worker: {t:.2} s");
+    crate::say!("calibrate: LU n={n} on one worker: {t:.2} s");
     let mut one = Samples::new();
     collect(&rt, &mut one);
     if let (Some((f, all)), Some((g, alone))) = (gemm_key(samples), gemm_key(&one)) {
@@ -465,7 +467,7 @@ fn measure_slowdown(
             slowdown = all / alone;
         }
     }
-    eprintln!("calibrate: a core is {slowdown:.3}x slower with {workers} busy");
+    crate::say!("calibrate: a core is {slowdown:.3}x slower with {workers} busy");
     Ok(plausible_slowdown(slowdown, workers, notes))
 }
 
@@ -499,7 +501,7 @@ fn models(
         let text = format!(
             "{outliers} task time(s) over {OUTLIER_RATIO}x their size's median left out as noise"
         );
-        eprintln!("calibrate: {text}");
+        crate::say!("calibrate: {text}");
         let _ = writeln!(notes, "# {text}");
     }
     let flop_keyed: Vec<String> = samples.keys().map(|(c, _)| c.clone()).collect();
@@ -560,7 +562,7 @@ fn warn_weak_fits(perf: &PerfModels, notes: &mut String) {
                 "{c}'s times fit its sizes poorly (r² {:.2} over {} sizes, below {WEAK_FIT_R2}): --simulate's predictions at other sizes are unreliable; calibrate again, at the orders you will predict",
                 fit.r2, fit.sizes
             );
-            eprintln!("tessera: warning: calibrate: {text}");
+            crate::say!("tessera: warning: calibrate: {text}");
             let _ = writeln!(notes, "# warning: {text}");
         }
     }

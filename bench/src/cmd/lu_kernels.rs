@@ -350,7 +350,7 @@ const LONG_GEMM_CALLS: f64 = 1e8;
 fn warn_if_long(nb: usize, rounds: usize, figures: usize) {
     let calls = gemm_calls(nb);
     if calls > LONG_GEMM_CALLS {
-        eprintln!(
+        crate::say!(
             "tessera: warning: lu-kernels --nb {nb}: {calls:.1e} GEMM calls a figure, {} figures of {rounds} round(s): tiles this small time the call overhead, and this takes minutes (each figure prints when done)",
             figures
         );

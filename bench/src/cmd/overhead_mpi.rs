@@ -319,7 +319,7 @@ fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
             stream[k].push(t / n_stream as f64);
         }
         if root {
-            eprintln!("round {}/{} done", round + 1, args.rounds);
+            crate::say!("round {}/{} done", round + 1, args.rounds);
         }
     }
     drop(raw);

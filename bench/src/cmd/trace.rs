@@ -62,7 +62,7 @@ pub fn run(cmd: TraceCmd) -> Result<(), String> {
         } => {
             let trace = trace::load(&file).map_err(|e| e.to_string())?;
             gantt::render(&trace, &output, width, height)?;
-            eprintln!("wrote {}", output.display());
+            crate::say!("wrote {}", output.display());
             Ok(())
         }
         TraceCmd::Merge {
@@ -77,7 +77,7 @@ pub fn run(cmd: TraceCmd) -> Result<(), String> {
                 .collect::<Result<Vec<_>, _>>()?;
             match trace::check_same_run(&traces).and_then(|()| check_rank_files(&files, &traces)) {
                 Err(e) if !force => return Err(e),
-                Err(e) => eprintln!("tessera: warning: {e}; merged as asked"),
+                Err(e) => crate::say!("tessera: warning: {e}; merged as asked"),
                 Ok(()) => {}
             }
             missing_ranks(&traces);
@@ -127,7 +127,7 @@ fn missing_ranks(traces: &[trace::Trace]) {
         .map(|r| r.to_string())
         .collect();
     if !missing.is_empty() {
-        eprintln!(
+        crate::say!(
             "tessera: warning: the traces hold ranks up to {last}, but not rank(s) {}: their files are missing from the merge",
             missing.join(", ")
         );

@@ -128,7 +128,7 @@ pub(crate) fn task_count(n: usize, nb: usize) -> u128 {
 pub(crate) fn warn_if_overhead_bound(n: usize, nb: usize) {
     if nb < OVERHEAD_BOUND_NB && n > nb {
         let tasks = task_count(n, nb);
-        eprintln!(
+        crate::say!(
             "tessera: warning: --nb {nb} makes {tasks} tasks of at most {} flops each: the run measures the runtime's per-task overhead, not LU (use --nb {OVERHEAD_BOUND_NB} or more)",
             2 * nb.pow(3)
         );

@@ -88,7 +88,7 @@ fn warm_up_gpus(
         {
             let t = Instant::now();
             tessera_backends::cuda::warm_up_lu(gpu, nb)?;
-            eprintln!(
+            crate::say!(
                 "tessera: {}: the tile operations warmed up in {:.2} s, before the clock",
                 dev.name(),
                 t.elapsed().as_secs_f64()

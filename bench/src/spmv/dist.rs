@@ -460,7 +460,7 @@ impl Rank<'_> {
             );
         }
         if *what == "spmv" && (sent / k.max(1.0) - predicted).abs() > 0.5 {
-            eprintln!(
+            crate::say!(
                 "tessera: warning: the transports sent {} bytes per iteration, the partition predicts {predicted}",
                 sent / k.max(1.0)
             );

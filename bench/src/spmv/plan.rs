@@ -107,7 +107,7 @@ pub fn stream_elems(mi: usize) -> Result<usize, String> {
         .ok_or_else(|| format!("--stream-mi {mi}: {mi} Mi elements overflow the address space"))?;
     if let Some(llc) = last_level_cache() {
         if (24 * elems as u64) < 4 * llc {
-            eprintln!(
+            crate::say!(
                 "tessera: warning: --stream-mi {mi}: the triad's 3 arrays ({}) are less than 4x the last-level cache ({}), so it measures the cache, not memory; the SpMV ratios will be too low",
                 tessera_engine::fmt::bytes(24 * elems as u64),
                 tessera_engine::fmt::bytes(llc)

@@ -137,7 +137,7 @@ fn plan(
     }
     if !config.devices.is_empty() && !args.balance && args.solver != "spmv" {
         // The solvers' tasks have no device body: a device holds a host core and idles.
-        eprintln!(
+        crate::say!(
             "tessera: note: the {} solver's tasks (fused SpMV and dot, vector updates) run on CPU workers only; the device(s) stay idle and each holds a host core its worker would have had (drop --gpus/--emu, or use --balance for the device's SpMV)",
             args.solver
         );
@@ -214,9 +214,9 @@ fn load(
         // transpose: skipped, and said, where memory has no room for it.
         let transpose = (a.nnz() as u64 * 12).saturating_add(n as u64 * 8);
         if crate::budget::check("the symmetry check", &[("a transpose", transpose)], 1).is_err() {
-            eprintln!("tessera: warning: --solver cg: {source}'s symmetry not checked (no memory for its transpose)");
+            crate::say!("tessera: warning: --solver cg: {source}'s symmetry not checked (no memory for its transpose)");
         } else if !a.is_symmetric() {
-            eprintln!(
+            crate::say!(
                 "tessera: warning: --solver cg: {source} is not symmetric, and CG assumes a symmetric positive definite matrix: its iterations need not converge, nor its result mean anything"
             );
         }
@@ -633,7 +633,7 @@ fn device_copy_rate(
     match tessera_backends::cuda::kernels::d2d_bandwidth(gpu, 256 << 20) {
         Ok(rate) => Some(rate),
         Err(e) => {
-            eprintln!("tessera: device-to-device bandwidth not measured: {e}");
+            crate::say!("tessera: device-to-device bandwidth not measured: {e}");
             None
         }
     }
