@@ -29,7 +29,8 @@ pub fn say(line: &str) {
     whole.push_str(line);
     whole.push('\n');
     if let Err(e) = std::io::stderr().lock().write_all(whole.as_bytes()) {
-        panic!("failed printing to stderr: {e}");
+        // The prefix the hook looks for (`PREFIXES`), as `eprintln!`'s.
+        panic!("{}{e}", PREFIXES[1].1);
     }
 }
 
