@@ -82,7 +82,12 @@ impl Shared {
         self.check_runnable(&task)?;
         self.check_team(&task)?;
         let (node, explicit) = self.make_node(task);
-        let mut locked = lock_handles(&node, &order)?;
+        // An ordered task's front-end orders it: no handle is locked, and
+        // none remembers it.
+        let mut locked = match node.ordered {
+            true => Locked::new(),
+            false => lock_handles(&node, &order)?,
+        };
         self.count_submitted();
         let mut edges = Edges::new(&node, self.trace().is_some() || self.graph().is_some());
         edges.link_explicit(explicit);
@@ -266,6 +271,7 @@ impl Shared {
             cpu_only,
             node_hint,
             rare,
+            ordered,
         } = task;
         let explicit = match rare {
             Some(r) => Explicit {
@@ -298,6 +304,7 @@ impl Shared {
                 lens: Box::from(declared.lens.as_slice()),
                 once,
                 cpu_only,
+                ordered,
                 node_hint,
                 team,
                 rendezvous,

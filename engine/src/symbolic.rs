@@ -21,6 +21,10 @@
 //! them too. With a correct description it adds no edge (every conflicting
 //! earlier task is a finished predecessor); with a wrong one it still orders
 //! conflicting tasks by instantiation order, so data races cannot result.
+//! Classes that promise their edges order every data access
+//! ([`TaskClasses::described_order`], an `unsafe` promise as PaRSEC trusts a
+//! PTG) skip it: no handle lock and no reader or writer list per task,
+//! which two workers' tasks otherwise touch in turn.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -75,6 +79,57 @@ pub trait TaskClasses: Send + Sync + 'static {
     fn slot(&self, _key: &Self::Key) -> Option<usize> {
         None
     }
+
+    /// Whether the classes' edges order every two tasks that use the same
+    /// data (default: `None`, they may not). With
+    /// `Some(unsafe { DescribedOrder::new() })` a run submits each task
+    /// without inferring its dependencies from its data, as PaRSEC trusts a
+    /// PTG's dataflow: no handle is locked, and no reader or writer
+    /// recorded, per task. Read [`DescribedOrder::new`]'s contract, and
+    /// check it with [`check_order`] on small instances. In a distributed
+    /// run (`dist::symbolic`) a copy of another rank's data is written only
+    /// once its message has come, which the contract places after every
+    /// local task using the previous version, and the successors the
+    /// message satisfies are made once the copy is written.
+    fn described_order(&self) -> Option<DescribedOrder> {
+        None
+    }
+}
+
+/// The promise of [`TaskClasses::described_order`]: the classes' edges
+/// order their tasks' data accesses, so a run need not infer them.
+#[derive(Clone, Copy, Debug)]
+pub struct DescribedOrder(());
+
+impl DescribedOrder {
+    /// Make the promise.
+    ///
+    /// Measured on Task Bench's `stencil_1d` (width 2, empty tasks, one
+    /// process, 2 workers), skipping the inference took a run from 54 to
+    /// 34 ms (medians of 10 alternated runs,
+    /// `bench/results/described-order-2026-12-01-intel-stop72.txt`): each
+    /// task locked three handles the other worker's tasks lock too.
+    ///
+    /// # Safety
+    /// For every run of the classes with this promise:
+    /// - each task's [`predecessor_count`](TaskClasses::predecessor_count)
+    ///   is the number of tasks naming it among their successors;
+    /// - any two of its tasks that declare the same data, one of them
+    ///   writing it, are joined by a path of edges
+    ///   ([`TaskClasses::successors`]), over all ranks in a distributed
+    ///   run (a rank's copy of another's data counts as that data);
+    /// - while the run is in progress, no other task (submitted to the
+    ///   runtime directly, or by another run) declares any of that data,
+    ///   and none of it is unregistered.
+    ///
+    /// A task is made only after all its predecessors' bodies have ended,
+    /// so such a path orders the two tasks' bodies. Break the contract and
+    /// two bodies may hold the same data at once, one of them mutably:
+    /// undefined behaviour. [`check_order`] checks the first two points on
+    /// an unrolled instance.
+    pub unsafe fn new() -> DescribedOrder {
+        DescribedOrder(())
+    }
 }
 
 /// A counter of [`Unfolder::counters`]: 0 until one of the task's
@@ -126,6 +181,9 @@ pub struct Unfolder<C: TaskClasses> {
     /// Keep the ids of satisfied predecessors (when the runtime traces), so
     /// traces show the symbolic edges.
     keep_preds: bool,
+    /// Submit the tasks ordered by the unfolding alone, not by their data
+    /// (the classes promised it, [`TaskClasses::described_order`]).
+    ordered: bool,
     // The counters below are written by every worker, once per task or
     // edge: each on a cache line of its own, away from the fields above,
     // which every release reads. (Measured together with the numbered
@@ -182,6 +240,7 @@ impl<C: TaskClasses> Unfolder<C> {
     ) -> Arc<Self> {
         let keep_preds = rt.keeps_preds();
         let slots = if keep_preds { 0 } else { classes.slots() };
+        let ordered = classes.described_order().is_some();
         Arc::new(Unfolder {
             counters: (0..slots)
                 .map(|_| std::sync::atomic::AtomicU32::new(0))
@@ -193,6 +252,7 @@ impl<C: TaskClasses> Unfolder<C> {
                 .map(|_| Mutex::new(HashMap::with_hasher(FxBuildHasher)))
                 .collect(),
             keep_preds,
+            ordered,
             pending_len: CachePadded::new(AtomicUsize::new(0)),
             peak_pending: CachePadded::new(AtomicUsize::new(0)),
             instantiated: crate::counter::Sharded::default(),
@@ -314,6 +374,7 @@ impl<C: TaskClasses> Unfolder<C> {
         // Whichever body succeeds (a device body, or the CPU body it falls
         // back to) is followed by the release of the successors, exactly once,
         // on the worker that ran it (so they land in its queue).
+        task.ordered = self.ordered;
         let me = Arc::clone(self);
         task.add_then(move |id| me.release_successors(&key, id));
         self.instantiated.add(1);
@@ -360,6 +421,12 @@ impl<C: TaskClasses> Unfolder<C> {
             self.wake.1.notify_all();
         }
         Ok(())
+    }
+
+    /// Whether its tasks are ordered by the unfolding alone (see
+    /// [`TaskClasses::described_order`]).
+    pub(crate) fn ordered(&self) -> bool {
+        self.ordered
     }
 
     /// Owned tasks finished so far.
@@ -480,6 +547,77 @@ pub fn unroll<C: TaskClasses>(classes: &C) -> Result<Unrolled<C::Key>, Error> {
         }
     }
     Ok(out)
+}
+
+/// Check on the unrolled DAG (for small sizes) the first two points of
+/// [`DescribedOrder::new`]'s contract: the predecessor counts (as
+/// [`unroll`] checks them), and that any two tasks that declare the same
+/// data, one of them writing it, are joined by a path of edges. The error names the first two tasks found that are not, and
+/// their data. Costs a bit per pair of tasks.
+pub fn check_order<C: TaskClasses>(classes: &C) -> Result<(), Error> {
+    let tasks = unroll(classes)?;
+    let n = tasks.len();
+    let index: HashMap<&C::Key, usize> =
+        tasks.iter().enumerate().map(|(i, (k, _))| (k, i)).collect();
+    let succ: Vec<Vec<usize>> = tasks
+        .iter()
+        .map(|(_, s)| s.iter().map(|k| index[k]).collect())
+        .collect();
+    // Kahn's order (`unroll`'s is breadth-first, not topological), then
+    // each task's descendants as a bit set, sinks first.
+    let mut preds_left = vec![0usize; n];
+    succ.iter().flatten().for_each(|&j| preds_left[j] += 1);
+    let mut order: Vec<usize> = (0..n).filter(|&i| preds_left[i] == 0).collect();
+    let mut next = 0;
+    while next < order.len() {
+        for &j in &succ[order[next]] {
+            preds_left[j] -= 1;
+            if preds_left[j] == 0 {
+                order.push(j);
+            }
+        }
+        next += 1;
+    }
+    let words = n.div_ceil(64);
+    let mut below = vec![0u64; n * words];
+    for &i in order.iter().rev() {
+        for &j in &succ[i] {
+            below[i * words + j / 64] |= 1 << (j % 64);
+            for w in 0..words {
+                below[i * words + w] |= below[j * words + w];
+            }
+        }
+    }
+    let reaches = |a: usize, b: usize| below[a * words + b / 64] & (1 << (b % 64)) != 0;
+    // Per datum, the tasks declaring it and whether each writes it.
+    let mut users: HashMap<u64, (String, Vec<(usize, bool)>)> = HashMap::new();
+    for (i, (k, _)) in tasks.iter().enumerate() {
+        for a in &classes.task(k).declared.accesses {
+            let core = a.core();
+            users
+                .entry(core.id)
+                .or_insert_with(|| (core.display_name(), Vec::new()))
+                .1
+                .push((i, a.mode.writes()));
+        }
+    }
+    let mut data: Vec<_> = users.into_values().collect();
+    data.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, list) in &data {
+        for (x, &(a, a_writes)) in list.iter().enumerate() {
+            for &(b, b_writes) in &list[x + 1..] {
+                if a != b && (a_writes || b_writes) && !reaches(a, b) && !reaches(b, a) {
+                    return Err(Error::Config(format!(
+                        "symbolic DAG does not order its data: {:?} and {:?} both declare data '{name}', {} writes it, and no path of edges joins them",
+                        tasks[a].0,
+                        tasks[b].0,
+                        if a_writes && b_writes { "each" } else { "one" },
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The unrolled DAG in Graphviz DOT.
@@ -818,5 +956,216 @@ mod tests {
         edges.sort_unstable();
         edges.dedup();
         assert_eq!(edges.len(), 5 * 4 + 4, "{edges:?}");
+    }
+
+    /// A stencil over data: task `(t, p)` reads field `(t − 1) % fields`
+    /// of points `p − 1..=p + 1` and writes field `t % fields` of `p`, the
+    /// sum of what it read plus one. With two fields (Task Bench's layout)
+    /// the edges order every access; with one they do not: `(t, p)`
+    /// overwrites what `(t, p + 1)` reads.
+    struct Fields {
+        width: usize,
+        steps: usize,
+        fields: usize,
+        data: Vec<crate::DataHandle<u64>>,
+        cl: Codelet<(Vec<crate::Read<u64>>, crate::Write<u64>)>,
+        /// Make the first task of this step fail.
+        fail_at: Option<usize>,
+    }
+
+    impl Fields {
+        fn new(rt: &Runtime, width: usize, steps: usize, fields: usize) -> Fields {
+            Fields {
+                width,
+                steps,
+                fields,
+                data: (0..fields * width).map(|_| rt.register(0u64)).collect(),
+                cl: Codelet::<(Vec<crate::Read<u64>>, crate::Write<u64>)>::new("field").cpu(
+                    |_, _, (inputs, out)| {
+                        *out = inputs.iter().map(|v| **v).sum::<u64>() + 1;
+                        Ok(())
+                    },
+                ),
+                fail_at: None,
+            }
+        }
+
+        fn near(&self, p: usize) -> std::ops::RangeInclusive<usize> {
+            p.saturating_sub(1)..=(p + 1).min(self.width - 1)
+        }
+
+        fn field(&self, t: usize, p: usize) -> &crate::DataHandle<u64> {
+            &self.data[(t % self.fields) * self.width + p]
+        }
+
+        /// The values of the last step, computed in order.
+        fn expected(&self) -> Vec<u64> {
+            let mut v = vec![0u64; self.width];
+            for _ in 0..self.steps {
+                v = (0..self.width)
+                    .map(|p| self.near(p).map(|q| v[q]).sum::<u64>() + 1)
+                    .collect();
+            }
+            v
+        }
+    }
+
+    impl TaskClasses for Fields {
+        type Key = (usize, usize);
+        fn roots(&self) -> Vec<(usize, usize)> {
+            (0..self.width).map(|p| (0, p)).collect()
+        }
+        fn predecessor_count(&self, &(t, p): &(usize, usize)) -> usize {
+            if t == 0 {
+                0
+            } else {
+                self.near(p).count()
+            }
+        }
+        fn successors(&self, &(t, p): &(usize, usize), out: &mut Vec<(usize, usize)>) {
+            if t + 1 < self.steps {
+                out.extend(self.near(p).map(|q| (t + 1, q)));
+            }
+        }
+        fn task(&self, &(t, p): &(usize, usize)) -> TaskBuilder {
+            // Step 0 reads the last field, still 0.
+            let before = t + self.fields - 1;
+            let inputs = self.near(p).map(|q| self.field(before, q).r()).collect();
+            let task = Task::new(&self.cl, (inputs, self.field(t, p).w()));
+            match self.fail_at {
+                Some(f) if f == t && p == 0 => task.cpu(|_| Err("failed on purpose".into())).into(),
+                _ => task.into(),
+            }
+        }
+        fn slots(&self) -> usize {
+            self.width * self.steps
+        }
+        fn slot(&self, &(t, p): &(usize, usize)) -> Option<usize> {
+            Some(t * self.width + p)
+        }
+        fn described_order(&self) -> Option<DescribedOrder> {
+            // SAFETY: with two fields or more, every access is ordered
+            // (`check_order` confirms it in the tests); with one, the
+            // promise is not made.
+            (self.fields >= 2).then(|| unsafe { DescribedOrder::new() })
+        }
+    }
+
+    /// With the order described, a run submits its tasks without the data
+    /// inference (no handle remembers them) and still computes the ordered
+    /// result, at 1 to 4 workers; the data stay usable by tasks submitted
+    /// afterwards.
+    #[test]
+    fn a_described_order_runs_without_inference_and_right() {
+        for workers in 1..=4 {
+            for _ in 0..3 {
+                let rt = Arc::new(Runtime::new(Config::with_workers(workers)).unwrap());
+                let f = Arc::new(Fields::new(&rt, 5, 400, 2));
+                check_order(&*f).unwrap();
+                let stats = within_a_minute({
+                    let (rt, f) = (Arc::clone(&rt), Arc::clone(&f));
+                    move || run(&rt, f).unwrap()
+                });
+                assert_eq!(stats.instantiated, 5 * 400);
+                for d in &f.data {
+                    let core = &d.inner.core;
+                    assert!(
+                        lock(&core.deps).last_writer.is_none(),
+                        "no task was inferred"
+                    );
+                    assert!(!core.readers_running(), "no reader counted");
+                }
+                // Tasks submitted afterwards see the run's results and
+                // order themselves as usual.
+                let last = (f.steps - 1) % f.fields;
+                let (now, other) = (
+                    &f.data[last * f.width..][..f.width],
+                    &f.data[(1 - last) * f.width..],
+                );
+                let copy = Codelet::<(crate::Read<u64>, crate::Write<u64>)>::new("copy").cpu(
+                    |_, _, (a, b)| {
+                        *b = *a;
+                        Ok(())
+                    },
+                );
+                for (a, b) in now.iter().zip(other) {
+                    rt.task(&copy, (a.r(), b.w())).submit().unwrap();
+                }
+                rt.wait_all().unwrap();
+                let f = Arc::into_inner(f).unwrap();
+                let expected = f.expected();
+                let values: Vec<u64> = f
+                    .data
+                    .into_iter()
+                    .skip((1 - last) * f.width)
+                    .take(f.width)
+                    .map(|d| rt.unregister(d).unwrap())
+                    .collect();
+                assert_eq!(values, expected, "{workers} workers");
+            }
+        }
+    }
+
+    /// Without the promise, the same classes are inferred (the handles
+    /// remember their last writers): the test above checks the path it
+    /// means to.
+    #[test]
+    fn without_the_promise_the_data_order_is_inferred() {
+        let rt = Runtime::new(Config::with_workers(2)).unwrap();
+        let f = Arc::new(Fields::new(&rt, 3, 20, 3));
+        struct Plain(Arc<Fields>);
+        impl TaskClasses for Plain {
+            type Key = (usize, usize);
+            fn roots(&self) -> Vec<(usize, usize)> {
+                self.0.roots()
+            }
+            fn predecessor_count(&self, k: &(usize, usize)) -> usize {
+                self.0.predecessor_count(k)
+            }
+            fn successors(&self, k: &(usize, usize), out: &mut Vec<(usize, usize)>) {
+                self.0.successors(k, out)
+            }
+            fn task(&self, k: &(usize, usize)) -> TaskBuilder {
+                self.0.task(k)
+            }
+        }
+        run(&rt, Arc::new(Plain(Arc::clone(&f)))).unwrap();
+        assert!(f
+            .data
+            .iter()
+            .all(|d| lock(&d.inner.core.deps).last_writer.is_some()));
+    }
+
+    /// `check_order` refuses classes whose edges leave two accesses of one
+    /// datum unordered, naming both tasks and the datum.
+    #[test]
+    fn check_order_names_two_unordered_tasks() {
+        let rt = Runtime::new(Config::with_workers(1)).unwrap();
+        let e = check_order(&Fields::new(&rt, 3, 4, 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not order its data"), "{e}");
+        assert!(
+            e.contains("(0, 0) and (0, 1)") && e.contains("data#0"),
+            "{e}"
+        );
+        check_order(&Fields::new(&rt, 3, 4, 2)).unwrap();
+    }
+
+    /// A failed task of a run with a described order poisons the data it
+    /// was to write (it is no handle's last writer, but nothing later
+    /// writes them): a task reading them afterwards is cancelled.
+    #[test]
+    fn a_failure_under_a_described_order_poisons_its_data() {
+        let rt = Runtime::new(Config::with_workers(2)).unwrap();
+        let mut f = Fields::new(&rt, 3, 10, 2);
+        f.fail_at = Some(4);
+        let f = Arc::new(f);
+        let e = run(&rt, Arc::clone(&f)).unwrap_err().to_string();
+        assert!(e.contains("failed on purpose"), "{e}");
+        let read: Codelet<crate::Read<u64>> = Codelet::new("read").cpu(|_, _, _| Ok(()));
+        let h = rt.task(&read, f.field(4, 0).r()).submit().unwrap();
+        let e = rt.wait(&h).unwrap_err().to_string();
+        assert!(e.contains("cancelled (first: task 'read'"), "{e}");
     }
 }

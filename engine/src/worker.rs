@@ -747,7 +747,8 @@ pub(crate) fn complete(
             );
         }
     }
-    for a in node.accesses.iter() {
+    // An ordered task is in no handle's dependency state (`TaskNode::ordered`).
+    for a in node.accesses.iter().filter(|_| !node.ordered) {
         if a.mode.writes() {
             if last_writes > 0 {
                 a.core().writer_finished(node.id);

@@ -610,3 +610,123 @@ fn device_error_after_the_body_falls_back_to_the_cpu_body() {
         assert_eq!(tries.load(std::sync::atomic::Ordering::SeqCst), 10);
     });
 }
+
+/// Symbolic classes that promise their order (`described_order`) skip the
+/// data inference, not the data's movement: over the host and a device
+/// holding a quarter of the data, every task hinted to the device, a
+/// stencil over two fields per point computes the sequential result, the
+/// device evicts (each task's replicas were unpinned at its end), and the
+/// data unregister.
+#[test]
+fn a_described_symbolic_run_moves_its_data_over_memory_nodes() {
+    use tessera_engine::symbolic::{self, DescribedOrder, TaskClasses};
+    use tessera_engine::{DataHandle, Read, Task, Write};
+
+    const LEN: usize = 1024;
+    type StepData = (Vec<Read<Vec<u64>>>, Write<Vec<u64>>);
+    /// Task `(t, p)` writes field `t % 2` of point `p`: one more than the
+    /// sum of field `(t + 1) % 2` of points `p − 1..=p + 1`.
+    struct TwoFields {
+        width: usize,
+        steps: usize,
+        data: Vec<DataHandle<Vec<u64>>>,
+        cl: Codelet<StepData>,
+        hint: Option<usize>,
+    }
+    impl TwoFields {
+        fn near(&self, p: usize) -> std::ops::RangeInclusive<usize> {
+            p.saturating_sub(1)..=(p + 1).min(self.width - 1)
+        }
+    }
+    impl TaskClasses for TwoFields {
+        type Key = (usize, usize);
+        fn roots(&self) -> Vec<(usize, usize)> {
+            (0..self.width).map(|p| (0, p)).collect()
+        }
+        fn predecessor_count(&self, &(t, p): &(usize, usize)) -> usize {
+            if t == 0 {
+                0
+            } else {
+                self.near(p).count()
+            }
+        }
+        fn successors(&self, &(t, p): &(usize, usize), out: &mut Vec<(usize, usize)>) {
+            if t + 1 < self.steps {
+                out.extend(self.near(p).map(|q| (t + 1, q)));
+            }
+        }
+        fn task(&self, &(t, p): &(usize, usize)) -> TaskBuilder {
+            let w = self.width;
+            let inputs = self
+                .near(p)
+                .map(|q| self.data[((t + 1) % 2) * w + q].r())
+                .collect();
+            let task = Task::new(&self.cl, (inputs, self.data[(t % 2) * w + p].w()));
+            match self.hint {
+                Some(n) => task.on_node(n).into(),
+                None => task.into(),
+            }
+        }
+        fn described_order(&self) -> Option<DescribedOrder> {
+            // SAFETY: two fields: a task's readers are its successors, and
+            // the next writer of its field follows them (the stencil's
+            // edges); `check_order` confirms it below.
+            Some(unsafe { DescribedOrder::new() })
+        }
+    }
+    let (width, steps) = (8, 40);
+    let mut expected = vec![0u64; width];
+    for _ in 0..steps {
+        expected = (0..width)
+            .map(|p| {
+                (p.saturating_sub(1)..=(p + 1).min(width - 1))
+                    .fold(1u64, |s, q| s.wrapping_add(expected[q]))
+            })
+            .collect();
+    }
+    with_timeout(LIMIT, move || {
+        let limit = (2 * width * LEN * 8 / 4) as u64;
+        for sched in ["dmda-device", "ws"] {
+            let rt = Runtime::new(config(
+                1,
+                sched.trim_end_matches("-device"),
+                vec![fast_sim(0, 4.0, Some(limit))],
+            ))
+            .unwrap();
+            let classes = Arc::new(TwoFields {
+                width,
+                steps,
+                data: (0..2 * width)
+                    .map(|_| rt.register_replicable(vec![0u64; LEN]))
+                    .collect(),
+                cl: Codelet::<StepData>::new("step").cpu(|_, _, (inputs, out)| {
+                    for (i, x) in out.iter_mut().enumerate() {
+                        *x = inputs.iter().fold(1u64, |s, v| s.wrapping_add(v[i]));
+                    }
+                    Ok(())
+                }),
+                hint: (sched == "dmda-device").then_some(1),
+            });
+            symbolic::check_order(&*classes).unwrap();
+            symbolic::run(&rt, Arc::clone(&classes)).unwrap();
+            let evictions = rt.memory_stats().nodes[1].evictions;
+            assert!(
+                sched == "ws" || evictions > 0,
+                "{sched}: the device evicted nothing: {}",
+                rt.memory_stats()
+            );
+            let classes = Arc::into_inner(classes).unwrap();
+            let last = (steps - 1) % 2;
+            let got: Vec<Vec<u64>> = classes
+                .data
+                .into_iter()
+                .enumerate()
+                .map(|(i, d)| (i, rt.unregister(d).unwrap()))
+                .filter(|(i, _)| i / width == last)
+                .map(|(_, v)| v)
+                .collect();
+            let want: Vec<Vec<u64>> = expected.iter().map(|&v| vec![v; LEN]).collect();
+            assert!(got == want, "{sched}: wrong result");
+        }
+    });
+}

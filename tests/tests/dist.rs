@@ -342,6 +342,115 @@ fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
     });
 }
 
+/// Classes that promise their order (`TaskClasses::described_order`) skip
+/// the inference on every rank, so nothing orders a successor after the
+/// receive task that writes a large item (over 64 KiB) into its copy: the
+/// last such receive to end makes it. A chain of 80 tasks alternating
+/// between 2 ranks, each reading its predecessor's 80 KB output and
+/// checking every value; at 1 and 2 workers. (Made on the message's
+/// arrival instead, the successors read stale copies.)
+#[test]
+fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use tessera_engine::dist::symbolic::DistClasses;
+    use tessera_engine::dist::DataRef;
+    use tessera_engine::symbolic::{DescribedOrder, TaskClasses};
+    use tessera_engine::{Codelet, DataHandle, Read, Task, TaskBuilder, Write};
+
+    const N: u64 = 80;
+    const LEN: usize = 10_000;
+    /// Task `k` (rank `k % 2`) writes `d{k}` (all `k + 1`) after checking
+    /// that `d{k − 1}` holds `k`.
+    struct Chain {
+        register: Box<dyn Fn(u64) -> DataHandle<Vec<u64>> + Send + Sync>,
+        handles: Mutex<HashMap<u64, DataHandle<Vec<u64>>>>,
+    }
+    impl Chain {
+        fn handle(&self, k: u64) -> DataHandle<Vec<u64>> {
+            let mut h = self.handles.lock().unwrap();
+            h.entry(k).or_insert_with(|| (self.register)(k)).clone()
+        }
+    }
+    type StepData = (Vec<Read<Vec<u64>>>, Write<Vec<u64>>);
+    static STEP: std::sync::LazyLock<Codelet<StepData, u64>> = std::sync::LazyLock::new(|| {
+        Codelet::<StepData, u64>::with_args("step").cpu(|_, &k, (inputs, out)| {
+            if let Some(d) = inputs.first() {
+                if let Some(bad) = d.iter().position(|&x| x != k) {
+                    return Err(format!("task {k} read {} at {bad}, not {k}", d[bad]).into());
+                }
+            }
+            out.iter_mut().for_each(|x| *x = k + 1);
+            Ok(())
+        })
+    });
+    impl TaskClasses for Chain {
+        type Key = u64;
+        fn roots(&self) -> Vec<u64> {
+            vec![0]
+        }
+        fn predecessor_count(&self, k: &u64) -> usize {
+            usize::from(*k != 0)
+        }
+        fn successors(&self, k: &u64, out: &mut Vec<u64>) {
+            if k + 1 < N {
+                out.push(k + 1);
+            }
+        }
+        fn task(&self, &k: &u64) -> TaskBuilder {
+            let inputs = (k > 0)
+                .then(|| self.handle(k - 1).r())
+                .into_iter()
+                .collect();
+            Task::new(&STEP, (inputs, self.handle(k).w()))
+                .args(k)
+                .into()
+        }
+        fn owner(&self, k: &u64) -> usize {
+            (k % 2) as usize
+        }
+        fn described_order(&self) -> Option<DescribedOrder> {
+            // SAFETY: each datum is written once, by a task whose one
+            // successor is its one reader; nothing else uses them.
+            Some(unsafe { DescribedOrder::new() })
+        }
+    }
+    impl DistClasses for Chain {
+        fn flows(&self, from: &u64, _to: &u64, out: &mut Vec<u64>) {
+            out.push(*from);
+        }
+        fn data(&self, key: u64) -> DataRef {
+            DataRef::of(&self.handle(key))
+        }
+        fn owned(&self, _rank: usize) -> usize {
+            (N / 2) as usize
+        }
+    }
+    with_timeout(LIMIT, || {
+        for workers in [1, 2] {
+            let got = spmd(2, move |rank, net| {
+                let rt = Runtime::new(Config::with_workers(workers)).unwrap();
+                let reg = rt.registrar();
+                let run = Arc::new(Chain {
+                    register: Box::new(move |k| {
+                        reg.register_replicable_named(vec![0u64; LEN], format!("d{k}"))
+                            .unwrap()
+                    }),
+                    handles: Mutex::new(HashMap::new()),
+                });
+                symbolic::run(&rt, &net, Arc::clone(&run)).map_err(|e| e.to_string())?;
+                Ok::<_, String>((rank == 1).then(|| rt.unregister(run.handle(N - 1)).unwrap()))
+            });
+            for r in &got {
+                if let Err(e) = r {
+                    panic!("{workers} worker(s): {e}");
+                }
+            }
+            assert_eq!(got[1].clone().unwrap(), Some(vec![N; LEN]));
+        }
+    });
+}
+
 /// Factor the HPL matrix `(n, seed)` with the tiles dealt by `layout` over
 /// in-process ranks; returns every rank's factor tiles and pivots.
 #[allow(clippy::type_complexity)]

@@ -1199,7 +1199,10 @@ const TASKBENCH_ENV: &str = "TESSERA_TEST_TASKBENCH";
 /// `DistRuntime`, and the symbolic one): every pattern (as graphs of one
 /// run, `-and`; every other one reusing 3 output buffers per point, so
 /// write-after-read edges cross ranks too) validates its inputs at 1, 2 and
-/// 3 ranks; a corrupted output ends every rank with the reader's error.
+/// 3 ranks; so do graphs with a buffer per timestep, whose symbolic
+/// classes skip the inference, some outputs large enough to go through
+/// receive tasks (2 and 3 ranks); a corrupted output ends every rank with
+/// the reader's error.
 #[test]
 fn tessera_taskbench_validates_under_mpirun() {
     if is_rank() {
@@ -1216,6 +1219,30 @@ fn tessera_taskbench_validates_under_mpirun() {
         ];
         if what == "corrupt" {
             args.extend_from_slice(&["--corrupt", "1:3:3"]);
+        }
+        if what == "fresh" {
+            // A buffer per timestep everywhere: the symbolic classes
+            // promise their order (`TaskClasses::described_order`), so no
+            // inference runs; three graphs' outputs are over 64 KiB, so
+            // receive tasks write them (and the successors wait for those:
+            // made at once, they read the buffers unwritten in 1 of 2 runs).
+            for (i, graph) in [
+                &["-type", "stencil_1d", "-output", "70000"][..],
+                &["-type", "nearest", "-radix", "5", "-output", "70000"],
+                &["-type", "fft", "-output", "100000"],
+                &["-type", "tree", "-output", "32"],
+            ]
+            .iter()
+            .enumerate()
+            {
+                if i > 0 {
+                    args.push("-and");
+                }
+                args.extend_from_slice(&["-steps", "12", "-width", "7"]);
+                args.extend_from_slice(graph);
+                args.extend_from_slice(&["-kernel", "busy_wait", "-iter", "50"]);
+            }
+            std::process::exit(i32::from(tessera_bench::cli::main(args)));
         }
         for (i, graph) in [
             &["-type", "stencil_1d"][..],
@@ -1246,8 +1273,11 @@ fn tessera_taskbench_validates_under_mpirun() {
         std::process::exit(i32::from(tessera_bench::cli::main(args)));
     }
     for frontend in ["stf", "symbolic"] {
-        for np in 1..=3 {
-            let case = format!("ok:{frontend}");
+        for (np, what) in (1..=3)
+            .map(|np| (np, "ok"))
+            .chain([(2, "fresh"), (3, "fresh")])
+        {
+            let case = format!("{what}:{frontend}");
             let out = mpirun(
                 np,
                 "tessera_taskbench_validates_under_mpirun",

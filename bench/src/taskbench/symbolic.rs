@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use tessera_engine::dist::symbolic::DistClasses;
 use tessera_engine::dist::DataRef;
-use tessera_engine::symbolic::TaskClasses;
+use tessera_engine::symbolic::{DescribedOrder, TaskClasses};
 use tessera_engine::{Codelet, DataHandle, Registrar, Runtime, Task, TaskBuilder};
 
 use super::app::App;
@@ -276,6 +276,26 @@ impl TaskClasses for Classes {
         let width = self.graphs[gi as usize].width;
         (self.slots > 0).then(|| self.first_slot[gi as usize] + (t * width + p) as usize)
     }
+
+    fn described_order(&self) -> Option<DescribedOrder> {
+        // With a buffer per timestep (Task Bench's default, `-field` at
+        // least `-steps`) each buffer is written once, by a task whose
+        // successors are exactly the tasks that read it, and graphs share
+        // no buffer. A reused buffer's writers may share no path (two
+        // writers of a `trivial` graph's buffer never do), so then the
+        // runtime infers the order from the data.
+        let fresh = self
+            .graphs
+            .iter()
+            .zip(&self.fields)
+            .all(|(g, &f)| f >= g.steps);
+        // SAFETY: with fresh buffers every two accesses of one buffer are
+        // its write and a read by a successor of the writer (the test
+        // `the_order_is_described_only_with_fresh_buffers` checks every
+        // pattern with `check_order`), and nothing else submits tasks on
+        // these buffers while a run lasts.
+        fresh.then(|| unsafe { DescribedOrder::new() })
+    }
 }
 
 impl DistClasses for Classes {
@@ -302,25 +322,28 @@ mod tests {
     use std::sync::Arc;
     use tessera_engine::Config;
 
+    /// Every pattern Task Bench's core defines dependencies for.
+    const PATTERNS: [&str; 11] = [
+        "trivial",
+        "no_comm",
+        "stencil_1d",
+        "stencil_1d_periodic",
+        "dom",
+        "tree",
+        "fft",
+        "all_to_all",
+        "nearest",
+        "spread",
+        "random_nearest",
+    ];
+
     /// Every pattern, with buffers reused or not: each task's predecessor
     /// count equals its incoming edges (`unroll` checks it), every task is
     /// reached, and a run in one process validates every input.
     #[test]
     fn edges_mirror_and_runs_validate() {
         let rt = Runtime::new(Config::default().workers(2)).unwrap();
-        for ty in [
-            "trivial",
-            "no_comm",
-            "stencil_1d",
-            "stencil_1d_periodic",
-            "dom",
-            "tree",
-            "fft",
-            "all_to_all",
-            "nearest",
-            "spread",
-            "random_nearest",
-        ] {
+        for ty in PATTERNS {
             for field in ["9", "2", "3"] {
                 let mut flags = vec![
                     "-steps", "9", "-width", "5", "-type", ty, "-radix", "3", "-field", field,
@@ -338,5 +361,48 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{ty} -field {field}: {e}"));
             }
         }
+    }
+
+    /// With a buffer per timestep every pattern orders its data by its
+    /// edges (`check_order`), and the classes say so; with buffers reused
+    /// they do not say so, and some patterns indeed leave two writers of a
+    /// buffer unordered.
+    #[test]
+    fn the_order_is_described_only_with_fresh_buffers() {
+        let rt = Runtime::new(Config::default().workers(1)).unwrap();
+        for ty in PATTERNS {
+            for (field, fresh) in [("9", true), ("12", true), ("2", false), ("3", false)] {
+                let mut flags = vec![
+                    "-steps", "9", "-width", "5", "-type", ty, "-radix", "3", "-field", field,
+                ];
+                if matches!(ty, "spread" | "random_nearest") {
+                    flags.extend(["-period", "2"]);
+                }
+                // A second graph, shorter, beside it.
+                let mut and = flags.clone();
+                and[1] = "7";
+                flags.push("-and");
+                flags.extend(and);
+                let app = App::parse(&flags).unwrap();
+                let classes = Classes::new(&rt, &app, 0, 1, None);
+                assert_eq!(
+                    classes.described_order().is_some(),
+                    fresh,
+                    "{ty} -field {field}"
+                );
+                if fresh {
+                    tessera_engine::symbolic::check_order(&classes)
+                        .unwrap_or_else(|e| panic!("{ty} -field {field}: {e}"));
+                }
+            }
+        }
+        let app = App::parse(&[
+            "-steps", "4", "-width", "2", "-type", "trivial", "-field", "2",
+        ])
+        .unwrap();
+        let e = tessera_engine::symbolic::check_order(&Classes::new(&rt, &app, 0, 1, None))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not order its data"), "{e}");
     }
 }

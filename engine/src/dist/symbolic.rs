@@ -11,7 +11,11 @@
 //! otherwise through a *receive task* that declares the copy W and writes
 //! the bytes in its body, so the engine orders it after every task still
 //! reading the previous version (no write-after-read hazard across
-//! versions) and before the successors.
+//! versions) and before the successors. Classes that promise their order
+//! ([`TaskClasses::described_order`]) have no inference: the copy is
+//! written at once (their contract puts every reader of the previous
+//! version before the message), and the successors of a message that
+//! needed receive tasks are made by the last of them to end.
 //!
 //! Termination: each rank knows how many tasks it owns
 //! ([`DistClasses::owned`]); its run ends when they have all finished and
@@ -263,6 +267,26 @@ thread_local! {
 /// thread that routes messages is not held by a long copy.
 const INLINE_MAX: usize = 64 << 10;
 
+/// The successors one message satisfies, held until its receive tasks have
+/// written their data (an ordered run, where no inference orders them).
+struct ReceiveGate<K> {
+    /// Receives still to end.
+    left: std::sync::atomic::AtomicUsize,
+    succ: std::sync::Mutex<SmallVec<[K; 4]>>,
+}
+
+impl<K> ReceiveGate<K> {
+    /// One receive ended: the last one hands every successor to `satisfy`.
+    fn passed(&self, mut satisfy: impl FnMut(K)) {
+        // AcqRel: the last receive's decrement follows every other's write.
+        if self.left.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            std::mem::take(&mut *crate::util::lock(&self.succ))
+                .into_iter()
+                .for_each(&mut satisfy);
+        }
+    }
+}
+
 /// The codelet of receive tasks; a task's arguments, (data key, source
 /// rank), make its label only when a trace or a message needs it.
 fn recv_codelet() -> Codelet<Dynamic, (u64, usize)> {
@@ -416,6 +440,7 @@ where
             let succ = read_keys(&*classes2, me, from, n_succ, r.bytes()?)?;
             let pred = r.u64()?;
             let n = r.u32()?;
+            let mut receives: SmallVec<[TaskBuilder; 2]> = SmallVec::new();
             for i in 0..n {
                 let dk = r.u64()?;
                 if last_read && i + 1 == n {
@@ -436,13 +461,36 @@ where
                 }
                 let (len, end) = (bytes.len(), r.position());
                 let (msg, range) = (Arc::clone(&body), end - len..end);
-                let task = recv_task(&recv, data, dk, from, msg, range);
-                submitter.submit(task).map_err(|e| e.to_string())?;
+                receives.push(recv_task(&recv, data, dk, from, msg, range));
             }
-            for s in succ {
-                // `pred` is the sender's task id: recorded as rank `from`'s
-                // task, so a merged trace links the right one.
-                u2.satisfy(s, Some(crate::trace::model::remote_task_id(from, pred)));
+            // `pred` is the sender's task id: recorded as rank `from`'s
+            // task, so a merged trace links the right one.
+            let pred = crate::trace::model::remote_task_id(from, pred);
+            if receives.is_empty() || !u2.ordered() {
+                // Inferred: each successor, made after the receives, follows
+                // them by the data it reads.
+                for task in receives {
+                    submitter.submit(task).map_err(|e| e.to_string())?;
+                }
+                for s in succ {
+                    u2.satisfy(s, Some(pred));
+                }
+                return Ok(());
+            }
+            // Ordered (`TaskClasses::described_order`): nothing infers that
+            // a successor follows the receives, so the last receive to end
+            // makes the successors.
+            let gate = Arc::new(ReceiveGate {
+                left: std::sync::atomic::AtomicUsize::new(receives.len()),
+                succ: std::sync::Mutex::new(succ),
+            });
+            for mut task in receives {
+                let (gate, u) = (Arc::clone(&gate), Arc::clone(&u2));
+                task.add_then(move |_| {
+                    gate.passed(|s| u.satisfy(s, Some(pred)));
+                    Ok(())
+                });
+                submitter.submit(task).map_err(|e| e.to_string())?;
             }
             Ok(())
         })();

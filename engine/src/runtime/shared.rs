@@ -315,10 +315,14 @@ impl Shared {
         };
         for a in node.accesses.iter().filter(|a| a.mode.writes()) {
             let mut deps = a.lock_deps();
-            let is_last = deps
-                .last_writer
-                .as_ref()
-                .is_some_and(|w| std::ptr::eq(w.node.as_ptr(), Arc::as_ptr(node)));
+            // An ordered task is no handle's last writer, but its
+            // front-end runs no later writer of its data after a failure
+            // (a symbolic run makes no successor of a failed task).
+            let is_last = node.ordered
+                || deps
+                    .last_writer
+                    .as_ref()
+                    .is_some_and(|w| std::ptr::eq(w.node.as_ptr(), Arc::as_ptr(node)));
             if is_last {
                 deps.poisoned_by = Some(who.clone());
             }

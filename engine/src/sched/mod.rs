@@ -330,6 +330,7 @@ mod tests {
                 lens: Box::new([]),
                 once: Once::default(),
                 cpu_only: false,
+                ordered: false,
                 node_hint: None,
                 team: None,
                 rendezvous: None,

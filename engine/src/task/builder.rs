@@ -33,6 +33,9 @@ pub struct TaskBuilder {
     pub(crate) declared: Declared,
     pub(crate) once: Once,
     pub(crate) cpu_only: bool,
+    /// Ordered by its front-end, not by its data: the submission skips the
+    /// inference (see `TaskNode::ordered`).
+    pub(crate) ordered: bool,
     pub(crate) node_hint: Option<usize>,
     /// What few tasks have (explicit edges, a front-end's satisfied
     /// predecessors, an error found while building), boxed: the builder is
@@ -112,6 +115,7 @@ impl TaskBuilder {
             declared: Declared::default(),
             once: Once::default(),
             cpu_only: false,
+            ordered: false,
             node_hint: None,
             rare: None,
         }

@@ -132,6 +132,11 @@ pub(crate) struct TaskNode {
     pub(crate) device_match: Option<DeviceMatch>,
     /// Never run on a device (set by the builder, or because some data is host-only).
     pub(crate) cpu_only: bool,
+    /// Ordered by its front-end (a symbolic run whose classes describe the
+    /// order of their data, `symbolic::DescribedOrder`), not by its data:
+    /// its submission skipped the inference, so it is in no handle's
+    /// dependency state (no last writer, no reader to count at its end).
+    pub(crate) ordered: bool,
     /// Whether it has a CPU body (its own or its codelet's): with no device
     /// body besides, it runs on no simulated accelerator.
     cpu_body: bool,
@@ -185,6 +190,7 @@ pub(crate) struct NodeParts {
     pub(crate) lens: Box<[u32]>,
     pub(crate) once: Once,
     pub(crate) cpu_only: bool,
+    pub(crate) ordered: bool,
     pub(crate) node_hint: Option<usize>,
     pub(crate) team: Option<crate::team::TeamSize>,
     pub(crate) rendezvous: Option<Rendezvous>,
@@ -198,7 +204,11 @@ unsafe impl Sync for TaskNode {}
 impl TaskNode {
     pub(crate) fn new(id: u64, p: NodeParts) -> TaskNode {
         let cpu_body = p.once.cpu.is_some() || p.codelet.bodies.cpu.is_some();
-        let writes = p.accesses.iter().filter(|a| a.mode.writes()).count() as u32;
+        // An ordered task is no handle's last writer.
+        let writes = match p.ordered {
+            true => 0,
+            false => p.accesses.iter().filter(|a| a.mode.writes()).count() as u32,
+        };
         TaskNode {
             id,
             codelet: p.codelet,
@@ -215,6 +225,7 @@ impl TaskNode {
                 then: p.once.then,
             }),
             cpu_only: p.cpu_only,
+            ordered: p.ordered,
             cpu_body,
             node_hint: p.node_hint,
             estimate_ns: AtomicU64::new(0),

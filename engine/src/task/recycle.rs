@@ -149,6 +149,7 @@ mod tests {
                 lens: Box::default(),
                 once: Once::default(),
                 cpu_only: false,
+                ordered: false,
                 node_hint: None,
                 team: None,
                 rendezvous: None,

@@ -31,6 +31,7 @@ fn team_task() -> ReadyTask {
             lens: Box::default(),
             once: Once::default(),
             cpu_only: false,
+            ordered: false,
             node_hint: None,
             team: Some(super::TeamSize::exactly(2)),
             rendezvous: None,
