@@ -960,7 +960,7 @@ mod tests {
 
     /// A stencil over data: task `(t, p)` reads field `(t − 1) % fields`
     /// of points `p − 1..=p + 1` and writes field `t % fields` of `p`, the
-    /// sum of what it read plus one. With two fields (Task Bench's layout)
+    /// sum of what it read plus one (wrapping). With two fields (Task Bench's layout)
     /// the edges order every access; with one they do not: `(t, p)`
     /// overwrites what `(t, p + 1)` reads.
     struct Fields {
@@ -982,7 +982,7 @@ mod tests {
                 data: (0..fields * width).map(|_| rt.register(0u64)).collect(),
                 cl: Codelet::<(Vec<crate::Read<u64>>, crate::Write<u64>)>::new("field").cpu(
                     |_, _, (inputs, out)| {
-                        *out = inputs.iter().map(|v| **v).sum::<u64>() + 1;
+                        *out = inputs.iter().fold(1u64, |s, v| s.wrapping_add(**v));
                         Ok(())
                     },
                 ),
@@ -1003,7 +1003,7 @@ mod tests {
             let mut v = vec![0u64; self.width];
             for _ in 0..self.steps {
                 v = (0..self.width)
-                    .map(|p| self.near(p).map(|q| v[q]).sum::<u64>() + 1)
+                    .map(|p| self.near(p).fold(1u64, |s, q| s.wrapping_add(v[q])))
                     .collect();
             }
             v
