@@ -101,13 +101,13 @@ fn exit_status(result: Result<(), String>) -> u8 {
     if crate::interrupt::requested() {
         match result {
             Err(e) if e.starts_with("interrupted (Ctrl-C)") => {
-                crate::output::say(&format!("tessera: {e}"))
+                crate::say!("tessera: {e}")
             }
             // A run stopped by the interrupted runtime's error.
-            Err(e) => crate::output::say(&format!(
+            Err(e) => crate::say!(
                 "tessera: interrupted (Ctrl-C): stopped before the end, nothing half-made saved ({})",
                 e.lines().next().unwrap_or_default()
-            )),
+            ),
             Ok(()) => crate::output::say(
                 "tessera: interrupted (Ctrl-C) too late to stop the run: it finished, and what it printed and saved is complete",
             ),
@@ -117,7 +117,7 @@ fn exit_status(result: Result<(), String>) -> u8 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            crate::output::say(&format!("tessera: error: {e}"));
+            crate::say!("tessera: error: {e}");
             1
         }
     }

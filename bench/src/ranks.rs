@@ -208,16 +208,18 @@ impl Ranks {
         #[cfg(feature = "mpi")]
         if let (Some(m), true, true) = (&self.mpi, self.size > 1, crate::interrupt::requested()) {
             // The run failed because Ctrl-C stopped it: say that, not its error.
-            crate::output::say(&format!(
+            crate::say!(
                 "tessera: interrupted (Ctrl-C) on rank {} of {}: ending the job on every rank",
-                self.rank, self.size
-            ));
+                self.rank,
+                self.size
+            );
             m.abort(i32::from(crate::interrupt::EXIT_STATUS));
         }
-        crate::output::say(&format!(
+        crate::say!(
             "tessera: error (rank {} of {}): {error}",
-            self.rank, self.size
-        ));
+            self.rank,
+            self.size
+        );
         #[cfg(feature = "mpi")]
         if let (Some(m), true) = (&self.mpi, self.size > 1) {
             // Let the other ranks print theirs (they were told through the
@@ -240,9 +242,9 @@ fn watch_ctrl_c(rank: usize, size: usize) {
         .name("ctrl-c".into())
         .spawn(move || loop {
             if crate::interrupt::requested() {
-                crate::output::say(&format!(
+                crate::say!(
                     "tessera: interrupted (Ctrl-C) on rank {rank} of {size}: ending the job on every rank"
-                ));
+                );
                 tessera_backends::mpi::abort_job(i32::from(crate::interrupt::EXIT_STATUS));
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -263,13 +265,13 @@ pub fn refuse_under_mpirun(what: &str) {
         let rank = std::env::var("OMPI_COMM_WORLD_RANK")
             .or_else(|_| std::env::var("PMI_RANK"))
             .unwrap_or_else(|_| "?".into());
-        crate::output::say(&format!(
+        crate::say!(
             "tessera: error (rank {rank} of {n}): `tessera {what}` runs in one process, not as one of {n} ranks: run it without mpirun (or with -np 1); ending the job"
-        ));
+        );
         match m {
             Ok(m) => m.abort(1),
             Err(e) => {
-                crate::output::say(&format!("tessera: error: MPI could not start: {e}"));
+                crate::say!("tessera: error: MPI could not start: {e}");
                 std::process::exit(1)
             }
         }
