@@ -7,6 +7,7 @@
 //! same flags (`bench/peers/taskbench.sh`).
 
 pub mod app;
+pub mod deps;
 pub mod graph;
 pub mod kernel;
 pub mod random;

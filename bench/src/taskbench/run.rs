@@ -10,7 +10,6 @@
 //! write-after-read edges of reusing a buffer). Each task checks that every
 //! input holds the (timestep, point) it should before writing its own.
 
-use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use tessera_engine::dist::stf::DistHandle;
@@ -18,7 +17,8 @@ use tessera_engine::dist::Submit;
 use tessera_engine::{BodyError, Codelet, Error, Read, Task, Write};
 
 use super::app::App;
-use super::graph::{Graph, Span};
+use super::deps::Deps;
+use super::graph::Graph;
 use super::kernel::{prepare_scratch, SCRATCH_MAGIC};
 
 /// Which task a body runs: the codelet's arguments.
@@ -39,6 +39,8 @@ pub type Data = (Vec<Read<Vec<u8>>>, Write<Vec<u8>>);
 /// What the bodies share.
 struct Shared {
     graphs: Vec<Graph>,
+    /// Per graph, its dependence lists (computed once).
+    deps: Vec<Deps>,
     /// Per graph, per point: its scratch (points this rank runs only, when
     /// the kernel uses scratch).
     scratch: Vec<Vec<Option<Mutex<Vec<f64>>>>>,
@@ -66,12 +68,9 @@ pub fn rank_of(p: i64, width: i64, ranks: usize) -> usize {
 pub struct Prepared {
     /// Per graph, per point, per field: the output buffers.
     outputs: Vec<Vec<Vec<DistHandle<Vec<u8>>>>>,
+    /// Per graph, its dependence lists (computed before the clock starts).
+    deps: Vec<Deps>,
     codelet: Codelet<Data, Point>,
-}
-
-thread_local! {
-    /// Spans and points of the task a body checks (no allocation per task).
-    static INPUTS: RefCell<(Vec<Span>, Vec<i64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// Writes `(t, p)` pairs into `out` (Task Bench's output: the pair, repeated).
@@ -111,24 +110,21 @@ impl Shared {
     /// kernel in the point's scratch.
     fn body(&self, at: Point, inputs: Vec<&Vec<u8>>, out: &mut Vec<u8>) -> Result<(), BodyError> {
         let g = &self.graphs[at.graph];
-        INPUTS.with_borrow_mut(|(spans, deps)| -> Result<(), BodyError> {
-            g.inputs(at.t, at.p, spans, deps);
-            if deps.len() != inputs.len() {
-                return Err(format!(
-                    "graph {} task (timestep {}, point {}): {} inputs, expected {}",
-                    at.graph + 1,
-                    at.t,
-                    at.p,
-                    inputs.len(),
-                    deps.len()
-                )
-                .into());
-            }
-            for (i, (input, &dep)) in inputs.iter().zip(deps.iter()).enumerate() {
-                check_input(at, i, dep, input, g.output_bytes)?;
-            }
-            Ok(())
-        })?;
+        let deps = self.deps[at.graph].inputs(at.t, at.p);
+        if deps.len() != inputs.len() {
+            return Err(format!(
+                "graph {} task (timestep {}, point {}): {} inputs, expected {}",
+                at.graph + 1,
+                at.t,
+                at.p,
+                inputs.len(),
+                deps.len()
+            )
+            .into());
+        }
+        for (i, (input, &dep)) in inputs.iter().zip(deps.iter()).enumerate() {
+            check_input(at, i, dep, input, g.output_bytes)?;
+        }
         out.resize(g.output_bytes, 0);
         let t = match self.corrupt {
             Some(c) if (c.graph, c.t, c.p) == (at.graph, at.t, at.p) => at.t + 1,
@@ -177,6 +173,7 @@ pub fn prepare<S: Submit>(s: &S, app: &App, corrupt: Option<Point>) -> Prepared 
         .collect();
     Prepared {
         outputs,
+        deps: app.graphs.iter().map(Deps::new).collect(),
         codelet: codelet(app, s.rank(), ranks, corrupt),
     }
 }
@@ -202,6 +199,7 @@ pub fn codelet(
         })
         .collect();
     let shared = Arc::new(Shared {
+        deps: app.graphs.iter().map(Deps::new).collect(),
         graphs: app.graphs.clone(),
         scratch,
         corrupt,
@@ -224,7 +222,6 @@ impl Prepared {
     /// unlike heights side by side), in Task Bench's order within a step.
     pub fn submit_all<S: Submit>(&self, s: &S, app: &App) -> Result<(), Error> {
         let steps = app.graphs.iter().map(|g| g.steps).max().unwrap_or(0);
-        let (mut spans, mut deps) = (Vec::new(), Vec::new());
         for t in 0..steps {
             for (gi, g) in app.graphs.iter().enumerate() {
                 if t >= g.steps {
@@ -235,8 +232,11 @@ impl Prepared {
                 let (now, before) = ((t % fields) as usize, ((t + fields - 1) % fields) as usize);
                 let lo = g.offset_at(t);
                 for p in lo..lo + g.width_at(t) {
-                    g.inputs(t, p, &mut spans, &mut deps);
-                    let reads = deps.iter().map(|&d| outs[d as usize][before].r()).collect();
+                    let reads = self.deps[gi]
+                        .inputs(t, p)
+                        .iter()
+                        .map(|&d| outs[d as usize][before].r())
+                        .collect();
                     let task = Task::new(&self.codelet, (reads, outs[p as usize][now].w()))
                         .args(Point { graph: gi, t, p });
                     s.submit(task)?;

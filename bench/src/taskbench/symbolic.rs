@@ -15,7 +15,6 @@
 //! the accesses in submission order; a symbolic description must name them,
 //! since a task may be made before an older reader of the same buffer is.
 
-use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use tessera_engine::dist::symbolic::DistClasses;
@@ -24,7 +23,8 @@ use tessera_engine::symbolic::{DescribedOrder, TaskClasses};
 use tessera_engine::{Codelet, DataHandle, Registrar, Runtime, Task, TaskBuilder};
 
 use super::app::App;
-use super::graph::{Graph, Span};
+use super::deps::Deps;
+use super::graph::Graph;
 use super::run::{codelet, rank_of, Data, Point};
 
 /// A task: (graph, timestep, point).
@@ -34,6 +34,8 @@ pub type Key = (u32, i64, i64);
 /// its copies of other ranks' (registered when first used).
 pub struct Classes {
     graphs: Vec<Graph>,
+    /// Per graph, its dependence lists (computed once).
+    deps: Vec<Deps>,
     /// Per graph: its buffers per point (`F`), and the index of its first
     /// buffer in `buffers`.
     fields: Vec<i64>,
@@ -42,6 +44,9 @@ pub struct Classes {
     registrar: Registrar,
     codelet: Codelet<Data, Point>,
     ranks: usize,
+    /// Per graph, per point: the rank that runs it ([`rank_of`], looked up
+    /// once per point instead of once per edge).
+    owners: Vec<Box<[u32]>>,
     roots: Vec<Key>,
     /// Tasks per rank.
     owned: Vec<usize>,
@@ -54,44 +59,6 @@ pub struct Classes {
 /// At most this many tasks are numbered (4 bytes of counter each, for the
 /// whole run); a larger run counts in the engine's map of pending tasks.
 const MAX_SLOTS: usize = 1 << 26;
-
-/// Scratch for the dependence functions: spans and two lists of points.
-type Scratch = (Vec<Span>, Vec<i64>, Vec<i64>);
-
-thread_local! {
-    /// Scratch for the dependence functions (no allocation per call: a
-    /// second list copied out of the first cost an allocation and a free
-    /// per task in `successors` and `predecessor_count`).
-    static SCRATCH: RefCell<Scratch> = const { RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
-}
-
-/// Runs `f` with the points of `g`'s timestep `t` task `p` reads.
-fn with_inputs<R>(g: &Graph, t: i64, p: i64, f: impl FnOnce(&[i64]) -> R) -> R {
-    SCRATCH.with_borrow_mut(|(spans, out, _)| {
-        g.inputs(t, p, spans, out);
-        f(out)
-    })
-}
-
-/// Runs `f` with the points of timestep `t_out + 1` that read `(t_out,
-/// p)`, and, when `t_in` is given, the points task `(t_in, p)` reads
-/// (else none).
-fn with_outputs_and_inputs<R>(
-    g: &Graph,
-    t_out: i64,
-    t_in: Option<i64>,
-    p: i64,
-    f: impl FnOnce(&[i64], &[i64]) -> R,
-) -> R {
-    SCRATCH.with_borrow_mut(|(spans, outs, ins)| {
-        g.outputs(t_out, p, spans, outs);
-        ins.clear();
-        if let Some(t) = t_in {
-            g.inputs(t, p, spans, ins);
-        }
-        f(outs, ins)
-    })
-}
 
 fn active(g: &Graph, t: i64, p: i64) -> bool {
     (0..g.steps).contains(&t) && (g.offset_at(t)..g.offset_at(t) + g.width_at(t)).contains(&p)
@@ -132,9 +99,18 @@ impl Classes {
         if slots > MAX_SLOTS {
             slots = 0;
         }
+        let owners = graphs
+            .iter()
+            .map(|g| {
+                (0..g.width)
+                    .map(|p| rank_of(p, g.width, ranks) as u32)
+                    .collect()
+            })
+            .collect();
         let mut classes = Classes {
             first_slot,
             slots,
+            deps: graphs.iter().map(Deps::new).collect(),
             graphs,
             fields,
             base,
@@ -142,6 +118,7 @@ impl Classes {
             registrar: rt.registrar(),
             codelet: codelet(app, rank, ranks, corrupt),
             ranks,
+            owners,
             roots: Vec::new(),
             owned: vec![0; ranks],
         };
@@ -175,14 +152,13 @@ impl Classes {
         for t in 1..g.steps {
             let lo = g.offset_at(t);
             for p in (lo..lo + g.width_at(t)).filter(|&p| rank_of(p, g.width, self.ranks) == rank) {
-                with_inputs(g, t, p, |deps| {
-                    for &d in deps
-                        .iter()
-                        .filter(|&&d| rank_of(d, g.width, self.ranks) != rank)
-                    {
-                        self.handle(self.data_key(gi, d, (t - 1).rem_euclid(f)));
-                    }
-                });
+                for &d in self.deps[gi]
+                    .inputs(t, p)
+                    .iter()
+                    .filter(|&&d| rank_of(d, g.width, self.ranks) != rank)
+                {
+                    self.handle(self.data_key(gi, d, (t - 1).rem_euclid(f)));
+                }
             }
         }
     }
@@ -214,9 +190,13 @@ impl Classes {
         // F ≤ 2: the readers are tasks of step t − 1 or later, and those
         // among its inputs are its predecessors already.
         let recent = older + 1 >= t - 1;
-        with_outputs_and_inputs(g, older, recent.then_some(t), p, |readers, inputs| {
-            readers.iter().filter(|q| !inputs.contains(q)).count()
-        })
+        let deps = &self.deps[gi];
+        let readers = deps.outputs(older, p);
+        if !recent {
+            return readers.len();
+        }
+        let inputs = deps.inputs(t, p);
+        readers.iter().filter(|q| !inputs.contains(q)).count()
     }
 }
 
@@ -228,8 +208,7 @@ impl TaskClasses for Classes {
     }
 
     fn predecessor_count(&self, &(gi, t, p): &Key) -> usize {
-        let g = &self.graphs[gi as usize];
-        with_inputs(g, t, p, |i| i.len()) + self.war_predecessor_count(gi as usize, t, p)
+        self.deps[gi as usize].inputs(t, p).len() + self.war_predecessor_count(gi as usize, t, p)
     }
 
     fn successors(&self, &(gi, t, p): &Key, out: &mut Vec<Key>) {
@@ -238,26 +217,26 @@ impl TaskClasses for Classes {
         // one reads, unless it is already a successor.
         let next = t - 1 + f;
         let war = t >= 1 && next < g.steps;
-        with_outputs_and_inputs(g, t, war.then_some(t), p, |outs, deps| {
-            out.extend(outs.iter().map(|&q| (gi, t + 1, q)));
+        let deps = &self.deps[gi as usize];
+        out.extend(deps.outputs(t, p).iter().map(|&q| (gi, t + 1, q)));
+        if war {
             let first = out.len();
-            for &d in deps {
+            for &d in deps.inputs(t, p).iter() {
                 let k = (gi, next, d);
                 if active(g, next, d) && !out[..first].contains(&k) {
                     out.push(k);
                 }
             }
-        });
+        }
     }
 
     fn task(&self, &(gi, t, p): &Key) -> TaskBuilder {
-        let (g, f) = (&self.graphs[gi as usize], self.fields[gi as usize]);
-        let gu = gi as usize;
-        let reads = with_inputs(g, t, p, |deps| {
-            deps.iter()
-                .map(|&d| self.handle(self.data_key(gu, d, (t - 1).rem_euclid(f))).r())
-                .collect()
-        });
+        let (gu, f) = (gi as usize, self.fields[gi as usize]);
+        let reads = self.deps[gu]
+            .inputs(t, p)
+            .iter()
+            .map(|&d| self.handle(self.data_key(gu, d, (t - 1).rem_euclid(f))).r())
+            .collect();
         let out = self.handle(self.data_key(gu, p, t % f)).w();
         Task::new(&self.codelet, (reads, out))
             .args(Point { graph: gu, t, p })
@@ -265,7 +244,7 @@ impl TaskClasses for Classes {
     }
 
     fn owner(&self, &(gi, _, p): &Key) -> usize {
-        rank_of(p, self.graphs[gi as usize].width, self.ranks)
+        self.owners[gi as usize][p as usize] as usize
     }
 
     fn slots(&self) -> usize {
@@ -301,8 +280,7 @@ impl TaskClasses for Classes {
 impl DistClasses for Classes {
     fn flows(&self, &(gi, t, p): &Key, &(_, to_t, to_p): &Key, out: &mut Vec<u64>) {
         // A write-after-read edge carries no data.
-        let g = &self.graphs[gi as usize];
-        if to_t == t + 1 && with_inputs(g, to_t, to_p, |i| i.contains(&p)) {
+        if to_t == t + 1 && self.deps[gi as usize].inputs(to_t, to_p).contains(&p) {
             out.push(self.data_key(gi as usize, p, t % self.fields[gi as usize]));
         }
     }
