@@ -1,5 +1,6 @@
 //! Task Bench (Slaughter et al., SC20) in Tessera: its task graphs
-//! ([`graph`]), kernels ([`kernel`]) and command line ([`app`]), run as
+//! ([`graph`], their dependence lists computed once in [`deps`]), kernels
+//! ([`kernel`]) and command line ([`app`]), run as
 //! Tessera tasks, submitted one by one ([`run`]) or described by their
 //! dependence functions ([`symbolic`]), and reported with Task Bench's output lines
 //! ([`report`]), so that `tessera taskbench` compares line for line with
