@@ -4,8 +4,7 @@
 //! ([`RankDag`]), a [`Program`] through the distributed STF front-end
 //! ([`run_stf`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use tessera_engine::dist::stf::{DistRuntime, DistTask};
 use tessera_engine::dist::symbolic::DistClasses;
@@ -16,6 +15,7 @@ use tessera_engine::{
     Write,
 };
 
+use crate::lazy_handles::LazyHandles;
 use crate::random_dag::{Op, Params, Program, Shape, LEN};
 
 type MixData = (Vec<Read<Vec<u64>>>, Write<Vec<u64>>);
@@ -34,35 +34,29 @@ pub struct RankDag {
     pub rank: usize,
     /// A task body fails if it is this one (to test aborts).
     pub fail: Option<usize>,
-    register: Box<dyn Fn(usize) -> DataHandle<Vec<u64>> + Send + Sync>,
-    pub handles: Mutex<HashMap<usize, DataHandle<Vec<u64>>>>,
+    handles: LazyHandles<usize>,
 }
 
 impl RankDag {
     pub fn new(rt: &Runtime, shape: Arc<Shape>, rank: usize, fail: Option<usize>) -> RankDag {
-        let reg = rt.registrar();
         RankDag {
             shape,
             rank,
             fail,
-            register: Box::new(move |t| {
-                reg.register_replicable_named(vec![0u64; LEN], format!("out{t}"))
-                    .expect("the runtime is alive during the run")
-            }),
-            handles: Mutex::new(HashMap::new()),
+            handles: LazyHandles::new(rt, LEN, "out"),
         }
     }
 
     fn handle(&self, t: usize) -> DataHandle<Vec<u64>> {
-        let mut h = self.handles.lock().unwrap();
-        h.entry(t).or_insert_with(|| (self.register)(t)).clone()
+        self.handles.get(t)
     }
 
     /// This rank's outputs, unregistered (after the run).
     pub fn outputs(&self, rt: &Runtime) -> Vec<(usize, Vec<u64>)> {
-        let mut h = self.handles.lock().unwrap();
-        let mut out: Vec<(usize, Vec<u64>)> = h
-            .drain()
+        let mut out: Vec<(usize, Vec<u64>)> = self
+            .handles
+            .take_all()
+            .into_iter()
             .filter(|(t, _)| self.shape.owner[*t] == self.rank)
             .map(|(t, hd)| (t, rt.unregister(hd).unwrap()))
             .collect();

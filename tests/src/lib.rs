@@ -2,6 +2,7 @@
 
 pub mod dist_dag;
 pub mod dist_spmv;
+pub mod lazy_handles;
 pub mod mpirun;
 pub mod random_dag;
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 use tessera_engine::dist::{symbolic, Collectives};
 use tessera_engine::{Config, Runtime};
 use tessera_tests::dist_dag::RankDag;
+use tessera_tests::lazy_handles::LazyHandles;
 use tessera_tests::random_dag::Shape;
 use tessera_tests::{spmd, with_timeout};
 
@@ -248,8 +249,6 @@ fn received_data_is_cached_until_written() {
 /// for it (a receive task), and B1 must see version 1, B2 version 2.
 #[test]
 fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
     use tessera_engine::dist::symbolic::DistClasses;
     use tessera_engine::dist::DataRef;
     use tessera_engine::symbolic::TaskClasses;
@@ -258,13 +257,11 @@ fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
     /// Keys: 0 = A1, 1 = A2 (rank 0); 2 = B1, 3 = B2 (rank 1). Data: 0 = d,
     /// 2 and 3 = what B1 and B2 copied out of it.
     struct TwoVersions {
-        register: Box<dyn Fn(u64) -> DataHandle<Vec<u64>> + Send + Sync>,
-        handles: Mutex<HashMap<u64, DataHandle<Vec<u64>>>>,
+        handles: LazyHandles<u64>,
     }
     impl TwoVersions {
         fn handle(&self, k: u64) -> DataHandle<Vec<u64>> {
-            let mut h = self.handles.lock().unwrap();
-            h.entry(k).or_insert_with(|| (self.register)(k)).clone()
+            self.handles.get(k)
         }
     }
     static SET: std::sync::LazyLock<Codelet<ReadWrite<Vec<u64>>, u64>> =
@@ -324,13 +321,8 @@ fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
     with_timeout(LIMIT, || {
         let got = spmd(2, |rank, net| {
             let rt = Runtime::new(Config::with_workers(2)).unwrap();
-            let reg = rt.registrar();
             let run = Arc::new(TwoVersions {
-                register: Box::new(move |k| {
-                    reg.register_replicable_named(vec![0u64; 4], format!("d{k}"))
-                        .unwrap()
-                }),
-                handles: Mutex::new(HashMap::new()),
+                handles: LazyHandles::new(&rt, 4, "d"),
             });
             symbolic::run(&rt, &net, Arc::clone(&run)).unwrap();
             let out = |k| rt.unregister(run.handle(k)).unwrap();
@@ -351,8 +343,6 @@ fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
 /// arrival instead, the successors read stale copies.)
 #[test]
 fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
     use tessera_engine::dist::symbolic::DistClasses;
     use tessera_engine::dist::DataRef;
     use tessera_engine::symbolic::{DescribedOrder, TaskClasses};
@@ -363,13 +353,11 @@ fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
     /// Task `k` (rank `k % 2`) writes `d{k}` (all `k + 1`) after checking
     /// that `d{k − 1}` holds `k`.
     struct Chain {
-        register: Box<dyn Fn(u64) -> DataHandle<Vec<u64>> + Send + Sync>,
-        handles: Mutex<HashMap<u64, DataHandle<Vec<u64>>>>,
+        handles: LazyHandles<u64>,
     }
     impl Chain {
         fn handle(&self, k: u64) -> DataHandle<Vec<u64>> {
-            let mut h = self.handles.lock().unwrap();
-            h.entry(k).or_insert_with(|| (self.register)(k)).clone()
+            self.handles.get(k)
         }
     }
     type StepData = (Vec<Read<Vec<u64>>>, Write<Vec<u64>>);
@@ -430,13 +418,8 @@ fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
         for workers in [1, 2] {
             let got = spmd(2, move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(workers)).unwrap();
-                let reg = rt.registrar();
                 let run = Arc::new(Chain {
-                    register: Box::new(move |k| {
-                        reg.register_replicable_named(vec![0u64; LEN], format!("d{k}"))
-                            .unwrap()
-                    }),
-                    handles: Mutex::new(HashMap::new()),
+                    handles: LazyHandles::new(&rt, LEN, "d"),
                 });
                 symbolic::run(&rt, &net, Arc::clone(&run)).map_err(|e| e.to_string())?;
                 Ok::<_, String>((rank == 1).then(|| rt.unregister(run.handle(N - 1)).unwrap()))
