@@ -39,8 +39,9 @@ pub type Data = (Vec<Read<Vec<u8>>>, Write<Vec<u8>>);
 /// What the bodies share.
 struct Shared {
     graphs: Vec<Graph>,
-    /// Per graph, its dependence lists (computed once).
-    deps: Vec<Deps>,
+    /// Per graph, its dependence lists (computed once, shared with the
+    /// front-end that makes the tasks).
+    deps: Arc<[Deps]>,
     /// Per graph, per point: its scratch (points this rank runs only, when
     /// the kernel uses scratch).
     scratch: Vec<Vec<Option<Mutex<Vec<f64>>>>>,
@@ -69,7 +70,7 @@ pub struct Prepared {
     /// Per graph, per point, per field: the output buffers.
     outputs: Vec<Vec<Vec<DistHandle<Vec<u8>>>>>,
     /// Per graph, its dependence lists (computed before the clock starts).
-    deps: Vec<Deps>,
+    deps: Arc<[Deps]>,
     codelet: Codelet<Data, Point>,
 }
 
@@ -171,17 +172,26 @@ pub fn prepare<S: Submit>(s: &S, app: &App, corrupt: Option<Point>) -> Prepared 
                 .collect()
         })
         .collect();
+    let deps = dependence_lists(app);
     Prepared {
         outputs,
-        deps: app.graphs.iter().map(Deps::new).collect(),
-        codelet: codelet(app, s.rank(), ranks, corrupt),
+        codelet: codelet(app, &deps, s.rank(), ranks, corrupt),
+        deps,
     }
 }
 
+/// Every graph's dependence lists, computed once for a run (the bodies
+/// and the front-end share them).
+pub fn dependence_lists(app: &App) -> Arc<[Deps]> {
+    app.graphs.iter().map(Deps::new).collect()
+}
+
 /// The codelet every task of `app` runs, with the scratch of the points
-/// `rank` (of `ranks`) runs: the same for every front-end.
+/// `rank` (of `ranks`) runs: the same for every front-end. Its bodies
+/// check their inputs against `deps` ([`dependence_lists`]).
 pub fn codelet(
     app: &App,
+    deps: &Arc<[Deps]>,
     rank: usize,
     ranks: usize,
     corrupt: Option<Point>,
@@ -199,7 +209,7 @@ pub fn codelet(
         })
         .collect();
     let shared = Arc::new(Shared {
-        deps: app.graphs.iter().map(Deps::new).collect(),
+        deps: Arc::clone(deps),
         graphs: app.graphs.clone(),
         scratch,
         corrupt,

@@ -15,7 +15,7 @@
 //! the accesses in submission order; a symbolic description must name them,
 //! since a task may be made before an older reader of the same buffer is.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use tessera_engine::dist::symbolic::DistClasses;
 use tessera_engine::dist::DataRef;
@@ -25,7 +25,7 @@ use tessera_engine::{Codelet, DataHandle, Registrar, Runtime, Task, TaskBuilder}
 use super::app::App;
 use super::deps::Deps;
 use super::graph::Graph;
-use super::run::{codelet, rank_of, Data, Point};
+use super::run::{codelet, dependence_lists, rank_of, Data, Point};
 
 /// A task: (graph, timestep, point).
 pub type Key = (u32, i64, i64);
@@ -34,8 +34,9 @@ pub type Key = (u32, i64, i64);
 /// its copies of other ranks' (registered when first used).
 pub struct Classes {
     graphs: Vec<Graph>,
-    /// Per graph, its dependence lists (computed once).
-    deps: Vec<Deps>,
+    /// Per graph, its dependence lists (computed once, shared with the
+    /// bodies).
+    deps: Arc<[Deps]>,
     /// Per graph: its buffers per point (`F`), and the index of its first
     /// buffer in `buffers`.
     fields: Vec<i64>,
@@ -107,16 +108,17 @@ impl Classes {
                     .collect()
             })
             .collect();
+        let deps = dependence_lists(app);
         let mut classes = Classes {
             first_slot,
             slots,
-            deps: graphs.iter().map(Deps::new).collect(),
             graphs,
             fields,
             base,
             buffers: (0..total).map(|_| OnceLock::new()).collect(),
             registrar: rt.registrar(),
-            codelet: codelet(app, rank, ranks, corrupt),
+            codelet: codelet(app, &deps, rank, ranks, corrupt),
+            deps,
             ranks,
             owners,
             roots: Vec::new(),
