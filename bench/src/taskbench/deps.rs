@@ -18,8 +18,8 @@ use smallvec::SmallVec;
 use super::graph::{Graph, Pattern, Span};
 
 /// At most this many points are cached per direction (8 bytes each, 8 MiB
-/// at most; a run keeps up to three copies, one per user of the lists); a
-/// larger graph (`all_to_all` wider than 1024) computes its lists per call.
+/// at most; a run keeps one copy, `run::dependence_lists`); a larger graph
+/// (`all_to_all` wider than 1024) computes its lists per call.
 const MAX_CACHED: usize = 1 << 20;
 
 /// One direction's lists: point `p`'s in dependence set `d` at
