@@ -17,6 +17,13 @@
 //! Taking all of a task's handle locks at once, in id order, makes each
 //! submission atomic with respect to the others, so submissions from several
 //! threads always produce an acyclic graph.
+//!
+//! `submit_inner` and `prepare` share the checks and the making
+//! (`make_checked`), whose steps are inlined always, down to the node's
+//! construction (`TaskNode::new`, `NodePool::make`): left to the compiler,
+//! they became calls once they had two callers, and the node was moved
+//! between them by value (about 150 more instructions a task,
+//! `callgrind`).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
@@ -49,6 +56,28 @@ struct Explicit {
     satisfied: Vec<u64>,
 }
 
+impl Explicit {
+    /// No explicit edge (allocates nothing).
+    fn none() -> Explicit {
+        Explicit {
+            after: Vec::new(),
+            satisfied: Vec::new(),
+        }
+    }
+}
+
+/// A task checked and made, its explicit edges linked, not yet submitted
+/// ([`Shared::prepare`]). One pointer: a front-end keeps one per task it
+/// numbers, and swaps it in and out of an atomic cell.
+pub(crate) struct Prepared(Arc<TaskNode>);
+
+impl Prepared {
+    /// The task's name, as errors give it.
+    pub(crate) fn display_name(&self) -> String {
+        self.0.display_name()
+    }
+}
+
 impl Shared {
     /// See [`Runtime::submit`](crate::Runtime::submit).
     #[inline]
@@ -77,25 +106,13 @@ impl Shared {
         task: TaskBuilder,
         held: bool,
     ) -> Result<(TaskHandle, Option<Arc<TaskNode>>), Error> {
-        self.check_open(&task)?;
-        let order = self.check_accesses(&task)?;
-        self.check_runnable(&task)?;
-        self.check_team(&task)?;
-        let (node, explicit) = self.make_node(task);
+        let (node, explicit, order) = self.make_checked(task)?;
         // An ordered task's front-end orders it: no handle is locked, and
         // none remembers it.
         let mut locked = match node.ordered {
             true => Locked::new(),
             false => lock_handles(&node, &order)?,
         };
-        self.count_submitted();
-        let mut edges = Edges::new(&node, self.trace().is_some() || self.graph().is_some());
-        edges.link_explicit(explicit);
-        for (i, deps) in locked.iter_mut() {
-            edges.link_data(&node.accesses[*i], deps);
-        }
-        drop(locked);
-        self.record_preds(&node, edges.preds);
         let handle = TaskHandle {
             node: Arc::clone(&node),
             runtime: self.id(),
@@ -106,19 +123,103 @@ impl Shared {
             node.pending.fetch_add(1, Ordering::Relaxed);
             Arc::clone(&node)
         });
+        self.count_and_link(&node, explicit, &mut locked);
+        drop(locked);
         self.release_submitters_count(node);
         Ok((handle, held_node))
     }
 
+    /// Check `task` (see the module doc) and make its node; with the lock
+    /// order of its handles.
+    #[inline(always)]
+    fn make_checked(
+        &self,
+        task: TaskBuilder,
+    ) -> Result<(Arc<TaskNode>, Explicit, LockOrder), Error> {
+        self.check_open(&task)?;
+        let order = self.check_accesses(&task)?;
+        self.check_runnable(&task)?;
+        self.check_team(&task)?;
+        let (node, explicit) = self.make_node(task);
+        Ok((node, explicit, order))
+    }
+
+    /// Count `node` in flight and link its edges: the explicit ones, and
+    /// those each locked handle gives (then unlocked). The guards are
+    /// borrowed, not moved: moving the inline list copied it whole.
+    #[inline]
+    fn count_and_link(&self, node: &Arc<TaskNode>, explicit: Explicit, locked: &mut Locked<'_>) {
+        self.count_submitted();
+        let mut edges = Edges::new(node, self.trace().is_some() || self.graph().is_some());
+        edges.link_explicit(explicit);
+        for (i, deps) in locked.iter_mut() {
+            edges.link_data(&node.accesses[*i], deps);
+        }
+        locked.clear();
+        self.record_preds(node, edges.preds);
+    }
+
+    /// Check and make an ordered task ([`TaskNode::ordered`]) without
+    /// submitting it: the task is neither in flight nor seen by any worker
+    /// until [`submit_prepared`](Self::submit_prepared), and dropping the
+    /// [`Prepared`] drops it unrun. The symbolic front-end makes a task when
+    /// its first predecessor ends and submits it when its last one does
+    /// (`symbolic.rs`, "made ahead"), so the making is off the path from
+    /// the last predecessor to the task. Only an ordered task can be made
+    /// ahead: an unordered one's edges come from the handles' state at its
+    /// submission, which must follow its predecessors'. Its explicit edges
+    /// (`after`) are linked now: they name tasks submitted already, and the
+    /// submitter's pending count, dropped by `submit_prepared`, keeps it
+    /// from becoming ready before then.
+    pub(crate) fn prepare(&self, task: TaskBuilder) -> Result<Prepared, Error> {
+        if !task.ordered {
+            return Err(submit_error(
+                &task,
+                "only a task ordered by its front-end can be made ahead".into(),
+            ));
+        }
+        let (node, explicit, _) = self.make_checked(task)?;
+        let mut edges = Edges::new(&node, self.trace().is_some() || self.graph().is_some());
+        edges.link_explicit(explicit);
+        self.record_preds(&node, edges.preds);
+        Ok(Prepared(node))
+    }
+
+    /// Submit a task made by [`prepare`](Self::prepare): it is counted in
+    /// flight now, and is ready unless an explicit predecessor is still
+    /// running. Refused (the task dropped unrun) once the runtime shuts
+    /// down or is interrupted, as [`submit`](Self::submit) refuses.
+    pub(crate) fn submit_prepared(&self, prepared: Prepared) -> Result<(), Error> {
+        let Prepared(node) = prepared;
+        if let Some(reason) = self.closed() {
+            return Err(Error::Submit {
+                task: node.display_name(),
+                reason: reason.into(),
+            });
+        }
+        self.count_submitted();
+        self.release_submitters_count(node);
+        Ok(())
+    }
+
+    /// Why no task may be submitted now, if so.
+    #[inline]
+    fn closed(&self) -> Option<&'static str> {
+        if self.sleep().is_shutdown() {
+            Some("the runtime is shutting down")
+        } else if self.is_interrupted() {
+            Some(INTERRUPTED)
+        } else {
+            None
+        }
+    }
+
     /// Refuse every task once the runtime shuts down or is interrupted, and
     /// a task whose builder found it invalid.
-    #[inline]
+    #[inline(always)]
     fn check_open(&self, task: &TaskBuilder) -> Result<(), Error> {
-        if self.sleep().is_shutdown() {
-            return Err(submit_error(task, "the runtime is shutting down".into()));
-        }
-        if self.is_interrupted() {
-            return Err(submit_error(task, INTERRUPTED.into()));
+        if let Some(reason) = self.closed() {
+            return Err(submit_error(task, reason.into()));
         }
         if let Some(reason) = task.rare.as_deref().and_then(|r| r.invalid.as_ref()) {
             return Err(submit_error(task, reason.clone()));
@@ -129,7 +230,7 @@ impl Shared {
     /// Reject foreign and duplicate handles, and explicit predecessors of
     /// another runtime, before touching any state (typed bodies rely on it:
     /// a duplicate would alias a `&mut`). Returns the lock order.
-    #[inline]
+    #[inline(always)]
     fn check_accesses(&self, task: &TaskBuilder) -> Result<LockOrder, Error> {
         let accesses = &task.declared.accesses;
         // Each handle's id read once, and sorted as plain numbers: sorting
@@ -185,7 +286,7 @@ impl Shared {
     /// (its own or its codelet's), no device body for a device here, and a
     /// codelet not declared empty ([`Codelet::empty`](crate::Codelet::empty)).
     /// A simulated runtime runs no body, so it takes any task.
-    #[inline]
+    #[inline(always)]
     fn check_runnable(&self, task: &TaskBuilder) -> Result<(), Error> {
         let bodies = &task.codelet.bodies;
         if task.once.cpu.is_some() || bodies.cpu.is_some() || bodies.empty || self.sim().is_some() {
@@ -196,7 +297,7 @@ impl Shared {
 
     /// Refuse a team task whose smallest team is larger than this runtime's
     /// CPU workers (it could never be recruited).
-    #[inline]
+    #[inline(always)]
     fn check_team(&self, task: &TaskBuilder) -> Result<(), Error> {
         match team_of(task) {
             Some(t) if t.min() > self.cpu_workers() => Err(submit_error(
@@ -256,7 +357,7 @@ impl Shared {
 
     /// The task's node (from the pool), and what the builder carries for
     /// the edges.
-    #[inline]
+    #[inline(always)]
     fn make_node(&self, mut task: TaskBuilder) -> (Arc<TaskNode>, Explicit) {
         let team = team_of(&task);
         let rendezvous = task.rare.as_mut().and_then(|r| r.rendezvous.take());
@@ -278,10 +379,7 @@ impl Shared {
                 after: r.after,
                 satisfied: r.satisfied_preds,
             },
-            None => Explicit {
-                after: Vec::new(),
-                satisfied: Vec::new(),
-            },
+            None => Explicit::none(),
         };
         let flops = flops
             .or_else(|| codelet.bodies.flops.as_ref().map(|f| f(&*params)))
@@ -315,7 +413,7 @@ impl Shared {
 
     /// Keep the sorted, deduplicated predecessor ids for traces and DOT
     /// export (only when either is on).
-    #[inline]
+    #[inline(always)]
     fn record_preds(&self, node: &TaskNode, preds: Option<PredBuilder>) {
         let Some(mut preds) = preds else {
             return;
@@ -331,7 +429,7 @@ impl Shared {
     /// is ready: hand it to the policy. A body's submission goes to its
     /// worker's own queue (its data is hot there); that worker is busy
     /// running the body, so the task is offered to a sleeper too.
-    #[inline]
+    #[inline(always)]
     fn release_submitters_count(&self, node: Arc<TaskNode>) {
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             let pushed = match crate::worker::current(self.id()) {
@@ -435,7 +533,7 @@ impl<'n> Edges<'n> {
 
     /// Edges the builder gave: `after` (they carry failures), and the
     /// satisfied predecessors a front-end recorded (traces only).
-    #[inline]
+    #[inline(always)]
     fn link_explicit(&mut self, explicit: Explicit) {
         for t in &explicit.after {
             self.link(&t.node, true, false);

@@ -10,7 +10,10 @@
 //! partially satisfied task: memory is O(ready window), not O(tasks). Classes
 //! that number their tasks ([`TaskClasses::slot`]) trade that for speed: one
 //! atomic counter per task for the whole run, and no lock or hashing on the
-//! release path.
+//! release path; if they also order their data
+//! ([`TaskClasses::described_order`]), a task may be made when its first
+//! predecessor ends and submitted when its last does ("made ahead",
+//! [`Unfolder::satisfy`]).
 //!
 //! Ownership: each task has an `owner` (an MPI rank later; 0 here). A run for
 //! rank `r` instantiates only the tasks `r` owns; a successor owned elsewhere
@@ -32,12 +35,14 @@ use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crossbeam_utils::atomic::AtomicCell;
 use crossbeam_utils::CachePadded;
 use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::runtime::{Runtime, Submitter};
+use crate::stf::Prepared;
 use crate::task::TaskBuilder;
 use crate::util::lock;
 
@@ -122,8 +127,10 @@ impl DescribedOrder {
     ///   runtime directly, or by another run) declares any of that data,
     ///   and none of it is unregistered.
     ///
-    /// A task is made only after all its predecessors' bodies have ended,
-    /// so such a path orders the two tasks' bodies. Break the contract and
+    /// A task is submitted only after all its predecessors' bodies have
+    /// ended (it may be made earlier, "made ahead" on
+    /// [`Unfolder::satisfy`], but its body cannot start before), so such a
+    /// path orders the two tasks' bodies. Break the contract and
     /// two bodies may hold the same data at once, one of them mutably:
     /// undefined behaviour. [`check_order`] checks the first two points on
     /// an unrolled instance.
@@ -131,6 +138,10 @@ impl DescribedOrder {
         DescribedOrder(())
     }
 }
+
+// A made-ahead task moves in and out of its cell with one atomic swap (a
+// pointer), never through the cell's fallback lock.
+const _: () = assert!(AtomicCell::<Option<Prepared>>::is_lock_free());
 
 /// A counter of [`Unfolder::counters`]: 0 until one of the task's
 /// predecessors finishes; then `STARTED` and the predecessors still to
@@ -163,6 +174,9 @@ pub struct UnfoldStats {
     pub peak_pending: usize,
     /// Edges whose successor is owned by another rank.
     pub remote_edges: usize,
+    /// Tasks made ahead: by their first predecessor to finish, and
+    /// submitted by their last (see [`Unfolder::satisfy`]).
+    pub made_ahead: usize,
 }
 
 /// The lazy unfolding state of one run on one rank.
@@ -178,6 +192,11 @@ pub struct Unfolder<C: TaskClasses> {
     /// (empty when the classes number none, or when tracing: traces need
     /// the predecessors' ids, which only `pending` keeps).
     counters: Box<[std::sync::atomic::AtomicU32]>,
+    /// Per numbered task, the task made ahead (see "Made ahead" on
+    /// [`satisfy`](Self::satisfy)) until its last predecessor submits it.
+    /// Empty unless the classes number their tasks and order their data
+    /// ([`TaskClasses::described_order`]).
+    ahead: Box<[AtomicCell<Option<Prepared>>]>,
     /// Keep the ids of satisfied predecessors (when the runtime traces), so
     /// traces show the symbolic edges.
     keep_preds: bool,
@@ -192,6 +211,8 @@ pub struct Unfolder<C: TaskClasses> {
     peak_pending: CachePadded<AtomicUsize>,
     /// Per worker (`crate::counter`): the workers make tasks at once.
     instantiated: crate::counter::Sharded,
+    /// Of them, made ahead (per worker too).
+    made_ahead: crate::counter::Sharded,
     remote_edges: CachePadded<AtomicUsize>,
     /// First submission error raised inside a body (reported by `run`).
     error: Mutex<Option<Error>>,
@@ -241,10 +262,20 @@ impl<C: TaskClasses> Unfolder<C> {
         let keep_preds = rt.keeps_preds();
         let slots = if keep_preds { 0 } else { classes.slots() };
         let ordered = classes.described_order().is_some();
+        // Tasks are made ahead only when no handle orders them (an
+        // unordered task's edges come from the handles' state when it is
+        // submitted, `Shared::prepare`), and in one process (see "Made
+        // ahead" on `satisfy`).
+        let ahead = if ordered && remote.is_none() {
+            slots
+        } else {
+            0
+        };
         Arc::new(Unfolder {
             counters: (0..slots)
                 .map(|_| std::sync::atomic::AtomicU32::new(0))
                 .collect(),
+            ahead: (0..ahead).map(|_| AtomicCell::new(None)).collect(),
             classes,
             rank,
             submitter: rt.submitter(),
@@ -256,6 +287,7 @@ impl<C: TaskClasses> Unfolder<C> {
             pending_len: CachePadded::new(AtomicUsize::new(0)),
             peak_pending: CachePadded::new(AtomicUsize::new(0)),
             instantiated: crate::counter::Sharded::default(),
+            made_ahead: crate::counter::Sharded::default(),
             remote_edges: CachePadded::new(AtomicUsize::new(0)),
             error: Mutex::new(None),
             done: CachePadded::new(AtomicUsize::new(0)),
@@ -278,8 +310,34 @@ impl<C: TaskClasses> Unfolder<C> {
     /// One predecessor of `key` finished (locally, or on another rank);
     /// `pred` is its task id, if known. Instantiates `key` when it was the
     /// last one.
+    ///
+    /// **Made ahead.** In one process, a numbered task of ordered classes
+    /// is made (checked, its node built) by its *first* predecessor to
+    /// finish when that predecessor's worker has nothing else queued, and
+    /// only submitted by its last (`Shared::prepare`). Making a task costs
+    /// a few thousand instructions (the classes' `task` and the node); made
+    /// by the last predecessor, they lie between that predecessor's end and
+    /// the task's start. Made ahead, they fill the time the first
+    /// predecessor's worker would spend waiting for the others (Task
+    /// Bench's `stencil_1d` on 2 workers: one worker's task of a step ends
+    /// while the other's still runs, and each worker then makes one of the
+    /// next step's tasks, in parallel). A worker with tasks queued makes
+    /// nothing ahead (one worker, or an over-decomposed graph): there the
+    /// making would delay its next task and save none. The counter then
+    /// starts with one count more, the maker's, dropped once the task is
+    /// stored in `ahead`: whichever decrement reaches zero finds it there
+    /// and submits it. A task made ahead is not in flight: if a
+    /// predecessor fails (its successors are never satisfied), it is
+    /// dropped unrun at the end of the run (`discard_ahead`), as a task
+    /// never made would not exist. Distributed runs make nothing ahead: on
+    /// 2 ranks sharing 2 cores a step was slower with it (the remote
+    /// predecessor's message and the local one end together there).
     pub fn satisfy(self: &Arc<Self>, key: C::Key, pred: Option<u64>) {
-        if let Some(counter) = self.classes.slot(&key).and_then(|i| self.counters.get(i)) {
+        if let Some((slot, counter)) = self
+            .classes
+            .slot(&key)
+            .and_then(|i| self.counters.get(i).map(|c| (i, c)))
+        {
             // The first predecessor to finish asks for the count and starts
             // the counter at the predecessors left; the others count down
             // without asking (`predecessor_count` is the classes' code, a
@@ -295,7 +353,7 @@ impl<C: TaskClasses> Unfolder<C> {
                         "{key:?} has a predecessor but predecessor_count says 0"
                     );
                     assert!(
-                        total <= COUNT as usize,
+                        total < COUNT as usize,
                         "{key:?} has {total} predecessors, more than the unfolding counts"
                     );
                     if total == 1 {
@@ -303,12 +361,18 @@ impl<C: TaskClasses> Unfolder<C> {
                         // count of one left, so the branch below makes it.
                         STARTED | 1
                     } else {
+                        // Made ahead only where the making fills a wait
+                        // (see above): then the counter holds the other
+                        // predecessors' counts and the maker's.
+                        let ahead = slot < self.ahead.len() && self.submitter.worker_would_wait();
+                        let left = total - 1 + usize::from(ahead);
                         match counter.compare_exchange(
                             0,
-                            STARTED | (total - 1) as u32,
+                            STARTED | left as u32,
                             Ordering::AcqRel,
                             Ordering::Acquire,
                         ) {
+                            Ok(_) if ahead => return self.make_ahead(slot, key),
                             Ok(_) => return,
                             // Another predecessor started it meanwhile.
                             Err(_) => counter.fetch_sub(1, Ordering::AcqRel),
@@ -319,7 +383,7 @@ impl<C: TaskClasses> Unfolder<C> {
             };
             if before & COUNT == 1 {
                 counter.store(MADE, Ordering::Relaxed);
-                self.instantiate(key, Vec::new());
+                self.submit_numbered(slot, key);
             }
             return;
         }
@@ -366,6 +430,15 @@ impl<C: TaskClasses> Unfolder<C> {
     }
 
     fn instantiate(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) {
+        let task = self.task_of(key, preds);
+        if let Err(e) = self.submitter.submit(task) {
+            self.fail(e);
+        }
+    }
+
+    /// The task of `key`, which releases its successors when its body
+    /// succeeds; `preds`: its satisfied predecessors' ids (traces only).
+    fn task_of(self: &Arc<Self>, key: C::Key, preds: Vec<u64>) -> TaskBuilder {
         let mut task = self.classes.task(&key);
         if !preds.is_empty() {
             // Only traced runs keep them: no box for the others.
@@ -378,8 +451,59 @@ impl<C: TaskClasses> Unfolder<C> {
         let me = Arc::clone(self);
         task.add_then(move |id| me.release_successors(&key, id));
         self.instantiated.add(1);
-        if let Err(e) = self.submitter.submit(task) {
-            lock(&self.error).get_or_insert(e);
+        task
+    }
+
+    /// Keep the first submission error (reported by the run).
+    fn fail(&self, e: Error) {
+        lock(&self.error).get_or_insert(e);
+    }
+
+    /// Make the numbered task `key` ahead (its counter started with the
+    /// maker's count, see [`satisfy`](Self::satisfy)), store it, then drop
+    /// the maker's count: if the other predecessors all finished meanwhile,
+    /// submit it here.
+    fn make_ahead(self: &Arc<Self>, slot: usize, key: C::Key) {
+        match self
+            .submitter
+            .prepare(self.task_of(key.clone(), Vec::new()))
+        {
+            Ok(task) => {
+                self.ahead[slot].store(Some(task));
+                self.made_ahead.add(1);
+            }
+            Err(e) => self.fail(e),
+        }
+        // AcqRel: the decrement that reaches zero reads the store above.
+        if self.counters[slot].fetch_sub(1, Ordering::AcqRel) & COUNT == 1 {
+            self.counters[slot].store(MADE, Ordering::Relaxed);
+            self.submit_numbered(slot, key);
+        }
+    }
+
+    /// The numbered task `key`'s last count dropped: submit it, made ahead
+    /// or now.
+    fn submit_numbered(self: &Arc<Self>, slot: usize, key: C::Key) {
+        let made = self.ahead.get(slot).and_then(AtomicCell::take);
+        match made {
+            Some(task) => {
+                if let Err(e) = self.submitter.submit_prepared(task) {
+                    self.fail(e);
+                }
+            }
+            // One predecessor, no making ahead, or its making failed (the
+            // error is kept; making it again reports the same).
+            None => self.instantiate(key, Vec::new()),
+        }
+    }
+
+    /// Drop the tasks made ahead and never submitted (a predecessor failed,
+    /// or the run was cut short): called once the run's tasks are done, so
+    /// nothing submits one any more. Each holds this unfolder (its release
+    /// of successors): kept, they would keep it alive.
+    pub(crate) fn discard_ahead(&self) {
+        for a in self.ahead.iter() {
+            drop(a.take());
         }
     }
 
@@ -467,6 +591,7 @@ impl<C: TaskClasses> Unfolder<C> {
             instantiated: self.instantiated.sum() as usize,
             peak_pending: self.peak_pending.load(Ordering::Relaxed),
             remote_edges: self.remote_edges.load(Ordering::Relaxed),
+            made_ahead: self.made_ahead.sum() as usize,
         }
     }
 }
@@ -484,7 +609,9 @@ pub fn run_rank<C: TaskClasses>(
 ) -> Result<UnfoldStats, Error> {
     let unfolder = Unfolder::new(rt, classes, rank, None);
     unfolder.start();
-    rt.wait_all()?;
+    let waited = rt.wait_all();
+    unfolder.discard_ahead();
+    waited?;
     if let Some(e) = unfolder.take_error() {
         return Err(e);
     }
@@ -1150,6 +1277,120 @@ mod tests {
             "{e}"
         );
         check_order(&Fields::new(&rt, 3, 4, 2)).unwrap();
+    }
+
+    /// Task `c` follows `a` and `b`, and `a` names `c` before `b` (which
+    /// `a` releases): with one worker, `a`'s release finds nothing queued
+    /// when it satisfies `c`, so `c` is made ahead, and `b`'s end submits
+    /// it. `fail_b`: `b` fails instead.
+    struct Join {
+        cl: Codelet<()>,
+        log: Arc<Mutex<Vec<char>>>,
+        fail_b: bool,
+    }
+
+    impl TaskClasses for Join {
+        type Key = char;
+        fn roots(&self) -> Vec<char> {
+            vec!['x']
+        }
+        fn predecessor_count(&self, k: &char) -> usize {
+            match k {
+                'x' => 0,
+                'c' => 2,
+                _ => 1,
+            }
+        }
+        fn successors(&self, k: &char, out: &mut Vec<char>) {
+            out.extend(match k {
+                'x' => &['a'][..],
+                'a' => &['c', 'b'][..],
+                'b' => &['c'][..],
+                _ => &[][..],
+            });
+        }
+        fn task(&self, &k: &char) -> TaskBuilder {
+            let (log, fail) = (Arc::clone(&self.log), self.fail_b && k == 'b');
+            Task::new(&self.cl, ())
+                .cpu(move |()| match fail {
+                    true => Err("failed on purpose".into()),
+                    false => {
+                        lock(&log).push(k);
+                        Ok(())
+                    }
+                })
+                .into()
+        }
+        fn slots(&self) -> usize {
+            4
+        }
+        fn slot(&self, k: &char) -> Option<usize> {
+            "xabc".find(*k)
+        }
+        fn described_order(&self) -> Option<DescribedOrder> {
+            // SAFETY: the tasks declare no data.
+            Some(unsafe { DescribedOrder::new() })
+        }
+    }
+
+    fn join(fail_b: bool) -> Arc<Join> {
+        Arc::new(Join {
+            cl: Codelet::new("join"),
+            log: Arc::default(),
+            fail_b,
+        })
+    }
+
+    #[test]
+    fn a_task_made_ahead_runs_once_after_its_last_predecessor() {
+        let rt = Runtime::new(Config::with_workers(1)).unwrap();
+        let j = join(false);
+        let stats = run(&rt, Arc::clone(&j)).unwrap();
+        assert_eq!((stats.instantiated, stats.made_ahead), (4, 1), "{stats:?}");
+        assert_eq!(*lock(&j.log), ['x', 'a', 'b', 'c']);
+        // The unfolder, which the task made ahead held, is gone.
+        assert_eq!(Arc::strong_count(&j), 1);
+        // Without the promise (inferred order) nothing is made ahead.
+        struct Plain(Arc<Join>);
+        impl TaskClasses for Plain {
+            type Key = char;
+            fn roots(&self) -> Vec<char> {
+                self.0.roots()
+            }
+            fn predecessor_count(&self, k: &char) -> usize {
+                self.0.predecessor_count(k)
+            }
+            fn successors(&self, k: &char, out: &mut Vec<char>) {
+                self.0.successors(k, out)
+            }
+            fn task(&self, k: &char) -> TaskBuilder {
+                self.0.task(k)
+            }
+            fn slots(&self) -> usize {
+                4
+            }
+            fn slot(&self, k: &char) -> Option<usize> {
+                self.0.slot(k)
+            }
+        }
+        let stats = run(&rt, Arc::new(Plain(join(false)))).unwrap();
+        assert_eq!((stats.instantiated, stats.made_ahead), (4, 0), "{stats:?}");
+    }
+
+    /// A predecessor of a task made ahead fails: the run ends with its
+    /// error (the task made ahead is not in flight, so nothing waits for
+    /// it), the task never runs, and dropping it lets the unfolder go.
+    #[test]
+    fn a_task_made_ahead_whose_predecessor_fails_is_dropped_unrun() {
+        let rt = Runtime::new(Config::with_workers(1)).unwrap();
+        let j = join(true);
+        let e = within_a_minute({
+            let j = Arc::clone(&j);
+            move || run(&rt, j).unwrap_err().to_string()
+        });
+        assert!(e.contains("failed on purpose"), "{e}");
+        assert_eq!(*lock(&j.log), ['x', 'a']);
+        assert_eq!(Arc::strong_count(&j), 1, "the unfolder was kept alive");
     }
 
     /// A failed task of a run with a described order poisons the data it

@@ -83,6 +83,12 @@ impl Current {
         unsafe { (*self.queue).push(task) }
     }
 
+    /// Whether tasks visibly wait for this worker ([`WorkerQueue::has_more`]).
+    pub(crate) fn has_more(&self) -> bool {
+        // SAFETY: as `push`.
+        unsafe { (*self.queue).has_more() }
+    }
+
     /// Run `task`, a receive its message just made ready, on this worker
     /// now, from inside its poll of the network, if the worker is polling
     /// from its idle path and the task can run here as it would after a

@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 
 use super::{Runtime, Shared};
 use crate::error::Error;
+use crate::stf::Prepared;
 use crate::task::{TaskBuilder, TaskHandle, TaskNode};
 
 /// Submits tasks to a runtime from anywhere, task bodies included. Holds the
@@ -55,15 +56,47 @@ impl Submitter {
         let task = task.into();
         with_runtime(&self.0, |shared| match shared {
             Some(shared) => shared.submit(task),
-            None => Err(Error::Submit {
-                task: task.display_name(),
-                reason: "the runtime was dropped".into(),
-            }),
+            None => Err(dropped(task.display_name())),
         })
     }
 }
 
+/// A submission's error once the runtime is gone.
+fn dropped(task: String) -> Error {
+    Error::Submit {
+        task,
+        reason: "the runtime was dropped".into(),
+    }
+}
+
 impl Submitter {
+    /// [`Shared::prepare`] on the runtime: a task made, not yet submitted.
+    pub(crate) fn prepare(&self, task: TaskBuilder) -> Result<Prepared, Error> {
+        with_runtime(&self.0, |shared| match shared {
+            Some(shared) => shared.prepare(task),
+            None => Err(dropped(task.display_name())),
+        })
+    }
+
+    /// Whether this thread is a worker of the runtime, running a body (or
+    /// polling the network), with no task visibly waiting for it: work
+    /// done here now delays no other task of this worker.
+    pub(crate) fn worker_would_wait(&self) -> bool {
+        with_runtime(&self.0, |shared| {
+            shared
+                .and_then(|s| crate::worker::current(s.id()))
+                .is_some_and(|w| !w.has_more())
+        })
+    }
+
+    /// [`Shared::submit_prepared`] on the runtime.
+    pub(crate) fn submit_prepared(&self, prepared: Prepared) -> Result<(), Error> {
+        with_runtime(&self.0, |shared| match shared {
+            Some(shared) => shared.submit_prepared(prepared),
+            None => Err(dropped(prepared.display_name())),
+        })
+    }
+
     /// [`Shared::write_now`] on the runtime: `None` (nothing written) if it
     /// is gone or the data is in use.
     pub(crate) fn write_now(

@@ -202,6 +202,8 @@ pub(crate) struct NodeParts {
 unsafe impl Sync for TaskNode {}
 
 impl TaskNode {
+    /// Inlined always: see `stf.rs`.
+    #[inline(always)]
     pub(crate) fn new(id: u64, p: NodeParts) -> TaskNode {
         let cpu_body = p.once.cpu.is_some() || p.codelet.bodies.cpu.is_some();
         // An ordered task is no handle's last writer.

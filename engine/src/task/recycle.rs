@@ -77,7 +77,8 @@ impl Default for NodePool {
 
 impl NodePool {
     /// `node` in a shared allocation: a pooled one when there is one.
-    #[inline]
+    /// Inlined always: see `stf.rs`.
+    #[inline(always)]
     pub(crate) fn make(&self, node: TaskNode) -> Arc<TaskNode> {
         let local = LOCAL
             .try_with(|l| {
