@@ -330,8 +330,10 @@ impl<C: TaskClasses> Unfolder<C> {
     /// predecessor fails (its successors are never satisfied), it is
     /// dropped unrun at the end of the run (`discard_ahead`), as a task
     /// never made would not exist. Distributed runs make nothing ahead: on
-    /// 2 ranks sharing 2 cores a step was slower with it (the remote
-    /// predecessor's message and the local one end together there).
+    /// 2 ranks sharing 2 cores it did not shorten a `stencil_1d` step
+    /// (medians of 14 alternated runs: 1.02 and 0.95 of the time without,
+    /// empty tasks and `-iter 1024`), the remote predecessor's message and
+    /// the local one ending together there.
     pub fn satisfy(self: &Arc<Self>, key: C::Key, pred: Option<u64>) {
         if let Some((slot, counter)) = self
             .classes
