@@ -80,6 +80,9 @@ pub trait TaskClasses: Send + Sync + 'static {
     /// (one `u32` per number, for the whole run) instead of a locked map
     /// holding only the partially satisfied tasks: no lock and no hashing
     /// on the release path, for memory O(tasks) instead of O(ready window).
+    /// With [`described_order`](Self::described_order) too, a one-process
+    /// run also keeps a pointer per number, for tasks made ahead (see
+    /// [`Unfolder::satisfy`]): 12 bytes per number in all.
     /// A key without a number (or a number out of range) uses the map.
     fn slot(&self, _key: &Self::Key) -> Option<usize> {
         None
