@@ -123,7 +123,8 @@ impl Shared {
             node.pending.fetch_add(1, Ordering::Relaxed);
             Arc::clone(&node)
         });
-        self.count_and_link(&node, explicit, &mut locked);
+        self.count_submitted();
+        self.link_edges(&node, explicit, &mut locked);
         drop(locked);
         self.release_submitters_count(node);
         Ok((handle, held_node))
@@ -144,12 +145,11 @@ impl Shared {
         Ok((node, explicit, order))
     }
 
-    /// Count `node` in flight and link its edges: the explicit ones, and
-    /// those each locked handle gives (then unlocked). The guards are
-    /// borrowed, not moved: moving the inline list copied it whole.
-    #[inline]
-    fn count_and_link(&self, node: &Arc<TaskNode>, explicit: Explicit, locked: &mut Locked<'_>) {
-        self.count_submitted();
+    /// Link `node`'s edges: the explicit ones, and those each locked handle
+    /// gives (then unlocked). The guards are borrowed, not moved: moving the
+    /// inline list copied it whole.
+    #[inline(always)]
+    fn link_edges(&self, node: &Arc<TaskNode>, explicit: Explicit, locked: &mut Locked<'_>) {
         let mut edges = Edges::new(node, self.trace().is_some() || self.graph().is_some());
         edges.link_explicit(explicit);
         for (i, deps) in locked.iter_mut() {
@@ -179,9 +179,7 @@ impl Shared {
             ));
         }
         let (node, explicit, _) = self.make_checked(task)?;
-        let mut edges = Edges::new(&node, self.trace().is_some() || self.graph().is_some());
-        edges.link_explicit(explicit);
-        self.record_preds(&node, edges.preds);
+        self.link_edges(&node, explicit, &mut Locked::new());
         Ok(Prepared(node))
     }
 

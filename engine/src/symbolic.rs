@@ -268,7 +268,8 @@ impl<C: TaskClasses> Unfolder<C> {
         // Tasks are made ahead only when no handle orders them (an
         // unordered task's edges come from the handles' state when it is
         // submitted, `Shared::prepare`), and in one process (see "Made
-        // ahead" on `satisfy`).
+        // ahead" on `satisfy`; a distributed run would also have to drop
+        // them when it ends, as `run_rank` does with `discard_ahead`).
         let ahead = if ordered && remote.is_none() {
             slots
         } else {
@@ -506,7 +507,7 @@ impl<C: TaskClasses> Unfolder<C> {
     /// or the run was cut short): called once the run's tasks are done, so
     /// nothing submits one any more. Each holds this unfolder (its release
     /// of successors): kept, they would keep it alive.
-    pub(crate) fn discard_ahead(&self) {
+    fn discard_ahead(&self) {
         for a in self.ahead.iter() {
             drop(a.take());
         }

@@ -555,11 +555,7 @@ where
         let waited = net.wait_until(&wake, || {
             unfolder.done() >= owned || rt.has_failures() || unfolder.has_error()
         });
-        let ended = finish(rt, net, unfolder, owned, waited);
-        // Its tasks are done: none made ahead is submitted any more (a
-        // distributed run makes none today; see `Unfolder::satisfy`).
-        unfolder.discard_ahead();
-        if let Err(e) = ended {
+        if let Err(e) = finish(rt, net, unfolder, owned, waited) {
             self.ch.close();
             return Err(e);
         }
