@@ -615,7 +615,8 @@ fn distributed_lu_with_panel_teams_is_bit_identical_to_one_process() {
 /// A traced distributed LU: each rank records the remote edges it received
 /// as edges from the sender's task, so the merged trace links tasks across
 /// ranks (one critical path through both) and no edge names a wrong or
-/// unknown task; each rank's own trace has no unknown edge either.
+/// unknown task; each rank's own trace has no unknown edge either; each
+/// remote edge's latency splits by its message.
 #[test]
 fn traced_distributed_lu_merges_into_one_dag() {
     use tessera_engine::trace::{self, RANK_ID_SHIFT};
@@ -662,6 +663,15 @@ fn traced_distributed_lu_merges_into_one_dag() {
             own_paths.iter().all(|&p| path >= p),
             "{path} < {own_paths:?}"
         );
+        // Every remote edge's message names its sending task on both ranks
+        // (`MessageRecord::task`), so each splits into the sender's, the
+        // network's and the receiver's parts; the first and last are read
+        // on one rank's clock each, and the sending task ends before its
+        // message leaves, which comes before its receiver starts.
+        let remote = s.remote_edges.unwrap();
+        let split = remote.split.expect("the edges' messages name their tasks");
+        assert_eq!(split.count, remote.count);
+        assert!(split.sender >= 0 && split.receiver >= 0, "{split:?}");
     });
 }
 

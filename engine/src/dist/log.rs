@@ -32,18 +32,36 @@ impl MessageLog {
     }
 
     /// A message of `bytes` to `peer`, packed since `start`, handed to the
-    /// transport now.
-    pub fn send(&self, peer: usize, kind: &str, bytes: usize, start: Tick) {
-        self.push(MessageDir::Send, peer, kind, bytes, Some(start));
+    /// transport now; `task`: the task whose end sent it, if it is a
+    /// remote edge's (`MessageRecord::task`).
+    pub fn send(&self, peer: usize, kind: &str, bytes: usize, start: Tick, task: Option<u64>) {
+        self.push(MessageDir::Send, peer, kind, bytes, Some(start), task);
     }
 
     /// A message of `bytes` from `peer`, here now; `waited_since`: when this
-    /// rank began waiting for it (`None`: nobody was waiting yet).
-    pub fn recv(&self, peer: usize, kind: &str, bytes: usize, waited_since: Option<Tick>) {
-        self.push(MessageDir::Recv, peer, kind, bytes, waited_since);
+    /// rank began waiting for it (`None`: nobody was waiting yet); `task`:
+    /// the sending rank's task it comes from, if known
+    /// (`MessageRecord::task`).
+    pub fn recv(
+        &self,
+        peer: usize,
+        kind: &str,
+        bytes: usize,
+        waited_since: Option<Tick>,
+        task: Option<u64>,
+    ) {
+        self.push(MessageDir::Recv, peer, kind, bytes, waited_since, task);
     }
 
-    fn push(&self, dir: MessageDir, peer: usize, kind: &str, bytes: usize, start: Option<Tick>) {
+    fn push(
+        &self,
+        dir: MessageDir,
+        peer: usize,
+        kind: &str,
+        bytes: usize,
+        start: Option<Tick>,
+        task: Option<u64>,
+    ) {
         let end = self.log.now();
         let start = start.map_or(end, |t| t.0.min(end));
         lock(&self.log.messages).push(MessageRecord {
@@ -54,6 +72,7 @@ impl MessageLog {
             bytes: bytes as u64,
             start,
             end,
+            task,
         });
     }
 }

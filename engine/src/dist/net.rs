@@ -495,7 +495,7 @@ impl Channel {
 
     /// [`send`](Self::send), recorded as packed since `start`.
     pub(crate) fn send_since(&self, to: usize, w: Writer, start: Option<Tick>) {
-        self.send_split_since(to, w, None, start);
+        self.send_split_since(to, w, None, start, None);
     }
 
     /// [`send_since`](Self::send_since); with `head`, the message's bytes
@@ -508,6 +508,7 @@ impl Channel {
         w: Writer,
         head: Option<usize>,
         start: Option<Tick>,
+        task: Option<u64>,
     ) {
         // Virtual bytes the message stands for (simulated time only).
         let charged = w.1;
@@ -521,7 +522,7 @@ impl Channel {
             _ => self.shared.transport.send(to, msg),
         }
         if let (Some(log), Some(start)) = (log, start) {
-            log.send(to, self.kind, bytes, start);
+            log.send(to, self.kind, bytes, start, task);
         }
     }
 
@@ -554,6 +555,7 @@ impl Channel {
         w: Writer,
         tail: super::Lent,
         start: Option<Tick>,
+        task: Option<u64>,
     ) {
         let msg = w.finish();
         let log = self.shared.message_log();
@@ -561,7 +563,7 @@ impl Channel {
         let bytes = msg.len() + tail.len();
         self.shared.transport.send_lent(to, msg, tail);
         if let (Some(log), Some(start)) = (log, start) {
-            log.send(to, self.kind, bytes, start);
+            log.send(to, self.kind, bytes, start, task);
         }
     }
 
@@ -590,7 +592,15 @@ impl Channel {
     /// when messages are not recorded.
     pub fn record_recv(&self, from: usize, bytes: usize, waited_since: Option<Tick>) {
         if let Some(log) = self.shared.message_log() {
-            log.recv(from, self.kind, bytes, waited_since);
+            log.recv(from, self.kind, bytes, waited_since, None);
+        }
+    }
+
+    /// [`record_recv`](Self::record_recv) of a remote edge's message that
+    /// nobody waited for, from task `task` of rank `from` (`MessageRecord::task`).
+    pub(crate) fn record_edge_recv(&self, from: usize, bytes: usize, task: u64) {
+        if let Some(log) = self.shared.message_log() {
+            log.recv(from, self.kind, bytes, None, Some(task));
         }
     }
 }

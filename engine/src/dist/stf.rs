@@ -818,7 +818,7 @@ fn send_version(
         // with their length.
         let mut w = ch.writer(28);
         w.u32(DATA).u64(gid).u64(version).u64(tail.len() as u64);
-        ch.send_lent_since(to, w, tail, start);
+        ch.send_lent_since(to, w, tail, start, None);
         return Ok(());
     }
     let mut w = ch.writer(28 + data.bytes() as usize);
@@ -827,7 +827,7 @@ fn send_version(
     let head = w.0.len() + 8;
     data.pack(&mut w)?;
     let head = Some(head).filter(|&h| h < w.0.len());
-    ch.send_split_since(to, w, head, start);
+    ch.send_split_since(to, w, head, start, None);
     Ok(())
 }
 

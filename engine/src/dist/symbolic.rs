@@ -397,8 +397,8 @@ where
             let start = ch.now();
             let (msg, bytes, head, lent) = encode_items(ch, succ, id, &items)?;
             match lent {
-                Some(tail) => ch.send_lent_since(*rank, msg, tail, start),
-                None => ch.send_split_since(*rank, msg, head, start),
+                Some(tail) => ch.send_lent_since(*rank, msg, tail, start, Some(id)),
+                None => ch.send_split_since(*rank, msg, head, start, Some(id)),
             }
             let mut c = crate::util::lock(&counters2);
             c.messages += 1;
@@ -424,7 +424,7 @@ where
     let ch2 = ch.clone();
     // What a message does on arrival; `last_read`: its last data item was
     // already read into its copy (`read_in_place`), the message is its head.
-    let handle = move |from: usize, body: Arc<super::net::Message>, last_read: bool| {
+    let handle = move |from: usize, body: super::net::Message, last_read: bool| {
         let (done_peers, wake2) = (&peers2, &wake2);
         let result = (|| -> Result<(), String> {
             let mut r = Reader::new(&body);
@@ -434,13 +434,19 @@ where
                 wake2.1.notify_all();
                 return Ok(());
             }
-            // A remote edge's receive exists only once its message is here.
-            ch2.record_recv(from, body.len() + 4, None);
             let n_succ = r.u32()?;
             let succ = read_keys(&*classes2, me, from, n_succ, r.bytes()?)?;
             let pred = r.u64()?;
+            // A remote edge's receive exists only once its message is here;
+            // `pred` is the sender's task id: recorded as rank `from`'s
+            // task, so a merged trace links the right one.
+            let pred = crate::trace::model::remote_task_id(from, pred);
+            ch2.record_edge_recv(from, body.len() + 4, pred);
             let n = r.u32()?;
-            let mut receives: SmallVec<[TaskBuilder; 2]> = SmallVec::new();
+            // Items left to receive tasks: their data and where their bytes
+            // lie in the message, which the tasks then share (made shared,
+            // an allocation, only for them: most items are written now).
+            let mut later: SmallVec<[(DataRef, u64, std::ops::Range<usize>); 2]> = SmallVec::new();
             for i in 0..n {
                 let dk = r.u64()?;
                 if last_read && i + 1 == n {
@@ -460,12 +466,15 @@ where
                     }
                 }
                 let (len, end) = (bytes.len(), r.position());
-                let (msg, range) = (Arc::clone(&body), end - len..end);
-                receives.push(recv_task(&recv, data, dk, from, msg, range));
+                later.push((data, dk, end - len..end));
             }
-            // `pred` is the sender's task id: recorded as rank `from`'s
-            // task, so a merged trace links the right one.
-            let pred = crate::trace::model::remote_task_id(from, pred);
+            let mut receives: SmallVec<[TaskBuilder; 2]> = SmallVec::new();
+            if !later.is_empty() {
+                let body = Arc::new(body);
+                for (data, dk, range) in later {
+                    receives.push(recv_task(&recv, data, dk, from, Arc::clone(&body), range));
+                }
+            }
             if receives.is_empty() || !u2.ordered() {
                 // Inferred: each successor, made after the receives, follows
                 // them by the data it reads.
@@ -510,12 +519,12 @@ where
     );
     ch.on_message_split(
         // The items are read in place by their receive tasks (no copy).
-        move |from, body| whole(from, Arc::new(body), false),
+        move |from, body| whole(from, body, false),
         move |from, head, tail| match read_in_place(&*classes4, &submitter2, &head, tail) {
-            Ok(true) => handle(from, Arc::new(head), true),
+            Ok(true) => handle(from, head, true),
             Ok(false) => {
                 let body = super::net::Message::whole(tail.read_all(head.into_bytes()));
-                handle(from, Arc::new(body), false)
+                handle(from, body, false)
             }
             Err(e) => net3.abort(&format!("remote edge from rank {from}: {e}")),
         },

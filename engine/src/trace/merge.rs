@@ -166,6 +166,13 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
         for m in &mut t.messages {
             m.start = shifted(m.start)?;
             m.end = shifted(m.end)?;
+            // As an edge's end: the sender's own task, tagged with its
+            // rank; the receiver's names the sending rank's (`REMOTE_TASK`).
+            m.task = match m.task {
+                Some(x) if x & REMOTE_TASK != 0 => Some(x & !REMOTE_TASK),
+                Some(x) => Some(tag(m.rank, x)?),
+                None => None,
+            };
         }
         for r in &mut t.ranks {
             r.epoch_unix_ns = if r.epoch_unix_ns > 0 { epoch } else { 0 };
@@ -234,6 +241,7 @@ mod tests {
                 bytes: 8,
                 start: 10,
                 end: 20,
+                task: None,
             }],
             ranks: vec![RankInfo {
                 rank,

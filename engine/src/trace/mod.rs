@@ -24,7 +24,7 @@ pub use model::{
     remote_task_id, MessageDir, MessageRecord, Nanos, RankInfo, TaskRecord, Trace, TransferRecord,
     WorkerInfo, RANK_ID_SHIFT, REMOTE_TASK,
 };
-pub use remote::{edge_latency, remote_edges, EdgeLatency, RemoteEdge};
+pub use remote::{edge_latency, edge_split, remote_edges, EdgeLatency, EdgeSplit, RemoteEdge};
 pub use stats::{
     stats, CodeletStats, LatencySplit, RankStats, ReleaseLatency, TraceStats, TransferStats,
     WorkerStats,

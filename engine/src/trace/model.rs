@@ -126,6 +126,14 @@ pub struct MessageRecord {
     pub start: Nanos,
     /// See the type's doc.
     pub end: Nanos,
+    /// A symbolic remote edge's message (`dist::symbolic`): the task whose
+    /// end sent it. The sender records its own id; the receiver
+    /// [`remote_task_id`] of it (the sending rank's task); a merged trace
+    /// holds that task's merged id on both. `None` for other messages.
+    /// With it, a remote edge's latency splits into its sender's, the
+    /// network's and its receiver's parts (`remote::edge_split`).
+    #[serde(default)]
+    pub task: Option<u64>,
 }
 
 /// One execution track.

@@ -18,10 +18,13 @@
 //!   nothing rather than a guess. [`merge`](super::merge()) adds these pairs to
 //!   the merged trace's edges.
 //!
-//! The message records are not used: they do not name their tasks, and the
-//! data and edge channels record the sends of their end-of-run `DONE`s but
-//! not their receipt, so the i-th send and the i-th receive of a channel are
-//! not always one message.
+//! The message records are not used to find edges: most do not name their
+//! tasks, and the data and edge channels record the sends of their
+//! end-of-run `DONE`s but not their receipt, so the i-th send and the i-th
+//! receive of a channel are not always one message. A symbolic edge's
+//! records do name their sending task ([`MessageRecord::task`](super::model::MessageRecord::task)), on both
+//! ranks: with them an edge's latency splits into three parts
+//! ([`EdgeSplit`]).
 //!
 //! Latency of a remote edge: from the end of the sending task (for STF and
 //! halo sends, when the message was handed to the transport; for a symbolic
@@ -53,6 +56,33 @@ pub struct EdgeLatency {
     pub median: Option<i64>,
     /// 99th percentile latency (nearest rank); `None` without edges.
     pub p99: Option<i64>,
+    /// Where the time went, over the edges whose message names its
+    /// sending task (symbolic edges); `None` without such edges.
+    pub split: Option<EdgeSplit>,
+}
+
+/// A remote edge's latency in three parts, medians in ns (nearest rank)
+/// over the edges whose message records name the sending task
+/// ([`MessageRecord::task`](super::model::MessageRecord::task): a symbolic edge's). The parts are timed
+/// between the sending task's end, its message's hand-over to the
+/// transport (the end of the send record), its routing on the receiving
+/// rank (the receive record) and the receiving task's start. The first
+/// and last are read on one rank's clock each; the network's part spans
+/// both, so it takes the merged clock's error (the two ranks' epochs).
+/// Medians of parts need not add up to the median of the whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeSplit {
+    /// Edges split.
+    pub count: usize,
+    /// The sending task's end to its message handed to the transport:
+    /// finding the successors, packing, posting.
+    pub sender: i64,
+    /// Handed over to routed on the receiving rank: the transport, and
+    /// until the receiving rank looked.
+    pub network: i64,
+    /// Routed to the receiving task's start: writing the data, making and
+    /// queueing the task, and any wait for a free worker.
+    pub receiver: i64,
 }
 
 /// The rank of each task (from its worker).
@@ -119,7 +149,60 @@ pub fn edge_latency(trace: &Trace, edges: &[RemoteEdge]) -> EdgeLatency {
         count: v.len(),
         median: nearest_rank(&v, 0.5),
         p99: nearest_rank(&v, 0.99),
+        split: edge_split(trace, edges),
     }
+}
+
+/// [`EdgeSplit`] of `edges`: each edge whose sending task's id names
+/// exactly one send record of its rank to the receiving rank, and exactly
+/// one receive record of the receiving rank from it (a task id seen twice,
+/// as two runs in one file would give, splits nothing rather than guess).
+pub fn edge_split(trace: &Trace, edges: &[RemoteEdge]) -> Option<EdgeSplit> {
+    use super::model::MessageDir;
+    let ranks = task_ranks(trace);
+    // (task id, sending rank, receiving rank, direction) → the record's
+    // end, `None` once seen twice.
+    let mut records: HashMap<(u64, u32, u32, MessageDir), Option<u64>> = HashMap::new();
+    for m in &trace.messages {
+        let Some(task) = m.task else { continue };
+        let (from, to) = match m.dir {
+            MessageDir::Send => (m.rank, m.peer),
+            MessageDir::Recv => (m.peer, m.rank),
+        };
+        records
+            .entry((task, from, to, m.dir))
+            .and_modify(|e| *e = None)
+            .or_insert(Some(m.end));
+    }
+    if records.is_empty() {
+        return None;
+    }
+    let (mut sender, mut network, mut receiver) = (Vec::new(), Vec::new(), Vec::new());
+    for e in edges {
+        let (s, r) = (&trace.tasks[e.from], &trace.tasks[e.to]);
+        let key = |dir| (s.id, ranks[e.from], ranks[e.to], dir);
+        let (Some(Some(sent)), Some(Some(routed))) = (
+            records.get(&key(MessageDir::Send)),
+            records.get(&key(MessageDir::Recv)),
+        ) else {
+            continue;
+        };
+        // Times are at most 2^53 ns (the readers' bound): no overflow.
+        let (end, sent, routed, start) =
+            (s.end as i64, *sent as i64, *routed as i64, r.start as i64);
+        sender.push(sent - end);
+        network.push(routed - sent);
+        receiver.push(start - routed);
+    }
+    for v in [&mut sender, &mut network, &mut receiver] {
+        v.sort_unstable();
+    }
+    Some(EdgeSplit {
+        count: sender.len(),
+        sender: nearest_rank(&sender, 0.5)?,
+        network: nearest_rank(&network, 0.5)?,
+        receiver: nearest_rank(&receiver, 0.5)?,
+    })
 }
 
 /// The `q` quantile of `sorted` by nearest rank; `None` when it is empty.
@@ -479,9 +562,10 @@ mod tests {
         assert_eq!(pairs(&t), [(0, 3), (1, 2)]);
     }
 
-    #[test]
-    fn edges_across_ranks_are_remote_edges() {
-        // A symbolic remote edge, as rank 1 records it, merged.
+    /// The traces of two ranks of a symbolic run, unmerged: rank 0's tasks 0
+    /// (0..10) and 1 (100..110), rank 1's task 0 (0..10), fed by rank 0's
+    /// task 1 as rank 1 records it.
+    fn symbolic_ranks() -> (Trace, Trace) {
         let mut r0 = three_ranks(&[(0, "k", ""), (0, "k", "")]);
         let mut r1 = three_ranks(&[(1, "k", "")]);
         for (t, rank) in [(&mut r0, 0u32), (&mut r1, 1)] {
@@ -497,6 +581,13 @@ mod tests {
         }
         r0.edges = vec![(0, 1)];
         r1.edges = vec![(crate::trace::model::remote_task_id(0, 1), 0)];
+        (r0, r1)
+    }
+
+    #[test]
+    fn edges_across_ranks_are_remote_edges() {
+        // A symbolic remote edge, as rank 1 records it, merged.
+        let (r0, r1) = symbolic_ranks();
         let m = merge(vec![r1, r0]).unwrap();
         let e = remote_edges(&m);
         assert_eq!(e.len(), 1, "{e:?}");
@@ -512,8 +603,72 @@ mod tests {
             EdgeLatency {
                 count: 0,
                 median: None,
-                p99: None
+                p99: None,
+                split: None,
             }
         );
+        assert_eq!(lat.split, None, "no message names the task");
+    }
+
+    /// A symbolic edge whose message both ranks recorded with its task
+    /// (`MessageRecord::task`, through a Chrome file and the merge) splits
+    /// into its sender's, network's and receiver's parts; a task that
+    /// names two messages to one rank splits nothing.
+    #[test]
+    fn a_symbolic_edge_splits_by_its_message() {
+        use crate::trace::model::{MessageDir, MessageRecord};
+        let msg = |rank, dir, start, end, task| MessageRecord {
+            rank,
+            peer: 1 - rank,
+            dir,
+            kind: "edge".into(),
+            bytes: 8,
+            start,
+            end,
+            task: Some(task),
+        };
+        let through_file = |t: &Trace| {
+            let mut json = Vec::new();
+            write_chrome_json(t, &mut json, &ChromeOptions::default()).unwrap();
+            crate::trace::read_chrome_json(&json[..]).unwrap()
+        };
+        let (mut r0, mut r1) = symbolic_ranks();
+        // Rank 0's task 1 ends at 110, its message is handed over at 125
+        // and routed on rank 1 at 160; rank 1's task starts at 200.
+        r0.messages = vec![msg(0, MessageDir::Send, 112, 125, 1)];
+        r1.messages = vec![msg(
+            1,
+            MessageDir::Recv,
+            160,
+            160,
+            crate::trace::model::remote_task_id(0, 1),
+        )];
+        r1.tasks[0].start = 200;
+        r1.tasks[0].end = 210;
+        let m = merge(vec![through_file(&r1), through_file(&r0)]).unwrap();
+        let lat = edge_latency(&m, &remote_edges(&m));
+        assert_eq!(lat.median, Some(90));
+        assert_eq!(
+            lat.split,
+            Some(EdgeSplit {
+                count: 1,
+                sender: 15,
+                network: 35,
+                receiver: 40,
+            })
+        );
+        let report = crate::trace::stats(&m).to_string();
+        assert!(
+            report.contains(
+                "split, medians over the 1 whose message names its task: sender 15 ns, network 35 ns, receiver 40 ns"
+            ),
+            "{report}"
+        );
+        // Rank 0 sent two messages of task 1 to rank 1 (two runs in one
+        // file): which one fed the edge is not known.
+        r0.messages.push(msg(0, MessageDir::Send, 300, 310, 1));
+        let m = merge(vec![r1, r0]).unwrap();
+        let split = edge_latency(&m, &remote_edges(&m)).split;
+        assert_eq!(split.map(|s| s.count), None, "{split:?}");
     }
 }

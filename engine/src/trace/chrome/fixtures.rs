@@ -136,6 +136,7 @@ pub(super) fn sample_ranks() -> Trace {
         bytes,
         start,
         end,
+        task: None,
     };
     t.messages = vec![
         msg(0, 1, MessageDir::Send, 4096, 100, 150),
@@ -145,6 +146,10 @@ pub(super) fn sample_ranks() -> Trace {
         msg(1, 0, MessageDir::Send, 12, 5_000, 5_001),
         msg(0, 1, MessageDir::Recv, 12, 4_000, 5_050),
     ];
+    // The 8-byte edge came from a symbolic task (`MessageRecord::task`):
+    // the sender records its id, the receiver the sending rank's task.
+    t.messages[1].task = Some(3);
+    t.messages[3].task = Some(crate::trace::model::remote_task_id(0, 3));
     t
 }
 

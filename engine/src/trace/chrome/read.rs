@@ -205,6 +205,10 @@ impl Builder {
                 bytes: bounded_bytes(args.u64("bytes")?)?,
                 start,
                 end,
+                task: match args.map.contains_key("task") {
+                    true => Some(args.u64("task")?),
+                    false => None,
+                },
             });
         } else if args.map.contains_key("handle") && !args.map.contains_key("codelet") {
             self.transfers.push(TransferRecord {
@@ -436,7 +440,7 @@ pub fn read_chrome_json_slice(bytes: &[u8]) -> Result<Trace, FileError> {
 mod tests {
     // Proves that bad input gives a named error, not a panic: truncation at
     // every byte, garbage, and fields of the wrong type.
-    use super::super::fixtures::{sample, to_json};
+    use super::super::fixtures::{sample, sample_ranks, to_json};
     use super::*;
 
     fn err(input: &str) -> String {
@@ -538,6 +542,14 @@ mod tests {
         let msg = case("{\"ph\":\"X\"", "3,{\"ph\":\"X\"");
         assert!(
             msg.starts_with("event 14: expected an object, found number 3"),
+            "{msg}"
+        );
+        // A message's task (`MessageRecord::task`).
+        let ranks = to_json(&sample_ranks(), false);
+        assert!(ranks.contains("\"task\":3,"));
+        let msg = err(&ranks.replacen("\"task\":3,", "\"task\":\"3\",", 1));
+        assert!(
+            msg.contains("field `args.task` must be an unsigned integer, found string"),
             "{msg}"
         );
     }

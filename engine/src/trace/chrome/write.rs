@@ -376,6 +376,9 @@ pub fn write_chrome_json(trace: &Trace, w: impl Write, opts: &ChromeOptions) -> 
             m.dir.name()
         )?;
         write_str(&mut w, &m.kind)?;
+        if let Some(task) = m.task {
+            write!(w, ",\"task\":{task}")?;
+        }
         write!(
             w,
             ",\"bytes\":{},\"start_ns\":{},\"end_ns\":{}}}}}",

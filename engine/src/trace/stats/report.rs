@@ -188,6 +188,20 @@ impl fmt::Display for TraceStats {
                 f,
                 "  (latency: from the end of the sending task to the start of the receiving task, on the merged clock)"
             )?;
+            if let Some(s) = &e.split {
+                writeln!(
+                    f,
+                    "  split, medians over the {} whose message names its task: sender {}, network {}, receiver {}",
+                    s.count,
+                    signed_duration(s.sender),
+                    signed_duration(s.network),
+                    signed_duration(s.receiver)
+                )?;
+                writeln!(
+                    f,
+                    "  (sender: task end to message handed to the transport; network: to its routing on the receiving rank, across the ranks' clocks; receiver: routing to task start)"
+                )?;
+            }
         }
 
         let warnings = self.warnings();

@@ -179,6 +179,7 @@ fn per_rank_bytes_and_network_wait() {
         bytes,
         start,
         end,
+        task: None,
     };
     let t = Trace {
         workers: vec![cpu("cpu0"), cpu("cpu0")],
