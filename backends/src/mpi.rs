@@ -196,6 +196,7 @@ pub fn init() -> Result<Mpi, String> {
             backlog: VecDeque::new(),
             inbox: in_tx,
             posted: None,
+            sink: None,
         }),
         outside_poll: AtomicU64::new(0),
         outside_polls: AtomicU32::new(0),
@@ -640,6 +641,10 @@ struct Progress {
     /// The receive kept posted (made at the first round; cancelled when the
     /// transport closes).
     posted: Option<Posted>,
+    /// `MpiTransport::sink` as the rounds use it: copied when `sink_set`
+    /// says it changed, not locked and cloned for every message delivered
+    /// (a lock and two reference counts on each remote edge's path).
+    sink: Option<Sink>,
 }
 
 /// The one receive a rank keeps posted: any source, any tag, [`SHORT`]
@@ -894,9 +899,11 @@ impl MpiTransport {
         let sends = self.complete_sends(p);
         let mut received = false;
         // Receive what has arrived. With a sink, messages queued before it
-        // was set go first, so each sender's order is kept.
-        if self.sink_set.swap(false, Ordering::AcqRel) {
-            if let Some(deliver) = lock(&self.sink).clone() {
+        // was set go first, so each sender's order is kept. (Read before it
+        // is swapped: a swap is a locked instruction, in every round.)
+        if self.sink_set.load(Ordering::Acquire) && self.sink_set.swap(false, Ordering::AcqRel) {
+            p.sink = lock(&self.sink).clone();
+            if let Some(deliver) = p.sink.clone() {
                 match self.inbox.try_lock() {
                     Ok(queued) => {
                         while let Ok((from, buf)) = queued.try_recv() {
@@ -909,8 +916,7 @@ impl MpiTransport {
                 }
             }
         }
-        // Looked up at the first message (most rounds find none).
-        let mut sink: Option<Option<Sink>> = None;
+        let sink = &p.sink;
         let posted = p.posted.get_or_insert_with(Posted::new);
         // Any tag: a long message's header is taken in its sender's order
         // among the short ones; its pieces follow it (see `Posted`).
@@ -933,7 +939,7 @@ impl MpiTransport {
                 self.counters
                     .bytes_received
                     .fetch_add(head.len() as u64 + len, Ordering::Relaxed);
-                match sink.get_or_insert_with(|| lock(&self.sink).clone()) {
+                match sink {
                     Some(deliver) => deliver(from, head, Some(&mut tail)),
                     None => {
                         let whole = tail.read_all(head);
@@ -947,7 +953,7 @@ impl MpiTransport {
                 }
                 // Posted again by the next test, after the tail's pieces
                 // (see `Posted`).
-                if !drain && sink.as_ref().is_some_and(Option::is_some) {
+                if !drain && sink.is_some() {
                     break;
                 }
                 continue;
@@ -982,7 +988,7 @@ impl MpiTransport {
             self.counters
                 .bytes_received
                 .fetch_add(n as u64, Ordering::Relaxed);
-            match sink.get_or_insert_with(|| lock(&self.sink).clone()) {
+            match sink {
                 Some(deliver) => {
                     deliver(from, buf, None);
                     if !drain {
