@@ -1091,6 +1091,9 @@ fn comm_loop(t: &MpiTransport) {
                 if let Some(posted) = p.posted.as_mut() {
                     posted.cancel();
                 }
+                // The cached sink holds the network that holds this
+                // transport: dropped here, whatever `deliver_to` said last.
+                p.sink = None;
                 t.closed.store(true, Ordering::SeqCst);
                 break;
             }
