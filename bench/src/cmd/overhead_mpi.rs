@@ -347,24 +347,12 @@ fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
             } else {
                 (args.chain / 8).max(2)
             };
-            let t = tessera_run(
-                net,
-                coll,
-                args.workers,
-                (Shape::Chain, true),
-                n_chain,
-                bytes,
-            )?;
-            chain[k].push(t / (n_chain - 1) as f64);
-            let t = tessera_run(
-                net,
-                coll,
-                args.workers,
-                (Shape::Chain, false),
-                n_chain,
-                bytes,
-            )?;
-            inferred[k].push(t / (n_chain - 1) as f64);
+            // The order described, then inferred from the data.
+            for (described, per_edge) in [(true, &mut chain[k]), (false, &mut inferred[k])] {
+                let shape = (Shape::Chain, described);
+                let t = tessera_run(net, coll, args.workers, shape, n_chain, bytes)?;
+                per_edge.push(t / (n_chain - 1) as f64);
+            }
             let n_stream = if bytes == SMALL {
                 args.stream
             } else {
