@@ -131,6 +131,16 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
             }
             Ok(u64::from(rank) << RANK_ID_SHIFT | id)
         };
+        // A task id as an edge's end or a message's task: one marked as
+        // another rank's task (`REMOTE_TASK`) is already tagged; any other
+        // is `rank`'s.
+        let merged_id = |rank: u32, x: u64| -> Result<u64, String> {
+            if x & REMOTE_TASK != 0 {
+                Ok(x & !REMOTE_TASK)
+            } else {
+                tag(rank, x)
+            }
+        };
         let mut rank_of_id: HashMap<u64, u32> = HashMap::with_capacity(t.tasks.len());
         let worker_base = out.workers.len() as u32;
         for task in &mut t.tasks {
@@ -149,15 +159,8 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
             // rank's task (`REMOTE_TASK`) is already tagged.
             let known = |x: &u64| rank_of_id.get(x).copied();
             let other = known(b).or_else(|| known(a)).unwrap_or(first);
-            let fix = |x: u64| {
-                if x & REMOTE_TASK != 0 {
-                    Ok(x & !REMOTE_TASK)
-                } else {
-                    tag(known(&x).unwrap_or(other), x)
-                }
-            };
-            *a = fix(*a)?;
-            *b = fix(*b)?;
+            *a = merged_id(known(a).unwrap_or(other), *a)?;
+            *b = merged_id(known(b).unwrap_or(other), *b)?;
         }
         for x in &mut t.transfers {
             x.start = shifted(x.start)?;
@@ -166,13 +169,9 @@ pub fn merge(inputs: Vec<Trace>) -> Result<Trace, String> {
         for m in &mut t.messages {
             m.start = shifted(m.start)?;
             m.end = shifted(m.end)?;
-            // As an edge's end: the sender's own task, tagged with its
-            // rank; the receiver's names the sending rank's (`REMOTE_TASK`).
-            m.task = match m.task {
-                Some(x) if x & REMOTE_TASK != 0 => Some(x & !REMOTE_TASK),
-                Some(x) => Some(tag(m.rank, x)?),
-                None => None,
-            };
+            // As an edge's end: the sender's own task, of its rank; the
+            // receiver's names the sending rank's (`REMOTE_TASK`).
+            m.task = m.task.map(|x| merged_id(m.rank, x)).transpose()?;
         }
         for r in &mut t.ranks {
             r.epoch_unix_ns = if r.epoch_unix_ns > 0 { epoch } else { 0 };

@@ -159,7 +159,6 @@ pub fn edge_latency(trace: &Trace, edges: &[RemoteEdge]) -> EdgeLatency {
 /// as two runs in one file would give, splits nothing rather than guess).
 pub fn edge_split(trace: &Trace, edges: &[RemoteEdge]) -> Option<EdgeSplit> {
     use super::model::MessageDir;
-    let ranks = task_ranks(trace);
     // (task id, sending rank, receiving rank, direction) → the record's
     // end, `None` once seen twice.
     let mut records: HashMap<(u64, u32, u32, MessageDir), Option<u64>> = HashMap::new();
@@ -177,6 +176,7 @@ pub fn edge_split(trace: &Trace, edges: &[RemoteEdge]) -> Option<EdgeSplit> {
     if records.is_empty() {
         return None;
     }
+    let ranks = task_ranks(trace);
     let (mut sender, mut network, mut receiver) = (Vec::new(), Vec::new(), Vec::new());
     for e in edges {
         let (s, r) = (&trace.tasks[e.from], &trace.tasks[e.to]);

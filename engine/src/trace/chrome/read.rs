@@ -205,9 +205,9 @@ impl Builder {
                 bytes: bounded_bytes(args.u64("bytes")?)?,
                 start,
                 end,
-                task: match args.map.contains_key("task") {
-                    true => Some(args.u64("task")?),
-                    false => None,
+                task: match args.map.get("task") {
+                    None => None,
+                    Some(_) => Some(args.u64("task")?),
                 },
             });
         } else if args.map.contains_key("handle") && !args.map.contains_key("codelet") {
