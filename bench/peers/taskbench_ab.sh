@@ -9,7 +9,8 @@
 #   bash bench/peers/taskbench_ab.sh OLD_BINARY [NEW_BINARY] [ROUNDS]
 # Cases (CASES selects some by name): the one-process runs with 2 workers,
 # both front-ends, empty tasks and `compute_bound` near METG50 (`-iter
-# 512`); `nearest` over-decomposed; and, when the binaries have MPI
+# 512`); `nearest` over-decomposed; two independent chains (`no_comm`,
+# where two workers should take half the time of one); and, when the binaries have MPI
 # (`--features mpi`) and mpirun is here, the same stencils on 2 ranks of 1
 # worker. Build both with `cargo build --release -p tessera-bench --features
 # mpi` and copy the old one aside first.
@@ -34,6 +35,7 @@ all_cases=(
   "stf-stencil-empty|1|--workers 2|-steps 20000 $stencil -kernel empty"
   "stf-stencil-512|1|--workers 2|-steps 10000 $stencil -kernel compute_bound -iter 512"
   "sym-nearest-empty|1|--frontend symbolic --workers 2|$nearest -kernel empty"
+  "sym-nocomm-empty|1|--frontend symbolic --workers 2|-steps 20000 -width 2 -type no_comm -kernel empty"
   "sym1w-stencil-empty|1|--frontend symbolic --workers 1|-steps 20000 $stencil -kernel empty"
   "2r-sym-stencil-empty|2|--frontend symbolic --workers 1|-steps 20000 $stencil -kernel empty"
   "2r-sym-stencil-1024|2|--frontend symbolic --workers 1|-steps 10000 $stencil -kernel compute_bound -iter 1024"

@@ -46,6 +46,11 @@ pub(crate) struct Current {
     /// runs, no lock of the runtime is held): a receive its message
     /// releases may run right here (`run_received`).
     idle: bool,
+    /// Set while a body runs: what it submits goes where other workers can
+    /// take it (the body may run on for long). Outside a body (the task's
+    /// `then`, a poll of the network) the worker pops next, so a task made
+    /// ready here may be kept for it (`WorkerQueue::push_next`).
+    in_body: bool,
 }
 
 thread_local! {
@@ -80,13 +85,19 @@ impl Current {
         // thread while its body runs (or it polls), when the queue pointer
         // is valid and no other reference to the queue is in use (see the
         // field's doc).
-        unsafe { (*self.queue).push(task) }
+        let queue = unsafe { &mut *self.queue };
+        match self.in_body {
+            true => queue.push(task),
+            false => queue.push_next(task),
+        }
     }
 
-    /// Whether tasks visibly wait for this worker ([`WorkerQueue::has_more`]).
+    /// Whether tasks wait for this worker: kept for it, or visibly queued
+    /// ([`WorkerQueue::has_more`]).
     pub(crate) fn has_more(&self) -> bool {
         // SAFETY: as `push`.
-        unsafe { (*self.queue).has_more() }
+        let queue = unsafe { &*self.queue };
+        queue.has_kept() || queue.has_more()
     }
 
     /// Run `task`, a receive its message just made ready, on this worker
@@ -142,9 +153,21 @@ impl CurrentGuard {
                 worker,
                 queue,
                 idle,
+                in_body: !idle,
             }))
         });
         CurrentGuard(before)
+    }
+
+    /// The body has ended: what the worker makes ready from now on (in the
+    /// task's `then`) it may keep for its next pop.
+    fn body_ended(&self) {
+        CURRENT.with(|c| {
+            if let Some(mut cur) = c.get() {
+                cur.in_body = false;
+                c.set(Some(cur));
+            }
+        });
     }
 }
 
@@ -181,6 +204,12 @@ impl Pop for Source<'_> {
     type Item = Work;
     fn pop(&mut self) -> Option<Work> {
         if let Some(joined) = self.board.and_then(|b| b.try_join(self.index)) {
+            // A task kept for this worker would wait for the whole team
+            // task: other workers may take it now.
+            if let Some(kept) = self.queue.take_kept() {
+                let pushed = self.queue.push(kept);
+                self.shared.wake(pushed);
+            }
             return Some(Work::Join(joined));
         }
         self.queue.pop().map(Work::Task)
@@ -404,7 +433,7 @@ fn execute(
     } else {
         let start = recorder.as_ref().map(|r| r.now());
         let (outcome, end) = {
-            let _current = CurrentGuard::set(shared, index, &mut *queue);
+            let current = CurrentGuard::set(shared, index, &mut *queue);
             let Once { cpu, device, then } = once;
             // Data this task writes may still be read by a transport
             // (`dist::lent`).
@@ -423,6 +452,7 @@ fn execute(
             let end = recorder.as_ref().map(|r| r.now());
             let outcome = match (outcome, then) {
                 (Outcome::Ok, Some(then)) => {
+                    current.body_ended();
                     match catch_unwind(AssertUnwindSafe(|| then(node.id))) {
                         Ok(Ok(())) => Outcome::Ok,
                         Ok(Err(e)) => Outcome::Failed(e.to_string()),
@@ -730,9 +760,10 @@ pub(crate) fn complete(
             // Local and shared pushes rely on the chain wake-up after this
             // worker's next pop; a push into another worker's private queue
             // wakes that worker.
-            match queue.push(ReadyTask(succ)) {
+            match queue.push_next(ReadyTask(succ)) {
                 Pushed::Worker(w) => shared.sleep().notify_worker(w),
                 Pushed::Local | Pushed::Shared => offered += 1,
+                Pushed::Kept => {}
             }
         } else if let Some(n) = succ
             .node_hint

@@ -2,7 +2,7 @@
 //! dependencies match a sequential replay, at 1..4 workers, with every test
 //! bounded by a timeout so a lost wake-up or a deadlock fails instead of hanging.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -643,6 +643,80 @@ fn a_burst_on_one_deque_wakes_as_many_sleepers_as_it_needs() {
                 meeting.met(),
                 3,
                 "{workers} workers: the three successors never ran at once"
+            );
+        }
+    });
+}
+
+/// A task a worker makes ready after its body ended is kept for that
+/// worker's next pop (`ws`, `WorkerQueue::push_next`), so independent
+/// chains stay on their workers. Before, a worker still completing its
+/// task had the successor it had just pushed stolen by a worker that was
+/// itself between two tasks of its own chain: 5 % of the tasks of Task
+/// Bench's `no_comm` on 2 workers changed workers, each theft leaving its
+/// victim to search.
+#[test]
+fn independent_chains_stay_on_their_workers() {
+    const STEPS: u64 = 300;
+    with_timeout(LIMIT, || {
+        for workers in [2, 4] {
+            let mut cfg = Config::with_workers(workers).scheduler("ws".parse().unwrap());
+            cfg.trace = true;
+            let rt = Runtime::new(cfg).unwrap();
+            let cl = Codelet::new("link");
+            // Every link is submitted before the chains start: each is made
+            // ready by its predecessor's end, never by its submission.
+            let gate = rt.register(0u8);
+            let open = Arc::new(AtomicBool::new(false));
+            let o = Arc::clone(&open);
+            rt.submit(
+                TaskBuilder::new(&cl)
+                    .label("gate")
+                    .write(&gate)
+                    .body(move |_| {
+                        while !o.load(Ordering::Acquire) {
+                            std::thread::yield_now();
+                        }
+                        Ok(())
+                    }),
+            )
+            .unwrap();
+            let chains: Vec<_> = (0..workers).map(|_| rt.register(0u64)).collect();
+            for s in 0..STEPS {
+                for (c, h) in chains.iter().enumerate() {
+                    let mut t = TaskBuilder::new(&cl).label(format!("{c}/{s}")).rw(h);
+                    if s == 0 {
+                        t = t.read(&gate);
+                    }
+                    let h2 = h.clone();
+                    rt.submit(t.body(move |ctx| {
+                        *ctx.write(&h2)? += 1;
+                        Ok(())
+                    }))
+                    .unwrap();
+                }
+            }
+            open.store(true, Ordering::Release);
+            rt.wait_all().unwrap();
+            let t = rt.trace();
+            for h in chains {
+                assert_eq!(rt.unregister(h).unwrap(), STEPS);
+            }
+            let mut worker = std::collections::HashMap::new();
+            for x in &t.tasks {
+                if let Some((c, s)) = x.label.as_deref().and_then(|l| l.split_once('/')) {
+                    let key = (c.parse::<usize>().unwrap(), s.parse::<u64>().unwrap());
+                    worker.insert(key, x.worker);
+                }
+            }
+            assert_eq!(worker.len(), workers * STEPS as usize);
+            let moved = (0..workers)
+                .flat_map(|c| (1..STEPS).map(move |s| (c, s)))
+                .filter(|&(c, s)| worker[&(c, s)] != worker[&(c, s - 1)])
+                .count();
+            assert_eq!(
+                moved, 0,
+                "{workers} workers: {moved} links ran on another worker than the link before them"
             );
         }
     });

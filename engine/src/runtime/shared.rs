@@ -230,6 +230,8 @@ impl Shared {
                 self.sleep.notify_one_unless_searching()
             }
             Pushed::Local | Pushed::Shared => self.sleep.notify_one(),
+            // The pushing worker runs it next.
+            Pushed::Kept => {}
         }
     }
 

@@ -108,6 +108,9 @@ pub enum Pushed {
     Shared,
     /// Into the private queue of worker `w`, which only `w` pops.
     Worker(usize),
+    /// Kept by the pushing worker, which runs it next
+    /// ([`WorkerQueue::push_next`]): nobody is woken for it.
+    Kept,
 }
 
 /// A scheduling policy.
@@ -202,10 +205,32 @@ pub trait WorkerQueue: Send {
     /// this worker's own queue is `Local`.
     fn push(&mut self, task: ReadyTask) -> Pushed;
 
+    /// A task this worker made ready after its body ended (its successor,
+    /// released by its end), when the worker pops next: the policy may keep
+    /// it out of other workers' reach for [`pop`](Self::pop) to return next
+    /// (`Pushed::Kept`), as `ws` does, saving the queue round trip and the
+    /// theft of a chain's next task by a worker that is between two tasks
+    /// of its own chain. The default pushes as [`push`](Self::push).
+    fn push_next(&mut self, task: ReadyTask) -> Pushed {
+        self.push(task)
+    }
+
+    /// The task [`push_next`](Self::push_next) kept, taken back (the worker
+    /// is about to do something else first: join a team).
+    fn take_kept(&mut self) -> Option<ReadyTask> {
+        None
+    }
+
+    /// Whether a task is kept for this worker's next pop.
+    fn has_kept(&self) -> bool {
+        false
+    }
+
     /// The next task for this worker, from anywhere the policy allows.
     fn pop(&mut self) -> Option<ReadyTask>;
 
-    /// Whether more tasks are visibly waiting (a hint used to wake an idle worker).
+    /// Whether more tasks are visibly waiting for other workers too (a hint
+    /// used to wake an idle worker; a kept task is not one).
     fn has_more(&self) -> bool;
 }
 
@@ -380,6 +405,44 @@ mod tests {
         assert_eq!(p0.push(task(0, 1)), Pushed::Shared);
         assert_eq!(prio.push_external(task(1, 9)), Pushed::Shared);
         assert_eq!(p0.pop().map(|t| t.id()), Some(1));
+    }
+
+    /// `ws` keeps the newest `push_next` for its worker's next pop, out of
+    /// thieves' reach; an older one goes to the deque. A device worker and
+    /// the other policies keep nothing.
+    #[test]
+    fn push_next_keeps_the_newest_for_the_pusher() {
+        let wsp = WorkStealing::with_steal_order(ws::round_robin(3), vec![false, false, true]);
+        let (mut q0, mut q1, mut q2) = (
+            wsp.worker_queue(0),
+            wsp.worker_queue(1),
+            wsp.worker_queue(2),
+        );
+        assert_eq!(q0.push_next(task(0, 0)), Pushed::Kept);
+        assert!(
+            q0.has_kept() && !q0.has_more(),
+            "a kept task is not offered"
+        );
+        assert!(q1.pop().is_none(), "a kept task cannot be stolen");
+        // The older one goes where thieves find it.
+        assert_eq!(q0.push_next(task(1, 0)), Pushed::Local);
+        assert!(q0.has_more());
+        assert_eq!(q1.pop().map(|t| t.id()), Some(0));
+        assert_eq!(q0.pop().map(|t| t.id()), Some(1));
+        assert!(!q0.has_kept() && q0.pop().is_none());
+        // Taken back, it is no longer kept.
+        q0.push_next(task(2, 0));
+        assert_eq!(q0.take_kept().map(|t| t.id()), Some(2));
+        assert!(q0.pop().is_none());
+        // A device worker keeps nothing.
+        assert_eq!(q2.push_next(task(3, 0)), Pushed::Local);
+        assert!(!q2.has_kept());
+        assert_eq!(q1.pop().map(|t| t.id()), Some(3));
+
+        let prio = Priority::new(vec![false; 2]);
+        let mut p0 = prio.worker_queue(0);
+        assert_eq!(p0.push_next(task(4, 0)), Pushed::Shared);
+        assert!(!p0.has_kept());
     }
 
     #[test]

@@ -3,6 +3,14 @@
 //! an idle worker takes from the global injector, then steals the oldest task
 //! of another worker. Priorities are ignored.
 //!
+//! A successor a CPU worker makes ready after its task's body ended is kept
+//! for that worker's next pop instead (`WorkerQueue::push_next`; a second
+//! one pushes the first into the deque): LIFO would pop it next anyway, and
+//! while the worker completes its task no idle worker can steal it. With
+//! two independent chains on two workers, each worker stole the other's
+//! next task in that window, again and again (5 % of the tasks changed
+//! workers), and each theft left the victim searching.
+//!
 //! Victims are tried group by group (NUMA siblings, then farther nodes, then
 //! devices: see [`Victims`]); within a group, each scan starts at a victim
 //! drawn from the worker's own generator (as rayon and tokio do), so idle
@@ -105,6 +113,7 @@ impl SchedulerPolicy for WorkStealing {
             index: worker,
             rng: XorShift64Star::new(worker),
             stole_from: None,
+            kept: None,
         })
     }
 
@@ -216,6 +225,8 @@ struct WsQueue {
     /// The victim of this worker's last successful steal: `has_more` looks
     /// at its deque too.
     stole_from: Option<usize>,
+    /// The task `push_next` kept: `pop` returns it first.
+    kept: Option<ReadyTask>,
 }
 
 impl WorkerQueue for WsQueue {
@@ -224,8 +235,30 @@ impl WorkerQueue for WsQueue {
         Pushed::Local
     }
 
+    fn push_next(&mut self, task: ReadyTask) -> Pushed {
+        if self.shared.devices[self.index] {
+            return self.push(task);
+        }
+        match self.kept.replace(task) {
+            None => Pushed::Kept,
+            // The newer one is kept, as LIFO would pop it first.
+            Some(older) => self.push(older),
+        }
+    }
+
+    fn take_kept(&mut self) -> Option<ReadyTask> {
+        self.kept.take()
+    }
+
+    fn has_kept(&self) -> bool {
+        self.kept.is_some()
+    }
+
     fn pop(&mut self) -> Option<ReadyTask> {
         self.stole_from = None;
+        if let Some(t) = self.kept.take() {
+            return Some(t);
+        }
         if let Some(t) = self.local.pop() {
             return Some(t);
         }
