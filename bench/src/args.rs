@@ -9,19 +9,28 @@ use tessera_engine::Runtime;
 use tessera_linalg::lu::dist::{Grid, Layout};
 use tessera_linalg::lu::{Front, LuOptions, Split, Update};
 
+/// `tessera lu`'s tile size when `--nb` is not given (and N is not smaller).
+pub const DEFAULT_NB: usize = 448;
+
 /// Options of `tessera lu`.
 #[derive(clap::Args, Debug)]
 pub struct LuArgs {
     /// Matrix order N.
     #[arg(long, default_value_t = 8192)]
     pub n: usize,
-    /// Tile size NB. 448 was the fastest at N=8192 on the faster VM type; on
-    /// the slower one (issue 16) it fell off faer's GEMM cache cliff, which the
-    /// GEMM kernel now avoids with row blocks sized from the L2 it reads at run
-    /// time, and 448 is again the fastest there: `tessera lu --n 8192 --nb X`
-    /// alternated over 320/384/448/512, 3 rounds, load 4.4–4.7, medians
-    /// 89.6 / 86.3 / 94.3 / 88.1 GFLOP/s.
-    #[arg(long, default_value_t = 448)]
+    /// Tile size NB [default: 448, or N when N is smaller]. 448 was the
+    /// fastest at N=8192 on the faster VM type; on the slower one (issue 16)
+    /// it fell off faer's GEMM cache cliff, which the GEMM kernel now avoids
+    /// with row blocks sized from the L2 it reads at run time, and 448 is
+    /// again the fastest there: `tessera lu --n 8192 --nb X` alternated over
+    /// 320/384/448/512, 3 rounds, load 4.4–4.7, medians 89.6 / 86.3 / 94.3 /
+    /// 88.1 GFLOP/s.
+    #[arg(long = "nb", value_name = "NB")]
+    pub nb_given: Option<usize>,
+    /// The tile size the run uses: `--nb`, else [`DEFAULT_NB`] capped at N
+    /// (set by [`LuArgs::resolve`]; a `tessera lu --n 256` used to refuse the
+    /// default it had not asked for).
+    #[arg(skip = DEFAULT_NB)]
     pub nb: usize,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
@@ -94,6 +103,12 @@ pub struct LuArgs {
 }
 
 impl LuArgs {
+    /// Settle the tile size: `--nb` as given (checked later, with N), else
+    /// [`DEFAULT_NB`] capped at N.
+    pub fn resolve(&mut self) {
+        self.nb = self.nb_given.unwrap_or(DEFAULT_NB.min(self.n.max(1)));
+    }
+
     /// The front-end (`--front`).
     pub fn front(&self) -> Result<Front, String> {
         match self.front.as_str() {

@@ -91,7 +91,14 @@ where
         Err(_) if crate::output::failed() => Ok(()),
         Err(payload) => std::panic::resume_unwind(payload),
     };
-    let status = crate::output::finish().unwrap_or_else(|| exit_status(result));
+    let status = crate::output::finish().unwrap_or_else(|| {
+        // Saying how the run ended may fail too (stderr full or closed).
+        match std::panic::catch_unwind(AssertUnwindSafe(|| exit_status(result))) {
+            Ok(status) => status,
+            Err(_) if crate::output::failed() => crate::output::finish().unwrap_or(1),
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    });
     crate::ranks::before_exit(status);
     status
 }

@@ -94,6 +94,19 @@ fn sim_memory_of_zero_and_duplicate_keys_are_refused() {
     .refused("key 'mem' is given twice");
 }
 
+/// A matrix smaller than the default tile: the default tile is capped at N
+/// (`tessera lu --n 256` refused the 448 it had not asked for); a tile the
+/// user gives larger than N is still refused, by name.
+#[test]
+fn lu_default_tile_fits_a_small_matrix() {
+    let out = tessera(&["lu", "--n", "64"]);
+    out.ok();
+    assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
+    tessera(&["lu", "--n", "64", "--nb", "128"]).refused("--nb 128 is larger than --n 64");
+    let platform = concat!(env!("CARGO_MANIFEST_DIR"), "/platforms/this-machine.toml");
+    tessera(&["lu", "--n", "64", "--simulate", platform]).ok();
+}
+
 #[test]
 fn too_many_workers_is_a_clean_error() {
     let t0 = Instant::now();

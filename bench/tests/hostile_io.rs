@@ -160,6 +160,32 @@ fn a_full_stdout_is_an_error() {
     }
 }
 
+/// Item 1 again: the run's error said to a full stderr still ends with the
+/// error's status, 1, not with the panic's 101 (the failed print of the
+/// final message was not caught).
+#[test]
+fn a_full_stderr_still_ends_with_the_error_status() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = finish(
+        command(&["lu", "--n", "64", "--nb", "128"])
+            .stderr(full)
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(30),
+        "2> /dev/full",
+    );
+    assert_eq!(
+        out.code(),
+        Some(1),
+        "{:?}\nstdout: {}",
+        out.status,
+        out.stdout
+    );
+}
+
 // ---- 5. Saves never replace what is not a regular file ----
 
 fn is_symlink(p: &Path) -> bool {

@@ -6,7 +6,8 @@
 
 use crate::args::{Balance, LuArgs};
 
-pub fn run(args: LuArgs) -> Result<(), String> {
+pub fn run(mut args: LuArgs) -> Result<(), String> {
+    args.resolve();
     if let Some(platform) = &args.simulate {
         if args.balance == Balance::Speed {
             return Err("--balance speed measures the ranks' own cores; a simulated run (--simulate) deals by --balance work or cyclic".into());
