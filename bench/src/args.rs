@@ -25,13 +25,9 @@ pub struct LuArgs {
     /// again the fastest there: `tessera lu --n 8192 --nb X` alternated over
     /// 320/384/448/512, 3 rounds, load 4.4–4.7, medians 89.6 / 86.3 / 94.3 /
     /// 88.1 GFLOP/s.
+    // The run's tile size is `LuArgs::nb`.
     #[arg(long = "nb", value_name = "NB")]
     pub nb_given: Option<usize>,
-    /// The tile size the run uses: `--nb`, else [`DEFAULT_NB`] capped at N
-    /// (set by [`LuArgs::resolve`]; a `tessera lu --n 256` used to refuse the
-    /// default it had not asked for).
-    #[arg(skip = DEFAULT_NB)]
-    pub nb: usize,
     #[command(flatten)]
     pub placement: crate::placement::PlacementArgs,
     /// Scheduler: ws, prio (prio gives the look-ahead), dmda (data-aware,
@@ -103,10 +99,11 @@ pub struct LuArgs {
 }
 
 impl LuArgs {
-    /// Settle the tile size: `--nb` as given (checked later, with N), else
-    /// [`DEFAULT_NB`] capped at N.
-    pub fn resolve(&mut self) {
-        self.nb = self.nb_given.unwrap_or(DEFAULT_NB.min(self.n.max(1)));
+    /// The tile size the run uses: `--nb` as given (checked with N by
+    /// `lu::plan::validate`), else [`DEFAULT_NB`] capped at N (a `tessera lu
+    /// --n 256` used to refuse the default it had not asked for).
+    pub fn nb(&self) -> usize {
+        self.nb_given.unwrap_or(DEFAULT_NB.min(self.n.max(1)))
     }
 
     /// The front-end (`--front`).
@@ -162,10 +159,10 @@ impl LuArgs {
             ));
         }
         let update = match self.update.as_str() {
-            "auto" => Update::auto(rt, self.n, self.nb),
+            "auto" => Update::auto(rt, self.n, self.nb()),
             "tiles" => Update::Tiles,
             "merged" => Update::Merged,
-            "streamed" => match Update::auto(rt, self.n, self.nb) {
+            "streamed" => match Update::auto(rt, self.n, self.nb()) {
                 s @ Update::Streamed { .. } => s,
                 _ => Update::Streamed { rows: 4 },
             },

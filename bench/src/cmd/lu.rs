@@ -6,15 +6,14 @@
 
 use crate::args::{Balance, LuArgs};
 
-pub fn run(mut args: LuArgs) -> Result<(), String> {
-    args.resolve();
+pub fn run(args: LuArgs) -> Result<(), String> {
     if let Some(platform) = &args.simulate {
         if args.balance == Balance::Speed {
             return Err("--balance speed measures the ranks' own cores; a simulated run (--simulate) deals by --balance work or cyclic".into());
         }
         return crate::simulate::lu(&args, platform);
     }
-    crate::lu::plan::validate(args.n, args.nb)?;
+    crate::lu::plan::validate(args.n, args.nb())?;
     let resident = crate::lu::resident::options(&args)?;
     let ranks = crate::ranks::Ranks::join()?;
     if resident.is_some() && (ranks.size > 1 || args.grid.is_some()) {

@@ -57,7 +57,7 @@ fn net_of<'a>(
     ranks: &'a Ranks,
     grid: Grid,
 ) -> Result<(&'a Arc<Net>, &'a Collectives), String> {
-    let (n, nb) = (args.n, args.nb);
+    let (n, nb) = (args.n, args.nb());
     ranks.check_same(
         "the problem (N NB seed grid front balance)",
         &format!(
@@ -98,7 +98,7 @@ fn grid_of(args: &LuArgs, ranks: &Ranks) -> Result<Grid, String> {
 /// The runtime's configuration, the tile columns' dealing and this rank's
 /// memory check.
 fn plan(args: &LuArgs, ranks: &Ranks, coll: &Collectives, grid: Grid) -> Result<Plan, String> {
-    let (n, nb, me) = (args.n, args.nb, ranks.rank);
+    let (n, nb, me) = (args.n, args.nb(), ranks.rank);
     let config = crate::placement::runtime_config_ranks(
         &args.placement,
         &args.sched,
@@ -143,7 +143,7 @@ fn deal(
     grid: Grid,
     config: &Config,
 ) -> Result<Layout, String> {
-    let (n, nb) = (args.n, args.nb);
+    let (n, nb) = (args.n, args.nb());
     let t = n.div_ceil(nb);
     if args.balance == Balance::Speed {
         return deal_by_speed((n, nb), ranks, coll, grid, config);
@@ -206,7 +206,7 @@ fn distribute(
 ) -> Result<(Runtime, Arc<DistLu>), String> {
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let team = args.panel_team(&rt)?;
-    let lu = DistLu::with_layout(&rt, args.n, args.nb, args.seed, layout.clone(), me)
+    let lu = DistLu::with_layout(&rt, args.n, args.nb(), args.seed, layout.clone(), me)
         .with_panel_team(team);
     Ok((rt, Arc::new(lu)))
 }
@@ -273,7 +273,7 @@ fn report(
     coll: &Collectives,
     done: Factored,
 ) -> Result<(), String> {
-    let (n, nb, me, grid) = (args.n, args.nb, ranks.rank, plan.grid);
+    let (n, nb, me, grid) = (args.n, args.nb(), ranks.rank, plan.grid);
     print_rank_line(me, grid, &done);
     let (time, resid) = (done.time, done.resid);
     let gflops = hpl_flops(n) / time / 1e9;

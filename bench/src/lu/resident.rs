@@ -78,7 +78,7 @@ pub fn auto(args: &LuArgs, rt: &Runtime) -> Option<ResidentOptions> {
         && args.split == "auto"
         && args.grid.is_none()
         && one_gpu
-        && tessera_linalg::lu::resident::fits(rt, args.n, args.nb))
+        && tessera_linalg::lu::resident::fits(rt, args.n, args.nb()))
     .then_some(ResidentOptions {
         lookahead: true,
         pin: !args.no_pin,
@@ -94,7 +94,7 @@ pub fn auto_simulated(args: &LuArgs, p: &Platform) -> Option<ResidentOptions> {
         _ => return None,
     };
     let fits = acc.memory.is_none_or(|m| {
-        tessera_linalg::lu::resident::device_bytes(args.n, args.nb) + (256 << 20) <= m
+        tessera_linalg::lu::resident::device_bytes(args.n, args.nb()) + (256 << 20) <= m
     });
     let rated = RATE_NAMES
         .iter()
@@ -119,7 +119,7 @@ pub fn run(
     opts: ResidentOptions,
     gpu_dgemm: f64,
 ) -> Result<(), String> {
-    let (n, nb) = (args.n, args.nb);
+    let (n, nb) = (args.n, args.nb());
     if nb < 1024 && rt.config().devices.iter().any(|d| d.arch() == "cuda") {
         crate::say!(
             "tessera: note: the resident LU's calls are --nb wide; on an H200 at N = 65536, --nb 2048 ran at 67 % of cuBLAS dgemm, 1024 at 64 %, 448 at 57 %"
@@ -306,7 +306,7 @@ pub fn simulate(
     file: &Path,
     opts: ResidentOptions,
 ) -> Result<(), String> {
-    let (n, nb) = (args.n, args.nb);
+    let (n, nb) = (args.n, args.nb());
     if p.ranks() > 1 || p.node.accelerators.iter().map(|a| a.count).sum::<usize>() != 1 {
         return Err(format!(
             "{}: the resident LU runs on one device of one process; the platform has {} rank(s) and {} accelerator(s)",

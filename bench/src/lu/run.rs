@@ -35,7 +35,7 @@ pub fn run(args: &LuArgs, resident: Option<ResidentOptions>) -> Result<(), Strin
         return super::resident::run(args, &rt, resident, gpu_dgemm);
     }
     let opts = args.lu_options(&rt)?;
-    warm_up_gpus(&devices, args.nb.min(args.n))?;
+    warm_up_gpus(&devices, args.nb().min(args.n))?;
     let done = match factor(args, &rt, &opts) {
         Ok(done) => done,
         Err(_) if rt.is_interrupted() => {
@@ -58,11 +58,11 @@ fn plan(args: &LuArgs) -> Result<(Config, f64), String> {
     .trace(args.trace.is_some());
     let (sims, threads) = crate::budget::config_needs(&config);
     crate::budget::check(
-        &format!("lu --n {} --nb {}", args.n, args.nb),
-        &buffers(args.n, args.nb, &sims),
+        &format!("lu --n {} --nb {}", args.n, args.nb()),
+        &buffers(args.n, args.nb(), &sims),
         threads,
     )?;
-    warn_if_overhead_bound(args.n, args.nb);
+    warn_if_overhead_bound(args.n, args.nb());
     let gpu_dgemm: f64 = config
         .devices
         .iter()
@@ -108,7 +108,7 @@ fn warm_up_gpus(
 
 /// Generate the matrix, factor it and solve, timed, with a progress bar.
 fn factor(args: &LuArgs, rt: &Runtime, opts: &LuOptions) -> Result<Factored, String> {
-    let (n, nb) = (args.n, args.nb);
+    let (n, nb) = (args.n, args.nb());
     let a = generate_matrix(n, nb, args.seed);
     let b = generate_rhs(n, args.seed);
 
@@ -139,7 +139,7 @@ fn report(
     done: Factored,
     gpu_dgemm: f64,
 ) -> Result<(), String> {
-    let (n, nb) = (args.n, args.nb);
+    let (n, nb) = (args.n, args.nb());
     let Factored { shares, b, x, time } = done;
     let gflops = hpl_flops(n) / time / 1e9;
     let resid = hpl_residual(n, nb, args.seed, &x, &b);
