@@ -802,6 +802,15 @@ impl MpiTransport {
         any
     }
 
+    /// Whether some message is queued or held back, waiting to be posted:
+    /// `pending` counts those, the ones in flight, and `unposted` more that
+    /// are in neither (a message being sent). Counted, not looked for: a
+    /// look at the queue (`try_recv`) cost about 75 instructions on every
+    /// remote edge's send, which found it empty.
+    fn some_wait_to_post(&self, p: &Progress, unposted: usize) -> bool {
+        self.pending.load(Ordering::SeqCst) > p.inflight.len() + unposted
+    }
+
     /// Post `msg` to `to` at once, after the messages queued before it (or
     /// hold it back behind them, when [`MAX_IN_FLIGHT`] are in flight).
     fn post_now(&self, p: &mut Progress, out: Outgoing) {
@@ -810,12 +819,8 @@ impl MpiTransport {
             self.pending.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        // `pending` counts `out` and every message queued, held back or in
-        // flight: more than `out` and those in flight, and some wait to be
-        // posted first. Counted, not looked for: a look at the queue
-        // (`try_recv`) cost about 75 instructions on every remote edge's
-        // send, which found it empty.
-        if self.pending.load(Ordering::SeqCst) > p.inflight.len() + 1 {
+        // `out` is counted in `pending` but neither queued nor in flight.
+        if self.some_wait_to_post(p, 1) {
             self.post_queued(p);
         }
         // Room in flight means nothing is held back or queued any more.
@@ -844,12 +849,7 @@ impl MpiTransport {
     /// a round of [`progress`](Self::progress)). Returns whether a send was
     /// posted or completed.
     fn complete_sends(&self, p: &mut Progress) -> bool {
-        // `pending` counts the queued and in-flight sends: none, no work.
-        // `pending` counts the queued, held back and in-flight sends: none
-        // waits to be posted unless it counts more than those in flight
-        // (see `post_now`).
-        let mut sends =
-            self.pending.load(Ordering::SeqCst) > p.inflight.len() && self.post_queued(p);
+        let mut sends = self.some_wait_to_post(p, 0) && self.post_queued(p);
         // Complete sends, oldest first, up to the first one still in
         // flight. Each `MPI_Test` enters Open MPI's progress engine (a lock
         // and a poll of every transport), so testing every send in flight
