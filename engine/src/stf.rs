@@ -188,6 +188,25 @@ impl Shared {
     /// running. Refused (the task dropped unrun) once the runtime shuts
     /// down or is interrupted, as [`submit`](Self::submit) refuses.
     pub(crate) fn submit_prepared(&self, prepared: Prepared) -> Result<(), Error> {
+        let node = self.open_prepared(prepared)?;
+        self.release_submitters_count(node);
+        Ok(())
+    }
+
+    /// [`submit_prepared`](Self::submit_prepared), made ready where any
+    /// worker takes it (the policy's external push, with its wake-up),
+    /// even from a worker that would have kept it: for a task another
+    /// worker made ahead, which that worker should run.
+    pub(crate) fn submit_prepared_to_any(&self, prepared: Prepared) -> Result<(), Error> {
+        let node = self.open_prepared(prepared)?;
+        self.release_one(node);
+        Ok(())
+    }
+
+    /// A prepared task's node, counted in flight; refused once the
+    /// runtime shuts down or is interrupted.
+    #[inline]
+    fn open_prepared(&self, prepared: Prepared) -> Result<Arc<TaskNode>, Error> {
         let Prepared(node) = prepared;
         if let Some(reason) = self.closed() {
             return Err(Error::Submit {
@@ -196,8 +215,7 @@ impl Shared {
             });
         }
         self.count_submitted();
-        self.release_submitters_count(node);
-        Ok(())
+        Ok(node)
     }
 
     /// Why no task may be submitted now, if so.

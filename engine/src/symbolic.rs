@@ -339,6 +339,13 @@ impl<C: TaskClasses> Unfolder<C> {
     /// empty tasks and `-iter 1024`), the remote predecessor's message and
     /// the local one ending together there.
     pub fn satisfy(self: &Arc<Self>, key: C::Key, pred: Option<u64>) {
+        self.satisfy_from(key, pred, &mut true)
+    }
+
+    /// [`satisfy`](Self::satisfy), from a release that may still make a
+    /// task ahead (`may_make_ahead`, cleared once it did: see "One ahead
+    /// per release" on `release_successors`).
+    fn satisfy_from(self: &Arc<Self>, key: C::Key, pred: Option<u64>, may_make_ahead: &mut bool) {
         if let Some((slot, counter)) = self
             .classes
             .slot(&key)
@@ -370,7 +377,9 @@ impl<C: TaskClasses> Unfolder<C> {
                         // Made ahead only where the making fills a wait
                         // (see above): then the counter holds the other
                         // predecessors' counts and the maker's.
-                        let ahead = slot < self.ahead.len() && self.submitter.worker_would_wait();
+                        let ahead = *may_make_ahead
+                            && slot < self.ahead.len()
+                            && self.submitter.worker_would_wait();
                         let left = total - 1 + usize::from(ahead);
                         match counter.compare_exchange(
                             0,
@@ -378,7 +387,10 @@ impl<C: TaskClasses> Unfolder<C> {
                             Ordering::AcqRel,
                             Ordering::Acquire,
                         ) {
-                            Ok(_) if ahead => return self.make_ahead(slot, key),
+                            Ok(_) if ahead => {
+                                *may_make_ahead = false;
+                                return self.make_ahead(slot, key);
+                            }
                             Ok(_) => return,
                             // Another predecessor started it meanwhile.
                             Err(_) => counter.fetch_sub(1, Ordering::AcqRel),
@@ -389,7 +401,7 @@ impl<C: TaskClasses> Unfolder<C> {
             };
             if before & COUNT == 1 {
                 counter.store(MADE, Ordering::Relaxed);
-                self.submit_numbered(slot, key);
+                self.submit_numbered(slot, key, false);
             }
             return;
         }
@@ -483,17 +495,27 @@ impl<C: TaskClasses> Unfolder<C> {
         // AcqRel: the decrement that reaches zero reads the store above.
         if self.counters[slot].fetch_sub(1, Ordering::AcqRel) & COUNT == 1 {
             self.counters[slot].store(MADE, Ordering::Relaxed);
-            self.submit_numbered(slot, key);
+            self.submit_numbered(slot, key, true);
         }
     }
 
     /// The numbered task `key`'s last count dropped: submit it, made ahead
-    /// or now.
-    fn submit_numbered(self: &Arc<Self>, slot: usize, key: C::Key) {
+    /// or now. `by_maker`: this thread made it ahead (its own count was
+    /// the last). A task made ahead by another worker is not kept by this
+    /// one: it goes where any worker takes it, so that its maker, which
+    /// made it because it had nothing else to do and holds the node, its
+    /// arguments and its accesses in its cache, can run it, while this
+    /// worker makes and runs its own (see "One ahead per release" on
+    /// `release_successors`).
+    fn submit_numbered(self: &Arc<Self>, slot: usize, key: C::Key, by_maker: bool) {
         let made = self.ahead.get(slot).and_then(AtomicCell::take);
         match made {
             Some(task) => {
-                if let Err(e) = self.submitter.submit_prepared(task) {
+                let submitted = match by_maker {
+                    true => self.submitter.submit_prepared(task),
+                    false => self.submitter.submit_prepared_to_any(task),
+                };
+                if let Err(e) = submitted {
                     self.fail(e);
                 }
             }
@@ -513,6 +535,20 @@ impl<C: TaskClasses> Unfolder<C> {
         }
     }
 
+    /// The task `key` (id `id`) succeeded: satisfy its successors, send
+    /// the remote ones' edges.
+    ///
+    /// **One ahead per release.** A release makes at most one task ahead.
+    /// In a `stencil_1d` step on two workers, the worker whose task ends
+    /// first made both of the next step's tasks ahead, one after the
+    /// other, while the other worker ended its own task and then waited
+    /// for them; and whichever worker submitted a task ran it, so the
+    /// second task ran on another worker than the one that made it, its
+    /// node, arguments and accesses crossing between the cores. Now the
+    /// first worker makes one and waits for it (the last predecessor's
+    /// worker submits it to any worker: `submit_numbered`), and the last
+    /// makes the other, and keeps it: the two makings run in parallel,
+    /// each on the worker that runs the task.
     fn release_successors(self: &Arc<Self>, key: &C::Key, id: u64) -> Result<(), crate::BodyError> {
         let mut succ = Vec::new();
         self.classes.successors(key, &mut succ);
@@ -534,8 +570,9 @@ impl<C: TaskClasses> Unfolder<C> {
             remote.sort_by_key(|(r, _)| *r);
             f(key, id, &remote)?;
         }
+        let mut may_make_ahead = true;
         for s in local {
-            self.satisfy(s, Some(id));
+            self.satisfy_from(s, Some(id), &mut may_make_ahead);
         }
         // `wake_at` is set before the first task is made, and never again.
         let wake_at = self.wake_at.load(Ordering::Relaxed);
@@ -1188,6 +1225,107 @@ mod tests {
     /// inference (no handle remembers them) and still computes the ordered
     /// result, at 1 to 4 workers; the data stay usable by tasks submitted
     /// afterwards.
+    /// Roots `a` and `b`; then `c` and `d`, each after both, and `f`,
+    /// after `a` alone (`a`'s successors in the order `c`, `d`, `f`). `a`
+    /// waits until `b` runs, and `b` until `f` has run: `a`'s release
+    /// finds `c` and `d` each with one predecessor left, and its worker
+    /// with nothing queued.
+    struct OneAhead {
+        cl: Codelet<()>,
+        b_runs: Arc<std::sync::atomic::AtomicBool>,
+        f_ran: Arc<std::sync::atomic::AtomicBool>,
+        log: Arc<Mutex<Vec<char>>>,
+    }
+
+    const ONE_AHEAD: [char; 5] = ['a', 'b', 'c', 'd', 'f'];
+
+    impl TaskClasses for OneAhead {
+        type Key = char;
+        fn roots(&self) -> Vec<char> {
+            vec!['a', 'b']
+        }
+        fn predecessor_count(&self, k: &char) -> usize {
+            match k {
+                'c' | 'd' => 2,
+                'f' => 1,
+                _ => 0,
+            }
+        }
+        fn successors(&self, k: &char, out: &mut Vec<char>) {
+            match k {
+                'a' => out.extend(['c', 'd', 'f']),
+                'b' => out.extend(['c', 'd']),
+                _ => {}
+            }
+        }
+        fn task(&self, &k: &char) -> TaskBuilder {
+            let (b_runs, f_ran, log) = (
+                Arc::clone(&self.b_runs),
+                Arc::clone(&self.f_ran),
+                Arc::clone(&self.log),
+            );
+            Task::new(&self.cl, ())
+                .cpu(move |()| {
+                    let wait = |flag: &std::sync::atomic::AtomicBool| {
+                        while !flag.load(Ordering::Acquire) {
+                            std::thread::yield_now();
+                        }
+                    };
+                    match k {
+                        'a' => wait(&b_runs),
+                        'b' => {
+                            b_runs.store(true, Ordering::Release);
+                            wait(&f_ran);
+                        }
+                        'f' => f_ran.store(true, Ordering::Release),
+                        _ => {}
+                    }
+                    lock(&log).push(k);
+                    Ok(())
+                })
+                .into()
+        }
+        fn slots(&self) -> usize {
+            ONE_AHEAD.len()
+        }
+        fn slot(&self, k: &char) -> Option<usize> {
+            ONE_AHEAD.iter().position(|c| c == k)
+        }
+        fn described_order(&self) -> Option<DescribedOrder> {
+            // SAFETY: the tasks access no data.
+            Some(unsafe { DescribedOrder::new() })
+        }
+    }
+
+    /// A release makes at most one task ahead: `a`'s makes `c`, and `d`
+    /// is made by its last predecessor `b` (making both, one worker made
+    /// the tasks of both while the other waited for them). Each runs once,
+    /// after its predecessors.
+    #[test]
+    fn a_release_makes_one_task_ahead() {
+        for _ in 0..5 {
+            let classes = Arc::new(OneAhead {
+                cl: Codelet::new("one_ahead"),
+                b_runs: Arc::default(),
+                f_ran: Arc::default(),
+                log: Arc::default(),
+            });
+            let c = Arc::clone(&classes);
+            let stats = within_a_minute(move || {
+                let rt = Runtime::new(Config::with_workers(2)).unwrap();
+                run(&rt, c).unwrap()
+            });
+            assert_eq!(stats.instantiated, 5, "{stats:?}");
+            assert_eq!(stats.made_ahead, 1, "{stats:?}");
+            let log = lock(&classes.log).clone();
+            let at = |k: char| log.iter().position(|&c| c == k).unwrap();
+            assert_eq!(log.len(), 5, "{log:?}");
+            for k in ['c', 'd'] {
+                assert!(at(k) > at('a') && at(k) > at('b'), "{log:?}");
+            }
+        }
+    }
+
     #[test]
     fn a_described_order_runs_without_inference_and_right() {
         for workers in 1..=4 {

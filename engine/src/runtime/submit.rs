@@ -97,6 +97,14 @@ impl Submitter {
         })
     }
 
+    /// [`Shared::submit_prepared_to_any`] on the runtime.
+    pub(crate) fn submit_prepared_to_any(&self, prepared: Prepared) -> Result<(), Error> {
+        with_runtime(&self.0, |shared| match shared {
+            Some(shared) => shared.submit_prepared_to_any(prepared),
+            None => Err(dropped(prepared.display_name())),
+        })
+    }
+
     /// [`Shared::write_now`] on the runtime: `None` (nothing written) if it
     /// is gone or the data is in use.
     pub(crate) fn write_now(
