@@ -98,14 +98,11 @@ fn solve_seconds(p: &Platform, n: usize) -> f64 {
 pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
     let sim = load(path, &args.placement)?;
     let p = sim.platform().clone();
-    if args.n == 0 || args.nb() == 0 || args.nb() > args.n {
-        return Err(format!(
-            "--n {} --nb {}: need 1 <= nb <= n",
-            args.n,
-            args.nb()
-        ));
+    let (n, nb) = (args.n, args.nb());
+    if n == 0 || nb == 0 || nb > n {
+        return Err(format!("--n {n} --nb {nb}: need 1 <= nb <= n"));
     }
-    checks::lu_size(args.n, args.nb(), p.ranks())?;
+    checks::lu_size(n, nb, p.ranks())?;
     let resident = crate::lu::resident::options(args)?
         .or_else(|| crate::lu::resident::auto_simulated(args, &p));
     crate::lu::resident::check_no_pin(args, resident)?;
@@ -137,7 +134,6 @@ pub fn lu(args: &LuArgs, path: &Path) -> Result<(), String> {
     )?;
     let rt = Runtime::new(config).map_err(|e| e.to_string())?;
     let opts = args.lu_options(&rt)?;
-    let (n, nb) = (args.n, args.nb());
     let wall = Instant::now();
     // Issue 42: a simulation of 10^8 tasks ran for minutes without a word;
     // the bar follows the simulated flops as the real run's follows its own.

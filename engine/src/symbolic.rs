@@ -1221,10 +1221,6 @@ mod tests {
         }
     }
 
-    /// With the order described, a run submits its tasks without the data
-    /// inference (no handle remembers them) and still computes the ordered
-    /// result, at 1 to 4 workers; the data stay usable by tasks submitted
-    /// afterwards.
     /// Roots `a` and `b`; then `c` and `d`, each after both, and `f`,
     /// after `a` alone (`a`'s successors in the order `c`, `d`, `f`). `a`
     /// waits until `b` runs, and `b` until `f` has run: `a`'s release
@@ -1326,6 +1322,10 @@ mod tests {
         }
     }
 
+    /// With the order described, a run submits its tasks without the data
+    /// inference (no handle remembers them) and still computes the ordered
+    /// result, at 1 to 4 workers; the data stay usable by tasks submitted
+    /// afterwards.
     #[test]
     fn a_described_order_runs_without_inference_and_right() {
         for workers in 1..=4 {
