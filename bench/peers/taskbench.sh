@@ -4,7 +4,15 @@
 # Task Bench's own MPI (nonblock), OpenMP and StarPU / StarPU-MPI drivers, all
 # measured in this one run on this machine.
 #  Graphs (rows): stencil_1d at -width $cores -steps 10000; nearest -radix 5 at
-#    -width 4*$cores -steps 2000 (over-decomposed); kernel compute_bound.
+#    -width 4*$cores -steps 2000 (over-decomposed); kernel compute_bound;
+#    Tessera's symbolic front-end and StarPU with -field 2 (two output
+#    buffers per point, reused in turn), as the SC20 paper's scripts run
+#    PaRSEC, StarPU and Legion (experiments/*/metg_{parsec,starpu,legion}.sh);
+#    MPI's driver ignores it; Tessera's STF front-end and OpenMP keep Task
+#    Bench's default (a buffer per timestep), each system at its best: with
+#    -field 2 the STF front-end ran 1.02x slower at -iter 512 (30 alternated
+#    rounds), and OpenMP's tasks 2.5x slower even at -iter 2^14 (libgomp's
+#    `depend` on the reused buffers), where the paper's script passes it.
 #  Systems (columns): tessera (1 process, --workers $cores), tessera-mpi
 #    (mpirun -np 2, --workers $cores/2), both with tasks submitted one by one
 #    (STF, as StarPU's driver); tessera-sym and tessera-sym-mpi the same with
@@ -32,6 +40,9 @@
 #   /10, 2 rounds), SYSTEMS (subset of the names above), GRAPHS ("stencil_1d nearest"),
 #   ITER_MAX/ITER_MIN (16/0, powers of two), STARPU_MPI_ITER_MAX, STARPU_MPI_TASKS,
 #   RUN_TIMEOUT (120 s per run), TB_ARGS (extra Task Bench flags for every run),
+#   FIELD (the symbolic front-end's and StarPU's buffers per point, 2; empty:
+#   Task Bench's default, a buffer per timestep, as every sweep until stop 78
+#   ran them),
 #   TASKBENCH_BUILD (build cache, default ~/.cache/tessera-taskbench),
 #   NO_CARGO=1 (use ./target/release/tessera as it is, do not build it),
 #   TESSERA_BIN (a tessera binary to run instead, not built: a machine with no
@@ -64,6 +75,7 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 SYSTEMS=${SYSTEMS:-"tessera tessera-sym tessera-mpi tessera-sym-mpi mpi openmp starpu starpu-mpi"}
 GRAPHS=${GRAPHS:-"stencil_1d nearest"}
 TB_ARGS=${TB_ARGS:-}
+FIELD=${FIELD-2}
 read -r -a systems <<< "$SYSTEMS"
 read -r -a graphs <<< "$GRAPHS"
 for s in "${systems[@]}"; do
@@ -218,7 +230,9 @@ steps_of() {  # graph system
 }
 flags_of() {  # graph system iter
   local radix=""; [ "$1" = nearest ] && radix="-radix 5"
-  echo "-type $1 $radix -width $(width_of "$1") -steps $(steps_of "$1" "$2") -kernel compute_bound -iter $3 $TB_ARGS"
+  local field=""
+  case $2 in tessera-sym*|base-tessera-sym*|starpu*) field=${FIELD:+-field $FIELD} ;; esac
+  echo "-type $1 $radix -width $(width_of "$1") -steps $(steps_of "$1" "$2") -kernel compute_bound -iter $3 $field $TB_ARGS"
 }
 itermax_of() { if [ "$1" = starpu-mpi ]; then echo "$STARPU_MPI_ITER_MAX"; else echo "$ITER_MAX"; fi; }
 
@@ -247,6 +261,8 @@ run_one() {
 echo "== load at start: $(uptime)"
 echo "== Task Bench METG sweep, compute_bound, $cores cores (nproc), $ROUNDS rounds per point (systems alternated, best kept)"
 echo "   systems: ${systems[*]}"
+fields_said=${FIELD:-"a buffer per timestep (Task Bench's default)"}
+echo "   output buffers per point (Tessera symbolic, StarPU): $fields_said"
 if has tessera && [ -n "$tessera_na" ]; then echo "   tessera: $tessera_na"; fi
 if has tessera-mpi && [ -n "$tessera_mpi_na" ]; then echo "   tessera-mpi: $tessera_mpi_na"; fi
 if has tessera-sym && [ -n "$tessera_na$sym_na" ]; then echo "   tessera-sym: ${tessera_na:-$sym_na}"; fi

@@ -9,11 +9,14 @@
 #   bash bench/peers/taskbench_ab.sh OLD_BINARY [NEW_BINARY] [ROUNDS]
 # Cases (CASES selects some by name): the one-process runs with 2 workers,
 # both front-ends, empty tasks and `compute_bound` near METG50 (`-iter
-# 512`); `nearest` over-decomposed; two independent chains (`no_comm`,
+# 512`); `nearest` over-decomposed; both again with two buffers per point
+# reused (`-field 2`, as the METG sweep runs them); two independent chains (`no_comm`,
 # where two workers should take half the time of one); and, when the binaries have MPI
 # (`--features mpi`) and mpirun is here, the same stencils on 2 ranks of 1
 # worker. Build both with `cargo build --release -p tessera-bench --features
 # mpi` and copy the old one aside first.
+# NEW_ARGS: Task Bench flags the new binary's runs get on top of the case's
+# (NEW_ARGS="-field 2": a configuration against the old one).
 # METG50 itself comes from the sweep (bench/peers/taskbench.sh, with
 # TESSERA_BASE_BIN for the old binary); on a 2-core VM a sweep's METG50
 # moves by up to 2x from run to run, so this script's medians at a fixed
@@ -35,11 +38,14 @@ all_cases=(
   "stf-stencil-empty|1|--workers 2|-steps 20000 $stencil -kernel empty"
   "stf-stencil-512|1|--workers 2|-steps 10000 $stencil -kernel compute_bound -iter 512"
   "sym-nearest-empty|1|--frontend symbolic --workers 2|$nearest -kernel empty"
+  "sym-stencil-512-f2|1|--frontend symbolic --workers 2|-steps 10000 $stencil -field 2 -kernel compute_bound -iter 512"
+  "sym-nearest-512-f2|1|--frontend symbolic --workers 2|$nearest -field 2 -kernel compute_bound -iter 512"
   "sym-nocomm-empty|1|--frontend symbolic --workers 2|-steps 20000 -width 2 -type no_comm -kernel empty"
   "sym1w-stencil-empty|1|--frontend symbolic --workers 1|-steps 20000 $stencil -kernel empty"
   "2r-sym-stencil-empty|2|--frontend symbolic --workers 1|-steps 20000 $stencil -kernel empty"
   "2r-sym-stencil-1024|2|--frontend symbolic --workers 1|-steps 10000 $stencil -kernel compute_bound -iter 1024"
   "2r-stf-stencil-empty|2|--workers 1|-steps 20000 $stencil -kernel empty"
+  "2r-sym-stencil-1024-f2|2|--frontend symbolic --workers 1|-steps 10000 $stencil -field 2 -kernel compute_bound -iter 1024"
 )
 # A build without MPI refuses to run under mpirun: the probe tells.
 mpi=no
@@ -76,15 +82,16 @@ for c in "${all_cases[@]}"; do
   fi
   cases+=("$c")
 done
-echo "== taskbench A/B: old $old, new $new, $rounds rounds, order flipped each round; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== taskbench A/B: old $old, new $new${NEW_ARGS:+ (with $NEW_ARGS)}, $rounds rounds, order flipped each round; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
   for c in "${cases[@]}"; do
     IFS='|' read -r name ranks opts args <<<"$c"
     if [ $((r % 2)) = 1 ]; then order="old new"; else order="new old"; fi
     for who in $order; do
       bin=$old
-      [ "$who" = new ] && bin=$new
-      echo "$(run "$bin" "$ranks" "$opts" "$args")" >>"$tmp/$name.$who"
+      extra=""
+      if [ "$who" = new ]; then bin=$new; extra=${NEW_ARGS:-}; fi
+      echo "$(run "$bin" "$ranks" "$opts" "$args $extra")" >>"$tmp/$name.$who"
     done
   done
 done

@@ -1201,7 +1201,8 @@ const TASKBENCH_ENV: &str = "TESSERA_TEST_TASKBENCH";
 /// write-after-read edges cross ranks too) validates its inputs at 1, 2 and
 /// 3 ranks; so do graphs with a buffer per timestep, whose symbolic
 /// classes skip the inference, some outputs large enough to go through
-/// receive tasks (2 and 3 ranks); a corrupted output ends every rank with
+/// receive tasks (2 and 3 ranks), and graphs reusing 2 or 3 buffers per
+/// point whose classes skip it too; a corrupted output ends every rank with
 /// the reader's error.
 #[test]
 fn tessera_taskbench_validates_under_mpirun() {
@@ -1220,21 +1221,35 @@ fn tessera_taskbench_validates_under_mpirun() {
         if what == "corrupt" {
             args.extend_from_slice(&["--corrupt", "1:3:3"]);
         }
-        if what == "fresh" {
-            // A buffer per timestep everywhere: the symbolic classes
-            // promise their order (`TaskClasses::described_order`), so no
-            // inference runs; three graphs' outputs are over 64 KiB, so
-            // receive tasks write them (and the successors wait for those:
-            // made at once, they read the buffers unwritten in 1 of 2 runs).
-            for (i, graph) in [
-                &["-type", "stencil_1d", "-output", "70000"][..],
-                &["-type", "nearest", "-radix", "5", "-output", "70000"],
-                &["-type", "fft", "-output", "100000"],
-                &["-type", "tree", "-output", "32"],
-            ]
-            .iter()
-            .enumerate()
-            {
+        // Buffers reused (`-field 2` and 3, as the METG sweep runs): the
+        // write-after-read edges order every buffer, so the symbolic
+        // classes promise their order here too; one graph's outputs are
+        // over 64 KiB (receive tasks write the reused copies).
+        let reused: &[&[&str]] = &[
+            &["-type", "stencil_1d", "-field", "2", "-output", "70000"],
+            &["-type", "nearest", "-radix", "5", "-field", "2"],
+            &[
+                "-type", "spread", "-radix", "2", "-period", "3", "-field", "3",
+            ],
+            &["-type", "fft", "-field", "2"],
+        ];
+        // A buffer per timestep everywhere: the symbolic classes promise
+        // their order (`TaskClasses::described_order`), so no inference
+        // runs; three graphs' outputs are over 64 KiB, so receive tasks
+        // write them (and the successors wait for those: made at once, they
+        // read the buffers unwritten in 1 of 2 runs).
+        let fresh: &[&[&str]] = &[
+            &["-type", "stencil_1d", "-output", "70000"],
+            &["-type", "nearest", "-radix", "5", "-output", "70000"],
+            &["-type", "fft", "-output", "100000"],
+            &["-type", "tree", "-output", "32"],
+        ];
+        if let Some(graphs) = match what {
+            "reused" => Some(reused),
+            "fresh" => Some(fresh),
+            _ => None,
+        } {
+            for (i, graph) in graphs.iter().enumerate() {
                 if i > 0 {
                     args.push("-and");
                 }
@@ -1273,10 +1288,12 @@ fn tessera_taskbench_validates_under_mpirun() {
         std::process::exit(i32::from(tessera_bench::cli::main(args)));
     }
     for frontend in ["stf", "symbolic"] {
-        for (np, what) in (1..=3)
-            .map(|np| (np, "ok"))
-            .chain([(2, "fresh"), (3, "fresh")])
-        {
+        for (np, what) in (1..=3).map(|np| (np, "ok")).chain([
+            (2, "fresh"),
+            (3, "fresh"),
+            (2, "reused"),
+            (3, "reused"),
+        ]) {
             let case = format!("{what}:{frontend}");
             let out = mpirun(
                 np,
