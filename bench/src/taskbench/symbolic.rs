@@ -135,11 +135,15 @@ impl Classes {
         // Every task, once: who owns it, whether it waits for nothing, and
         // whether its write of its buffer is ordered after the buffer's
         // previous uses.
-        let mut ordered = true;
         for (gi, g) in classes.graphs.iter().enumerate() {
             let f = classes.fields[gi];
             // Per buffer (point, field): the step of its last writer so far.
-            let mut last_writer = vec![-1i64; (g.width * f) as usize];
+            // With a buffer per timestep each is written once: none kept.
+            let reused = f < g.steps;
+            let mut last_writer = match reused {
+                true => vec![-1i64; (g.width * f) as usize],
+                false => Vec::new(),
+            };
             for t in 0..g.steps {
                 let lo = g.offset_at(t);
                 for p in lo..lo + g.width_at(t) {
@@ -147,13 +151,15 @@ impl Classes {
                     if classes.predecessor_count(&(gi as u32, t, p)) == 0 {
                         classes.roots.push((gi as u32, t, p));
                     }
-                    let last = &mut last_writer[(p * f + t % f) as usize];
-                    ordered &= classes.reuse_ordered(gi, *last, t, p);
-                    *last = t;
+                    if reused {
+                        let last = &mut last_writer[(p * f + t % f) as usize];
+                        let ordered = classes.reuse_ordered(gi, *last, t, p);
+                        classes.ordered &= ordered;
+                        *last = t;
+                    }
                 }
             }
         }
-        classes.ordered = ordered;
         for (gi, g) in classes.graphs.iter().enumerate() {
             for p in (0..g.width).filter(|&p| rank_of(p, g.width, ranks) == rank) {
                 for field in 0..classes.fields[gi] {
