@@ -185,6 +185,12 @@ pub trait Accesses: sealed::Sealed + Send + 'static {
     #[doc(hidden)]
     fn declare(self, out: &mut Declared);
 
+    /// How many accesses [`declare`](Self::declare) appends: the task's
+    /// list is allocated once, at its length (pushed one by one, a list of
+    /// five reads and a write grew twice).
+    #[doc(hidden)]
+    fn count(&self) -> usize;
+
     /// Take this list's borrows from `cur`.
     ///
     /// # Safety
@@ -211,6 +217,10 @@ macro_rules! single {
 
         impl<T: Send + Sync + 'static> Accesses for $ty<T> {
             type Cpu<'a> = $cpu;
+
+            fn count(&self) -> usize {
+                1
+            }
 
             fn declare(self, out: &mut Declared) {
                 out.accesses.push(Access {
@@ -251,6 +261,10 @@ impl<A: Accesses> sealed::Sealed for Vec<A> {}
 impl<A: Accesses> Accesses for Vec<A> {
     type Cpu<'a> = Vec<A::Cpu<'a>>;
 
+    fn count(&self) -> usize {
+        self.iter().map(A::count).sum()
+    }
+
     fn declare(self, out: &mut Declared) {
         out.lens
             .push(u32::try_from(self.len()).expect("fewer than 2^32 accesses"));
@@ -286,6 +300,12 @@ macro_rules! tuple {
             fn declare(self, out: &mut Declared) {
                 let ($($name,)*) = self;
                 $($name.declare(out);)*
+            }
+
+            #[allow(non_snake_case)]
+            fn count(&self) -> usize {
+                let ($($name,)*) = self;
+                0 $(+ $name.count())*
             }
 
             #[allow(clippy::unused_unit, unused_variables, unused_unsafe)]

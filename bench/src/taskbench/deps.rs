@@ -109,32 +109,41 @@ impl Deps {
 
     /// The points of timestep `t − 1` that task `(t, p)` reads, as
     /// [`Graph::inputs`] lists them (none outside the graph's timesteps).
+    #[inline]
     pub fn inputs(&self, t: i64, p: i64) -> Points<'_> {
         let g = &self.graph;
         match &self.cached {
             _ if t <= 0 || t >= g.steps => Points::Cached(&[]),
             Some((ins, _)) => self.clip(ins.get(g.width, self.set_at(t), p), t - 1),
-            None => {
-                let mut out = Vec::new();
-                g.inputs(t, p, &mut Vec::new(), &mut out);
-                Points::Made(SmallVec::from_vec(out))
-            }
+            None => self.computed(t, p, Graph::inputs),
         }
     }
 
     /// The points of timestep `t + 1` that read `(t, p)`'s output, as
     /// [`Graph::outputs`] lists them (none outside the graph's timesteps).
+    #[inline]
     pub fn outputs(&self, t: i64, p: i64) -> Points<'_> {
         let g = &self.graph;
         match &self.cached {
             _ if t < 0 || t + 1 >= g.steps => Points::Cached(&[]),
             Some((_, outs)) => self.clip(outs.get(g.width, self.set_at(t + 1), p), t + 1),
-            None => {
-                let mut out = Vec::new();
-                g.outputs(t, p, &mut Vec::new(), &mut out);
-                Points::Made(SmallVec::from_vec(out))
-            }
+            None => self.computed(t, p, Graph::outputs),
         }
+    }
+
+    /// A list of a graph too large to cache, from its dependence function
+    /// (`Graph::inputs` or `Graph::outputs`): out of line, as is
+    /// [`clipped`](Self::clipped).
+    #[inline(never)]
+    fn computed(
+        &self,
+        t: i64,
+        p: i64,
+        list: fn(&Graph, i64, i64, &mut Vec<Span>, &mut Vec<i64>),
+    ) -> Points<'_> {
+        let mut out = Vec::new();
+        list(&self.graph, t, p, &mut Vec::new(), &mut out);
+        Points::Made(SmallVec::from_vec(out))
     }
 
     /// The dependence set of timestep `t`.
@@ -146,10 +155,20 @@ impl Deps {
     }
 
     /// `list` without the points timestep `t` lacks.
+    #[inline]
     fn clip<'a>(&self, list: &'a [i64], t: i64) -> Points<'a> {
-        if self.full {
-            return Points::Cached(list);
+        match self.full {
+            true => Points::Cached(list),
+            false => self.clipped(list, t),
         }
+    }
+
+    /// [`clip`](Self::clip) where timesteps lack points (`dom`, `tree`):
+    /// out of line, so the common case inlines into every lookup (called
+    /// for every list, it was about 130 instructions of each `stencil_1d`
+    /// task, `callgrind`).
+    #[inline(never)]
+    fn clipped<'a>(&self, list: &'a [i64], t: i64) -> Points<'a> {
         let lo = self.graph.offset_at(t);
         let hi = lo + self.graph.width_at(t);
         Points::Made(

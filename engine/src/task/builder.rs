@@ -335,6 +335,7 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
     #[inline]
     pub(crate) fn with_state(codelet: &Codelet<A, P>, accesses: A, state: S) -> Self {
         let mut b = TaskBuilder::from_parts(&codelet.info);
+        b.declared.accesses.reserve_exact(accesses.count());
         accesses.declare(&mut b.declared);
         Task {
             b,
