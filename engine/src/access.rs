@@ -186,8 +186,8 @@ pub trait Accesses: sealed::Sealed + Send + 'static {
     fn declare(self, out: &mut Declared);
 
     /// How many accesses [`declare`](Self::declare) appends: the task's
-    /// list is allocated once, at its length (pushed one by one, a list of
-    /// five reads and a write grew twice).
+    /// list is allocated once (pushed one by one, a list of five reads and
+    /// a write grew twice).
     #[doc(hidden)]
     fn count(&self) -> usize;
 
