@@ -335,12 +335,13 @@ impl<A: Accesses, P: Send + Sync + 'static, S> Task<A, P, S> {
     #[inline]
     pub(crate) fn with_state(codelet: &Codelet<A, P>, accesses: A, state: S) -> Self {
         let mut b = TaskBuilder::from_parts(&codelet.info);
-        // Room for the whole list at once, in steps of four (the sizes a
-        // list grown by pushes ends at): at its exact length, a list of
-        // three (72 bytes) shared cache lines with the next one allocated,
-        // and Task Bench's STF `stencil_1d`, whose lists the submitting
-        // thread makes while the workers drop their predecessors', ran 11 %
-        // slower (30 alternated rounds; `taskbench_ab.sh`).
+        // Room for the whole list at once, in steps of four (for up to
+        // eight accesses, the 4 or 8 a list grown by pushes ended at). At
+        // its exact length a list of three took 72 bytes instead of 96, and
+        // Task Bench's STF `stencil_1d` ran about 10 % slower (alternated
+        // rounds, `taskbench_ab.sh`; why is not established: perhaps
+        // blocks sharing cache lines between the submitting thread, which
+        // makes lists, and the workers, which drop their predecessors').
         b.declared
             .accesses
             .reserve_exact(accesses.count().next_multiple_of(4));
