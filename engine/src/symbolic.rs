@@ -178,7 +178,9 @@ pub struct UnfoldStats {
     /// Edges whose successor is owned by another rank.
     pub remote_edges: usize,
     /// Tasks made ahead: by their first predecessor to finish, and
-    /// submitted by their last (see [`Unfolder::satisfy`]).
+    /// submitted by their last (see [`Unfolder::satisfy`]); in a
+    /// distributed run, by a task that sent the edges of their remote
+    /// predecessors.
     pub made_ahead: usize,
 }
 
@@ -267,14 +269,12 @@ impl<C: TaskClasses> Unfolder<C> {
         let ordered = classes.described_order().is_some();
         // Tasks are made ahead only when no handle orders them (an
         // unordered task's edges come from the handles' state when it is
-        // submitted, `Shared::prepare`), and in one process (see "Made
-        // ahead" on `satisfy`; a distributed run would also have to drop
-        // them when it ends, as `run_rank` does with `discard_ahead`).
-        let ahead = if ordered && remote.is_none() {
-            slots
-        } else {
-            0
-        };
+        // submitted, `Shared::prepare`): in one process by their first
+        // predecessor (see "Made ahead" on `satisfy`), in a distributed
+        // run beyond a remote edge (see "Ahead of a remote edge" on
+        // `make_beyond`; the run drops what is left when it ends, as
+        // `run_rank` does, with `discard_ahead`).
+        let ahead = if ordered { slots } else { 0 };
         Arc::new(Unfolder {
             counters: (0..slots)
                 .map(|_| std::sync::atomic::AtomicU32::new(0))
@@ -333,11 +333,12 @@ impl<C: TaskClasses> Unfolder<C> {
     /// and submits it. A task made ahead is not in flight: if a
     /// predecessor fails (its successors are never satisfied), it is
     /// dropped unrun at the end of the run (`discard_ahead`), as a task
-    /// never made would not exist. Distributed runs make nothing ahead: on
-    /// 2 ranks sharing 2 cores it did not shorten a `stencil_1d` step
-    /// (medians of 14 alternated runs: 1.02 and 0.95 of the time without,
-    /// empty tasks and `-iter 1024`), the remote predecessor's message and
-    /// the local one ending together there.
+    /// never made would not exist. Distributed runs make nothing ahead
+    /// this way: on 2 ranks sharing 2 cores it did not shorten a
+    /// `stencil_1d` step (medians of 14 alternated runs: 1.02 and 0.95 of
+    /// the time without, empty tasks and `-iter 1024`), the remote
+    /// predecessor's message and the local one ending together there.
+    /// They make ahead beyond a remote edge instead (`make_beyond`).
     pub fn satisfy(self: &Arc<Self>, key: C::Key, pred: Option<u64>) {
         self.satisfy_from(key, pred, &mut true)
     }
@@ -372,13 +373,26 @@ impl<C: TaskClasses> Unfolder<C> {
                     if total == 1 {
                         // Its only predecessor is its last: read as a
                         // count of one left, so the branch below makes it.
-                        STARTED | 1
+                        // In a distributed run a worker may be starting
+                        // the counter to make the task beyond a remote
+                        // edge (`make_beyond`): whichever changes it first
+                        // from 0 wins, and this one then counts down.
+                        if self.remote.is_none()
+                            || counter
+                                .compare_exchange(0, MADE, Ordering::AcqRel, Ordering::Acquire)
+                                .is_ok()
+                        {
+                            STARTED | 1
+                        } else {
+                            counter.fetch_sub(1, Ordering::AcqRel)
+                        }
                     } else {
                         // Made ahead only where the making fills a wait
                         // (see above): then the counter holds the other
                         // predecessors' counts and the maker's.
                         let ahead = *may_make_ahead
                             && slot < self.ahead.len()
+                            && self.remote.is_none()
                             && self.submitter.worker_would_wait();
                         let left = total - 1 + usize::from(ahead);
                         match counter.compare_exchange(
@@ -511,7 +525,12 @@ impl<C: TaskClasses> Unfolder<C> {
         let made = self.ahead.get(slot).and_then(AtomicCell::take);
         match made {
             Some(task) => {
-                let submitted = match by_maker {
+                // In a distributed run the task was made beyond a remote
+                // edge (`make_beyond`) by a worker that was idle then: the
+                // thread that satisfies it last keeps it (the network's
+                // watcher, an idle worker, for an edge that arrives), with
+                // no wake-up of another.
+                let submitted = match by_maker || self.remote.is_some() {
                     true => self.submitter.submit_prepared(task),
                     false => self.submitter.submit_prepared_to_any(task),
                 };
@@ -525,11 +544,67 @@ impl<C: TaskClasses> Unfolder<C> {
         }
     }
 
+    /// **Ahead of a remote edge.** A task that has just sent its remote
+    /// edges, on a worker with nothing else to do, makes one of this
+    /// rank's tasks that those remote successors will release, while the
+    /// edges travel: the first not yet started (no predecessor satisfied,
+    /// its counter 0) among their successors this rank owns. Its counter
+    /// starts at all its predecessors plus the maker's count, dropped once
+    /// it is stored, as for a task made by its first predecessor
+    /// (`satisfy`). A chain between two ranks (`tessera overhead-mpi`'s)
+    /// then has the making of each task (about 2,000 instructions of its
+    /// classes' `task` and the node, `callgrind`) off its path: the message
+    /// that comes back finds the task made, and the watcher that routes it
+    /// runs it at once (`submit_numbered`). A symmetric `stencil_1d`
+    /// gains nothing this way (see "Made ahead" on `satisfy`). Nothing is
+    /// made for a worker with queued work, and at most one task per
+    /// release.
+    fn make_beyond(self: &Arc<Self>, remote: &[(usize, RemoteGroup<C::Key>)]) {
+        if !self.submitter.worker_would_wait() {
+            return;
+        }
+        let mut next = Vec::new();
+        for s in remote.iter().flat_map(|(_, group)| group) {
+            next.clear();
+            self.classes.successors(s, &mut next);
+            for g in next.drain(..) {
+                if self.classes.owner(&g) != self.rank {
+                    continue;
+                }
+                let Some(slot) = self.classes.slot(&g).filter(|&i| i < self.ahead.len()) else {
+                    continue;
+                };
+                let counter = &self.counters[slot];
+                if counter.load(Ordering::Relaxed) != 0 {
+                    continue;
+                }
+                // Out of range counts are left to `satisfy`, which names them.
+                let total = self.classes.predecessor_count(&g);
+                if total == 0 || total + 1 >= COUNT as usize {
+                    continue;
+                }
+                // AcqRel as in `satisfy`; a predecessor that starts the
+                // counter first wins, and nothing is made.
+                if counter
+                    .compare_exchange(
+                        0,
+                        STARTED | (total + 1) as u32,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+                {
+                    return self.make_ahead(slot, g);
+                }
+            }
+        }
+    }
+
     /// Drop the tasks made ahead and never submitted (a predecessor failed,
     /// or the run was cut short): called once the run's tasks are done, so
     /// nothing submits one any more. Each holds this unfolder (its release
     /// of successors): kept, they would keep it alive.
-    fn discard_ahead(&self) {
+    pub(crate) fn discard_ahead(&self) {
         for a in self.ahead.iter() {
             drop(a.take());
         }
@@ -575,6 +650,9 @@ impl<C: TaskClasses> Unfolder<C> {
         let mut may_make_ahead = true;
         for s in local {
             self.satisfy_from(s, Some(id), &mut may_make_ahead);
+        }
+        if may_make_ahead && !remote.is_empty() && !self.ahead.is_empty() {
+            self.make_beyond(&remote);
         }
         // `wake_at` is set before the first task is made, and never again.
         let wake_at = self.wake_at.load(Ordering::Relaxed);

@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 use tessera_engine::dist::stf::{DistRuntime, DistTask};
 use tessera_engine::dist::symbolic::DistClasses;
 use tessera_engine::dist::DataRef;
-use tessera_engine::symbolic::TaskClasses;
+use tessera_engine::symbolic::{DescribedOrder, TaskClasses};
 use tessera_engine::{
     AccessMode, Accesses, Codelet, DataHandle, Error, Read, ReadWrite, Runtime, Task, TaskBuilder,
     Write,
@@ -34,6 +34,10 @@ pub struct RankDag {
     pub rank: usize,
     /// A task body fails if it is this one (to test aborts).
     pub fail: Option<usize>,
+    /// Promise the order (`TaskClasses::described_order`): no dependency
+    /// is inferred from the data, and tasks are made ahead beyond remote
+    /// edges.
+    pub ordered: bool,
     handles: LazyHandles<usize>,
 }
 
@@ -43,8 +47,15 @@ impl RankDag {
             shape,
             rank,
             fail,
+            ordered: false,
             handles: LazyHandles::new(rt, LEN, "out"),
         }
+    }
+
+    /// The same DAG with its order promised (see [`RankDag::ordered`]).
+    pub fn with_described_order(mut self) -> RankDag {
+        self.ordered = true;
+        self
     }
 
     fn handle(&self, t: usize) -> DataHandle<Vec<u64>> {
@@ -109,6 +120,14 @@ impl TaskClasses for RankDag {
     /// engine's array of counters and in its map.
     fn slot(&self, t: &usize) -> Option<usize> {
         t.is_multiple_of(2).then_some(*t)
+    }
+
+    fn described_order(&self) -> Option<DescribedOrder> {
+        // SAFETY: each task writes its own output, once, and only its
+        // successors read it: every two tasks that declare a datum are
+        // joined by an edge; the predecessor counts are the successor
+        // lists' (`Shape` builds both from one list of edges).
+        self.ordered.then(|| unsafe { DescribedOrder::new() })
     }
 }
 

@@ -22,7 +22,9 @@ const LIMIT: Duration = Duration::from_secs(120);
 #[test]
 fn random_symbolic_dags_match_sequential_at_1_to_4_ranks() {
     with_timeout(LIMIT, || {
-        for seed in 0..24u64 {
+        // Ordered: the order promised, tasks made ahead beyond remote edges.
+        let mut made_ahead = 0;
+        for (seed, ordered) in (0..24u64).flat_map(|s| [(s, false), (s, true)]) {
             let ranks = 1 + seed as usize % 4;
             let n = 20 + (seed as usize * 37) % 150;
             let shape = Arc::new(Shape::random(seed, n, ranks));
@@ -30,7 +32,12 @@ fn random_symbolic_dags_match_sequential_at_1_to_4_ranks() {
             let s2 = Arc::clone(&shape);
             let results = spmd(ranks, move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(1 + rank % 2)).unwrap();
-                let dag = Arc::new(RankDag::new(&rt, Arc::clone(&s2), rank, None));
+                let dag = RankDag::new(&rt, Arc::clone(&s2), rank, None);
+                let dag = Arc::new(if ordered {
+                    dag.with_described_order()
+                } else {
+                    dag
+                });
                 let stats = symbolic::run(&rt, &net, Arc::clone(&dag)).unwrap();
                 (dag.outputs(&rt), stats)
             });
@@ -42,7 +49,11 @@ fn random_symbolic_dags_match_sequential_at_1_to_4_ranks() {
                 assert!(stats.unfold.instantiated > 0 || n == 0);
             }
             for t in 0..n {
-                assert_eq!(got[t].as_ref(), Some(&expected[t]), "seed {seed}: task {t}");
+                assert_eq!(
+                    got[t].as_ref(),
+                    Some(&expected[t]),
+                    "seed {seed}, ordered {ordered}: task {t}"
+                );
             }
             // One message per (finished task, destination rank), carrying
             // the task's output once.
@@ -59,8 +70,11 @@ fn random_symbolic_dags_match_sequential_at_1_to_4_ranks() {
                 })
                 .sum();
             let sent: u64 = results.iter().map(|(_, s)| s.messages).sum();
-            assert_eq!(sent as usize, crossing, "seed {seed}");
+            assert_eq!(sent as usize, crossing, "seed {seed}, ordered {ordered}");
+            made_ahead += results.iter().map(|(_, s)| s.unfold.made_ahead).sum::<usize>();
         }
+        // Only ordered runs make tasks ahead; over 24 of them, some were.
+        assert!(made_ahead > 0, "no task was made ahead of a remote edge");
     });
 }
 
@@ -73,19 +87,30 @@ fn a_failing_task_ends_every_rank_naming_it() {
         let bad = (0..120)
             .find(|&t| shape.owner[t] == 1 && shape.succs[t].iter().any(|&s| shape.owner[s] != 1))
             .expect("such a task exists");
-        let s2 = Arc::clone(&shape);
-        let errors = spmd(ranks, move |rank, net| {
-            let rt = Runtime::new(Config::with_workers(1)).unwrap();
-            let dag = Arc::new(RankDag::new(&rt, Arc::clone(&s2), rank, Some(bad)));
-            symbolic::run(&rt, &net, dag).unwrap_err().to_string()
-        });
-        for (rank, e) in errors.iter().enumerate() {
-            assert!(
-                e.contains(&format!("task {bad} fails on purpose")),
-                "rank {rank}: {e}"
-            );
-            if rank != 1 {
-                assert!(e.contains("rank 1"), "rank {rank}: {e}");
+        // Ordered too: tasks made ahead beyond a remote edge that never
+        // comes are dropped unrun.
+        for ordered in [false, true] {
+            let s2 = Arc::clone(&shape);
+            let errors = spmd(ranks, move |rank, net| {
+                let rt = Runtime::new(Config::with_workers(1)).unwrap();
+                let dag = RankDag::new(&rt, Arc::clone(&s2), rank, Some(bad));
+                let dag = if ordered {
+                    dag.with_described_order()
+                } else {
+                    dag
+                };
+                symbolic::run(&rt, &net, Arc::new(dag))
+                    .unwrap_err()
+                    .to_string()
+            });
+            for (rank, e) in errors.iter().enumerate() {
+                assert!(
+                    e.contains(&format!("task {bad} fails on purpose")),
+                    "rank {rank}: {e}"
+                );
+                if rank != 1 {
+                    assert!(e.contains("rank 1"), "rank {rank}: {e}");
+                }
             }
         }
     });
@@ -340,7 +365,10 @@ fn a_version_arriving_while_its_copy_is_read_waits_for_the_reader() {
 /// last such receive to end makes it. A chain of 80 tasks alternating
 /// between 2 ranks, each reading its predecessor's 80 KB output and
 /// checking every value; at 1 and 2 workers. (Made on the message's
-/// arrival instead, the successors read stale copies.)
+/// arrival instead, the successors read stale copies.) With 128-byte
+/// outputs too, written into their copies on arrival. Each task is made
+/// ahead by its rank while its predecessor runs on the other
+/// (`Unfolder::make_beyond`): checked at one worker per rank.
 #[test]
 fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
     use tessera_engine::dist::symbolic::DistClasses;
@@ -349,12 +377,14 @@ fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
     use tessera_engine::{Codelet, DataHandle, Read, Task, TaskBuilder, Write};
 
     const N: u64 = 80;
-    const LEN: usize = 10_000;
     /// Task `k` (rank `k % 2`) writes `d{k}` (all `k + 1`) after checking
     /// that `d{k − 1}` holds `k`.
     struct Chain {
         handles: LazyHandles<u64>,
     }
+    // 80 KB, over `INLINE_MAX` (receive tasks); and 128 bytes (written
+    // into the copy on arrival).
+    const LENS: [usize; 2] = [10_000, 16];
     impl Chain {
         fn handle(&self, k: u64) -> DataHandle<Vec<u64>> {
             self.handles.get(k)
@@ -397,6 +427,12 @@ fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
         fn owner(&self, k: &u64) -> usize {
             (k % 2) as usize
         }
+        fn slots(&self) -> usize {
+            N as usize
+        }
+        fn slot(&self, k: &u64) -> Option<usize> {
+            Some(*k as usize)
+        }
         fn described_order(&self) -> Option<DescribedOrder> {
             // SAFETY: each datum is written once, by a task whose one
             // successor is its one reader; nothing else uses them.
@@ -415,21 +451,32 @@ fn in_an_ordered_run_large_items_are_written_before_their_readers_start() {
         }
     }
     with_timeout(LIMIT, || {
-        for workers in [1, 2] {
+        for (workers, len) in [1, 2].into_iter().flat_map(|w| LENS.map(|l| (w, l))) {
             let got = spmd(2, move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(workers)).unwrap();
                 let run = Arc::new(Chain {
-                    handles: LazyHandles::new(&rt, LEN, "d"),
+                    handles: LazyHandles::new(&rt, len, "d"),
                 });
-                symbolic::run(&rt, &net, Arc::clone(&run)).map_err(|e| e.to_string())?;
-                Ok::<_, String>((rank == 1).then(|| rt.unregister(run.handle(N - 1)).unwrap()))
+                let stats =
+                    symbolic::run(&rt, &net, Arc::clone(&run)).map_err(|e| e.to_string())?;
+                let last = (rank == 1).then(|| rt.unregister(run.handle(N - 1)).unwrap());
+                Ok::<_, String>((last, stats.unfold.made_ahead))
             });
+            let mut made_ahead = 0;
             for r in &got {
-                if let Err(e) = r {
-                    panic!("{workers} worker(s): {e}");
+                match r {
+                    Err(e) => panic!("{workers} worker(s), {len} lanes: {e}"),
+                    Ok((_, ahead)) => made_ahead += ahead,
                 }
             }
-            assert_eq!(got[1].clone().unwrap(), Some(vec![N; LEN]));
+            assert_eq!(got[1].clone().unwrap().0, Some(vec![N; len]));
+            // A rank whose one worker sent its edge has nothing else to
+            // do: it makes the task that the edge's task releases
+            // (`make_beyond`), nearly every time (the reply could come
+            // first, and the task is then made on its arrival).
+            if workers == 1 {
+                assert!(made_ahead > 0, "{len} lanes: nothing was made ahead");
+            }
         }
     });
 }

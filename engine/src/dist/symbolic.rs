@@ -566,6 +566,8 @@ where
         });
         if let Err(e) = finish(rt, net, unfolder, owned, waited) {
             self.ch.close();
+            // Tasks made beyond a remote edge whose edge never came.
+            self.unfolder.discard_ahead();
             return Err(e);
         }
         for to in (0..net.size()).filter(|&r| r != me) {
@@ -592,6 +594,8 @@ where
             })
             .map_err(Error::Remote);
         r.ch.close();
+        // Every owned task ran; none is left made ahead unless a rank failed.
+        r.unfolder.discard_ahead();
         result?;
         let mut stats = *crate::util::lock(&r.counters);
         stats.unfold = r.unfolder.stats();
