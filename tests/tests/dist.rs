@@ -71,7 +71,10 @@ fn random_symbolic_dags_match_sequential_at_1_to_4_ranks() {
                 .sum();
             let sent: u64 = results.iter().map(|(_, s)| s.messages).sum();
             assert_eq!(sent as usize, crossing, "seed {seed}, ordered {ordered}");
-            made_ahead += results.iter().map(|(_, s)| s.unfold.made_ahead).sum::<usize>();
+            made_ahead += results
+                .iter()
+                .map(|(_, s)| s.unfold.made_ahead)
+                .sum::<usize>();
         }
         // Only ordered runs make tasks ahead; over 24 of them, some were.
         assert!(made_ahead > 0, "no task was made ahead of a remote edge");
