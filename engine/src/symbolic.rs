@@ -347,7 +347,7 @@ impl<C: TaskClasses> Unfolder<C> {
     /// the time without, empty tasks and `-iter 1024`), the remote
     /// predecessor's message and the local one ending together there.
     /// Measured again once a task not made ahead no longer touched its
-    /// cell ([`AHEAD`]), two series of 20 alternated runs: 0.945 and 0.987
+    /// cell (`AHEAD`), two series of 20 alternated runs: 0.945 and 0.987
     /// with empty tasks, 0.972 and 1.064 at `-iter 1024`. They make ahead
     /// beyond a remote edge instead (`make_beyond`).
     pub fn satisfy(self: &Arc<Self>, key: C::Key, pred: Option<u64>) {
