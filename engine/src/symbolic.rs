@@ -165,6 +165,10 @@ const MADE: u32 = u32::MAX;
 
 const SHARDS: usize = 16;
 
+/// How many remote successors a release looks beyond, and how many of
+/// this rank's tasks it considers there (`Unfolder::make_beyond`).
+const BEYOND: usize = 8;
+
 /// One shard of the partially satisfied tasks.
 type PendingMap<K> = HashMap<K, Pending, FxBuildHasher>;
 
@@ -575,19 +579,21 @@ impl<C: TaskClasses> Unfolder<C> {
     /// runs it at once (`submit_numbered`). Nothing is made for a worker
     /// with queued work, and at most one task per release. Only a task
     /// whose successors are all remote looks: one with local successors
-    /// has its rank's next work in them, and on 2 ranks of a symmetric
-    /// `stencil_1d` of empty tasks the look alone (the remote tasks'
-    /// successors listed, to find none to make) made a run 1.055 of the
-    /// time (medians of 20 alternated runs).
+    /// has its rank's next work in them (a choice, not a measurement: the
+    /// slowdown first blamed on the look was the cells' swap, see
+    /// `AHEAD`). The look is bounded: the first [`BEYOND`] remote
+    /// successors, and as many candidates; a task with predecessors
+    /// among the ones not looked at is not made (its count would not
+    /// match), so a wide fan-out costs no more than a narrow one.
     fn make_beyond(self: &Arc<Self>, remote: &[(usize, RemoteGroup<C::Key>)]) {
         if !self.submitter.worker_would_wait() {
             return;
         }
         // This rank's numbered tasks not started yet that the edges' tasks
         // release, each with how many of those tasks precede it.
-        let mut found: SmallVec<[(C::Key, usize, usize); 4]> = SmallVec::new();
+        let mut found: SmallVec<[(C::Key, usize, usize); BEYOND]> = SmallVec::new();
         let mut next = Vec::new();
-        for s in remote.iter().flat_map(|(_, group)| group) {
+        for s in remote.iter().flat_map(|(_, group)| group).take(BEYOND) {
             next.clear();
             self.classes.successors(s, &mut next);
             for g in next.drain(..) {
@@ -595,7 +601,7 @@ impl<C: TaskClasses> Unfolder<C> {
                     f.2 += 1;
                     continue;
                 }
-                if self.classes.owner(&g) != self.rank {
+                if found.len() == BEYOND || self.classes.owner(&g) != self.rank {
                     continue;
                 }
                 let Some(slot) = self.classes.slot(&g).filter(|&i| i < self.ahead.len()) else {
@@ -612,7 +618,8 @@ impl<C: TaskClasses> Unfolder<C> {
             // on) is made by its first predecessor's end or its last's.
             // Made here, on 2 ranks of a symmetric stencil, the making
             // delayed the remote edge that arrived meanwhile: 1.16 of the
-            // time of empty tasks (medians of 10 alternated runs).
+            // time of empty tasks (medians of 10 alternated runs), against
+            // 1.055 without it (that part was the cells' swap, `AHEAD`).
             if self.classes.predecessor_count(&g) != preceding || preceding + 1 >= COUNT as usize {
                 continue;
             }

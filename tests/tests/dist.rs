@@ -1208,3 +1208,57 @@ fn a_maker_of_another_shape_fails_naming_the_data() {
         }
     });
 }
+
+/// A task whose successors are all on another rank makes ahead only a task
+/// of its own rank that those successors alone release
+/// (`Unfolder::make_beyond`), looking at the first eight of them: task 0
+/// (rank 0) feeds 19 tasks on rank 1, each followed by a task of its own on
+/// rank 0, and all joined by one task on rank 0 (task 20: numbered, as
+/// `RankDag` numbers even tasks). The join, whose predecessors lie partly
+/// beyond the look, must wait for all 19 (its output is checked); a task
+/// after one of the first eight is made ahead.
+#[test]
+fn a_task_made_beyond_a_remote_edge_waits_for_every_predecessor() {
+    const FAN: usize = 19;
+    let n = 2 + 2 * FAN;
+    let join = FAN + 1;
+    let mut preds = vec![Vec::new(); n];
+    let mut succs = vec![Vec::new(); n];
+    let mut owner = vec![0; n];
+    for i in 1..=FAN {
+        owner[i] = 1;
+        for (p, s) in [(0, i), (i, join), (i, join + i)] {
+            preds[s].push(p);
+            succs[p].push(s);
+        }
+    }
+    let shape = Arc::new(Shape {
+        preds,
+        succs,
+        owner,
+        salt: (0..n as u64).map(|t| t * 7919 + 1).collect(),
+    });
+    let expected = shape.expected();
+    with_timeout(LIMIT, move || {
+        let s2 = Arc::clone(&shape);
+        let results = spmd(2, move |rank, net| {
+            let rt = Runtime::new(Config::with_workers(1)).unwrap();
+            let dag = RankDag::new(&rt, Arc::clone(&s2), rank, None).with_described_order();
+            let dag = Arc::new(dag);
+            let stats = symbolic::run(&rt, &net, Arc::clone(&dag)).unwrap();
+            (dag.outputs(&rt), stats.unfold.made_ahead)
+        });
+        for (outs, _) in &results {
+            for (t, v) in outs {
+                assert_eq!(v, &expected[*t], "task {t}");
+            }
+        }
+        assert_eq!(results[0].0.len(), FAN + 2, "rank 0's outputs");
+        // Rank 0's one worker is idle once task 0 has sent its edges.
+        assert!(
+            results[0].1 >= 1,
+            "nothing was made ahead: {:?}",
+            results[0].1
+        );
+    });
+}
