@@ -1224,9 +1224,11 @@ fn a_task_made_beyond_a_remote_edge_waits_for_every_predecessor() {
     let join = FAN + 1;
     let mut preds = vec![Vec::new(); n];
     let mut succs = vec![Vec::new(); n];
-    let mut owner = vec![0; n];
+    // Tasks 1..=FAN on rank 1, the others on rank 0.
+    let owner: Vec<usize> = (0..n)
+        .map(|t| usize::from((1..=FAN).contains(&t)))
+        .collect();
     for i in 1..=FAN {
-        owner[i] = 1;
         for (p, s) in [(0, i), (i, join), (i, join + i)] {
             preds[s].push(p);
             succs[p].push(s);
