@@ -388,11 +388,11 @@ impl<C: TaskClasses> Unfolder<C> {
                     if total == 1 {
                         // Its only predecessor is its last: read as a
                         // count of one left, so the branch below makes it.
-                        // In a distributed run a worker may be starting
-                        // the counter to make the task beyond a remote
-                        // edge (`make_beyond`): whichever changes it first
-                        // from 0 wins, and this one then counts down.
-                        if self.remote.is_none()
+                        // Where tasks are made beyond remote edges, a
+                        // worker may be starting the counter
+                        // (`make_beyond`): whichever changes it first from
+                        // 0 wins, and this one then counts down.
+                        if !self.makes_beyond()
                             || counter
                                 .compare_exchange(0, MADE, Ordering::AcqRel, Ordering::Acquire)
                                 .is_ok()
@@ -637,6 +637,12 @@ impl<C: TaskClasses> Unfolder<C> {
         }
     }
 
+    /// Whether tasks are made beyond remote edges (`make_beyond`): a
+    /// distributed run whose tasks may be made ahead (ordered, numbered).
+    fn makes_beyond(&self) -> bool {
+        self.remote.is_some() && !self.ahead.is_empty()
+    }
+
     /// Drop the tasks made ahead and never submitted (a predecessor failed,
     /// or the run was cut short): called once the run's tasks are done, so
     /// nothing submits one any more. Each holds this unfolder (its release
@@ -686,7 +692,7 @@ impl<C: TaskClasses> Unfolder<C> {
         }
         // Only a task whose successors are all remote looks beyond them
         // (see `make_beyond`).
-        let beyond = local.is_empty() && !remote.is_empty() && !self.ahead.is_empty();
+        let beyond = local.is_empty() && !remote.is_empty() && self.makes_beyond();
         let mut may_make_ahead = true;
         for s in local {
             self.satisfy_from(s, Some(id), &mut may_make_ahead);

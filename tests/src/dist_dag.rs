@@ -36,7 +36,7 @@ pub struct RankDag {
     pub fail: Option<usize>,
     /// Promise the order (`TaskClasses::described_order`): no dependency
     /// is inferred from the data, and tasks are made ahead beyond remote
-    /// edges.
+    /// edges. False from [`RankDag::new`].
     pub ordered: bool,
     handles: LazyHandles<usize>,
 }
@@ -50,12 +50,6 @@ impl RankDag {
             ordered: false,
             handles: LazyHandles::new(rt, LEN, "out"),
         }
-    }
-
-    /// The same DAG with its order promised (see [`RankDag::ordered`]).
-    pub fn with_described_order(mut self) -> RankDag {
-        self.ordered = true;
-        self
     }
 
     fn handle(&self, t: usize) -> DataHandle<Vec<u64>> {

@@ -32,12 +32,9 @@ fn random_symbolic_dags_match_sequential_at_1_to_4_ranks() {
             let s2 = Arc::clone(&shape);
             let results = spmd(ranks, move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(1 + rank % 2)).unwrap();
-                let dag = RankDag::new(&rt, Arc::clone(&s2), rank, None);
-                let dag = Arc::new(if ordered {
-                    dag.with_described_order()
-                } else {
-                    dag
-                });
+                let mut dag = RankDag::new(&rt, Arc::clone(&s2), rank, None);
+                dag.ordered = ordered;
+                let dag = Arc::new(dag);
                 let stats = symbolic::run(&rt, &net, Arc::clone(&dag)).unwrap();
                 (dag.outputs(&rt), stats)
             });
@@ -96,12 +93,8 @@ fn a_failing_task_ends_every_rank_naming_it() {
             let s2 = Arc::clone(&shape);
             let errors = spmd(ranks, move |rank, net| {
                 let rt = Runtime::new(Config::with_workers(1)).unwrap();
-                let dag = RankDag::new(&rt, Arc::clone(&s2), rank, Some(bad));
-                let dag = if ordered {
-                    dag.with_described_order()
-                } else {
-                    dag
-                };
+                let mut dag = RankDag::new(&rt, Arc::clone(&s2), rank, Some(bad));
+                dag.ordered = ordered;
                 symbolic::run(&rt, &net, Arc::new(dag))
                     .unwrap_err()
                     .to_string()
@@ -1245,7 +1238,8 @@ fn a_task_made_beyond_a_remote_edge_waits_for_every_predecessor() {
         let s2 = Arc::clone(&shape);
         let results = spmd(2, move |rank, net| {
             let rt = Runtime::new(Config::with_workers(1)).unwrap();
-            let dag = RankDag::new(&rt, Arc::clone(&s2), rank, None).with_described_order();
+            let mut dag = RankDag::new(&rt, Arc::clone(&s2), rank, None);
+            dag.ordered = true;
             let dag = Arc::new(dag);
             let stats = symbolic::run(&rt, &net, Arc::clone(&dag)).unwrap();
             (dag.outputs(&rt), stats.unfold.made_ahead)
