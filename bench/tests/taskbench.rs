@@ -1,7 +1,7 @@
 //! Proves `tessera taskbench` runs Task Bench's graphs as Task Bench defines
 //! them: every dependence pattern and kernel runs to the end with each task
-//! validating its inputs, at 1, 2 and 4 workers, with both front-ends (STF
-//! and symbolic) and with output buffers reused (`-field`), and under the
+//! validating its inputs, at 1, 2 and 4 workers, with every front-end (STF,
+//! symbolic, light) and with output buffers reused (`-field`), and under the
 //! three schedulers; an input corrupted on purpose fails the run naming the task
 //! that read it; the counts it prints are Task Bench's; a simulated run has
 //! the real run's tasks; bad flags are refused by name.
@@ -44,6 +44,9 @@ fn every_pattern_validates_at_1_2_4_workers() {
         ("4", "symbolic", "20"),
         ("2", "symbolic", "2"),
         ("4", "symbolic", "3"),
+        ("1", "light", "20"),
+        ("2", "light", "20"),
+        ("4", "light", "20"),
     ] {
         for pattern in PATTERNS {
             let mut args = vec![
@@ -195,7 +198,13 @@ fn counts_are_task_bench_s() {
 fn a_corrupted_input_fails_naming_the_task() {
     // Task (timestep 4, point 2) writes a wrong timestep: its readers at
     // timestep 5 (points 1, 2, 3 in a stencil) find it.
-    for (workers, frontend) in [("1", "stf"), ("2", "stf"), ("2", "symbolic")] {
+    for (workers, frontend) in [
+        ("1", "stf"),
+        ("2", "stf"),
+        ("2", "symbolic"),
+        ("1", "light"),
+        ("2", "light"),
+    ] {
         let out = tessera(&[
             "taskbench",
             "--workers",
@@ -316,4 +325,46 @@ fn bad_flags_are_refused_by_name() {
     ] {
         tessera(args).refused(want);
     }
+}
+
+/// The light front-end reuses buffers where the edges order them
+/// (`stencil_1d`, `nearest`), refuses a graph whose reused buffers they do
+/// not order (`trivial`: two writers with no path between them), and runs
+/// in one process only.
+#[test]
+fn light_reuses_ordered_buffers_and_refuses_the_others() {
+    for (workers, pattern) in [
+        ("2", &["-type", "stencil_1d"][..]),
+        ("3", &["-type", "nearest", "-radix", "5"]),
+    ] {
+        let mut args = vec![
+            "taskbench",
+            "--workers",
+            workers,
+            "--frontend",
+            "light",
+            "-steps",
+            "40",
+            "-width",
+            "8",
+            "-field",
+            "2",
+        ];
+        args.extend_from_slice(pattern);
+        tessera(&args).ok();
+    }
+    tessera(&[
+        "taskbench",
+        "--frontend",
+        "light",
+        "-steps",
+        "10",
+        "-width",
+        "4",
+        "-field",
+        "2",
+        "-type",
+        "trivial",
+    ])
+    .refused("needs every buffer's uses ordered");
 }

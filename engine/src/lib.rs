@@ -118,6 +118,7 @@ mod error;
 mod file_error;
 pub mod fmt;
 pub mod graph;
+pub mod light;
 pub mod memory;
 pub mod perfmodel;
 mod preds;

@@ -11,13 +11,13 @@ use std::time::Instant;
 
 use tessera_engine::dist::stf::DistRuntime;
 use tessera_engine::dist::{self, Submit};
-use tessera_engine::{symbolic, Runtime, Scheduler};
+use tessera_engine::{light, symbolic, Runtime, Scheduler};
 
 use crate::ranks::Ranks;
 use crate::taskbench::app::{help, App};
 use crate::taskbench::report::{display, timing, totals};
 use crate::taskbench::run::{prepare, Point};
-use crate::taskbench::symbolic::Classes;
+use crate::taskbench::symbolic::{Classes, Light};
 
 /// Options of `tessera taskbench`.
 #[derive(clap::Args, Debug)]
@@ -29,9 +29,11 @@ pub struct TaskbenchArgs {
     #[arg(long, default_value = "ws")]
     pub sched: String,
     /// How the tasks reach the runtime: `stf`, submitted one by one with
-    /// their data accesses (StarPU's way), or `symbolic`, described by their
+    /// their data accesses (StarPU's way); `symbolic`, described by their
     /// dependence functions and made by the worker that finished their last
-    /// predecessor (PaRSEC's PTG way).
+    /// predecessor (PaRSEC's PTG way); or `light`, the same description with
+    /// each task a call of its body over buffers the program keeps, no task
+    /// object and no runtime data (Taskflow's and OpenMP's way; one process).
     #[arg(long, value_enum, default_value_t = Frontend::Stf)]
     pub frontend: Frontend,
     /// Predict the run on the platform described by this file instead of
@@ -58,6 +60,7 @@ pub struct TaskbenchArgs {
 pub enum Frontend {
     Stf,
     Symbolic,
+    Light,
 }
 
 /// `--corrupt G:T:P`, checked against the graphs.
@@ -120,7 +123,7 @@ pub fn run(args: TaskbenchArgs) -> Result<(), String> {
         .transpose()?;
     if let Some(path) = &args.simulate {
         if args.frontend != Frontend::Stf {
-            return Err("--simulate runs the STF front-end only (drop --frontend symbolic)".into());
+            return Err("--simulate runs the STF front-end only (drop --frontend)".into());
         }
         return simulate(&args, &app, path);
     }
@@ -155,6 +158,17 @@ fn run_ranks(
             let elapsed = t0.elapsed().as_secs_f64();
             crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
             elapsed
+        }
+        (None, Frontend::Light) => {
+            let light = Arc::new(Light::new(&rt, app, corrupt)?);
+            let t0 = Instant::now();
+            light::run(&rt, light).map_err(|e| e.to_string())?;
+            let elapsed = t0.elapsed().as_secs_f64();
+            crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
+            elapsed
+        }
+        (Some(_), Frontend::Light) => {
+            return Err("--frontend light runs in one process (its tasks have no remote edges): use --frontend symbolic under mpirun".into());
         }
         (Some((net, coll)), Frontend::Symbolic) => {
             let classes = Arc::new(Classes::new(&rt, app, ranks.rank, ranks.size, corrupt));
@@ -193,6 +207,7 @@ fn run_ranks(
             match args.frontend {
                 Frontend::Stf => "stf",
                 Frontend::Symbolic => "symbolic",
+                Frontend::Light => "light",
             }
         );
     }

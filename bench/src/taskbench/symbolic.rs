@@ -20,8 +20,10 @@
 
 use std::sync::{Arc, OnceLock};
 
+use smallvec::SmallVec;
 use tessera_engine::dist::symbolic::DistClasses;
 use tessera_engine::dist::DataRef;
+use tessera_engine::light::LightClasses;
 use tessera_engine::symbolic::{DescribedOrder, TaskClasses};
 use tessera_engine::{Codelet, DataHandle, Registrar, Runtime, Task, TaskBuilder};
 
@@ -365,6 +367,100 @@ impl DistClasses for Classes {
 
     fn owned(&self, rank: usize) -> usize {
         self.owned.get(rank).copied().unwrap_or(0)
+    }
+}
+
+/// The run's graphs as light tasks (`--frontend light`,
+/// [`tessera_engine::light`]): the same DAG as [`Classes`] (its roots,
+/// counts, successors and numbers), each task a call of the same body as
+/// the other front-ends', over output buffers this value keeps itself
+/// instead of the runtime's handles. One process only.
+pub struct Light {
+    classes: Classes,
+    bodies: Arc<super::run::Shared>,
+    /// Per buffer ([`Classes::data_key`]): its bytes. Reached only from
+    /// `run`, under the edges' order (see there).
+    buffers: Box<[std::cell::UnsafeCell<Vec<u8>>]>,
+}
+
+// SAFETY: the buffers are written only by the task that owns their current
+// version and read only by its successors, never at once (see `run`).
+unsafe impl Sync for Light {}
+
+impl Light {
+    /// The light tasks of `app`'s graphs (one process).
+    ///
+    /// # Errors
+    /// A run whose buffers' uses the edges do not all order (a `trivial` or
+    /// `tree` graph reusing its buffers: give it a buffer per timestep), or
+    /// one with too many tasks to number.
+    pub fn new(rt: &Runtime, app: &App, corrupt: Option<Point>) -> Result<Light, String> {
+        let classes = Classes::new(rt, app, 0, 1, corrupt);
+        if !classes.ordered {
+            return Err("--frontend light needs every buffer's uses ordered by the graph's edges, and a graph here reuses a buffer with no path between two of its writers (trivial or tree with -field below -steps): drop -field, or use --frontend symbolic".into());
+        }
+        if classes.slots == 0 {
+            return Err(format!(
+                "--frontend light numbers every task, and this run has more than {MAX_SLOTS}: use --frontend symbolic"
+            ));
+        }
+        let buffers = classes
+            .base
+            .iter()
+            .zip(&classes.graphs)
+            .zip(&classes.fields)
+            .flat_map(|((_, g), &f)| {
+                let bytes = g.output_bytes;
+                (0..g.width * f).map(move |_| std::cell::UnsafeCell::new(vec![0u8; bytes]))
+            })
+            .collect();
+        Ok(Light {
+            bodies: super::run::bodies(app, &classes.deps, 0, 1, corrupt),
+            classes,
+            buffers,
+        })
+    }
+}
+
+impl LightClasses for Light {
+    type Key = Key;
+
+    fn roots(&self) -> Vec<Key> {
+        self.classes.roots.clone()
+    }
+
+    fn predecessor_count(&self, key: &Key) -> usize {
+        TaskClasses::predecessor_count(&self.classes, key)
+    }
+
+    fn successors(&self, key: &Key, out: &mut Vec<Key>) {
+        TaskClasses::successors(&self.classes, key, out)
+    }
+
+    fn slots(&self) -> usize {
+        self.classes.slots
+    }
+
+    fn slot(&self, key: &Key) -> usize {
+        TaskClasses::slot(&self.classes, key).unwrap_or(usize::MAX)
+    }
+
+    fn run(&self, &(gi, t, p): &Key) -> Result<(), tessera_engine::BodyError> {
+        let (gu, f) = (gi as usize, self.classes.fields[gi as usize]);
+        let deps = self.classes.deps[gu].inputs(t, p);
+        let before = (t - 1).rem_euclid(f);
+        // SAFETY: `light::run` calls this after every predecessor returned,
+        // and the edges order every two uses of a buffer, one a write
+        // (`Classes::reuse_ordered`, checked for every task by `new`): no
+        // task writing an input runs now, and no other task uses the output.
+        let inputs: SmallVec<[&Vec<u8>; 8]> = deps
+            .iter()
+            .map(|&d| unsafe {
+                &*self.buffers[self.classes.data_key(gu, d, before) as usize].get()
+            })
+            .collect();
+        let out = unsafe { &mut *self.buffers[self.classes.data_key(gu, p, t % f) as usize].get() };
+        self.bodies.body(Point { graph: gu, t, p }, &inputs, out)
     }
 }
 

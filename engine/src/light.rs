@@ -1,0 +1,410 @@
+//! Light tasks: a DAG of numbered keys whose work is a call of the
+//! classes' own function, scheduled without task objects (Taskflow's and
+//! OpenMP's tasks over the application's data; PaRSEC's PTG bodies without
+//! its data management).
+//!
+//! A [`LightClasses`] describes the DAG as [`TaskClasses`](crate::symbolic::TaskClasses)
+//! does (roots, predecessor counts, successors, a number per task) and runs
+//! a task with [`LightClasses::run`]. [`run`] occupies every CPU worker of
+//! the runtime with one team task; each member pops keys from its own
+//! deque (LIFO: a task's successors run next on the worker that released
+//! them, their inputs in its cache) and steals from the others when it has
+//! none. Releasing a successor is one atomic counter per task, as in the
+//! symbolic front-end's numbered path; nothing is allocated per task, no
+//! handle is touched, no closure boxed, no node made. A symbolic task costs
+//! about 4,800 instructions of runtime on one worker (`callgrind`, Task
+//! Bench `stencil_1d`: making it 2,270, running 720, releasing 870); most
+//! of it is what a general task needs (its accesses checked and resolved,
+//! its node, its hooks), which a task that only calls a function does not.
+//!
+//! What the classes give up: the runtime manages none of their data (no
+//! handles, no transfers, no devices; the classes keep their data and
+//! `run` reads and writes it, the edges being what orders those accesses),
+//! a light run is one process (no remote edges), its tasks appear in a
+//! trace as the one team task, and a simulated runtime cannot run it (it
+//! runs no bodies). A task's error or panic stops the run: the tasks
+//! already started finish, no other starts, and the run returns the error
+//! with the task's key.
+//!
+//! Invariants (checked by `tests/tests/light.rs`):
+//! - `run(key)` is called once per task, after `run` returned `Ok` for every
+//!   predecessor, on some CPU worker; calls of tasks not joined by a path of
+//!   edges may run at once.
+//! - `pending` counts the tasks released (or roots) and not finished: a
+//!   task that releases `k` successors adds `k - 1` before it pushes them,
+//!   one that releases none subtracts 1. It reaches 0 only when no task is
+//!   queued or running, and then no task can become ready: the run is over.
+//!   A member leaves when it finds its deque and every other empty and
+//!   `pending` at 0; it pushes only to its own deque, so a task is never
+//!   left in the deque of a member that left. (Added before the pushes: a
+//!   thief that ran a pushed task and subtracted before the add would see
+//!   0 while tasks remain, and leave early: the run would still end right,
+//!   on fewer workers.)
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use crossbeam_utils::{Backoff, CachePadded};
+use smallvec::SmallVec;
+
+use crate::error::Error;
+use crate::runtime::Runtime;
+use crate::task::TaskBuilder;
+use crate::util::lock;
+use crate::{BodyError, Codelet};
+
+/// A DAG of light tasks (see the module doc).
+pub trait LightClasses: Send + Sync + 'static {
+    /// A task's index.
+    type Key: Clone + Debug + Send + Sync + 'static;
+
+    /// Tasks without predecessors.
+    fn roots(&self) -> Vec<Self::Key>;
+
+    /// How many tasks precede `key` (asked once per task, when its first
+    /// predecessor finishes).
+    fn predecessor_count(&self, key: &Self::Key) -> usize;
+
+    /// The tasks `key` precedes, appended to `out`.
+    fn successors(&self, key: &Self::Key, out: &mut Vec<Self::Key>);
+
+    /// How many numbers [`slot`](Self::slot) deals.
+    fn slots(&self) -> usize;
+
+    /// `key`'s number, distinct for every task, below [`slots`](Self::slots):
+    /// the index of its counter.
+    fn slot(&self, key: &Self::Key) -> usize;
+
+    /// Task `key`'s work, called once its predecessors' returned `Ok`.
+    fn run(&self, key: &Self::Key) -> Result<(), BodyError>;
+}
+
+/// What a light run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LightStats {
+    /// Tasks run.
+    pub tasks: usize,
+    /// Of them, taken from another worker's deque.
+    pub stolen: usize,
+    /// Workers that ran tasks (the team's size).
+    pub workers: usize,
+}
+
+/// A counter: 0 until a predecessor finishes, then `STARTED` and the
+/// predecessors left; `MADE` once the task is released.
+const STARTED: u32 = 1 << 31;
+const COUNT: u32 = STARTED - 1;
+const MADE: u32 = u32::MAX;
+
+/// Run every task of `classes` on `rt`'s CPU workers and wait for them.
+///
+/// # Errors
+/// A task's error or panic ([`Error::Failed`], the task labelled with its
+/// key and numbered with its slot), a number out of range or
+/// reused, predecessor counts that do not match the edges, or a simulated
+/// runtime ([`Error::Config`]).
+pub fn run<C: LightClasses>(rt: &Runtime, classes: Arc<C>) -> Result<LightStats, Error> {
+    if rt.is_simulated() {
+        return Err(Error::Config(
+            "light tasks run their classes' code, and a simulated runtime runs none: use the symbolic front-end".into(),
+        ));
+    }
+    let roots = classes.roots();
+    if roots.is_empty() {
+        return Ok(LightStats::default());
+    }
+    let members = rt.workers();
+    let slots = classes.slots();
+    let injector = Injector::new();
+    for r in &roots {
+        // A root is its own release: its counter says so, and a root named
+        // twice or listed as a successor is caught like a reused number.
+        let slot = classes.slot(r);
+        if slot >= slots {
+            return Err(out_of_range(r, slot, slots));
+        }
+        injector.push(r.clone());
+    }
+    let deques: Vec<Worker<C::Key>> = (0..members).map(|_| Worker::new_lifo()).collect();
+    let light = Arc::new(Light {
+        stealers: deques.iter().map(Worker::stealer).collect(),
+        deques: deques.into_iter().map(|d| Mutex::new(Some(d))).collect(),
+        counters: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+        injector,
+        pending: CachePadded::new(AtomicUsize::new(roots.len())),
+        stop: AtomicBool::new(false),
+        error: Mutex::new(None),
+        ran: (0..members)
+            .map(|_| CachePadded::new(AtomicUsize::new(0)))
+            .collect(),
+        stolen: (0..members)
+            .map(|_| CachePadded::new(AtomicUsize::new(0)))
+            .collect(),
+        team: AtomicUsize::new(0),
+        classes,
+    });
+    for r in &roots {
+        if !light.release_root(r) {
+            return Err(lock(&light.error).take().unwrap_or_else(|| {
+                Error::Config(format!("light DAG: root {r:?} is listed twice"))
+            }));
+        }
+    }
+    let codelet = Codelet::new("light");
+    let l2 = Arc::clone(&light);
+    let task = TaskBuilder::new(&codelet)
+        .team(crate::team::TeamSize::up_to(members))
+        .body(move |ctx| {
+            let team = ctx.team();
+            l2.team.store(team.size(), Ordering::Relaxed);
+            team.run(|m| l2.member(m.rank()))?;
+            Ok(())
+        });
+    rt.submit(task)?;
+    let waited = rt.wait_all();
+    if let Some(e) = lock(&light.error).take() {
+        return Err(e);
+    }
+    waited?;
+    let left = light
+        .counters
+        .iter()
+        .filter(|c| !matches!(c.load(Ordering::Relaxed), 0 | MADE))
+        .count();
+    if left > 0 {
+        return Err(Error::Config(format!(
+            "light DAG is inconsistent: {left} task(s) never received all their predecessors (predecessor_count says more than their edges)"
+        )));
+    }
+    Ok(LightStats {
+        tasks: light.ran.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+        stolen: light.stolen.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+        workers: light.team.load(Ordering::Relaxed),
+    })
+}
+
+fn out_of_range<K: Debug>(key: &K, slot: usize, slots: usize) -> Error {
+    Error::Config(format!(
+        "light DAG: task {key:?} has number {slot}, not below slots() = {slots}"
+    ))
+}
+
+/// One light run's state, shared by the team's members.
+struct Light<C: LightClasses> {
+    classes: Arc<C>,
+    /// Per task (its number), see [`STARTED`].
+    counters: Box<[AtomicU32]>,
+    /// The roots, taken by whichever member comes first.
+    injector: Injector<C::Key>,
+    /// Per member, its deque, taken by the member when it starts.
+    deques: Vec<Mutex<Option<Worker<C::Key>>>>,
+    stealers: Vec<Stealer<C::Key>>,
+    /// Tasks released and not finished (see the module doc).
+    pending: CachePadded<AtomicUsize>,
+    /// A task failed: no other starts.
+    stop: AtomicBool,
+    /// The first failure.
+    error: Mutex<Option<Error>>,
+    /// Per member: tasks run, and of them stolen (each on a line of its own).
+    ran: Vec<CachePadded<AtomicUsize>>,
+    stolen: Vec<CachePadded<AtomicUsize>>,
+    /// The team's size.
+    team: AtomicUsize,
+}
+
+impl<C: LightClasses> Light<C> {
+    /// Member `rank`'s loop: run its own tasks, steal when it has none,
+    /// until none is pending or the run stops.
+    fn member(&self, rank: usize) {
+        let Some(local) = lock(&self.deques[rank]).take() else {
+            return;
+        };
+        let mut succ = Vec::with_capacity(8);
+        let (mut ran, mut stolen) = (0, 0);
+        let backoff = Backoff::new();
+        loop {
+            let (key, theft) = match local.pop() {
+                Some(k) => (Some(k), false),
+                None => (self.steal(rank, &local), true),
+            };
+            match key {
+                Some(k) => {
+                    backoff.reset();
+                    if self.stop.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    ran += 1;
+                    stolen += usize::from(theft);
+                    self.execute(&k, &local, &mut succ);
+                }
+                None => {
+                    if self.pending.load(Ordering::Acquire) == 0
+                        || self.stop.load(Ordering::Relaxed)
+                    {
+                        break;
+                    }
+                    // Spins, then yields the core: the team's members own
+                    // the workers for the run, but the cores may be shared.
+                    if backoff.is_completed() {
+                        std::thread::yield_now();
+                    } else {
+                        backoff.snooze();
+                    }
+                }
+            }
+        }
+        self.ran[rank].store(ran, Ordering::Relaxed);
+        self.stolen[rank].store(stolen, Ordering::Relaxed);
+    }
+
+    /// A task from the roots or another member's deque.
+    fn steal(&self, rank: usize, local: &Worker<C::Key>) -> Option<C::Key> {
+        loop {
+            let mut retry = false;
+            match self.injector.steal_batch_and_pop(local) {
+                Steal::Success(k) => return Some(k),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+            let n = self.stealers.len();
+            for v in (1..n).map(|i| (rank + i) % n) {
+                match self.stealers[v].steal() {
+                    Steal::Success(k) => return Some(k),
+                    Steal::Retry => retry = true,
+                    Steal::Empty => {}
+                }
+            }
+            if !retry {
+                return None;
+            }
+        }
+    }
+
+    /// Run `key`, then release its successors into `local`.
+    fn execute(&self, key: &C::Key, local: &Worker<C::Key>, succ: &mut Vec<C::Key>) {
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.classes.run(key)));
+        let failure = match done {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(panic) => Some(format!(
+                "panicked: {}",
+                panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".into())
+            )),
+        };
+        if let Some(message) = failure {
+            let task = crate::TaskInfo {
+                id: self.classes.slot(key) as u64,
+                codelet: "light".into(),
+                label: Some(format!("{key:?}")),
+            };
+            return self.fail(Error::Failed(crate::RunError {
+                failures: vec![crate::TaskFailure { task, message }],
+                cancelled: Vec::new(),
+            }));
+        }
+        succ.clear();
+        self.classes.successors(key, succ);
+        let mut ready: SmallVec<[C::Key; 8]> = SmallVec::new();
+        for s in succ.drain(..) {
+            match self.satisfy(&s) {
+                Ok(true) => ready.push(s),
+                Ok(false) => {}
+                Err(e) => return self.fail(e),
+            }
+        }
+        // See the module doc: added before the pushes, subtracted after.
+        match ready.len() {
+            0 => {
+                self.pending.fetch_sub(1, Ordering::AcqRel);
+            }
+            1 => {}
+            n => {
+                self.pending.fetch_add(n - 1, Ordering::AcqRel);
+            }
+        }
+        // Pushed in reverse: the first successor is popped first (LIFO).
+        for s in ready.into_iter().rev() {
+            local.push(s);
+        }
+    }
+
+    /// One predecessor of `key` finished: whether `key` is now ready.
+    fn satisfy(&self, key: &C::Key) -> Result<bool, Error> {
+        let slot = self.classes.slot(key);
+        let slots = self.counters.len();
+        let counter = self
+            .counters
+            .get(slot)
+            .ok_or_else(|| out_of_range(key, slot, slots))?;
+        // AcqRel, as the symbolic front-end's counters: the last
+        // predecessor's decrement reads every earlier one's writes, so the
+        // task sees what all its predecessors wrote.
+        let before = match counter.load(Ordering::Acquire) {
+            0 => {
+                let total = self.classes.predecessor_count(key);
+                if total == 0 || total >= COUNT as usize {
+                    return Err(Error::Config(format!(
+                        "light DAG is inconsistent: {key:?} is a successor but predecessor_count says {total}"
+                    )));
+                }
+                if total == 1 {
+                    return match counter.compare_exchange(
+                        0,
+                        MADE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => Ok(true),
+                        Err(_) => Err(more_edges(key)),
+                    };
+                }
+                match counter.compare_exchange(
+                    0,
+                    STARTED | (total - 1) as u32,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return Ok(false),
+                    // Another predecessor started it meanwhile.
+                    Err(_) => counter.fetch_sub(1, Ordering::AcqRel),
+                }
+            }
+            MADE => return Err(more_edges(key)),
+            _ => counter.fetch_sub(1, Ordering::AcqRel),
+        };
+        if before == MADE || before & COUNT == 0 {
+            return Err(more_edges(key));
+        }
+        if before & COUNT == 1 {
+            counter.store(MADE, Ordering::Relaxed);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Mark root `key` released; false if it already was.
+    fn release_root(&self, key: &C::Key) -> bool {
+        let slot = self.classes.slot(key);
+        self.counters[slot]
+            .compare_exchange(0, MADE, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Keep the first failure and stop the run.
+    fn fail(&self, e: Error) {
+        lock(&self.error).get_or_insert(e);
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn more_edges<K: Debug>(key: &K) -> Error {
+    Error::Config(format!(
+        "light DAG is inconsistent: {key:?} has more incoming edges than predecessor_count says, or shares its number with another task"
+    ))
+}

@@ -1,0 +1,267 @@
+//! Proves the light front-end (`tessera_engine::light`): random DAGs give
+//! the sequential result at 1..4 workers, every task runs once and only
+//! after all its predecessors; a task's error or panic ends the run with
+//! the task's key and starts none of its successors; predecessor counts
+//! that do not match the edges, numbers out of range and a simulated
+//! runtime are refused by name, never a hang (every test under a timeout).
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera_engine::light::{self, LightClasses};
+use tessera_engine::{BodyError, Config, Error, Runtime};
+use tessera_tests::random_dag::Shape;
+use tessera_tests::with_timeout;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A [`Shape`] as light tasks: task `t` mixes its predecessors' outputs
+/// into its own, and checks that each ran once, before it.
+struct ShapeLight {
+    shape: Shape,
+    outputs: Vec<UnsafeCell<Vec<u64>>>,
+    /// Per task: times run.
+    ran: Vec<AtomicU8>,
+    /// Declared predecessor counts (a test makes some wrong).
+    counts: Vec<usize>,
+    /// Tasks that fail (`Err`) or panic.
+    fail: Option<usize>,
+    panic: Option<usize>,
+    /// Numbers dealt (a test makes one too small).
+    slots: usize,
+    /// Whether `run` checks that its predecessors ran (a test whose counts
+    /// are wrong on purpose turns it off, to see what the engine finds).
+    check_order: bool,
+}
+
+// SAFETY: task t's output is written only by t's `run` and read only by its
+// successors', which `light::run` calls after t's returned.
+unsafe impl Sync for ShapeLight {}
+
+impl ShapeLight {
+    fn new(shape: Shape) -> ShapeLight {
+        let n = shape.preds.len();
+        ShapeLight {
+            counts: shape.preds.iter().map(Vec::len).collect(),
+            outputs: (0..n).map(|_| UnsafeCell::new(Vec::new())).collect(),
+            ran: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            fail: None,
+            panic: None,
+            slots: n,
+            check_order: true,
+            shape,
+        }
+    }
+
+    fn outputs(&self) -> Vec<Vec<u64>> {
+        // SAFETY: the run is over: no task runs.
+        self.outputs
+            .iter()
+            .map(|o| unsafe { (*o.get()).clone() })
+            .collect()
+    }
+}
+
+impl LightClasses for ShapeLight {
+    type Key = usize;
+
+    fn roots(&self) -> Vec<usize> {
+        (0..self.shape.preds.len())
+            .filter(|&t| self.shape.preds[t].is_empty())
+            .collect()
+    }
+
+    fn predecessor_count(&self, &t: &usize) -> usize {
+        self.counts[t]
+    }
+
+    fn successors(&self, &t: &usize, out: &mut Vec<usize>) {
+        out.extend_from_slice(&self.shape.succs[t]);
+    }
+
+    fn slots(&self) -> usize {
+        self.slots
+    }
+
+    fn slot(&self, &t: &usize) -> usize {
+        t
+    }
+
+    fn run(&self, &t: &usize) -> Result<(), BodyError> {
+        if self.ran[t].fetch_add(1, Ordering::AcqRel) != 0 {
+            return Err(format!("task {t} ran twice").into());
+        }
+        for &p in self.shape.preds[t].iter().filter(|_| self.check_order) {
+            if self.ran[p].load(Ordering::Acquire) != 1 {
+                return Err(format!("task {t} ran before its predecessor {p}").into());
+            }
+        }
+        if self.fail == Some(t) {
+            return Err("failed on purpose".into());
+        }
+        if self.panic == Some(t) {
+            panic!("panicked on purpose");
+        }
+        if !self.check_order {
+            // Its predecessors may not have run: their outputs are not read.
+            unsafe { *self.outputs[t].get() = vec![0; tessera_tests::random_dag::LEN] };
+            return Ok(());
+        }
+        // SAFETY: see the `Sync` impl.
+        let inputs: Vec<&Vec<u64>> = self.shape.preds[t]
+            .iter()
+            .map(|&p| unsafe { &*self.outputs[p].get() })
+            .collect();
+        let v = Shape::mix(self.shape.salt[t], &inputs);
+        unsafe { *self.outputs[t].get() = v };
+        Ok(())
+    }
+}
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::new(Config::with_workers(workers)).unwrap()
+}
+
+#[test]
+fn random_light_dags_match_sequential_at_1_to_4_workers() {
+    with_timeout(LIMIT, || {
+        let runtimes: Vec<Runtime> = (1..=4).map(rt).collect();
+        for seed in 0..200u64 {
+            let rt = &runtimes[seed as usize % runtimes.len()];
+            let n = 1 + (seed as usize * 37) % 400;
+            let dag = Arc::new(ShapeLight::new(Shape::random(seed, n, 1)));
+            let stats = light::run(rt, Arc::clone(&dag)).unwrap();
+            assert_eq!(stats.tasks, n, "seed {seed}");
+            assert!(dag.ran.iter().all(|r| r.load(Ordering::Relaxed) == 1));
+            assert_eq!(
+                dag.outputs(),
+                dag.shape.expected(),
+                "seed {seed}, {} workers",
+                rt.workers()
+            );
+        }
+    });
+}
+
+/// A wide DAG (every task of a layer feeds every task of the next) keeps
+/// every worker busy, so tasks are stolen; the result is still sequential's.
+#[test]
+fn wide_layers_are_shared_between_workers() {
+    with_timeout(LIMIT, || {
+        let (layers, width) = (200, 8);
+        let n = layers * width;
+        let mut preds = vec![Vec::new(); n];
+        let mut succs = vec![Vec::new(); n];
+        for l in 1..layers {
+            for i in 0..width {
+                let t = l * width + i;
+                preds[t] = (0..width).map(|j| (l - 1) * width + j).collect();
+                for j in 0..width {
+                    succs[(l - 1) * width + j].push(t);
+                }
+            }
+        }
+        let shape = Shape {
+            preds,
+            succs,
+            owner: vec![0; n],
+            salt: (0..n as u64)
+                .map(|s| s.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                .collect(),
+        };
+        let rt = rt(4);
+        let dag = Arc::new(ShapeLight::new(shape));
+        let stats = light::run(&rt, Arc::clone(&dag)).unwrap();
+        assert_eq!(stats.tasks, n);
+        assert_eq!(dag.outputs(), dag.shape.expected());
+    });
+}
+
+#[test]
+fn a_failing_task_ends_the_run_naming_it_and_runs_none_of_its_successors() {
+    with_timeout(LIMIT, || {
+        for (workers, panics) in [(1, false), (2, false), (2, true), (4, true)] {
+            // A chain of 50 with a side chain: task 20 fails.
+            let n = 50;
+            let preds: Vec<Vec<usize>> = (0..n)
+                .map(|t| if t == 0 { vec![] } else { vec![t - 1] })
+                .collect();
+            let mut succs = vec![Vec::new(); n];
+            for t in 1..n {
+                succs[t - 1].push(t);
+            }
+            let mut dag = ShapeLight::new(Shape {
+                preds,
+                succs,
+                owner: vec![0; n],
+                salt: vec![1; n],
+            });
+            match panics {
+                true => dag.panic = Some(20),
+                false => dag.fail = Some(20),
+            }
+            let dag = Arc::new(dag);
+            let err = light::run(&rt(workers), Arc::clone(&dag)).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, Error::Failed(_)), "{text}");
+            assert!(text.contains("'20'"), "{text}");
+            let why = if panics {
+                "panicked on purpose"
+            } else {
+                "failed on purpose"
+            };
+            assert!(text.contains(why), "{text}");
+            assert!((21..n).all(|t| dag.ran[t].load(Ordering::Relaxed) == 0));
+        }
+    });
+}
+
+#[test]
+fn predecessor_counts_that_do_not_match_the_edges_are_refused() {
+    with_timeout(LIMIT, || {
+        let shape = Shape::random(7, 300, 1);
+        // A task with two predecessors that says it has one: it runs after
+        // the first (one worker: nothing runs at once), and the second's
+        // end finds it made.
+        let t = (0..300).find(|&t| shape.preds[t].len() == 2).unwrap();
+        let mut dag = ShapeLight::new(shape.clone());
+        dag.counts[t] = 1;
+        dag.check_order = false;
+        let err = light::run(&rt(1), Arc::new(dag)).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{t} has more incoming edges")),
+            "{err}"
+        );
+        // One that says it has three: it never runs.
+        let mut dag = ShapeLight::new(shape.clone());
+        dag.counts[t] = 3;
+        let err = light::run(&rt(2), Arc::new(dag)).unwrap_err().to_string();
+        assert!(
+            err.contains("never received all their predecessors"),
+            "{err}"
+        );
+        // Numbers that do not cover the tasks.
+        let mut dag = ShapeLight::new(shape);
+        dag.slots = 10;
+        let err = light::run(&rt(2), Arc::new(dag)).unwrap_err().to_string();
+        assert!(err.contains("not below slots() = 10"), "{err}");
+    });
+}
+
+#[test]
+fn a_simulated_runtime_is_refused() {
+    let platform = tessera_engine::simulate::Platform::parse(
+        "[node]\ncores = 2\n[node.cpu]\ngflops = 1\n",
+        false,
+        "light",
+    )
+    .unwrap();
+    let sim =
+        tessera_engine::simulate::Simulation::with_models(platform, Arc::default(), false, false);
+    let rt = Runtime::new(Config::simulated(sim.node(0))).unwrap();
+    let dag = Arc::new(ShapeLight::new(Shape::random(1, 10, 1)));
+    let err = light::run(&rt, dag).unwrap_err().to_string();
+    assert!(err.contains("simulated runtime runs none"), "{err}");
+}
