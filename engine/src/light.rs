@@ -24,7 +24,8 @@
 //! trace as the one team task, and a simulated runtime cannot run it (it
 //! runs no bodies). A task's error or panic stops the run: the tasks
 //! already started finish, no other starts, and the run returns the error
-//! with the task's key.
+//! with the task's key. `Runtime::interrupt` (Ctrl-C) stops it the same
+//! way, checked before each task.
 //!
 //! Invariants (checked by `tests/tests/light.rs`):
 //! - `run(key)` is called once per task, after `run` returned `Ok` for every
@@ -102,7 +103,9 @@ const MADE: u32 = u32::MAX;
 ///
 /// # Errors
 /// A task's error or panic ([`Error::Failed`], the task labelled with its
-/// key and numbered with its slot), a number out of range or
+/// key and numbered with its slot), an interrupt
+/// ([`Runtime::interrupt`], Ctrl-C: [`Error::Interrupted`] naming the first
+/// task not started; tasks already running finish), a number out of range or
 /// reused, predecessor counts that do not match the edges, or a simulated
 /// runtime ([`Error::Config`]).
 pub fn run<C: LightClasses>(rt: &Runtime, classes: Arc<C>) -> Result<LightStats, Error> {
@@ -143,6 +146,7 @@ pub fn run<C: LightClasses>(rt: &Runtime, classes: Arc<C>) -> Result<LightStats,
             .map(|_| CachePadded::new(AtomicUsize::new(0)))
             .collect(),
         team: AtomicUsize::new(0),
+        interrupt: rt.interrupt_flag(),
         classes,
     });
     for r in &roots {
@@ -212,6 +216,8 @@ struct Light<C: LightClasses> {
     stolen: Vec<CachePadded<AtomicUsize>>,
     /// The team's size.
     team: AtomicUsize,
+    /// `Runtime::interrupt` (Ctrl-C): checked before each task.
+    interrupt: crate::runtime::InterruptFlag,
 }
 
 impl<C: LightClasses> Light<C> {
@@ -233,6 +239,16 @@ impl<C: LightClasses> Light<C> {
                 Some(k) => {
                     backoff.reset();
                     if self.stop.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    if self.interrupt.is_set() {
+                        // The first task not started names the stop; the
+                        // others are dropped as the run ends.
+                        let task = self.info(&k);
+                        self.fail(Error::Interrupted(crate::RunError {
+                            failures: Vec::new(),
+                            cancelled: vec![task],
+                        }));
                         continue;
                     }
                     ran += 1;
@@ -298,11 +314,7 @@ impl<C: LightClasses> Light<C> {
             )),
         };
         if let Some(message) = failure {
-            let task = crate::TaskInfo {
-                id: self.classes.slot(key) as u64,
-                codelet: "light".into(),
-                label: Some(format!("{key:?}")),
-            };
+            let task = self.info(key);
             return self.fail(Error::Failed(crate::RunError {
                 failures: vec![crate::TaskFailure { task, message }],
                 cancelled: Vec::new(),
@@ -394,6 +406,15 @@ impl<C: LightClasses> Light<C> {
         self.counters[slot]
             .compare_exchange(0, MADE, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
+    }
+
+    /// How errors name task `key`: by its key, numbered by its slot.
+    fn info(&self, key: &C::Key) -> crate::TaskInfo {
+        crate::TaskInfo {
+            id: self.classes.slot(key) as u64,
+            codelet: "light".into(),
+            label: Some(format!("{key:?}")),
+        }
     }
 
     /// Keep the first failure and stop the run.

@@ -1,7 +1,8 @@
 //! Proves the light front-end (`tessera_engine::light`): random DAGs give
 //! the sequential result at 1..4 workers, every task runs once and only
 //! after all its predecessors; a task's error or panic ends the run with
-//! the task's key and starts none of its successors; predecessor counts
+//! the task's key and starts none of its successors, an interrupt ends it
+//! before the next task starts; predecessor counts
 //! that do not match the edges, numbers out of range and a simulated
 //! runtime are refused by name, never a hang (every test under a timeout).
 
@@ -34,6 +35,8 @@ struct ShapeLight {
     /// Whether `run` checks that its predecessors ran (a test whose counts
     /// are wrong on purpose turns it off, to see what the engine finds).
     check_order: bool,
+    /// A task that interrupts this runtime (Ctrl-C's call) when it runs.
+    interrupts: Option<(usize, Arc<Runtime>)>,
 }
 
 // SAFETY: task t's output is written only by t's `run` and read only by its
@@ -51,6 +54,7 @@ impl ShapeLight {
             panic: None,
             slots: n,
             check_order: true,
+            interrupts: None,
             shape,
         }
     }
@@ -97,6 +101,9 @@ impl LightClasses for ShapeLight {
             if self.ran[p].load(Ordering::Acquire) != 1 {
                 return Err(format!("task {t} ran before its predecessor {p}").into());
             }
+        }
+        if let Some((_, rt)) = self.interrupts.as_ref().filter(|(i, _)| *i == t) {
+            rt.interrupt();
         }
         if self.fail == Some(t) {
             return Err("failed on purpose".into());
@@ -183,21 +190,9 @@ fn wide_layers_are_shared_between_workers() {
 fn a_failing_task_ends_the_run_naming_it_and_runs_none_of_its_successors() {
     with_timeout(LIMIT, || {
         for (workers, panics) in [(1, false), (2, false), (2, true), (4, true)] {
-            // A chain of 50 with a side chain: task 20 fails.
+            // A chain of 50: task 20 fails.
             let n = 50;
-            let preds: Vec<Vec<usize>> = (0..n)
-                .map(|t| if t == 0 { vec![] } else { vec![t - 1] })
-                .collect();
-            let mut succs = vec![Vec::new(); n];
-            for t in 1..n {
-                succs[t - 1].push(t);
-            }
-            let mut dag = ShapeLight::new(Shape {
-                preds,
-                succs,
-                owner: vec![0; n],
-                salt: vec![1; n],
-            });
+            let mut dag = ShapeLight::new(chain(n));
             match panics {
                 true => dag.panic = Some(20),
                 false => dag.fail = Some(20),
@@ -214,6 +209,44 @@ fn a_failing_task_ends_the_run_naming_it_and_runs_none_of_its_successors() {
             };
             assert!(text.contains(why), "{text}");
             assert!((21..n).all(|t| dag.ran[t].load(Ordering::Relaxed) == 0));
+        }
+    });
+}
+
+/// A chain of `n` tasks.
+fn chain(n: usize) -> Shape {
+    let preds = (0..n)
+        .map(|t| if t == 0 { vec![] } else { vec![t - 1] })
+        .collect();
+    let mut succs = vec![Vec::new(); n];
+    for t in 1..n {
+        succs[t - 1].push(t);
+    }
+    Shape {
+        preds,
+        succs,
+        owner: vec![0; n],
+        salt: vec![1; n],
+    }
+}
+
+/// `Runtime::interrupt` (what Ctrl-C calls) during a light run: the task
+/// running finishes, no later one starts, and the run says it was
+/// interrupted, naming the first task it did not start.
+#[test]
+fn an_interrupt_stops_a_light_run() {
+    with_timeout(LIMIT, || {
+        for workers in [1, 3] {
+            let rt = Arc::new(rt(workers));
+            let mut dag = ShapeLight::new(chain(100));
+            dag.interrupts = Some((30, Arc::clone(&rt)));
+            let dag = Arc::new(dag);
+            let err = light::run(&rt, Arc::clone(&dag)).unwrap_err();
+            let text = err.to_string();
+            assert!(matches!(err, Error::Interrupted(_)), "{text}");
+            assert!(text.contains("'31'"), "{text}");
+            assert_eq!(dag.ran[30].load(Ordering::Relaxed), 1);
+            assert!((31..100).all(|t| dag.ran[t].load(Ordering::Relaxed) == 0));
         }
     });
 }

@@ -38,6 +38,25 @@ impl Shared {
     }
 }
 
+/// Tells whether a runtime was interrupted, for code that runs many pieces
+/// of work inside one task and must stop between them (`light`'s members).
+#[derive(Clone)]
+pub(crate) struct InterruptFlag(std::sync::Arc<Shared>);
+
+impl InterruptFlag {
+    /// Whether the runtime was interrupted (two relaxed loads).
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.is_interrupted()
+    }
+}
+
+impl Runtime {
+    /// This runtime's [`InterruptFlag`].
+    pub(crate) fn interrupt_flag(&self) -> InterruptFlag {
+        InterruptFlag(std::sync::Arc::clone(&self.shared))
+    }
+}
+
 pub(crate) const INTERRUPTED: &str = "interrupted (Runtime::interrupt, e.g. Ctrl-C)";
 impl Runtime {
     /// Stop the run soon, cleanly (for Ctrl-C): bodies already running

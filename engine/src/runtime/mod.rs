@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 pub use config::{Config, WorkerHook, DEFAULT_SUBMIT_WINDOW};
 pub use data::Registrar;
 pub use interrupt::interrupt_all;
-pub(crate) use interrupt::{all_interrupted, INTERRUPTED};
+pub(crate) use interrupt::{all_interrupted, InterruptFlag, INTERRUPTED};
 pub(crate) use shared::{GraphEntry, Shared};
 pub use start::{worker_cap, MIN_WORKER_CAP};
 pub(crate) use submit::Hold;
