@@ -20,7 +20,7 @@
 #    PaRSEC's PTG driver); tessera-light (1 process) with --frontend light
 #    (the same description, each task a call of its body over buffers the
 #    program keeps: Taskflow's and OpenMP's way, engine `light.rs`), with
-#    -field as the symbolic front-end; mpi (mpi/nonblock, 2 ranks), openmp
+#    -field as the symbolic front-end; tessera-light-mpi the same on 2 ranks; mpi (mpi/nonblock, 2 ranks), openmp
 #    ($cores threads), starpu (1 process, $cores CPU workers), starpu-mpi (2 ranks).
 #  Sweep: -iter 2^16, 2^15, ... 2^0; each point ROUNDS runs per system, systems
 #    alternated within each round (the order rotated from round to round), best
@@ -85,18 +85,18 @@ for s in "${systems[@]}"; do
   case $s in
     base-tessera|base-tessera-sym|base-tessera-mpi|base-tessera-sym-mpi)
       [ -x "${TESSERA_BASE_BIN:-}" ] || { echo "system '$s' needs TESSERA_BASE_BIN, an executable tessera binary" >&2; exit 2; } ;;
-    tessera|tessera-sym|tessera-light|tessera-mpi|tessera-sym-mpi|mpi|openmp|starpu|starpu-mpi) ;;
-    *) echo "unknown system '$s' (tessera tessera-sym tessera-light tessera-mpi tessera-sym-mpi mpi openmp starpu starpu-mpi)" >&2; exit 2 ;;
+    tessera|tessera-sym|tessera-light|tessera-mpi|tessera-sym-mpi|tessera-light-mpi|mpi|openmp|starpu|starpu-mpi) ;;
+    *) echo "unknown system '$s' (tessera tessera-sym tessera-light tessera-mpi tessera-sym-mpi tessera-light-mpi mpi openmp starpu starpu-mpi)" >&2; exit 2 ;;
   esac
 done
 has() { local x; for x in "${systems[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
 # Whether any Tessera system, any on 1 process, any under mpirun is in the run.
-has_tessera() { has tessera || has tessera-sym || has tessera-light || has tessera-mpi || has tessera-sym-mpi; }
-has_tessera_mpi() { has tessera-mpi || has tessera-sym-mpi; }
+has_tessera() { has tessera || has tessera-sym || has tessera-light || has tessera-mpi || has tessera-sym-mpi || has tessera-light-mpi; }
+has_tessera_mpi() { has tessera-mpi || has tessera-sym-mpi || has tessera-light-mpi; }
 need_peers=""
 for s in mpi openmp starpu starpu-mpi; do has "$s" && need_peers=1; done
 need_mpi=""
-for s in tessera-mpi tessera-sym-mpi base-tessera-mpi base-tessera-sym-mpi mpi starpu-mpi; do has "$s" && need_mpi=1; done
+for s in tessera-mpi tessera-sym-mpi tessera-light-mpi base-tessera-mpi base-tessera-sym-mpi mpi starpu-mpi; do has "$s" && need_mpi=1; done
 
 # ---- 1. packages -----------------------------------------------------------
 missing=()
@@ -216,6 +216,7 @@ cmd_of() {
                  else echo "${mpi[*]} -np $ranks $bin taskbench $*"; fi ;;
     tessera-sym) echo "$bin taskbench --frontend symbolic --workers $cores $*" ;;
     tessera-light) echo "$bin taskbench --frontend light --workers $cores $*" ;;
+    tessera-light-mpi) echo "${mpi[*]} -np $ranks $bin taskbench --frontend light --workers $rank_cores $*" ;;
     tessera-sym-mpi) echo "${mpi[*]} -np $ranks $bin taskbench --frontend symbolic --workers $rank_cores $*" ;;
     mpi)         echo "${mpi[*]} -np $ranks $tb/mpi/nonblock $*" ;;
     openmp)      echo "env OMP_NUM_THREADS=$cores $tb/openmp/main $* -worker $cores" ;;
@@ -237,7 +238,7 @@ steps_of() {  # graph system
 flags_of() {  # graph system iter
   local radix=""; [ "$1" = nearest ] && radix="-radix 5"
   local field=""
-  case $2 in tessera-sym*|base-tessera-sym*|tessera-light|starpu*) field=${FIELD:+-field $FIELD} ;; esac
+  case $2 in tessera-sym*|base-tessera-sym*|tessera-light*|starpu*) field=${FIELD:+-field $FIELD} ;; esac
   echo "-type $1 $radix -width $(width_of "$1") -steps $(steps_of "$1" "$2") -kernel compute_bound -iter $3 $field $TB_ARGS"
 }
 itermax_of() { if [ "$1" = starpu-mpi ]; then echo "$STARPU_MPI_ITER_MAX"; else echo "$ITER_MAX"; fi; }
@@ -273,6 +274,7 @@ if has tessera && [ -n "$tessera_na" ]; then echo "   tessera: $tessera_na"; fi
 if has tessera-mpi && [ -n "$tessera_mpi_na" ]; then echo "   tessera-mpi: $tessera_mpi_na"; fi
 if has tessera-sym && [ -n "$tessera_na$sym_na" ]; then echo "   tessera-sym: ${tessera_na:-$sym_na}"; fi
 if has tessera-light && [ -n "$tessera_na$sym_na$light_na" ]; then echo "   tessera-light: ${tessera_na:-${sym_na:-$light_na}}"; fi
+if has tessera-light-mpi && [ -n "$tessera_mpi_na$sym_na$light_na" ]; then echo "   tessera-light-mpi: ${tessera_mpi_na:-${sym_na:-$light_na}}"; fi
 if has tessera-sym-mpi && [ -n "$tessera_mpi_na$sym_na" ]; then echo "   tessera-sym-mpi: ${tessera_mpi_na:-$sym_na}"; fi
 for g in "${graphs[@]}"; do
   echo "== $g: width $(width_of "$g"), steps $(steps_of "$g" mpi)$(has starpu-mpi && echo " (starpu-mpi: $(steps_of "$g" starpu-mpi) steps from iter 2^$STARPU_MPI_ITER_MAX, capped)")"
@@ -283,6 +285,7 @@ for g in "${graphs[@]}"; do
     if [ "$s" = tessera-mpi ] && [ -n "$tessera_mpi_na" ]; then continue; fi
     if [ "$s" = tessera-sym ] && [ -n "$tessera_na$sym_na" ]; then continue; fi
     if [ "$s" = tessera-light ] && [ -n "$tessera_na$sym_na$light_na" ]; then continue; fi
+    if [ "$s" = tessera-light-mpi ] && [ -n "$tessera_mpi_na$sym_na$light_na" ]; then continue; fi
     if [ "$s" = tessera-sym-mpi ] && [ -n "$tessera_mpi_na$sym_na" ]; then continue; fi
     active[$s]=1; below[$s]=0; bestf[$s]=0
     m=$(itermax_of "$s"); [ "$m" -gt "$kmax" ] && kmax=$m
@@ -347,11 +350,12 @@ echo "== load at end: $(uptime)"
 echo
 echo "== METG50 in us (granularity = elapsed x $cores cores / tasks; efficiency = FLOP/s / the best FLOP/s of any system on the graph in this run)"
 echo "   tessera: 1 process x $cores workers; tessera-mpi: $ranks ranks x $rank_cores (both STF); tessera-sym(-mpi): the same, --frontend symbolic;"
-echo "   tessera-light: 1 process x $cores workers, --frontend light;"
+echo "   tessera-light(-mpi): 1 process x $cores workers (or $ranks ranks x $rank_cores), --frontend light;"
 echo "   mpi: Task Bench mpi/nonblock, $ranks ranks;"
 echo "   openmp: $cores threads; starpu: 1 process, $cores CPU workers (lws); starpu-mpi: $ranks ranks x $rank_cores"
 awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v na_tm="$tessera_mpi_na" \
-    -v na_ts="${tessera_na:-$sym_na}" -v na_tl="${tessera_na:-${sym_na:-$light_na}}" -v na_tsm="${tessera_mpi_na:-$sym_na}" -v smpi_k="$STARPU_MPI_ITER_MAX" '
+    -v na_ts="${tessera_na:-$sym_na}" -v na_tl="${tessera_na:-${sym_na:-$light_na}}" \
+    -v na_tlm="${tessera_mpi_na:-${sym_na:-$light_na}}" -v na_tsm="${tessera_mpi_na:-$sym_na}" -v smpi_k="$STARPU_MPI_ITER_MAX" '
   function fmt(x) { return x >= 1000 ? sprintf("%.0f", x) : sprintf("%.3g", x) }
   # The point of `key` with the smallest granularity at >= 50 % of `peak`
   # (0: none).
@@ -373,6 +377,7 @@ awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v
         s = S[j]; key = g SUBSEP s; cell = ""
         if ((s == "tessera" && na_t != "") || (s == "tessera-mpi" && na_tm != "") \
             || (s == "tessera-sym" && na_ts != "") || (s == "tessera-light" && na_tl != "") \
+            || (s == "tessera-light-mpi" && na_tlm != "") \
             || (s == "tessera-sym-mpi" && na_tsm != "")) cell = "n/a"
         else if (!n[key]) cell = "no data"
         else if (!ref[key]) { cell = "failed"; note[key] = g " " s ": every run failed (see the FAILED lines above)" }
@@ -408,6 +413,7 @@ awk -v systems="${systems[*]}" -v graphs="${graphs[*]}" -v na_t="$tessera_na" -v
     if (index(" " systems " ", " tessera-mpi ") && na_tm != "") print "  tessera-mpi: " na_tm
     if (index(" " systems " ", " tessera-sym ") && na_ts != "") print "  tessera-sym: " na_ts
     if (index(" " systems " ", " tessera-light ") && na_tl != "") print "  tessera-light: " na_tl
+    if (index(" " systems " ", " tessera-light-mpi ") && na_tlm != "") print "  tessera-light-mpi: " na_tlm
     if (index(" " systems " ", " tessera-sym-mpi ") && na_tsm != "") print "  tessera-sym-mpi: " na_tsm
     if (index(" " systems " ", " starpu-mpi ")) printf "  starpu-mpi: capped sweep (from 2^%d, fewer tasks, run alone above the others'"'"' start)\n", smpi_k
     print "  <=X: still >= 50 % at the finest point swept, so METG50 is at most X"

@@ -329,8 +329,7 @@ fn bad_flags_are_refused_by_name() {
 
 /// The light front-end reuses buffers where the edges order them
 /// (`stencil_1d`, `nearest`), refuses a graph whose reused buffers they do
-/// not order (`trivial`: two writers with no path between them), and runs
-/// in one process only.
+/// not order (`trivial`: two writers with no path between them).
 #[test]
 fn light_reuses_ordered_buffers_and_refuses_the_others() {
     for (workers, pattern) in [

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tessera_engine::dist::light::DistLightClasses;
 use tessera_engine::light::{self, LightClasses};
 use tessera_engine::{BodyError, Config, Error, Runtime};
 use tessera_tests::random_dag::Shape;
@@ -37,6 +38,8 @@ struct ShapeLight {
     check_order: bool,
     /// A task that interrupts this runtime (Ctrl-C's call) when it runs.
     interrupts: Option<(usize, Arc<Runtime>)>,
+    /// The rank this value runs on (the distributed tests).
+    rank: usize,
 }
 
 // SAFETY: task t's output is written only by t's `run` and read only by its
@@ -55,6 +58,7 @@ impl ShapeLight {
             slots: n,
             check_order: true,
             interrupts: None,
+            rank: 0,
             shape,
         }
     }
@@ -97,7 +101,14 @@ impl LightClasses for ShapeLight {
         if self.ran[t].fetch_add(1, Ordering::AcqRel) != 0 {
             return Err(format!("task {t} ran twice").into());
         }
-        for &p in self.shape.preds[t].iter().filter(|_| self.check_order) {
+        // A predecessor on another rank is checked by its output having
+        // come: an empty one fails the mix below.
+        let here = |&&p: &&usize| self.shape.owner[p] == self.rank;
+        for &p in self.shape.preds[t]
+            .iter()
+            .filter(|_| self.check_order)
+            .filter(here)
+        {
             if self.ran[p].load(Ordering::Acquire) != 1 {
                 return Err(format!("task {t} ran before its predecessor {p}").into());
             }
@@ -117,6 +128,11 @@ impl LightClasses for ShapeLight {
             return Ok(());
         }
         // SAFETY: see the `Sync` impl.
+        if let Some(p) =
+            (self.shape.preds[t].iter()).find(|&&p| unsafe { (*self.outputs[p].get()).is_empty() })
+        {
+            return Err(format!("task {t} ran before predecessor {p}'s output came").into());
+        }
         let inputs: Vec<&Vec<u64>> = self.shape.preds[t]
             .iter()
             .map(|&p| unsafe { &*self.outputs[p].get() })
@@ -297,4 +313,90 @@ fn a_simulated_runtime_is_refused() {
     let dag = Arc::new(ShapeLight::new(Shape::random(1, 10, 1)));
     let err = light::run(&rt, dag).unwrap_err().to_string();
     assert!(err.contains("simulated runtime runs none"), "{err}");
+}
+
+impl DistLightClasses for ShapeLight {
+    fn owner(&self, &t: &usize) -> usize {
+        self.shape.owner[t]
+    }
+
+    fn owned(&self, rank: usize) -> usize {
+        self.shape.owner.iter().filter(|&&o| o == rank).count()
+    }
+
+    fn pack(&self, &from: &usize, _to: &[usize], out: &mut Vec<u8>) {
+        // SAFETY: `from` finished; its successors only read its output.
+        for v in unsafe { &*self.outputs[from].get() } {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    fn unpack(&self, &from: &usize, bytes: &[u8]) -> Result<(), String> {
+        if bytes.len() != 8 * tessera_tests::random_dag::LEN {
+            return Err(format!("{} bytes", bytes.len()));
+        }
+        let v = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        // SAFETY: written once, before `from`'s successors here run.
+        unsafe { *self.outputs[from].get() = v };
+        Ok(())
+    }
+}
+
+/// Random DAGs over 1–4 ranks (threads joined by the local transport),
+/// each with 1–2 workers: every rank's tasks give the sequential result,
+/// each run once, after its predecessors (a remote one's output unpacked).
+#[test]
+fn random_light_dags_over_ranks_match_sequential() {
+    with_timeout(Duration::from_secs(120), || {
+        for seed in 0..24u64 {
+            let ranks = 1 + seed as usize % 4;
+            let workers = 1 + (seed as usize / 4) % 2;
+            let n = 10 + (seed as usize * 53) % 300;
+            let shape = Shape::random(seed, n, ranks);
+            let expected = shape.expected();
+            let results = tessera_tests::spmd(ranks, move |rank, net| {
+                let rt = rt(workers);
+                let mut dag = ShapeLight::new(shape.clone());
+                dag.rank = rank;
+                let dag = Arc::new(dag);
+                let stats = tessera_engine::dist::light::run(&rt, &net, Arc::clone(&dag)).unwrap();
+                assert_eq!(stats.tasks, dag.owned(rank), "seed {seed} rank {rank}");
+                let outs = dag.outputs();
+                (0..outs.len())
+                    .filter(|&t| dag.shape.owner[t] == rank)
+                    .map(|t| (t, outs[t].clone()))
+                    .collect::<Vec<_>>()
+            });
+            for (t, v) in results.into_iter().flatten() {
+                assert_eq!(v, expected[t], "seed {seed}, {ranks} ranks, task {t}");
+            }
+        }
+    });
+}
+
+/// A task failing on one rank ends every rank with its error.
+#[test]
+fn a_failing_task_ends_every_rank() {
+    with_timeout(Duration::from_secs(60), || {
+        let mut shape = chain(60);
+        shape.owner = (0..60).map(|t| (t / 5) % 3).collect();
+        let errors = tessera_tests::spmd(3, move |rank, net| {
+            let rt = rt(1);
+            let mut dag = ShapeLight::new(shape.clone());
+            dag.rank = rank;
+            dag.fail = Some(27);
+            tessera_engine::dist::light::run(&rt, &net, Arc::new(dag))
+                .unwrap_err()
+                .to_string()
+        });
+        for (rank, e) in errors.iter().enumerate() {
+            assert!(
+                e.contains("'27'") && e.contains("failed on purpose"),
+                "rank {rank}: {e}"
+            );
+        }
+    });
 }

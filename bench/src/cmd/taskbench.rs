@@ -33,7 +33,7 @@ pub struct TaskbenchArgs {
     /// dependence functions and made by the worker that finished their last
     /// predecessor (PaRSEC's PTG way); or `light`, the same description with
     /// each task a call of its body over buffers the program keeps, no task
-    /// object and no runtime data (Taskflow's and OpenMP's way; one process).
+    /// object and no runtime data (Taskflow's and OpenMP's way).
     #[arg(long, value_enum, default_value_t = Frontend::Stf)]
     pub frontend: Frontend,
     /// Predict the run on the platform described by this file instead of
@@ -160,15 +160,21 @@ fn run_ranks(
             elapsed
         }
         (None, Frontend::Light) => {
-            let light = Arc::new(Light::new(&rt, app, corrupt)?);
+            let light = Arc::new(Light::new(&rt, app, 0, 1, corrupt)?);
             let t0 = Instant::now();
             light::run(&rt, light).map_err(|e| e.to_string())?;
             let elapsed = t0.elapsed().as_secs_f64();
             crate::wrap_up(&rt, args.trace.as_deref(), &args.placement)?;
             elapsed
         }
-        (Some(_), Frontend::Light) => {
-            return Err("--frontend light runs in one process (its tasks have no remote edges): use --frontend symbolic under mpirun".into());
+        (Some((net, coll)), Frontend::Light) => {
+            let light = Arc::new(Light::new(&rt, app, ranks.rank, ranks.size, corrupt)?);
+            coll.barrier()?;
+            let t0 = Instant::now();
+            let run = dist::light::run(&rt, net, light).map_err(|e| e.to_string());
+            let elapsed = t0.elapsed().as_secs_f64();
+            run?;
+            f64::from_bits(coll.allreduce_max(elapsed.to_bits())?)
         }
         (Some((net, coll)), Frontend::Symbolic) => {
             let classes = Arc::new(Classes::new(&rt, app, ranks.rank, ranks.size, corrupt));

@@ -21,6 +21,7 @@
 use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
+use tessera_engine::dist::light::DistLightClasses;
 use tessera_engine::dist::symbolic::DistClasses;
 use tessera_engine::dist::DataRef;
 use tessera_engine::light::LightClasses;
@@ -374,7 +375,9 @@ impl DistClasses for Classes {
 /// [`tessera_engine::light`]): the same DAG as [`Classes`] (its roots,
 /// counts, successors and numbers), each task a call of the same body as
 /// the other front-ends', over output buffers this value keeps itself
-/// instead of the runtime's handles. One process only.
+/// instead of the runtime's handles. Under mpirun each rank runs its
+/// points' tasks, and an output read on another rank travels with the
+/// edge's message ([`tessera_engine::dist::light`]) into that rank's copy.
 pub struct Light {
     classes: Classes,
     bodies: Arc<super::run::Shared>,
@@ -388,14 +391,20 @@ pub struct Light {
 unsafe impl Sync for Light {}
 
 impl Light {
-    /// The light tasks of `app`'s graphs (one process).
+    /// The light tasks of `app`'s graphs on `rank` of `ranks`.
     ///
     /// # Errors
     /// A run whose buffers' uses the edges do not all order (a `trivial` or
     /// `tree` graph reusing its buffers: give it a buffer per timestep), or
     /// one with too many tasks to number.
-    pub fn new(rt: &Runtime, app: &App, corrupt: Option<Point>) -> Result<Light, String> {
-        let classes = Classes::new(rt, app, 0, 1, corrupt);
+    pub fn new(
+        rt: &Runtime,
+        app: &App,
+        rank: usize,
+        ranks: usize,
+        corrupt: Option<Point>,
+    ) -> Result<Light, String> {
+        let classes = Classes::new(rt, app, rank, ranks, corrupt);
         if !classes.ordered {
             return Err("--frontend light needs every buffer's uses ordered by the graph's edges, and a graph here reuses a buffer with no path between two of its writers (trivial or tree with -field below -steps): drop -field, or use --frontend symbolic".into());
         }
@@ -415,7 +424,7 @@ impl Light {
             })
             .collect();
         Ok(Light {
-            bodies: super::run::bodies(app, &classes.deps, 0, 1, corrupt),
+            bodies: super::run::bodies(app, &classes.deps, rank, ranks, corrupt),
             classes,
             buffers,
         })
@@ -461,6 +470,53 @@ impl LightClasses for Light {
             .collect();
         let out = unsafe { &mut *self.buffers[self.classes.data_key(gu, p, t % f) as usize].get() };
         self.bodies.body(Point { graph: gu, t, p }, &inputs, out)
+    }
+}
+
+impl DistLightClasses for Light {
+    fn owner(&self, key: &Key) -> usize {
+        TaskClasses::owner(&self.classes, key)
+    }
+
+    fn owned(&self, rank: usize) -> usize {
+        self.classes.owned[rank]
+    }
+
+    fn pack(&self, &(gi, t, p): &Key, to: &[Key], out: &mut Vec<u8>) {
+        let deps = &self.classes.deps[gi as usize];
+        // A write-after-read edge carries no data.
+        if to
+            .iter()
+            .any(|&(_, tt, tp)| tt == t + 1 && deps.inputs(tt, tp).contains(&p))
+        {
+            let f = self.classes.fields[gi as usize];
+            // SAFETY: `(t, p)` wrote this buffer and has finished; only its
+            // successors read it now (see `run`), and reads may overlap.
+            let bytes = unsafe {
+                &*self.buffers[self.classes.data_key(gi as usize, p, t % f) as usize].get()
+            };
+            out.extend_from_slice(bytes);
+        }
+    }
+
+    fn unpack(&self, &(gi, t, p): &Key, bytes: &[u8]) -> Result<(), String> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let (gu, f) = (gi as usize, self.classes.fields[gi as usize]);
+        let want = self.classes.graphs[gu].output_bytes;
+        if bytes.len() != want {
+            return Err(format!("{} bytes, expected {want}", bytes.len()));
+        }
+        // SAFETY: this rank's tasks that read the buffer's previous version
+        // precede `(t, p)` (write-after-read edges, which cross ranks as
+        // messages before it runs), and its readers here follow this
+        // message: no task of this rank uses the copy now.
+        let copy =
+            unsafe { &mut *self.buffers[self.classes.data_key(gu, p, t % f) as usize].get() };
+        copy.clear();
+        copy.extend_from_slice(bytes);
+        Ok(())
     }
 }
 

@@ -38,6 +38,7 @@ pub mod collective;
 mod gather;
 pub mod halo;
 pub(crate) mod lent;
+pub mod light;
 pub mod local;
 mod log;
 mod net;
