@@ -346,7 +346,16 @@ impl<C: LightClasses> Light<C> {
                         continue;
                     }
                     stolen += usize::from(theft);
-                    self.execute(&k, &local, &mut succ);
+                    // A panic anywhere in the task's turn (its body, or the
+                    // classes' successors, counts or packing) fails it: a
+                    // member that unwound would leave its deque's tasks to
+                    // no one, and the others waiting for them.
+                    let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.execute(&k, &local, &mut succ)
+                    }));
+                    if let Err(panic) = turn {
+                        self.failed(&k, panicked(panic.as_ref()));
+                    }
                     ran += 1;
                     // Release: see `done`.
                     self.ran[rank].store(ran, Ordering::Release);
@@ -430,25 +439,8 @@ impl<C: LightClasses> Light<C> {
 
     /// Run `key`, then release its successors into `local`.
     fn execute(&self, key: &C::Key, local: &Worker<C::Key>, succ: &mut Vec<C::Key>) {
-        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.classes.run(key)));
-        let failure = match done {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(panic) => Some(format!(
-                "panicked: {}",
-                panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "(no message)".into())
-            )),
-        };
-        if let Some(message) = failure {
-            let task = self.info(key);
-            return self.fail(Error::Failed(crate::RunError {
-                failures: vec![crate::TaskFailure { task, message }],
-                cancelled: Vec::new(),
-            }));
+        if let Err(e) = self.classes.run(key) {
+            return self.failed(key, e.to_string());
         }
         succ.clear();
         self.classes.successors(key, succ);
@@ -560,6 +552,15 @@ impl<C: LightClasses> Light<C> {
             .is_ok()
     }
 
+    /// Task `key` failed with `message`: stop the run with it.
+    fn failed(&self, key: &C::Key, message: String) {
+        let task = self.info(key);
+        self.fail(Error::Failed(crate::RunError {
+            failures: vec![crate::TaskFailure { task, message }],
+            cancelled: Vec::new(),
+        }));
+    }
+
     /// How errors name task `key`: by its key, numbered by its slot.
     fn info(&self, key: &C::Key) -> crate::TaskInfo {
         crate::TaskInfo {
@@ -604,6 +605,16 @@ impl<C: LightClasses> Light<C> {
     pub(crate) fn fail_message(&self, why: String) {
         self.fail(Error::Remote(why));
     }
+}
+
+/// A panic's message, as a task failure says it.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> String {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into());
+    format!("panicked: {what}")
 }
 
 fn more_edges<K: Debug>(key: &K) -> Error {

@@ -40,6 +40,8 @@ struct ShapeLight {
     interrupts: Option<(usize, Arc<Runtime>)>,
     /// The rank this value runs on (the distributed tests).
     rank: usize,
+    /// A task whose successors' description panics.
+    panic_in_successors: Option<usize>,
 }
 
 // SAFETY: task t's output is written only by t's `run` and read only by its
@@ -59,6 +61,7 @@ impl ShapeLight {
             check_order: true,
             interrupts: None,
             rank: 0,
+            panic_in_successors: None,
             shape,
         }
     }
@@ -86,6 +89,9 @@ impl LightClasses for ShapeLight {
     }
 
     fn successors(&self, &t: &usize, out: &mut Vec<usize>) {
+        if self.panic_in_successors == Some(t) {
+            panic!("successors of {t} panicked on purpose");
+        }
         out.extend_from_slice(&self.shape.succs[t]);
     }
 
@@ -212,6 +218,12 @@ fn a_failing_task_ends_the_run_naming_it_and_runs_none_of_its_successors() {
             match panics {
                 true => dag.panic = Some(20),
                 false => dag.fail = Some(20),
+            }
+            if workers == 4 {
+                // The classes' description panicking is the task's failure
+                // too (a member that unwound would strand its tasks).
+                dag.panic = None;
+                dag.panic_in_successors = Some(20);
             }
             let dag = Arc::new(dag);
             let err = light::run(&rt(workers), Arc::clone(&dag)).unwrap_err();
