@@ -21,8 +21,8 @@
 //! handles, no transfers, no devices; the classes keep their data and
 //! `run` reads and writes it, the edges being what orders those accesses),
 //! edges between ranks carry what the classes pack (`dist::light`), its
-//! tasks appear in a trace as the one team task, and a simulated runtime cannot run it (it
-//! runs no bodies). A task's error or panic stops the run: the tasks
+//! tasks appear in a trace as the one team task, and a simulated runtime
+//! cannot run it (it runs no bodies). A task's error or panic stops the run: the tasks
 //! already started finish, no other starts, and the run returns the error
 //! with the task's key. `Runtime::interrupt` (Ctrl-C) stops it the same
 //! way, checked before each task.
@@ -460,9 +460,8 @@ impl<C: LightClasses> Light<C> {
             if !groups.is_empty() {
                 groups.sort_by_key(|(o, _)| *o);
                 if let Err(e) = r.send(key, &groups) {
-                    return self.fail(Error::Remote(format!(
-                        "light task {key:?}: its edges could not be sent: {e}"
-                    )));
+                    // This rank's failure: the others are told (`fail`).
+                    return self.failed(key, format!("its edges could not be sent: {e}"));
                 }
             }
         }
