@@ -18,13 +18,19 @@
 //! runs a second time with dependencies inferred from the data, as an STF-minded user's
 //! classes would leave them: its line shows what that inference adds to each edge.
 //!
+//! The chain runs a third time as light tasks (`tessera_engine::dist::light`, [`LightChain`]):
+//! each task a call over two buffers the benchmark keeps, its output packed into the edge's
+//! message.
+//!
 //! Rounds alternate MPI and Tessera measurements; medians are printed with the ratios.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
+use tessera_engine::dist::light::{self, DistLightClasses};
 use tessera_engine::dist::symbolic::{self, DistClasses};
 use tessera_engine::dist::{Collectives, DataRef, Net};
+use tessera_engine::light::LightClasses;
 use tessera_engine::symbolic::{DescribedOrder, TaskClasses};
 use tessera_engine::{Codelet, Config, DataHandle, Read, Runtime, Task, TaskBuilder, Write};
 
@@ -247,6 +253,119 @@ impl DistClasses for EdgeBench {
     }
 }
 
+/// The chain as light tasks: task `i` on rank `i mod 2` checks that its input holds
+/// `i − 1` and writes `i` into its output; outputs alternate between two buffers, which
+/// the chain's order keeps apart (task `i` writes one while nothing reads it: `i − 1`'s
+/// readers are `i` alone).
+struct LightChain {
+    n: u64,
+    bytes: usize,
+    /// Task `i`'s output is `outputs[i % 2]` (on its rank, and its copy on the other).
+    outputs: [std::cell::UnsafeCell<Vec<u8>>; 2],
+}
+
+// SAFETY: see `LightChain`: one task of the chain uses a buffer at a time,
+// and the message that carries `i − 1`'s output to `i`'s rank is unpacked
+// before `i` runs.
+unsafe impl Sync for LightChain {}
+
+impl LightChain {
+    fn new(n: usize, bytes: usize) -> LightChain {
+        LightChain {
+            n: n as u64,
+            bytes,
+            outputs: [
+                std::cell::UnsafeCell::new(vec![0u8; bytes]),
+                std::cell::UnsafeCell::new(vec![0u8; bytes]),
+            ],
+        }
+    }
+}
+
+impl LightClasses for LightChain {
+    type Key = u64;
+
+    fn roots(&self) -> Vec<u64> {
+        vec![0]
+    }
+
+    fn predecessor_count(&self, &i: &u64) -> usize {
+        usize::from(i > 0)
+    }
+
+    fn successors(&self, &i: &u64, out: &mut Vec<u64>) {
+        if i + 1 < self.n {
+            out.push(i + 1);
+        }
+    }
+
+    fn slots(&self) -> usize {
+        self.n as usize
+    }
+
+    fn slot(&self, &i: &u64) -> usize {
+        i as usize
+    }
+
+    fn run(&self, &i: &u64) -> Result<(), tessera_engine::BodyError> {
+        // SAFETY: see `LightChain`.
+        if i > 0 {
+            let input = unsafe { &*self.outputs[(i - 1) as usize % 2].get() };
+            if input[..8] != (i - 1).to_le_bytes() {
+                return Err(format!("chain task {i}: its input does not hold {}", i - 1).into());
+            }
+        }
+        let out = unsafe { &mut *self.outputs[i as usize % 2].get() };
+        out[..8].copy_from_slice(&i.to_le_bytes());
+        Ok(())
+    }
+}
+
+impl DistLightClasses for LightChain {
+    fn owner(&self, &i: &u64) -> usize {
+        (i % 2) as usize
+    }
+
+    fn owned(&self, rank: usize) -> usize {
+        match rank {
+            0 => self.n.div_ceil(2) as usize,
+            1 => (self.n / 2) as usize,
+            _ => 0,
+        }
+    }
+
+    fn pack(&self, &i: &u64, _to: &[u64], out: &mut Vec<u8>) {
+        // SAFETY: see `LightChain`.
+        out.extend_from_slice(unsafe { &*self.outputs[i as usize % 2].get() });
+    }
+
+    fn unpack(&self, &i: &u64, bytes: &[u8]) -> Result<(), String> {
+        if bytes.len() != self.bytes {
+            return Err(format!("{} bytes, expected {}", bytes.len(), self.bytes));
+        }
+        // SAFETY: see `LightChain`.
+        unsafe { &mut *self.outputs[i as usize % 2].get() }.copy_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// The light chain's measurement: seconds from a barrier to every rank's end.
+fn light_run(
+    net: &Arc<Net>,
+    coll: &Collectives,
+    workers: usize,
+    n: usize,
+    bytes: usize,
+) -> Result<f64, String> {
+    let rt = Runtime::new(Config::with_workers(workers)).map_err(|e| e.to_string())?;
+    let chain = Arc::new(LightChain::new(n, bytes));
+    coll.barrier()?;
+    let t0 = Instant::now();
+    light::run(&rt, net, chain).map_err(|e| e.to_string())?;
+    let t = t0.elapsed().as_secs_f64();
+    Ok(f64::from_bits(coll.allreduce_max(t.to_bits())?))
+}
+
 /// One Tessera measurement: seconds from a barrier to every rank's end (the slowest rank's).
 fn tessera_run(
     net: &Arc<Net>,
@@ -335,6 +454,7 @@ fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
     let mut mpi_bw = [Vec::new(), Vec::new()];
     let mut chain = [Vec::new(), Vec::new()];
     let mut inferred = [Vec::new(), Vec::new()];
+    let mut light_chain = [Vec::new(), Vec::new()];
     let mut stream = [Vec::new(), Vec::new()];
     for round in 0..args.rounds {
         for (k, bytes) in [SMALL, LARGE].into_iter().enumerate() {
@@ -353,6 +473,8 @@ fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
                 let t = tessera_run(net, coll, args.workers, shape, n_chain, bytes)?;
                 per_edge.push(t / (n_chain - 1) as f64);
             }
+            let t = light_run(net, coll, args.workers, n_chain, bytes)?;
+            light_chain[k].push(t / (n_chain - 1) as f64);
             let n_stream = if bytes == SMALL {
                 args.stream
             } else {
@@ -407,6 +529,13 @@ fn run_ranks(args: &OverheadMpiArgs, ranks: &Ranks) -> Result<(), String> {
                 "",
                 per_inferred * 1e6,
                 per_inferred / lat
+            );
+            let per_light = median(light_chain[k].clone());
+            println!(
+                "{name:>6}: {:>31} | chain of light tasks: {:>9.2} µs per remote edge = {:.2}x MPI latency",
+                "",
+                per_light * 1e6,
+                per_light / lat
             );
             println!(
                 "{name:>6}: MPI bandwidth {:>9.3} GB/s ({:>10.0} msg/s) | stream: {:>9.3} GB/s ({:>10.0} edges/s) = {:.1} % of MPI bandwidth",
