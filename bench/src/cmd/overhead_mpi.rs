@@ -18,7 +18,7 @@
 //! runs a second time with dependencies inferred from the data, as an STF-minded user's
 //! classes would leave them: its line shows what that inference adds to each edge.
 //!
-//! The chain runs a third time as light tasks (`tessera_engine::dist::light`, [`LightChain`]):
+//! The chain runs a third time as light tasks (`tessera_engine::dist::light`, `LightChain`):
 //! each task a call over two buffers the benchmark keeps, its output packed into the edge's
 //! message.
 //!
