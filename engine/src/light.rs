@@ -46,6 +46,15 @@
 //!   thief that ran a pushed task and subtracted before the add would see
 //!   0 while tasks remain, and leave early: the run would still end right,
 //!   on fewer workers.)
+//! - A member that released no task and has none queued may *claim* one of
+//!   the successors it counted down (`WAITED` on its counter) and keep its
+//!   finished task's unit of `pending` for it. The predecessor that counts
+//!   a claimed task to zero leaves it (and its unit) to the claimant, which
+//!   watches the counter and runs it; a claimant that finds other work, or
+//!   has waited `CLAIM_ROUNDS`, withdraws the claim (then drops the unit),
+//!   or runs the task if its count reached zero meanwhile. So each task
+//!   runs once, by exactly one member, and `pending` still counts it from
+//!   its release to its end.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -94,6 +103,9 @@ pub struct LightStats {
     pub tasks: usize,
     /// Of them, taken from another worker's deque.
     pub stolen: usize,
+    /// Of them, run by the worker that claimed them, waiting for their
+    /// last predecessor (see the module doc).
+    pub claimed: usize,
     /// Workers that ran tasks (the team's size).
     pub workers: usize,
 }
@@ -109,11 +121,41 @@ pub struct LightStats {
 /// time in one process at `-iter 256`.
 const IDLE_SPINS: u32 = 256;
 
-/// A counter: 0 until a predecessor finishes, then `STARTED` and the
-/// predecessors left; `MADE` once the task is released.
-const STARTED: u32 = 1 << 31;
-const COUNT: u32 = STARTED - 1;
-const MADE: u32 = u32::MAX;
+/// Rounds a claimant watches its claimed task's counter (stealing and
+/// polling meanwhile, as an idle member does) before it withdraws the
+/// claim: long enough for a neighbour's task of tens of microseconds, and
+/// a bound on the wait for a count that never reaches zero (predecessor
+/// counts that do not match the edges).
+const CLAIM_ROUNDS: u32 = 4 * IDLE_SPINS;
+
+/// A claimant looks for other work once in this many rounds.
+const CLAIM_LOOK: u32 = 8;
+
+/// A task's counter (see [`Light::satisfy`]): `UNTOUCHED` until a
+/// predecessor finishes; each finished predecessor subtracts 1, and the
+/// first one also `UNTOUCHED` minus the predecessor count, so the counter
+/// then says how many are left, below `LIMIT`, and reaches 0 once, when the
+/// task is released (by whichever subtraction comes last). `WAITED`: a
+/// member claimed the task (see the module doc); `TAKEN`, released to its
+/// claimant. Every predecessor makes one atomic subtraction, the last
+/// included (a load before it would take the line twice from the member
+/// watching it).
+const UNTOUCHED: u32 = 1 << 28;
+const LIMIT: u32 = 1 << 27;
+const COUNT: u32 = LIMIT - 1;
+const WAITED: u32 = 1 << 29;
+const TAKEN: u32 = WAITED;
+
+/// What counting a predecessor down did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Satisfied {
+    /// Predecessors are left.
+    Waiting,
+    /// The task is ready: the caller releases it.
+    Ready,
+    /// The task is ready and claimed: its claimant runs it.
+    Handed,
+}
 
 /// Run every task of `classes` on `rt`'s CPU workers and wait for them.
 ///
@@ -200,7 +242,7 @@ pub(crate) fn prepare<C: LightClasses>(
     let light = Arc::new(Light {
         stealers: deques.iter().map(Worker::stealer).collect(),
         deques: deques.into_iter().map(|d| Mutex::new(Some(d))).collect(),
-        counters: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+        counters: (0..slots).map(|_| AtomicU32::new(UNTOUCHED)).collect(),
         injector,
         pending: CachePadded::new(AtomicUsize::new(roots.len())),
         stop: AtomicBool::new(false),
@@ -209,6 +251,9 @@ pub(crate) fn prepare<C: LightClasses>(
             .map(|_| CachePadded::new(AtomicUsize::new(0)))
             .collect(),
         stolen: (0..members)
+            .map(|_| CachePadded::new(AtomicUsize::new(0)))
+            .collect(),
+        claimed: (0..members)
             .map(|_| CachePadded::new(AtomicUsize::new(0)))
             .collect(),
         team: AtomicUsize::new(0),
@@ -255,7 +300,7 @@ impl<C: LightClasses> Light<C> {
         let left = self
             .counters
             .iter()
-            .filter(|c| !matches!(c.load(Ordering::Relaxed), 0 | MADE))
+            .filter(|c| !matches!(c.load(Ordering::Relaxed), UNTOUCHED | 0 | TAKEN))
             .count();
         if left > 0 && self.remote.is_none() {
             return Err(Error::Config(format!(
@@ -265,6 +310,7 @@ impl<C: LightClasses> Light<C> {
         Ok(LightStats {
             tasks: self.done(),
             stolen: self.stolen.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            claimed: self.claimed.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
             workers: self.team.load(Ordering::Relaxed),
         })
     }
@@ -285,7 +331,7 @@ fn out_of_range<K: Debug>(key: &K, slot: usize, slots: usize) -> Error {
 /// One light run's state, shared by the team's members.
 pub(crate) struct Light<C: LightClasses> {
     classes: Arc<C>,
-    /// Per task (its number), see [`STARTED`].
+    /// Per task (its number), see [`UNTOUCHED`].
     counters: Box<[AtomicU32]>,
     /// The roots, taken by whichever member comes first.
     injector: Injector<C::Key>,
@@ -301,6 +347,8 @@ pub(crate) struct Light<C: LightClasses> {
     /// Per member: tasks run, and of them stolen (each on a line of its own).
     ran: Vec<CachePadded<AtomicUsize>>,
     stolen: Vec<CachePadded<AtomicUsize>>,
+    /// Per member: tasks it ran having claimed them.
+    claimed: Vec<CachePadded<AtomicUsize>>,
     /// The team's size.
     team: AtomicUsize,
     /// `Runtime::interrupt` (Ctrl-C): checked before each task.
@@ -319,15 +367,37 @@ impl<C: LightClasses> Light<C> {
             return;
         };
         let mut succ = Vec::with_capacity(8);
-        let (mut ran, mut stolen) = (0, 0);
+        let (mut ran, mut stolen, mut claimed) = (0, 0, 0);
         // Rounds without a task since the last one (see `IDLE_SPINS`).
         let mut idle = 0u32;
         // A distributed run's last poll of the network by this member.
         let mut polled = std::time::Instant::now();
+        // The successor this member claimed, and its number.
+        let mut claim: Option<(C::Key, usize)> = None;
+        // The task this member released and runs next.
+        let mut next: Option<C::Key> = None;
         loop {
-            let (key, theft) = match local.pop() {
-                Some(k) => (Some(k), false),
-                None => (self.steal(rank, &local), true),
+            // Whether the task was stolen (`theft`), or claimed (`kept`).
+            let (key, theft, kept) = match next.take().or_else(|| local.pop()) {
+                Some(k) => (Some(k), false, false),
+                None => match claim.take() {
+                    Some((k, slot)) if self.take_claimed(slot) => (Some(k), false, true),
+                    kept => {
+                        claim = kept;
+                        // A claimant looks for other work every
+                        // `CLAIM_LOOK` rounds, and otherwise reads only its
+                        // counter (a thief reads the lines that the other
+                        // members' pushes and pops write).
+                        let look = claim.is_none() || idle.is_multiple_of(CLAIM_LOOK);
+                        let theft = look.then(|| self.steal(rank, &local)).flatten();
+                        if theft.is_some() {
+                            // Work elsewhere first: the claimed task goes
+                            // to whichever member takes it.
+                            self.withdraw(&mut claim, &local);
+                        }
+                        (theft, true, false)
+                    }
+                },
             };
             match key {
                 Some(k) => {
@@ -346,12 +416,13 @@ impl<C: LightClasses> Light<C> {
                         continue;
                     }
                     stolen += usize::from(theft);
+                    claimed += usize::from(kept);
                     // A panic anywhere in the task's turn (its body, or the
                     // classes' successors, counts or packing) fails it: a
                     // member that unwound would leave its deque's tasks to
                     // no one, and the others waiting for them.
                     let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.execute(&k, &local, &mut succ)
+                        self.execute(&k, &local, &mut succ, &mut claim, &mut next)
                     }));
                     if let Err(panic) = turn {
                         self.failed(&k, panicked(panic.as_ref()));
@@ -381,6 +452,9 @@ impl<C: LightClasses> Light<C> {
                     // team's members own the workers for the run, but the
                     // cores may be shared (ranks oversubscribed).
                     idle = idle.saturating_add(1);
+                    if idle >= CLAIM_ROUNDS {
+                        self.withdraw(&mut claim, &local);
+                    }
                     if idle < IDLE_SPINS {
                         std::hint::spin_loop();
                     } else {
@@ -390,6 +464,7 @@ impl<C: LightClasses> Light<C> {
             }
         }
         self.stolen[rank].store(stolen, Ordering::Relaxed);
+        self.claimed[rank].store(claimed, Ordering::Relaxed);
     }
 
     /// Whether this member may leave, having found no task. In one
@@ -437,8 +512,74 @@ impl<C: LightClasses> Light<C> {
         }
     }
 
-    /// Run `key`, then release its successors into `local`.
-    fn execute(&self, key: &C::Key, local: &Worker<C::Key>, succ: &mut Vec<C::Key>) {
+    /// Whether the claimed task numbered `slot` was counted to zero: then
+    /// it is this member's to run.
+    fn take_claimed(&self, slot: usize) -> bool {
+        // Acquire: reads every predecessor's writes, as `satisfy` does.
+        self.counters[slot].load(Ordering::Acquire) == TAKEN
+    }
+
+    /// Withdraw this member's claim, if any: the task is left to its last
+    /// predecessor, and the claim's unit of `pending` dropped; or, counted
+    /// to zero meanwhile, it is queued here (its unit stays with it).
+    fn withdraw(&self, claim: &mut Option<(C::Key, usize)>, local: &Worker<C::Key>) {
+        let Some((key, slot)) = claim.take() else {
+            return;
+        };
+        let counter = &self.counters[slot];
+        let mut seen = counter.load(Ordering::Acquire);
+        while seen & WAITED != 0 && seen & COUNT > 0 {
+            match counter.compare_exchange_weak(
+                seen,
+                seen & !WAITED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.pending.fetch_sub(1, Ordering::AcqRel);
+                    return;
+                }
+                Err(now) => seen = now,
+            }
+        }
+        // Released to this member (`TAKEN`), its unit of `pending` with it.
+        local.push(key);
+    }
+
+    /// Claim one of `waiting` (successors of this member's finished task
+    /// with predecessors left): the first whose counter says neither made
+    /// nor claimed.
+    fn claim_one(&self, waiting: &[C::Key]) -> Option<(C::Key, usize)> {
+        for k in waiting {
+            let slot = self.classes.slot(k);
+            let counter = &self.counters[slot];
+            let seen = counter.load(Ordering::Relaxed);
+            if !(1..LIMIT).contains(&seen) {
+                continue;
+            }
+            // A predecessor that counts it down meanwhile fails the swap:
+            // the next is tried (a count that reached zero was released).
+            if counter
+                .compare_exchange(seen, seen | WAITED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some((k.clone(), slot));
+            }
+        }
+        None
+    }
+
+    /// Run `key`, then release its successors: the first into `next`, the
+    /// others into `local`; with none released and none queued, claim one
+    /// (`claim`, see the module doc).
+    fn execute(
+        &self,
+        key: &C::Key,
+        local: &Worker<C::Key>,
+        succ: &mut Vec<C::Key>,
+        claim: &mut Option<(C::Key, usize)>,
+        next: &mut Option<C::Key>,
+    ) {
         if let Err(e) = self.classes.run(key) {
             return self.failed(key, e.to_string());
         }
@@ -466,31 +607,48 @@ impl<C: LightClasses> Light<C> {
             }
         }
         let mut ready: SmallVec<[C::Key; 8]> = SmallVec::new();
+        let mut waiting: SmallVec<[C::Key; 8]> = SmallVec::new();
         for s in succ.drain(..) {
             match self.satisfy(&s) {
-                Ok(true) => ready.push(s),
-                Ok(false) => {}
+                Ok(Satisfied::Ready) => ready.push(s),
+                Ok(Satisfied::Waiting) => waiting.push(s),
+                // Its claimant runs it, with its unit of `pending`.
+                Ok(Satisfied::Handed) => {}
                 Err(e) => return self.fail(e),
             }
         }
         // See the module doc: added before the pushes, subtracted after.
         match ready.len() {
             0 => {
-                self.pending.fetch_sub(1, Ordering::AcqRel);
+                debug_assert!(claim.is_none(), "a member runs no task while it claims one");
+                // Nothing to run next here: wait for a successor instead of
+                // stealing it from the member that releases it (its unit
+                // of `pending` is this task's).
+                if local.is_empty() {
+                    *claim = self.claim_one(&waiting);
+                }
+                if claim.is_none() {
+                    self.pending.fetch_sub(1, Ordering::AcqRel);
+                }
             }
             1 => {}
             n => {
                 self.pending.fetch_add(n - 1, Ordering::AcqRel);
             }
         }
-        // Pushed in reverse: the first successor is popped first (LIFO).
-        for s in ready.into_iter().rev() {
+        // The first runs next on this member, with no trip through its
+        // deque (a push, and a pop's fence); the others are pushed in
+        // reverse, so that they are popped in order (LIFO).
+        let mut ready = ready.into_iter();
+        *next = ready.next();
+        for s in ready.rev() {
             local.push(s);
         }
     }
 
-    /// One predecessor of `key` finished: whether `key` is now ready.
-    fn satisfy(&self, key: &C::Key) -> Result<bool, Error> {
+    /// One predecessor of `key` finished: whether `key` is now ready, and
+    /// whether a member claimed it.
+    fn satisfy(&self, key: &C::Key) -> Result<Satisfied, Error> {
         let slot = self.classes.slot(key);
         let slots = self.counters.len();
         let counter = self
@@ -498,56 +656,47 @@ impl<C: LightClasses> Light<C> {
             .get(slot)
             .ok_or_else(|| out_of_range(key, slot, slots))?;
         // AcqRel, as the symbolic front-end's counters: the last
-        // predecessor's decrement reads every earlier one's writes, so the
-        // task sees what all its predecessors wrote.
-        let before = match counter.load(Ordering::Acquire) {
-            0 => {
-                let total = self.classes.predecessor_count(key);
-                if total == 0 || total >= COUNT as usize {
-                    return Err(Error::Config(format!(
-                        "light DAG is inconsistent: {key:?} is a successor but predecessor_count says {total}"
-                    )));
-                }
-                if total == 1 {
-                    return match counter.compare_exchange(
-                        0,
-                        MADE,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
-                        Ok(_) => Ok(true),
-                        Err(_) => Err(more_edges(key)),
-                    };
-                }
-                match counter.compare_exchange(
-                    0,
-                    STARTED | (total - 1) as u32,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Ok(false),
-                    // Another predecessor started it meanwhile.
-                    Err(_) => counter.fetch_sub(1, Ordering::AcqRel),
-                }
+        // subtraction reads every earlier one's writes, so the task sees
+        // what all its predecessors wrote.
+        let before = counter.fetch_sub(1, Ordering::AcqRel);
+        if before == UNTOUCHED {
+            // The first: the arrivals so far (`UNTOUCHED - now`, this one
+            // among them) become the count left.
+            let total = self.classes.predecessor_count(key);
+            if total == 0 || total >= LIMIT as usize {
+                return Err(Error::Config(format!(
+                    "light DAG is inconsistent: {key:?} is a successor but predecessor_count says {total}"
+                )));
             }
-            MADE => return Err(more_edges(key)),
-            _ => counter.fetch_sub(1, Ordering::AcqRel),
-        };
-        if before == MADE || before & COUNT == 0 {
-            return Err(more_edges(key));
+            let shift = UNTOUCHED - total as u32;
+            let left = counter
+                .fetch_sub(shift, Ordering::AcqRel)
+                .wrapping_sub(shift);
+            return match left {
+                0 => Ok(Satisfied::Ready),
+                1..LIMIT => Ok(Satisfied::Waiting),
+                // More arrived than `total`.
+                _ => Err(more_edges(key)),
+            };
         }
-        if before & COUNT == 1 {
-            counter.store(MADE, Ordering::Relaxed);
-            return Ok(true);
+        match before {
+            1 => Ok(Satisfied::Ready),
+            // The claimant takes it (`take_claimed`).
+            b if b == WAITED | 1 => Ok(Satisfied::Handed),
+            2..LIMIT => Ok(Satisfied::Waiting),
+            b if b & WAITED != 0 && (2..LIMIT).contains(&(b & !WAITED)) => Ok(Satisfied::Waiting),
+            // The first has not counted yet.
+            b if (UNTOUCHED - LIMIT + 1..UNTOUCHED).contains(&b) => Ok(Satisfied::Waiting),
+            // Released already (0, `TAKEN`), or worse.
+            _ => Err(more_edges(key)),
         }
-        Ok(false)
     }
 
     /// Mark root `key` released; false if it already was.
     fn release_root(&self, key: &C::Key) -> bool {
         let slot = self.classes.slot(key);
         self.counters[slot]
-            .compare_exchange(0, MADE, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(UNTOUCHED, 0, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     }
 
@@ -589,12 +738,13 @@ impl<C: LightClasses> Light<C> {
     pub(crate) fn satisfy_remote(&self, keys: impl IntoIterator<Item = C::Key>) {
         for k in keys {
             match self.satisfy(&k) {
-                Ok(true) => {
+                Ok(Satisfied::Ready) => {
                     // Counted before it can be taken (see the module doc).
                     self.pending.fetch_add(1, Ordering::AcqRel);
                     self.injector.push(k);
                 }
-                Ok(false) => {}
+                // Its claimant, a member of this rank, runs it.
+                Ok(Satisfied::Handed) | Ok(Satisfied::Waiting) => {}
                 Err(e) => return self.fail(e),
             }
         }

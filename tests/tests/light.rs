@@ -42,6 +42,8 @@ struct ShapeLight {
     rank: usize,
     /// A task whose successors' description panics.
     panic_in_successors: Option<usize>,
+    /// A task that sleeps this long before it works.
+    slow: Option<(usize, Duration)>,
 }
 
 // SAFETY: task t's output is written only by t's `run` and read only by its
@@ -62,6 +64,7 @@ impl ShapeLight {
             interrupts: None,
             rank: 0,
             panic_in_successors: None,
+            slow: None,
             shape,
         }
     }
@@ -118,6 +121,9 @@ impl LightClasses for ShapeLight {
             if self.ran[p].load(Ordering::Acquire) != 1 {
                 return Err(format!("task {t} ran before its predecessor {p}").into());
             }
+        }
+        if let Some((_, d)) = self.slow.filter(|(s, _)| *s == t) {
+            std::thread::sleep(d);
         }
         if let Some((_, rt)) = self.interrupts.as_ref().filter(|(i, _)| *i == t) {
             rt.interrupt();
@@ -239,6 +245,65 @@ fn a_failing_task_ends_the_run_naming_it_and_runs_none_of_its_successors() {
             assert!((21..n).all(|t| dag.ran[t].load(Ordering::Relaxed) == 0));
         }
     });
+}
+
+/// A member whose task released nothing claims a successor and runs it
+/// when its last predecessor finishes: on a stencil of two points at two
+/// workers (each task reads both of the step before) one task of most
+/// steps is handed so. Claimed tasks run once, after their predecessors
+/// (the outputs are the sequential ones); a claim withdrawn because a
+/// predecessor is slow (100 ms, far beyond `CLAIM_ROUNDS`) leaves the task
+/// to that predecessor. Whether a given run claims depends on timing: runs
+/// repeat until one has, every run checked.
+#[test]
+fn claimed_successors_run_once_after_their_predecessors() {
+    with_timeout(LIMIT, || {
+        let two = rt(2);
+        let mut claimed = Vec::new();
+        for _ in 0..20 {
+            let dag = Arc::new(ShapeLight::new(stencil(2, 500)));
+            let stats = light::run(&two, Arc::clone(&dag)).unwrap();
+            assert_eq!(stats.tasks, 1000);
+            assert_eq!(dag.outputs(), dag.shape.expected());
+            claimed.push(stats.claimed);
+            if stats.claimed > 0 {
+                break;
+            }
+        }
+        assert!(claimed.iter().any(|&c| c > 0), "no claims: {claimed:?}");
+        for workers in [2, 3] {
+            let mut dag = ShapeLight::new(stencil(2, 40));
+            // Step 10's second point.
+            dag.slow = Some((21, Duration::from_millis(100)));
+            let dag = Arc::new(dag);
+            let stats = light::run(&rt(workers), Arc::clone(&dag)).unwrap();
+            assert_eq!(stats.tasks, 80);
+            assert_eq!(dag.outputs(), dag.shape.expected(), "{workers} workers");
+        }
+    });
+}
+
+/// Task Bench's `stencil_1d`: `steps` rows of `width` points, each point
+/// reading its neighbours and itself in the row before.
+fn stencil(width: usize, steps: usize) -> Shape {
+    let n = width * steps;
+    let mut preds = vec![Vec::new(); n];
+    let mut succs = vec![Vec::new(); n];
+    for t in 1..steps {
+        for p in 0..width {
+            for q in p.saturating_sub(1)..(p + 2).min(width) {
+                let (from, to) = ((t - 1) * width + q, t * width + p);
+                preds[to].push(from);
+                succs[from].push(to);
+            }
+        }
+    }
+    Shape {
+        preds,
+        succs,
+        owner: vec![0; n],
+        salt: (0..n as u64).map(|s| s * 31 + 7).collect(),
+    }
 }
 
 /// A chain of `n` tasks.
