@@ -247,15 +247,9 @@ pub(crate) fn prepare<C: LightClasses>(
         pending: CachePadded::new(AtomicUsize::new(roots.len())),
         stop: AtomicBool::new(false),
         error: Mutex::new(None),
-        ran: (0..members)
-            .map(|_| CachePadded::new(AtomicUsize::new(0)))
-            .collect(),
-        stolen: (0..members)
-            .map(|_| CachePadded::new(AtomicUsize::new(0)))
-            .collect(),
-        claimed: (0..members)
-            .map(|_| CachePadded::new(AtomicUsize::new(0)))
-            .collect(),
+        ran: per_member(members),
+        stolen: per_member(members),
+        claimed: per_member(members),
         team: AtomicUsize::new(0),
         interrupt: rt.interrupt_flag(),
         sent_done: AtomicBool::new(false),
@@ -309,8 +303,8 @@ impl<C: LightClasses> Light<C> {
         }
         Ok(LightStats {
             tasks: self.done(),
-            stolen: self.stolen.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
-            claimed: self.claimed.iter().map(|c| c.load(Ordering::Relaxed)).sum(),
+            stolen: total(&self.stolen, Ordering::Relaxed),
+            claimed: total(&self.claimed, Ordering::Relaxed),
             workers: self.team.load(Ordering::Relaxed),
         })
     }
@@ -318,8 +312,20 @@ impl<C: LightClasses> Light<C> {
     /// Tasks run on this rank so far (Acquire: a member's sends precede
     /// its count, so a `DONE` sent after reading it follows every edge).
     fn done(&self) -> usize {
-        self.ran.iter().map(|c| c.load(Ordering::Acquire)).sum()
+        total(&self.ran, Ordering::Acquire)
     }
+}
+
+/// A count per member, each on a line of its own.
+fn per_member(members: usize) -> Vec<CachePadded<AtomicUsize>> {
+    (0..members)
+        .map(|_| CachePadded::new(AtomicUsize::new(0)))
+        .collect()
+}
+
+/// The members' counts summed.
+fn total(counts: &[CachePadded<AtomicUsize>], order: Ordering) -> usize {
+    counts.iter().map(|c| c.load(order)).sum()
 }
 
 fn out_of_range<K: Debug>(key: &K, slot: usize, slots: usize) -> Error {
@@ -382,8 +388,8 @@ impl<C: LightClasses> Light<C> {
                 Some(k) => (Some(k), false, false),
                 None => match claim.take() {
                     Some((k, slot)) if self.take_claimed(slot) => (Some(k), false, true),
-                    kept => {
-                        claim = kept;
+                    held => {
+                        claim = held;
                         // A claimant looks for other work every
                         // `CLAIM_LOOK` rounds, and otherwise reads only its
                         // counter (a thief reads the lines that the other
@@ -547,8 +553,8 @@ impl<C: LightClasses> Light<C> {
     }
 
     /// Claim one of `waiting` (successors of this member's finished task
-    /// with predecessors left): the first whose counter says neither made
-    /// nor claimed.
+    /// with predecessors left): the first whose counter says neither
+    /// released nor claimed.
     fn claim_one(&self, waiting: &[C::Key]) -> Option<(C::Key, usize)> {
         for k in waiting {
             let slot = self.classes.slot(k);
@@ -679,14 +685,13 @@ impl<C: LightClasses> Light<C> {
                 _ => Err(more_edges(key)),
             };
         }
-        match before {
-            1 => Ok(Satisfied::Ready),
+        match (before & WAITED != 0, before & !WAITED) {
+            (false, 1) => Ok(Satisfied::Ready),
             // The claimant takes it (`take_claimed`).
-            b if b == WAITED | 1 => Ok(Satisfied::Handed),
-            2..LIMIT => Ok(Satisfied::Waiting),
-            b if b & WAITED != 0 && (2..LIMIT).contains(&(b & !WAITED)) => Ok(Satisfied::Waiting),
+            (true, 1) => Ok(Satisfied::Handed),
+            (_, 2..LIMIT) => Ok(Satisfied::Waiting),
             // The first has not counted yet.
-            b if (UNTOUCHED - LIMIT + 1..UNTOUCHED).contains(&b) => Ok(Satisfied::Waiting),
+            (false, b) if (UNTOUCHED - LIMIT + 1..UNTOUCHED).contains(&b) => Ok(Satisfied::Waiting),
             // Released already (0, `TAKEN`), or worse.
             _ => Err(more_edges(key)),
         }

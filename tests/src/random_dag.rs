@@ -322,6 +322,30 @@ impl Shape {
         }
     }
 
+    /// `n` tasks on rank 0 joined by `edges` (predecessor, successor), task
+    /// `t` salted `salt(t)`; each task's predecessors sorted.
+    pub fn from_edges(
+        n: usize,
+        edges: impl IntoIterator<Item = (usize, usize)>,
+        salt: impl Fn(u64) -> u64,
+    ) -> Shape {
+        let mut preds = vec![Vec::new(); n];
+        let mut succs = vec![Vec::new(); n];
+        for (p, s) in edges {
+            preds[s].push(p);
+            succs[p].push(s);
+        }
+        for p in &mut preds {
+            p.sort_unstable();
+        }
+        Shape {
+            preds,
+            succs,
+            owner: vec![0; n],
+            salt: (0..n as u64).map(salt).collect(),
+        }
+    }
+
     /// A task's output from its salt and its predecessors' outputs, in
     /// order (the lanes an overwriting [`Op`] computes).
     pub fn mix(salt: u64, inputs: &[&Vec<u64>]) -> Vec<u64> {

@@ -1215,24 +1215,13 @@ fn a_task_made_beyond_a_remote_edge_waits_for_every_predecessor() {
     const FAN: usize = 19;
     let n = 2 + 2 * FAN;
     let join = FAN + 1;
-    let mut preds = vec![Vec::new(); n];
-    let mut succs = vec![Vec::new(); n];
+    let edges = (1..=FAN).flat_map(|i| [(0, i), (i, join), (i, join + i)]);
+    let mut shape = Shape::from_edges(n, edges, |t| t * 7919 + 1);
     // Tasks 1..=FAN on rank 1, the others on rank 0.
-    let owner: Vec<usize> = (0..n)
+    shape.owner = (0..n)
         .map(|t| usize::from((1..=FAN).contains(&t)))
         .collect();
-    for i in 1..=FAN {
-        for (p, s) in [(0, i), (i, join), (i, join + i)] {
-            preds[s].push(p);
-            succs[p].push(s);
-        }
-    }
-    let shape = Arc::new(Shape {
-        preds,
-        succs,
-        owner,
-        salt: (0..n as u64).map(|t| t * 7919 + 1).collect(),
-    });
+    let shape = Arc::new(shape);
     let expected = shape.expected();
     with_timeout(LIMIT, move || {
         // Making ahead needs rank 0's worker to find itself idle and the

@@ -187,25 +187,11 @@ fn wide_layers_are_shared_between_workers() {
     with_timeout(LIMIT, || {
         let (layers, width) = (200, 8);
         let n = layers * width;
-        let mut preds = vec![Vec::new(); n];
-        let mut succs = vec![Vec::new(); n];
-        for l in 1..layers {
-            for i in 0..width {
-                let t = l * width + i;
-                preds[t] = (0..width).map(|j| (l - 1) * width + j).collect();
-                for j in 0..width {
-                    succs[(l - 1) * width + j].push(t);
-                }
-            }
-        }
-        let shape = Shape {
-            preds,
-            succs,
-            owner: vec![0; n],
-            salt: (0..n as u64)
-                .map(|s| s.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-                .collect(),
-        };
+        let edges = (1..layers).flat_map(|l| {
+            (0..width)
+                .flat_map(move |i| (0..width).map(move |j| ((l - 1) * width + j, l * width + i)))
+        });
+        let shape = Shape::from_edges(n, edges, |s| s.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let rt = rt(4);
         let dag = Arc::new(ShapeLight::new(shape));
         let stats = light::run(&rt, Arc::clone(&dag)).unwrap();
@@ -286,41 +272,18 @@ fn claimed_successors_run_once_after_their_predecessors() {
 /// Task Bench's `stencil_1d`: `steps` rows of `width` points, each point
 /// reading its neighbours and itself in the row before.
 fn stencil(width: usize, steps: usize) -> Shape {
-    let n = width * steps;
-    let mut preds = vec![Vec::new(); n];
-    let mut succs = vec![Vec::new(); n];
-    for t in 1..steps {
-        for p in 0..width {
-            for q in p.saturating_sub(1)..(p + 2).min(width) {
-                let (from, to) = ((t - 1) * width + q, t * width + p);
-                preds[to].push(from);
-                succs[from].push(to);
-            }
-        }
-    }
-    Shape {
-        preds,
-        succs,
-        owner: vec![0; n],
-        salt: (0..n as u64).map(|s| s * 31 + 7).collect(),
-    }
+    let edges = (1..steps).flat_map(|t| {
+        (0..width).flat_map(move |p| {
+            (p.saturating_sub(1)..(p + 2).min(width))
+                .map(move |q| ((t - 1) * width + q, t * width + p))
+        })
+    });
+    Shape::from_edges(width * steps, edges, |s| s * 31 + 7)
 }
 
 /// A chain of `n` tasks.
 fn chain(n: usize) -> Shape {
-    let preds = (0..n)
-        .map(|t| if t == 0 { vec![] } else { vec![t - 1] })
-        .collect();
-    let mut succs = vec![Vec::new(); n];
-    for t in 1..n {
-        succs[t - 1].push(t);
-    }
-    Shape {
-        preds,
-        succs,
-        owner: vec![0; n],
-        salt: vec![1; n],
-    }
+    Shape::from_edges(n, (1..n).map(|t| (t - 1, t)), |_| 1)
 }
 
 /// `Runtime::interrupt` (what Ctrl-C calls) during a light run: the task
